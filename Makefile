@@ -1,0 +1,89 @@
+# tpurank — every entry point. `make run` and `make test` set everything up themselves.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+PRESET ?= quick
+SCALE ?= small
+SEED ?= 0
+KAGGLE_DATA := /kaggle/input/predict-ai-model-runtime
+
+# On Kaggle (or with NO_VENV=1) use the interpreter as it is; elsewhere a local virtualenv.
+ifneq ($(or $(NO_VENV),$(wildcard /kaggle/working)),)
+  PY := $(PYTHON)
+  STAMP :=
+else
+  PY := $(VENV)/bin/python
+  STAMP := $(VENV)/.installed
+endif
+
+# Data root: DATA=..., else the Kaggle input when present, else the generated sample.
+SAMPLE := data/sample-$(SCALE)
+ifeq ($(DATA),)
+  ifneq ($(wildcard $(KAGGLE_DATA)/npz_all),)
+    DATA := $(KAGGLE_DATA)
+  else
+    DATA := $(SAMPLE)
+    NEED_SAMPLE := $(SAMPLE)/.complete
+  endif
+endif
+WORK ?= work/$(notdir $(abspath $(DATA)))-$(PRESET)
+SUBMISSION ?= submissions/submission.csv
+MODELS ?= gnn,lgbm
+COMMON := --data $(DATA) --work $(WORK) --preset $(PRESET) --seed $(SEED)
+
+.PHONY: help setup sample run features gnn lgbm blend test test-slow bench notebooks kaggle-bundle kaggle-push clean
+
+help:
+	@echo "make run    [DATA=root] [PRESET=quick|full] [SUBMISSION=csv]  whole pipeline -> submission"
+	@echo "make test                                                     fast test suite"
+	@echo "make test-slow | bench | notebooks | kaggle-bundle | kaggle-push | sample | clean"
+
+setup: $(STAMP)
+
+$(VENV)/.installed: setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade pip
+	# torch first and pinned: the CPU wheel on disk; unpinned, pip would fetch a multi-GB CUDA build
+	$(VENV)/bin/python -m pip install -q torch==2.13.0
+	$(VENV)/bin/python -m pip install -q -e '.[dev]'
+	touch $@
+
+sample: $(STAMP) $(SAMPLE)/.complete
+
+data/sample-%/.complete: | $(STAMP)
+	$(PY) -m features.sample --out data/sample-$* --scale $* --seed $(SEED)
+
+run: $(STAMP) $(NEED_SAMPLE)
+	$(PY) -m features validate --data $(DATA) --skip-bad
+	$(PY) -m features build $(COMMON)
+	$(PY) -m models.gnn train $(COMMON)
+	$(PY) -m models.gnn predict $(COMMON)
+	$(PY) -m models.lgbm train $(COMMON)
+	$(PY) -m models.lgbm predict $(COMMON)
+	$(PY) -m ensemble blend $(COMMON) --models $(MODELS) --submission $(SUBMISSION)
+	$(PY) -m ensemble check $(SUBMISSION) --data $(DATA)
+	$(PY) -m ensemble report $(COMMON) --models $(MODELS) --submission $(SUBMISSION)
+	$(PY) -m ensemble score $(SUBMISSION) --data $(DATA)
+
+test: $(STAMP)
+	$(PY) -m pytest -m "not slow" -q -p no:cacheprovider
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -m slow -q -p no:cacheprovider
+
+bench: $(STAMP)
+	$(PY) tests/bench/run.py
+
+notebooks: $(STAMP)
+	$(PY) -m jupytext --to ipynb notebooks/*.py
+
+kaggle-bundle: $(STAMP)
+	$(PY) kaggle/bundle.py --work $(WORK)
+
+kaggle-push: $(STAMP)
+	$(PY) kaggle/push.py $(if $(filter 1,$(PUSH)),--execute,--dry-run)
+
+clean:
+	rm -rf work data/sample-* submissions/*.csv kaggle/build

@@ -1,0 +1,57 @@
+"""Atomic file writes: write to a temporary sibling, fsync, then ``os.replace``.
+
+A crash never leaves a half-written file under the final name, so caches and outputs can be
+trusted on resume.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
+    """Yield a temporary path in the same directory; on success rename it to ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp" + suffix, dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        with open(tmp_path, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp_path, path)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> None:
+    write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def save_npy(path: str | os.PathLike, array: np.ndarray) -> None:
+    with atomic_path(path, suffix=".npy") as tmp:
+        np.save(tmp, array, allow_pickle=False)
+
+
+def save_npz(path: str | os.PathLike, compressed: bool = False, **arrays: np.ndarray) -> None:
+    with atomic_path(path, suffix=".npz") as tmp:
+        (np.savez_compressed if compressed else np.savez)(tmp, **arrays)

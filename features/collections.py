@@ -1,0 +1,98 @@
+"""The five TpuGraphs collections, their on-disk layout and submission IDs (SPEC §2, §6).
+
+Collections are data, not code: every stage takes a :class:`Collection` and uses the same code
+path for all five.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+KAGGLE_ROOT = Path("/kaggle/input/predict-ai-model-runtime")
+SPLITS: tuple[str, ...] = ("train", "valid", "test")
+
+
+@dataclass(frozen=True)
+class Collection:
+    """One scored collection, e.g. ``layout:nlp:random``."""
+
+    kind: str  # "tile" or "layout"
+    source: str  # "xla" or "nlp"
+    search: str | None  # "default" / "random" for layout, None for tile
+
+    @property
+    def name(self) -> str:
+        """The name used in submission IDs: ``tile:xla`` or ``layout:nlp:random``."""
+        parts = [self.kind, self.source] + ([self.search] if self.search else [])
+        return ":".join(parts)
+
+    @property
+    def slug(self) -> str:
+        """A file-system-safe name: ``tile-xla``, ``layout-nlp-random``."""
+        return self.name.replace(":", "-")
+
+    @property
+    def is_tile(self) -> bool:
+        return self.kind == "tile"
+
+    @property
+    def rel_dir(self) -> Path:
+        """Directory of this collection relative to ``npz_all/npz`` (or ``pb/``)."""
+        parts = [self.kind, self.source] + ([self.search] if self.search else [])
+        return Path(*parts)
+
+    def split_dir(self, root: str | os.PathLike, split: str) -> Path:
+        return npz_dir(root) / self.rel_dir / split
+
+    def submission_id(self, stem: str) -> str:
+        return f"{self.name}:{stem}"
+
+
+COLLECTIONS: tuple[Collection, ...] = (
+    Collection("tile", "xla", None),
+    Collection("layout", "xla", "default"),
+    Collection("layout", "xla", "random"),
+    Collection("layout", "nlp", "default"),
+    Collection("layout", "nlp", "random"),
+)
+BY_NAME: dict[str, Collection] = {c.name: c for c in COLLECTIONS}
+BY_NAME.update({c.slug: c for c in COLLECTIONS})
+
+
+def get_collection(name: str) -> Collection:
+    """Look a collection up by ``tile:xla`` / ``tile-xla`` style name."""
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        known = ", ".join(c.name for c in COLLECTIONS)
+        raise ValueError(f"unknown collection {name!r}; expected one of: {known}") from None
+
+
+def parse_collections(spec: str | list[str] | tuple[str, ...] | None) -> list[Collection]:
+    """``"all"``/None -> all five; otherwise a comma-separated list (or list) of names."""
+    if spec is None or spec == "all" or spec == ["all"]:
+        return list(COLLECTIONS)
+    names = spec.split(",") if isinstance(spec, str) else list(spec)
+    return [get_collection(n.strip()) for n in names if n.strip()]
+
+
+def npz_dir(root: str | os.PathLike) -> Path:
+    """``ROOT/npz_all/npz`` (Kaggle layout)."""
+    return Path(root) / "npz_all" / "npz"
+
+
+def pb_dir(root: str | os.PathLike) -> Path:
+    """``ROOT/pb`` — raw protos mirroring ``npz_all/npz`` when present (optional)."""
+    return Path(root) / "pb"
+
+
+def hidden_runtimes_path(root: str | os.PathLike) -> Path:
+    """Where generated sample data keeps the true test runtimes (never present on Kaggle)."""
+    return Path(root) / "hidden" / "test_runtimes.npz"
+
+
+def default_data_root() -> Path | None:
+    """The Kaggle input folder when it exists, else None (callers then use the sample)."""
+    return KAGGLE_ROOT if npz_dir(KAGGLE_ROOT).is_dir() else None
