@@ -130,3 +130,18 @@ def load_graph(path: str | os.PathLike, cache_dir: str | os.PathLike | None = No
     from features.cache import load_cached
 
     return load_cached(path, cache_dir)
+
+
+def read_hidden_runtimes(root: str | os.PathLike) -> dict[str, np.ndarray] | None:
+    """True test targets of a generated dataset, by submission ID (None when the root has none).
+
+    Values are what is ranked: runtime/normalizer for tile, runtime for layout (float64).
+    Kaggle data never has them; the sample generator writes them apart from the npz files.
+    """
+    from features.collections import hidden_runtimes_path
+
+    path = hidden_runtimes_path(root)
+    if not path.is_file():
+        return None
+    with np.load(path, allow_pickle=False) as data:
+        return {k: data[k].astype(np.float64) for k in data.files}
