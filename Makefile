@@ -62,6 +62,7 @@ run: $(STAMP) $(NEED_SAMPLE)
 	$(PY) -m models.gnn predict $(COMMON)
 	$(PY) -m models.lgbm train $(COMMON)
 	$(PY) -m models.lgbm predict $(COMMON)
+	$(PY) -m models.baseline predict $(COMMON)
 	$(PY) -m ensemble blend $(COMMON) --models $(MODELS) --submission $(SUBMISSION)
 	$(PY) -m ensemble check $(SUBMISSION) --data $(DATA)
 	$(PY) -m ensemble report $(COMMON) --models $(MODELS) --submission $(SUBMISSION)
@@ -76,14 +77,18 @@ test-slow: $(STAMP)
 bench: $(STAMP)
 	$(PY) tests/bench/run.py
 
+# notebooks/*.py (jupytext percent format) -> notebooks/*.ipynb, cells unexecuted
 notebooks: $(STAMP)
-	$(PY) -m jupytext --to ipynb notebooks/*.py
+	$(PY) -m jupytext --to ipynb notebooks/eda.py notebooks/train.py notebooks/inference.py
 
+# kaggle/build/{tpurank-code,tpurank-wheels,tpurank-weights,tpurank-inference} from a trained WORK;
+# ids use KAGGLE_USERNAME; BUNDLE_ARGS e.g. "--extra PKG" or "--kaggle-python 3.12"
 kaggle-bundle: $(STAMP)
-	$(PY) kaggle/bundle.py --work $(WORK)
+	$(PY) kaggle/bundle.py --work $(WORK) $(BUNDLE_ARGS)
 
+# dry run: prints the Kaggle CLI commands; PUSH=1 runs them; PUSH_ARGS e.g. "--create" (first upload)
 kaggle-push: $(STAMP)
-	$(PY) kaggle/push.py $(if $(filter 1,$(PUSH)),--execute,--dry-run)
+	$(PY) kaggle/push.py $(if $(filter 1,$(PUSH)),--execute,--dry-run) $(PUSH_ARGS)
 
 clean:
 	rm -rf work data/sample-* submissions/*.csv kaggle/build

@@ -86,14 +86,23 @@ def norm_path(features_dir: str | os.PathLike, collection: Collection) -> Path:
     return Path(features_dir) / collection.slug / "norm.npz"
 
 
-def save_processed(g: ProcessedGraph, out_dir: str | os.PathLike) -> None:
-    """Write ``g`` as a directory of .npy files, atomically (temp dir + rename)."""
+def save_processed(g: ProcessedGraph, out_dir: str | os.PathLike,
+                   prewritten: dict[str, str | os.PathLike] | None = None) -> None:
+    """Write ``g`` as a directory of .npy files, atomically (temp dir + rename).
+
+    ``prewritten`` maps array names to ``.npy`` files already on disk (e.g. a large memmap filled
+    chunk by chunk, on the same file system): they are moved in instead of copied.
+    """
     out_dir = Path(out_dir)
     tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
+    prewritten = dict(prewritten or {})
     for name in ARRAYS:
+        if name in prewritten:
+            os.replace(prewritten[name], tmp / f"{name}.npy")
+            continue
         arr = getattr(g, name)
         if arr is not None:
             np.save(tmp / f"{name}.npy", np.ascontiguousarray(arr), allow_pickle=False)

@@ -8,11 +8,24 @@ Each value holds one *cost* per config, in the config order of the source npz fi
 **lower cost = predicted faster**. A graph's ranking is ``np.argsort(cost, kind="stable")``.
 Training-split deduplication never applies to valid/test predictions: their arrays always have
 one entry per config of the original file.
+
+**Seeds.** A model trained with several seeds writes one *run* per seed, named
+``<model>@seed<k>`` (:func:`run_name`)::
+
+    PREDS/gnn@seed0/<slug>/<split>.npz
+    PREDS/gnn@seed1/<slug>/<split>.npz
+
+A plain ``PREDS/<model>/`` run (no seed suffix; e.g. the seed-free heuristic ``baseline``) is
+also accepted. Whoever reads model ``gnn`` (:func:`read_model_predictions`, the blend) takes
+*every* run of it — ``gnn`` and all ``gnn@seed*`` — normalises each graph's costs
+(:func:`normalise_costs`) and averages them: seeds average first, then models blend. To
+blend a single seed, pass the run name itself (``gnn@seed0``) as the model.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -48,3 +61,82 @@ def read_predictions(path: str | os.PathLike) -> dict[str, np.ndarray]:
 def ranking(cost: np.ndarray) -> np.ndarray:
     """Config indices from predicted fastest to slowest (stable for ties)."""
     return np.argsort(np.asarray(cost), kind="stable")
+
+
+SEED_SEPARATOR = "@seed"
+NORMALISATIONS = ("rank", "minmax", "zscore")
+
+
+def run_name(model: str, seed: int | None = None) -> str:
+    """Directory name of one model run: ``gnn@seed3`` (or ``gnn`` without a seed)."""
+    return model if seed is None else f"{model}{SEED_SEPARATOR}{int(seed)}"
+
+
+def model_runs(preds_dir: str | os.PathLike, model: str) -> list[str]:
+    """All runs of ``model`` under ``preds_dir``: ``model`` itself and ``model@seed<k>``, sorted.
+
+    ``model`` may itself be a run name (``gnn@seed0``): then only that run matches.
+    """
+    root = Path(preds_dir)
+    if not root.is_dir():
+        return []
+    pattern = re.compile(re.escape(model) + r"(" + re.escape(SEED_SEPARATOR) + r"\d+)?")
+    runs = [d.name for d in root.iterdir() if d.is_dir() and pattern.fullmatch(d.name)]
+    return sorted(runs, key=lambda r: (len(r), r))
+
+
+def normalise_costs(cost: np.ndarray, method: str = "rank") -> np.ndarray:
+    """Put one graph's costs on a common scale so models (and seeds) can be averaged.
+
+    ``rank``: average ranks scaled to [0, 1] (robust to outliers; a Borda count when averaged);
+    ``minmax``: (c - min) / (max - min); ``zscore``: (c - mean) / std. A constant cost maps to
+    zeros. Lower stays faster in all three.
+    """
+    cost = np.asarray(cost, dtype=np.float64).reshape(-1)
+    n = cost.size
+    if n and cost.max() == cost.min():
+        return np.zeros(n)
+    if method == "rank":
+        from scipy.stats import rankdata
+
+        return (rankdata(cost) - 1.0) / (n - 1)
+    if method == "minmax":
+        span = cost.max() - cost.min() if n else 0.0
+        return (cost - cost.min()) / span if span > 0 else np.zeros(n)
+    if method == "zscore":
+        std = cost.std() if n else 0.0
+        return (cost - cost.mean()) / std if std > 0 else np.zeros(n)
+    raise ValueError(f"unknown normalisation {method!r}; expected one of {NORMALISATIONS}")
+
+
+def read_model_predictions(preds_dir: str | os.PathLike, model: str, collection: Collection,
+                           split: str, norm: str = "rank") -> dict[str, np.ndarray]:
+    """Seed-averaged costs of ``model``: each run's graph costs normalised, then averaged.
+
+    Raises FileNotFoundError (naming the runs looked for) when no run has this file, and
+    ValueError when runs disagree on the graphs or on a graph's config count.
+    """
+    runs = model_runs(preds_dir, model)
+    paths = [predictions_path(preds_dir, r, collection, split) for r in runs]
+    paths = [p for p in paths if p.is_file()]
+    if not paths:
+        raise FileNotFoundError(
+            f"no predictions of model {model!r} for {collection.name}/{split} under {preds_dir} "
+            f"(looked for {model}/ and {model}{SEED_SEPARATOR}<k>/ holding "
+            f"{collection.slug}/{split}.npz; run the model's predict step first)")
+    total: dict[str, np.ndarray] = {}
+    for path in paths:
+        preds = read_predictions(path)
+        if total and set(preds) != set(total):
+            diff = sorted(set(preds) ^ set(total))
+            raise ValueError(f"{path}: graphs differ from {paths[0]} (e.g. {diff[:3]})")
+        for stem, cost in preds.items():
+            normed = normalise_costs(cost, norm)
+            if stem in total and total[stem].shape != normed.shape:
+                raise ValueError(f"{path}: graph {stem!r} has {normed.size} costs, "
+                                 f"{paths[0]} has {total[stem].size}")
+            total[stem] = total.get(stem, 0.0) + normed
+    # rounded to float32 (the file precision) so that equal averages tie exactly, whatever the
+    # order of float64 additions
+    return {stem: (cost / len(paths)).astype(np.float32).astype(np.float64)
+            for stem, cost in total.items()}

@@ -1,0 +1,279 @@
+"""The pipeline as functions: the same stage commands as ``make run``, called in-process.
+
+Used by the notebooks (``notebooks/train.py``, ``notebooks/inference.py``), which must stay thin.
+Each stage is invoked through its own CLI entry point with the exact arguments of the Makefile
+``run`` target (``--data --work --preset --seed`` plus ``--collections``), so a notebook run and a
+``make run`` run are the same thing; per-stage ``--option value`` overrides come from
+:class:`Run.overrides`.
+
+    run = Run(data="data/sample-tiny", work="work/nb", preset="quick", collections="all")
+    train(run)                      # features build -> gnn train -> lgbm train
+    predict(run)                    # gnn predict -> lgbm predict
+    submission = submit(run)        # blend -> check (-> score when hidden runtimes exist)
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+#: stage name -> (module whose ``main(argv)`` runs it, leading sub-command words)
+STAGES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "validate": ("features.__main__", ("validate",)),
+    "features": ("features.__main__", ("build",)),
+    "gnn-train": ("models.gnn.__main__", ("train",)),
+    "gnn-predict": ("models.gnn.__main__", ("predict",)),
+    "lgbm-train": ("models.lgbm.__main__", ("train",)),
+    "lgbm-predict": ("models.lgbm.__main__", ("predict",)),
+    "blend": ("ensemble.__main__", ("blend",)),
+    "check": ("ensemble.__main__", ("check",)),
+    "report": ("ensemble.__main__", ("report",)),
+    "score": ("ensemble.__main__", ("score",)),
+}
+MODEL_STAGES = {"gnn": ("gnn-train", "gnn-predict"), "lgbm": ("lgbm-train", "lgbm-predict")}
+
+
+@dataclass
+class Run:
+    """Where the data and work dir are, and how every stage is configured."""
+
+    data: str
+    work: str
+    preset: str = "quick"
+    seed: int = 0
+    collections: str = "all"
+    models: str = "gnn,lgbm"
+    submission: str = ""  # default: WORK/submission.csv
+    #: per-stage overrides, e.g. {"gnn-train": {"steps": 20}, "lgbm-train": {"num_boost_round": 30}}
+    overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def model_list(self) -> list[str]:
+        return [m.strip() for m in self.models.split(",") if m.strip()]
+
+    @property
+    def validate_report(self) -> Path:
+        return Path(self.work) / "validate_report.json"
+
+    @property
+    def submission_path(self) -> Path:
+        return Path(self.submission) if self.submission else Path(self.work) / "submission.csv"
+
+
+def _options(values: dict[str, Any]) -> list[str]:
+    argv: list[str] = []
+    for key, value in values.items():
+        if isinstance(value, (list, tuple)):
+            value = ",".join(str(v) for v in value)
+        argv += ["--" + key.replace("_", "-"), str(value).lower() if isinstance(value, bool) else str(value)]
+    return argv
+
+
+def stage_argv(run: Run, stage: str) -> list[str]:
+    """The command line of ``stage`` (without ``python -m``), as in the Makefile ``run`` target."""
+    module, words = STAGES[stage]
+    common = {"data": run.data, "work": run.work, "preset": run.preset, "seed": run.seed,
+              "collections": run.collections}
+    if stage == "validate":
+        argv = [*words, "--data", run.data, "--collections", run.collections, "--skip-bad",
+                "--report", str(run.validate_report)]
+    elif stage in ("check", "score"):
+        argv = [*words, str(run.submission_path), "--data", run.data]
+    elif stage in ("blend", "report"):
+        argv = [*words, *_options(common | {"models": run.models}),
+                "--submission", str(run.submission_path)]
+    else:
+        argv = [*words, *_options(common)]
+        if stage == "features" and run.validate_report.is_file():  # skip what validate found bad
+            argv += ["--skip-bad-report", str(run.validate_report)]
+    return argv + _options(run.overrides.get(stage, {}))
+
+
+def run_stage(run: Run, stage: str) -> float:
+    """Run one stage in this process; returns its wall time. Fails loudly on a non-zero exit."""
+    module, _ = STAGES[stage]
+    argv = stage_argv(run, stage)
+    print(f"$ python -m {module.removesuffix('.__main__')} {' '.join(argv)}", flush=True)
+    t0 = time.perf_counter()
+    rc = importlib.import_module(module).main(argv)
+    if rc:
+        raise RuntimeError(f"stage {stage!r} failed with exit code {rc}: "
+                           f"python -m {module.removesuffix('.__main__')} {' '.join(argv)}")
+    return time.perf_counter() - t0
+
+
+def run_stages(run: Run, stages: Sequence[str]) -> dict[str, float]:
+    """Run ``stages`` in order; returns the wall time of each."""
+    return {stage: run_stage(run, stage) for stage in stages}
+
+
+def train(run: Run, build_features: bool = True) -> dict[str, float]:
+    """features build (optional) -> each model's train stage."""
+    stages = (["features"] if build_features else []) + [MODEL_STAGES[m][0] for m in run.model_list]
+    return run_stages(run, stages)
+
+
+def predict(run: Run) -> dict[str, float]:
+    """Each model's predict stage (valid + test predictions under WORK/preds)."""
+    return run_stages(run, [MODEL_STAGES[m][1] for m in run.model_list])
+
+
+def submit(run: Run, score_if_possible: bool = True) -> Path:
+    """blend -> check; then score when the data root carries hidden test runtimes (samples)."""
+    run_stages(run, ["blend", "check"])
+    from features.collections import hidden_runtimes_path
+
+    if score_if_possible and hidden_runtimes_path(run.data).is_file():
+        run_stage(run, "score")
+    return run.submission_path
+
+
+def find_data(data: str | os.PathLike | None = None, sample_dir: str | os.PathLike = "data/sample-tiny",
+              scale: str = "tiny", seed: int = 0) -> Path:
+    """The data root: ``data`` when given, else the Kaggle input, else the generated sample.
+
+    The sample is generated into ``sample_dir`` on first use (``features.sample``) and reused
+    afterwards (its ``.complete`` marker is written last).
+    """
+    from features.collections import default_data_root, npz_dir
+
+    if data:
+        root = Path(data)
+        if not npz_dir(root).is_dir():
+            raise FileNotFoundError(f"{root}: not a TpuGraphs data root (no npz_all/npz inside)")
+        return root
+    kaggle = default_data_root()
+    if kaggle is not None:
+        return kaggle
+    sample = Path(sample_dir)
+    if not (sample / ".complete").is_file():
+        from features.sample import generate_dataset
+
+        generate_dataset(sample, scale=scale, seed=seed)
+    return sample
+
+
+def default_work(work: str | os.PathLike | None = None, name: str = "notebook") -> Path:
+    """``work`` when given, else ``/kaggle/working/work`` on Kaggle, else ``work/<name>``."""
+    if work:
+        return Path(work)
+    if Path("/kaggle/working").is_dir():
+        return Path("/kaggle/working/work")
+    return Path("work") / name
+
+
+def install_weights(weights: str | os.PathLike, work: str | os.PathLike) -> Path:
+    """Copy a trained-artifacts folder (the Kaggle weights dataset) into a writable work dir.
+
+    Kaggle inputs are read-only and models/features may be written next to them (predictions,
+    test features), hence the copy. Returns ``work``.
+    """
+    src, dst = Path(weights), Path(work)
+    if not (src / "models").is_dir():
+        raise FileNotFoundError(f"{src}: no models/ folder; is this the tpurank weights dataset?")
+    dst.mkdir(parents=True, exist_ok=True)
+    for part in ("models", "features"):
+        if (src / part).is_dir():
+            shutil.copytree(src / part, dst / part, dirs_exist_ok=True)
+    return dst
+
+
+def weights_preset(weights: str | os.PathLike | None, default: str = "quick") -> str:
+    """The preset the weights were trained with (their ``MANIFEST.json``), else ``default``."""
+    manifest = Path(weights) / "MANIFEST.json" if weights else None
+    if manifest is not None and manifest.is_file():
+        return json.loads(manifest.read_text()).get("preset") or default
+    return default
+
+
+# ---- what the notebooks show -----------------------------------------------------------------
+def gnn_reports(work: str | os.PathLike) -> list[dict[str, Any]]:
+    """Every ``report.json`` written by GNN training under ``WORK/models/gnn``."""
+    return [json.loads(p.read_text()) for p in sorted(Path(work).glob("models/gnn/*/seed*/report.json"))]
+
+
+def lgbm_metrics(work: str | os.PathLike) -> list[dict[str, Any]]:
+    """Every ``metrics.json`` written by LightGBM training under ``WORK/models/lgbm``."""
+    return [json.loads(p.read_text()) for p in sorted(Path(work).glob("models/lgbm/*/metrics.json"))]
+
+
+def plot_training_curves(work: str | os.PathLike):
+    """GNN train loss and validation score vs step, one panel per collection (a Figure)."""
+    from matplotlib.figure import Figure
+
+    reports = [r for r in gnn_reports(work) if r.get("history")]
+    ncols = min(3, max(1, len(reports)))
+    nrows = max(1, -(-len(reports) // ncols))
+    fig = Figure(figsize=(4.2 * ncols, 3.0 * nrows), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax in axes[len(reports):] if reports else []:
+        ax.set_axis_off()
+    for ax, rep in zip(axes, reports):
+        steps = [h["step"] for h in rep["history"]]
+        ax.plot(steps, [h["loss"] for h in rep["history"]], color="tab:orange", label="train loss")
+        ax.set(xlabel="step", title=f"{rep['collection']} (seed {rep.get('seed')})")
+        twin = ax.twinx()
+        twin.plot(steps, [h["valid"] for h in rep["history"]], "o-", color="tab:blue", label="valid")
+        ax.legend(loc="upper left", fontsize=7)
+        twin.legend(loc="upper right", fontsize=7)
+    if not reports:
+        axes[0].text(0.5, 0.5, "no GNN training history found", ha="center", transform=axes[0].transAxes)
+    return fig
+
+
+def validation_table(work: str | os.PathLike) -> list[dict[str, Any]]:
+    """Validation score per collection and model (GNN report / LightGBM metrics)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for rep in gnn_reports(work):
+        rows.setdefault(rep["collection"], {"collection": rep["collection"]})[
+            f"gnn@seed{rep.get('seed')}"] = rep.get("score")
+    for met in lgbm_metrics(work):
+        rows.setdefault(met["collection"], {"collection": met["collection"]})["lgbm"] = met.get("valid_score")
+    return list(rows.values())
+
+
+def blend_summary(work: str | os.PathLike) -> dict[str, Any]:
+    """``WORK/blend/summary.json`` written by the blend stage."""
+    path = Path(work) / "blend" / "summary.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no blend summary; run the blend stage first")
+    return json.loads(path.read_text())
+
+
+def plot_validation_scores(work: str | os.PathLike):
+    """Validation score per collection of each model and of the blend (grouped bars, a Figure)."""
+    from matplotlib.figure import Figure
+
+    colls = blend_summary(work)["collections"]
+    names = list(colls)
+    models = sorted({m for c in colls.values() for m in c.get("valid_score", {})})
+    fig = Figure(figsize=(max(6.0, 1.6 * len(names)), 3.4), layout="constrained")
+    ax = fig.add_subplot()
+    width = 0.8 / max(1, len(models))
+    for i, model in enumerate(models):
+        values = [colls[n].get("valid_score", {}).get(model) for n in names]
+        xs = [j + i * width for j, v in enumerate(values) if v is not None]
+        ax.bar(xs, [v for v in values if v is not None], width, label=model)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))], names, fontsize=8)
+    ax.set(ylabel="validation score", title="Validation score per collection (valid split)")
+    ax.axhline(0, color="grey", linewidth=0.6)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def submission_preview(path: str | os.PathLike, rows: int = 5, max_chars: int = 80) -> str:
+    """The first lines of a submission CSV, long rankings cut."""
+    lines = Path(path).read_text().splitlines()
+    shown = [ln if len(ln) <= max_chars else ln[:max_chars] + "..." for ln in lines[:rows + 1]]
+    return "\n".join(shown + [f"... {len(lines) - 1} rows"])
+
+
+__all__ = ["Run", "STAGES", "stage_argv", "run_stage", "run_stages", "train", "predict", "submit",
+           "find_data", "default_work", "install_weights", "weights_preset", "gnn_reports", "lgbm_metrics", "plot_training_curves",
+           "validation_table", "blend_summary", "plot_validation_scores", "submission_preview"]

@@ -1,0 +1,298 @@
+"""``python -m ensemble real --work W``: score trained models on the only real TPU measurements
+we hold (SPEC §9) — 15 tile kernels (tile top-5 score) and one layout record (Kendall τ over its
+112 usable configs) — next to a random ranking and the training-free heuristic
+(:mod:`models.baseline`).
+
+The records are converted from the raw protos (:mod:`features.hlo`), written as npz under
+``W/real/data`` (Kaggle layout, split ``valid``), featurized with the *trained* pipeline's
+feature settings and normalisation stats (never refitted on the real data) and scored by every
+trained model found in ``W``: GNN (``W/models/gnn/<slug>/seed*``) and LightGBM
+(``W/models/lgbm/<slug>``). The layout record (a 3-D UNet, an XLA program with near-default
+configs) is scored by the models of both ``layout:xla:default`` and ``layout:xla:random``.
+
+Caveat printed with the numbers: 7 of the 15 kernels have <= 5 usable configs, so any ranking
+scores 1.0 on them; the mean over the 8 kernels with > 5 configs is reported too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from features.atomic import write_json
+from features.collections import Collection, get_collection
+from models.metrics import TILE_TOP_K, kendall_tau, tile_score
+
+SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+TILE_FILE = "op_tuning_data.pb"
+LAYOUT_FILE = "module_tuning_data_layout.pb"
+TILE = "tile:xla"
+LAYOUT_COLLECTIONS = ("layout:xla:default", "layout:xla:random")
+SPLIT = "valid"
+
+
+@dataclass
+class RealGraph:
+    """One real record: its npz path and the runtimes to rank (tile: runtime/normalizer)."""
+
+    stem: str
+    path: Path
+    target: np.ndarray
+    is_tile: bool
+
+
+@dataclass
+class RealData:
+    tile: list[RealGraph]
+    layout: list[RealGraph]
+    root: Path
+
+
+@dataclass
+class Scores:
+    """Scores of one method: ``per_graph`` and summaries, or ``missing`` with the reason."""
+
+    method: str
+    collection: str
+    per_graph: dict[str, float] = field(default_factory=dict)
+    spread: float | None = None  # std over random draws / seeds
+    note: str = ""
+    missing: str = ""
+
+    def summary(self, graphs: Sequence[RealGraph]) -> dict[str, Any]:
+        out: dict[str, Any] = {"method": self.method, "collection": self.collection,
+                               "note": self.note}
+        if self.missing:
+            return dict(out, missing=self.missing)
+        vals = [self.per_graph[g.stem] for g in graphs]
+        out.update(score=float(np.mean(vals)), n=len(vals), per_graph=self.per_graph)
+        if graphs and graphs[0].is_tile:
+            hard = [self.per_graph[g.stem] for g in graphs if len(g.target) > TILE_TOP_K]
+            out.update(score_gt5=float(np.mean(hard)) if hard else None, n_gt5=len(hard))
+        if self.spread is not None:
+            out["spread"] = self.spread
+        return out
+
+
+# ---------------------------------------------------------------- data
+
+def prepare(shared: Path, out_root: Path) -> RealData:
+    """Convert the real records into ``out_root`` (Kaggle layout) and read their targets."""
+    from features.hlo import convert_file
+    from features.io import load_npz
+
+    for name in (TILE_FILE, LAYOUT_FILE):
+        if not (shared / "real-tpu" / name).is_file():
+            raise FileNotFoundError(f"{shared / 'real-tpu' / name}: real TPU record not found "
+                                    "(pass --shared DIR)")
+    tile, layout = [], []
+    for c in convert_file(shared / "real-tpu" / TILE_FILE, out_root, split=SPLIT,
+                          tile_collection=TILE):
+        g = load_npz(c.path)
+        tile.append(RealGraph(c.module, c.path, g.target(), True))
+    for coll in LAYOUT_COLLECTIONS:  # one copy per collection, so each collection's models see it
+        for c in convert_file(shared / "real-tpu" / LAYOUT_FILE, out_root, split=SPLIT,
+                              layout_collection=coll):
+            if coll == LAYOUT_COLLECTIONS[0]:
+                layout.append(RealGraph(c.module, c.path, load_npz(c.path).target(), False))
+    return RealData(tile, layout, out_root)
+
+
+def graph_score(g: RealGraph, cost: np.ndarray) -> float:
+    return tile_score(cost, g.target) if g.is_tile else kendall_tau(cost, g.target)
+
+
+# ---------------------------------------------------------------- reference methods
+
+def random_scores(graphs: Sequence[RealGraph], collection: str, draws: int, seed: int) -> Scores:
+    """Expected score of a uniformly random ranking (mean over ``draws`` seeded permutations)."""
+    rng = np.random.default_rng(seed)
+    per_draw = np.array([[graph_score(g, rng.permutation(len(g.target)).astype(np.float64))
+                          for g in graphs] for _ in range(draws)])
+    per_graph = {g.stem: float(per_draw[:, i].mean()) for i, g in enumerate(graphs)}
+    return Scores("random", collection, per_graph, spread=float(per_draw.mean(axis=1).std()),
+                  note=f"mean of {draws} random rankings (spread = std of the collection mean)")
+
+
+def heuristic_scores(graphs: Sequence[RealGraph], collection: str) -> Scores:
+    from models.baseline import graph_costs
+
+    per_graph = {g.stem: graph_score(g, graph_costs(g.path, g.is_tile)) for g in graphs}
+    return Scores("heuristic", collection, per_graph, note="models.baseline (training-free)")
+
+
+# ---------------------------------------------------------------- trained models
+
+def _features_pipeline(work: Path, features_dir: Path, coll: Collection) -> tuple[Any, Any]:
+    from features.build import BuildConfig, load_norm
+    from features.config import load_run_config
+
+    build_json = features_dir / coll.slug / "build.json"
+    if not build_json.is_file():
+        raise FileNotFoundError(f"{build_json}: no feature build for {coll.name}")
+    return load_run_config(BuildConfig, build_json), load_norm(features_dir, coll)
+
+
+def _process(graphs: Sequence[RealGraph], coll: Collection, build_cfg: Any, norm: Any,
+             tabular: bool = False) -> tuple[dict[str, Any], list[Any]]:
+    """Processed graphs (``valid`` split: all configs, source order) and tabular frames."""
+    from features import tabular as tab
+    from features.build import process_graph
+    from features.io import load_npz
+
+    processed, frames = {}, []
+    for g in graphs:
+        graph = load_npz(g.path)
+        parts: list[tuple[np.ndarray, np.ndarray]] = []
+        sink = (lambda idx, feats: parts.append((idx, feats))) if tabular else None
+        pg = process_graph(graph, coll, SPLIT, g.stem, norm, build_cfg, None, tabular_sink=sink)
+        processed[g.stem] = pg
+        if tabular:
+            names = tab.tile_feature_names() if g.is_tile else tab.layout_feature_names()
+            idx = np.concatenate([p[0] for p in parts])
+            feats = np.concatenate([p[1] for p in parts])
+            frames.append(tab.make_frame(g.stem, idx, pg.target, feats, names))
+    return processed, frames
+
+
+def _trained_seeds(work: Path, coll: Collection) -> list[int]:
+    base = work / "models" / "gnn" / coll.slug
+    return sorted(int(p.name[4:]) for p in base.glob("seed*")
+                  if p.name[4:].isdigit() and (p / "best.pt").is_file())
+
+
+def gnn_scores(work: Path, graphs: Sequence[RealGraph], coll: Collection, device: str,
+               label: str) -> Scores:
+    from models.gnn import load_trained, predict_costs
+
+    seeds = _trained_seeds(work, coll)
+    if not seeds:
+        return Scores("gnn", label, missing=f"no trained GNN under {work / 'models/gnn' / coll.slug}")
+    per_seed: list[dict[str, float]] = []
+    processed = None
+    for seed in seeds:
+        model, gcfg = load_trained(work, coll, seed=seed, device=device)
+        if processed is None:
+            fdir = Path(gcfg.features) if gcfg.features else work / "features"
+            build_cfg, norm = _features_pipeline(work, fdir, coll)
+            processed, _ = _process(graphs, coll, build_cfg, norm)
+        per_seed.append({g.stem: graph_score(g, predict_costs(model, processed[g.stem],
+                                                              batch_size=gcfg.predict_batch))
+                         for g in graphs})
+    per_graph = {g.stem: float(np.mean([s[g.stem] for s in per_seed])) for g in graphs}
+    means = [np.mean(list(s.values())) for s in per_seed]
+    return Scores("gnn", label, per_graph, spread=float(np.std(means)) if len(means) > 1 else None,
+                  note=f"{coll.name} model, mean over seeds {seeds}"
+                  + (f" (per seed {', '.join(f'{m:.4f}' for m in means)})" if len(means) > 1 else ""))
+
+
+def lgbm_scores(work: Path, graphs: Sequence[RealGraph], coll: Collection, label: str,
+                scratch: Path) -> Scores:
+    import polars as pl
+
+    from features import tabular as tab
+    from models.lgbm.model import RankerModel
+
+    model_dir = work / "models" / "lgbm" / coll.slug
+    if not (model_dir / "model.txt").is_file():
+        return Scores("lgbm", label, missing=f"no trained LightGBM under {model_dir}")
+    model = RankerModel.load(model_dir)
+    build_cfg, norm = _features_pipeline(work, work / "features", coll)
+    _, frames = _process(graphs, coll, build_cfg, norm, tabular=True)
+    path = scratch / coll.slug / f"{SPLIT}.parquet"
+    tab.write_parquet(pl.concat(frames, how="vertical"), path)
+    costs = model.predict_file(path, progress=False)
+    per_graph = {g.stem: graph_score(g, costs[g.stem]) for g in graphs}
+    return Scores("lgbm", label, per_graph, note=f"{coll.name} model ({model.info.mode})")
+
+
+def _guarded(fn: Callable[[], Scores], method: str, label: str) -> Scores:
+    """Run a scorer; a missing/incompatible model becomes a reported gap, not a crash."""
+    try:
+        return fn()
+    except (FileNotFoundError, ImportError, ValueError, KeyError, RuntimeError) as exc:
+        return Scores(method, label, missing=f"{type(exc).__name__}: {exc}")
+
+
+# ---------------------------------------------------------------- report
+
+def evaluate(work: str | Path, shared: str | Path = SHARED_DATA, models: Sequence[str] = ("gnn", "lgbm"),
+             draws: int = 1000, seed: int = 0, device: str = "cpu") -> dict[str, Any]:
+    """Score every method on the real records; writes ``W/reports/real/real_eval.json``."""
+    work, shared = Path(work), Path(shared)
+    data = prepare(shared, work / "real" / "data")
+    results: list[tuple[Scores, list[RealGraph]]] = []
+    for graphs, label, colls in ((data.tile, TILE, (TILE,)),
+                                 (data.layout, "layout:real", LAYOUT_COLLECTIONS)):
+        results.append((random_scores(graphs, label, draws, seed), graphs))
+        results.append((_guarded(lambda: heuristic_scores(graphs, label), "heuristic", label), graphs))
+        for name in colls:
+            coll = get_collection(name)
+            tag = label if len(colls) == 1 else f"{label} <- {name}"
+            if "gnn" in models:
+                results.append((_guarded(lambda: gnn_scores(work, graphs, coll, device, tag),
+                                         "gnn", tag), graphs))
+            if "lgbm" in models:
+                results.append((_guarded(lambda: lgbm_scores(work, graphs, coll, tag,
+                                                             work / "real" / "features"),
+                                         "lgbm", tag), graphs))
+    report = {"work": str(work), "shared": str(shared),
+              "tile_kernels": {g.stem: len(g.target) for g in data.tile},
+              "layout_configs": {g.stem: len(g.target) for g in data.layout},
+              "results": [s.summary(g) for s, g in results]}
+    write_json(work / "reports" / "real" / "real_eval.json", report)
+    return report
+
+
+def format_report(report: dict[str, Any]) -> str:
+    n_kernels = len(report["tile_kernels"])
+    n_gt5 = sum(v > TILE_TOP_K for v in report["tile_kernels"].values())
+    lines = [f"Real TPU records: {n_kernels} tile kernels ({n_gt5} with > {TILE_TOP_K} configs), "
+             f"layout configs {list(report['layout_configs'].values())}",
+             f"{'collection':34s} {'method':10s} {'score':>8s} {'>5 cfg':>8s} {'spread':>7s}  note"]
+    for r in report["results"]:
+        if "missing" in r:
+            lines.append(f"{r['collection']:34s} {r['method']:10s} {'—':>8s} {'':>8s} {'':>7s}  "
+                         f"not available: {r['missing']}")
+            continue
+        gt5 = f"{r['score_gt5']:.4f}" if r.get("score_gt5") is not None else ""
+        spread = f"{r['spread']:.4f}" if r.get("spread") is not None else ""
+        lines.append(f"{r['collection']:34s} {r['method']:10s} {r['score']:8.4f} {gt5:>8s} "
+                     f"{spread:>7s}  {r['note']}")
+    lines.append("tile: mean top-5 score (2 - best of top-5 / best; 1 = best config in top 5); "
+                 "layout: Kendall tau over all usable configs")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ensemble real", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--work", required=True)
+    p.add_argument("--shared", default=str(SHARED_DATA), help="folder holding real-tpu/")
+    p.add_argument("--models", default="gnn,lgbm")
+    p.add_argument("--draws", type=int, default=1000, help="random rankings averaged")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu")
+    # accepted for `make`-style common options; unused
+    p.add_argument("--data", default="")
+    p.add_argument("--preset", default="")
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        report = evaluate(args.work, args.shared, [m.strip() for m in args.models.split(",")],
+                          args.draws, args.seed, args.device)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(format_report(report))
+    print(f"-> {Path(args.work) / 'reports' / 'real' / 'real_eval.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,290 @@
+"""``python -m ensemble report``: a Markdown + HTML report with plots, beside the submission.
+
+Reads what ``blend`` left (``WORK/blend/summary.json``: run id, weights, fit evidence) and the
+prediction files, and writes ``submissions/<run>/report.{md,html,json}`` plus PNG plots:
+
+* per-collection valid score of every model, the baseline and the blend;
+* per-graph scores (τ for layout, top-5 score for tile) per collection;
+* predicted-vs-true rank scatter of the blend for a few valid graphs;
+* the blend weights and the shrinkage evidence (in-sample vs leave-one-graph-out);
+* the run's config and git SHA;
+* hidden-test scores, only when the data root has hidden runtimes (generated samples) and
+  clearly labelled as sample-only.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from features.atomic import atomic_path, write_json, write_text
+from features.collections import Collection, get_collection
+from features.config import parse_config, run_metadata
+from models.metrics import graph_score
+from models.predictions import model_runs, read_model_predictions
+from scipy.stats import rankdata
+
+from ensemble.blend import BLEND_MODEL, BlendConfig
+from ensemble.truth import truth as read_truth
+
+BASELINE_MODEL = "baseline"
+MAX_BARS = 40
+
+
+@dataclass
+class ReportConfig(BlendConfig):
+    """Write the run report beside the submission (python -m ensemble report)."""
+
+    scatter_graphs: int = 3
+
+
+Block = tuple  # ("h2", text) | ("p", text) | ("table", header, rows) | ("img", file, caption) | ("pre", text)
+
+
+def per_graph_scores(cfg: ReportConfig, coll: Collection, models: Sequence[str], split: str,
+                     norm: str) -> dict[str, dict[str, float]]:
+    """``{model: {stem: score}}`` on ``split`` for the models that have predictions there."""
+    truth = read_truth(cfg.data, coll, split)
+    out: dict[str, dict[str, float]] = {}
+    if not truth:
+        return out
+    for model in models:
+        try:
+            preds = read_model_predictions(cfg.preds_dir, model, coll, split, norm)
+        except FileNotFoundError:
+            continue
+        out[model] = {s: graph_score(coll, preds[s], truth[s]) for s in sorted(truth) if s in preds}
+    return out
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: Path) -> None:
+    with atomic_path(path, suffix=".png") as tmp:
+        fig.savefig(tmp, format="png", dpi=90, bbox_inches="tight")
+    _plt().close(fig)
+
+
+def plot_collection_scores(scores: Mapping[str, Mapping[str, float]], title: str, path: Path) -> None:
+    """Grouped bars: x = collection, one bar per model."""
+    plt = _plt()
+    colls = list(scores)
+    models = sorted({m for s in scores.values() for m in s}, key=lambda m: (m == BLEND_MODEL, m))
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(colls)), 3.6))
+    width = 0.8 / max(len(models), 1)
+    for i, model in enumerate(models):
+        vals = [scores[c].get(model, np.nan) for c in colls]
+        ax.bar(np.arange(len(colls)) + i * width, vals, width, label=model)
+    ax.set_xticks(np.arange(len(colls)) + 0.4 - width / 2, colls, rotation=20, ha="right")
+    ax.axhline(0, color="black", lw=0.5)
+    ax.set_ylabel("score (tile: top-5 score, layout: Kendall τ)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    _save(fig, path)
+
+
+def plot_per_graph(coll: Collection, scores: Mapping[str, Mapping[str, float]], path: Path) -> None:
+    """Per-graph bars (sorted score curves when there are too many graphs for bars)."""
+    plt = _plt()
+    models = list(scores)
+    stems = sorted(next(iter(scores.values())))
+    fig, ax = plt.subplots(figsize=(max(6, 0.35 * min(len(stems), MAX_BARS) * len(models) / 2), 3.4))
+    if len(stems) <= MAX_BARS:
+        width = 0.8 / len(models)
+        for i, model in enumerate(models):
+            ax.bar(np.arange(len(stems)) + i * width, [scores[model].get(s, np.nan) for s in stems],
+                   width, label=model)
+        ax.set_xticks(np.arange(len(stems)) + 0.4 - width / 2, stems, rotation=60, ha="right", fontsize=7)
+    else:
+        for model in models:
+            ax.plot(np.sort(list(scores[model].values()))[::-1], label=model)
+        ax.set_xlabel("graphs, sorted by score")
+    ax.axhline(0, color="black", lw=0.5)
+    ax.set_ylabel("top-5 score" if coll.is_tile else "Kendall τ")
+    ax.set_title(f"{coll.name}: per-graph valid score")
+    ax.legend(fontsize=8)
+    _save(fig, path)
+
+
+def plot_rank_scatter(coll: Collection, preds: Mapping[str, np.ndarray], truth: Mapping[str, np.ndarray],
+                      stems: Sequence[str], path: Path) -> None:
+    """Predicted rank vs true rank (blend) for a few graphs."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(stems), figsize=(3.2 * len(stems), 3.2), squeeze=False)
+    for ax, stem in zip(axes[0], stems):
+        pred_rank, true_rank = rankdata(preds[stem]), rankdata(truth[stem])
+        ax.scatter(true_rank, pred_rank, s=4, alpha=0.5)
+        ax.set_title(f"{stem}\n{'score' if coll.is_tile else 'τ'}="
+                     f"{graph_score(coll, preds[stem], truth[stem]):.3f}", fontsize=8)
+        ax.set_xlabel("true rank (1 = fastest)")
+        ax.set_ylabel("blend rank")
+    fig.suptitle(f"{coll.name}: blend vs truth (valid)", fontsize=9)
+    _save(fig, path)
+
+
+def _mean_table(scores: Mapping[str, Mapping[str, float]], models: Sequence[str]) -> tuple:
+    rows = [[c] + [f"{scores[c][m]:.4f}" if m in scores[c] else "—" for m in models] for c in scores]
+    finals = [np.mean([scores[c][m] for c in scores]) if all(m in scores[c] for c in scores) else None
+              for m in models]
+    rows.append(["**final (mean)**"] + [f"**{f:.4f}**" if f is not None else "—" for f in finals])
+    return ("table", ["collection"] + list(models), rows)
+
+
+def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
+    summary_path = cfg.blend_dir / "summary.json"
+    if not summary_path.is_file():
+        raise FileNotFoundError(f"{summary_path}: no blend summary (run `python -m ensemble blend` first)")
+    summary = json.loads(summary_path.read_text())
+    run_dir = Path(cfg.submission).parent / summary["run_id"]
+    norm = summary["norm"]
+    models = list(summary["models"])
+    shown = models + ([BASELINE_MODEL] if BASELINE_MODEL not in models
+                      and model_runs(cfg.preds_dir, BASELINE_MODEL) else []) + [BLEND_MODEL]
+    blocks: list[Block] = [("h1", f"tpurank run {summary['run_id']}"),
+                           ("p", f"Data `{cfg.data}`, work `{cfg.work}`, preset `{cfg.preset}`, models "
+                                 f"{', '.join(models)} (seed runs: {summary['runs']}), per-graph "
+                                 f"normalisation `{norm}`. Submission `{summary['submission']}` — "
+                                 f"checker: {summary['check']}.")]
+    valid_means: dict[str, dict[str, float]] = {}
+    test_means: dict[str, dict[str, float]] = {}
+    details: dict = {"valid": {}, "test": {}}
+    graph_blocks: list[Block] = []
+    for name in summary["collections"]:
+        coll = get_collection(name)
+        valid = per_graph_scores(cfg, coll, shown, "valid", norm)
+        test = per_graph_scores(cfg, coll, shown, "test", norm)
+        details["valid"][name], details["test"][name] = valid, test
+        if valid:
+            valid_means[name] = {m: float(np.mean(list(v.values()))) for m, v in valid.items()}
+            plot_per_graph(coll, valid, run_dir / f"per_graph_{coll.slug}.png")
+            graph_blocks.append(("img", f"per_graph_{coll.slug}.png", f"{name}: per-graph valid scores"))
+            truth = read_truth(cfg.data, coll, "valid")
+            blend = read_model_predictions(cfg.preds_dir, BLEND_MODEL, coll, "valid", norm)
+            stems = sorted(truth, key=lambda s: -len(truth[s]))[:cfg.scatter_graphs]
+            plot_rank_scatter(coll, blend, truth, stems, run_dir / f"scatter_{coll.slug}.png")
+            graph_blocks.append(("img", f"scatter_{coll.slug}.png", f"{name}: blend rank vs true rank"))
+        if test:
+            test_means[name] = {m: float(np.mean(list(v.values()))) for m, v in test.items()}
+    blocks.append(("h2", "Validation scores (mean per-graph official metric)"))
+    if valid_means:
+        plot_collection_scores(valid_means, "valid", run_dir / "scores_valid.png")
+        blocks += [_mean_table(valid_means, shown), ("img", "scores_valid.png", "valid score per collection")]
+    else:
+        blocks.append(("p", "No valid graphs with runtimes under the data root."))
+    blocks += [("h2", "Blend weights"), _weights_table(summary, models),
+               ("p", "Weights: coarse simplex grid optimum on valid, shrunk toward equal weights by "
+                     "`a`; `a` chosen by leave-one-graph-out (held-out mean below). Rows = candidate "
+                     "`a`: in-sample valid score / leave-one-graph-out score."),
+               _shrink_table(summary)]
+    if test_means:
+        plot_collection_scores(test_means, "hidden test (sample only)", run_dir / "scores_test.png")
+        blocks += [("h2", "Hidden-test scores — generated sample only"),
+                   ("p", "These runtimes exist only for generated samples and were never used to fit "
+                         "or choose anything. Kaggle data has no such section."),
+                   _mean_table(test_means, shown), ("img", "scores_test.png", "hidden test per collection")]
+    blocks += [("h2", "Per-graph scores and rank scatter (valid)")] + graph_blocks
+    meta = {"blend": summary["metadata"], "report": run_metadata(cfg)}
+    blocks += [("h2", "Run configuration"),
+               ("p", f"git SHA `{summary['metadata']['git_sha']}`"),
+               ("pre", json.dumps(meta, indent=2, sort_keys=True, default=str))]
+    data = {"run_id": summary["run_id"], "valid": valid_means, "hidden_test": test_means,
+            "per_graph": details, "weights": {c: s["weights"] for c, s in summary["collections"].items()}}
+    return blocks, data
+
+
+def _weights_table(summary: dict, models: Sequence[str]) -> tuple:
+    rows = [[c, s["fit"]["method"], str(s["n_valid"])] + [f"{s['weights'][m]:.2f}" for m in models]
+            + [f"{s['fit']['alpha']:g}"] for c, s in summary["collections"].items()]
+    return ("table", ["collection", "method", "valid graphs"] + list(models) + ["shrink a"], rows)
+
+
+def _shrink_table(summary: dict) -> tuple:
+    alphas = sorted({a for s in summary["collections"].values() for a in s["fit"]["held_out"]}, key=float)
+    rows = []
+    for c, s in summary["collections"].items():
+        fit = s["fit"]
+        rows.append([c] + [f"{fit['in_sample'][a]:.4f} / {fit['held_out'][a]:.4f}"
+                           if a in fit["held_out"] else "—" for a in alphas])
+    return ("table", ["collection"] + [f"a={a}" for a in alphas], rows)
+
+
+def to_markdown(blocks: Sequence[Block]) -> str:
+    out = []
+    for block in blocks:
+        kind = block[0]
+        if kind in ("h1", "h2"):
+            out.append(("#" if kind == "h1" else "##") + " " + block[1])
+        elif kind == "p":
+            out.append(block[1])
+        elif kind == "pre":
+            out.append("```\n" + block[1] + "\n```")
+        elif kind == "img":
+            out.append(f"![{block[2]}]({block[1]})")
+        elif kind == "table":
+            header, rows = block[1], block[2]
+            out.append("\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+                                 + ["| " + " | ".join(r) + " |" for r in rows]))
+    return "\n\n".join(out) + "\n"
+
+
+def to_html(blocks: Sequence[Block], title: str) -> str:
+    def inline(text: str) -> str:
+        text = html.escape(text)
+        parts = text.split("`")
+        text = "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+        parts = text.split("**")
+        return "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(parts))
+
+    body = []
+    for block in blocks:
+        kind = block[0]
+        if kind in ("h1", "h2", "p"):
+            body.append(f"<{kind}>{inline(block[1])}</{kind}>")
+        elif kind == "pre":
+            body.append(f"<pre>{html.escape(block[1])}</pre>")
+        elif kind == "img":
+            body.append(f'<figure><img src="{html.escape(block[1])}" alt="{html.escape(block[2])}">'
+                        f"<figcaption>{html.escape(block[2])}</figcaption></figure>")
+        elif kind == "table":
+            head = "".join(f"<th>{inline(h)}</th>" for h in block[1])
+            rows = "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>" for r in block[2])
+            body.append(f"<table><tr>{head}</tr>{rows}</table>")
+    style = ("body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse}"
+             "td,th{border:1px solid #bbb;padding:2px 8px;text-align:right}img{max-width:100%}"
+             "pre{background:#f4f4f4;padding:8px;overflow:auto;font-size:11px}")
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+def write_report(cfg: ReportConfig) -> Path:
+    """Build and write report.md / report.html / report.json; returns the run folder."""
+    blocks, data = build_report(cfg)
+    run_dir = Path(cfg.submission).parent / data["run_id"]
+    write_text(run_dir / "report.md", to_markdown(blocks))
+    write_text(run_dir / "report.html", to_html(blocks, f"tpurank run {data['run_id']}"))
+    write_json(run_dir / "report.json", data)
+    return run_dir
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = parse_config(ReportConfig, argv, prog="python -m ensemble report")
+    run_dir = write_report(cfg)
+    print(f"report: {run_dir / 'report.html'} and {run_dir / 'report.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""``python -m ensemble submit FILE``: upload a submission with the Kaggle CLI.
+
+The message carries the run id and the validation scores of the blend, found through the run
+folder ``submissions/<run>/blend.json`` whose ``submission.csv`` has the same content as FILE
+(or ``--work WORK`` -> ``WORK/blend/summary.json``). ``--dry-run`` prints the command and
+uploads nothing. The file is checked strictly first when ``--data`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from ensemble.submission import check_file
+
+COMPETITION = "predict-ai-model-runtime"
+MAX_MESSAGE = 500
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def find_summary(submission: Path, work: str | None = None) -> dict | None:
+    """The blend summary of the run that wrote ``submission`` (matched by content), or None."""
+    candidates = [submission.parent / "blend.json"]
+    candidates += sorted(submission.parent.glob("*/blend.json"), reverse=True)
+    digest = _digest(submission)
+    for path in candidates:
+        csv = path.parent / "submission.csv"
+        if path.is_file() and csv.is_file() and _digest(csv) == digest:
+            return json.loads(path.read_text())
+    if work:
+        path = Path(work) / "blend" / "summary.json"
+        if path.is_file():
+            return json.loads(path.read_text())
+    return None
+
+
+def build_message(summary: dict | None, extra: str | None) -> str:
+    parts = []
+    if summary:
+        scores = {c: s["valid_score"].get("blend") for c, s in summary["collections"].items()}
+        text = ", ".join(f"{c}={v:.4f}" for c, v in scores.items() if v is not None)
+        final = summary.get("valid_final", {}).get("blend")
+        parts.append(f"tpurank run {summary['run_id']} | valid: {text}"
+                     + (f" | final={final:.4f}" if final is not None else ""))
+    if extra:
+        parts.append(extra)
+    return " | ".join(parts)[:MAX_MESSAGE]
+
+
+def kaggle_command(submission: Path, message: str, competition: str = COMPETITION) -> list[str]:
+    return ["kaggle", "competitions", "submit", competition, "-f", str(submission), "-m", message]
+
+
+def credentials_present() -> bool:
+    """Whether the Kaggle CLI will find credentials (existence only; nothing is read)."""
+    if os.environ.get("KAGGLE_USERNAME") and os.environ.get("KAGGLE_KEY"):
+        return True
+    if os.environ.get("KAGGLE_API_TOKEN"):
+        return True
+    config_dir = Path(os.environ.get("KAGGLE_CONFIG_DIR", Path.home() / ".kaggle"))
+    return (config_dir / "kaggle.json").is_file() or (config_dir / "access_token").is_file()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ensemble submit",
+                                     description="Upload a submission with the Kaggle CLI.")
+    parser.add_argument("submission")
+    parser.add_argument("-m", "--message", default=None, help="text appended to the run's message")
+    parser.add_argument("--work", default=None, help="work dir whose blend summary describes the run")
+    parser.add_argument("--data", default=None, help="data root: check the file strictly first")
+    parser.add_argument("--competition", default=COMPETITION)
+    parser.add_argument("--dry-run", action="store_true", help="print the command, upload nothing")
+    args = parser.parse_args(argv)
+    submission = Path(args.submission)
+    if not submission.is_file():
+        print(f"submit: {submission}: no such file", file=sys.stderr)
+        return 2
+    if args.data:
+        problems = check_file(submission, args.data)
+        if problems:
+            print(f"submit: {submission} is invalid, not uploading: {problems[0]}", file=sys.stderr)
+            return 1
+    summary = find_summary(submission, args.work)
+    message = build_message(summary, args.message)
+    if not message:
+        print(f"submit: no run found for {submission} (no submissions/<run>/blend.json with the same "
+              f"content, no --work); pass -m MESSAGE", file=sys.stderr)
+        return 2
+    cmd = kaggle_command(submission, message, args.competition)
+    if args.dry_run:
+        print(shlex.join(cmd))
+        return 0
+    if shutil.which("kaggle") is None:
+        print("submit: the Kaggle CLI is not installed (`pip install kaggle`), or not on PATH",
+              file=sys.stderr)
+        return 2
+    if not credentials_present():
+        print("submit: no Kaggle credentials: put kaggle.json in ~/.kaggle/ (or $KAGGLE_CONFIG_DIR), "
+              "or set KAGGLE_USERNAME and KAGGLE_KEY (see https://github.com/Kaggle/kaggle-api)",
+              file=sys.stderr)
+        return 2
+    print("+ " + shlex.join(cmd), flush=True)
+    return subprocess.run(cmd, check=False).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""Raw HLO protos (SPEC §8): read ``TuningData`` / ``ModuleTuningData`` / ``HloModuleProto`` files
+with the protobuf runtime only, convert them to the npz arrays of the TpuGraphs release, and read
+exact per-node facts (dot-general dimension numbers, operand shapes) the npz files lose.
+
+Public API::
+
+    read_proto(path) -> ProtoFile            read_module(path, name=None) -> HloModuleProto
+    module_arrays(module) -> dict            module_to_graph(module, ...) -> features.io.Graph
+    convert_file(pb, out_dir) -> [Converted] exact_dot_dims(pb) -> {node: DotDims}
+    exact_details(pb) -> {node: NodeDetails}
+
+CLI: ``python -m features.hlo convert IN.pb OUT_DIR [--split S] [--tile-collection C]
+[--layout-collection C]``.
+"""
+
+from features.hlo.convert import (instruction_features, layout_record_arrays, module_arrays,
+                                  opcode_ids, tile_record_arrays, unknown_opcodes)
+from features.hlo.converter import (DEFAULT_CONFIGURABLE, Converted, configurable_nodes,
+                                    convert_file, convert_records, module_to_arrays,
+                                    module_to_graph)
+from features.hlo.exact import (GatherDims, NodeDetails, ScatterDims, exact_details,
+                                exact_dot_dims, module_details, module_dot_dims)
+from features.hlo.reader import HloProtoError, ProtoFile, parse_bytes, read_module, read_proto
+
+__all__ = [
+    "Converted", "DEFAULT_CONFIGURABLE", "GatherDims", "HloProtoError", "NodeDetails", "ProtoFile",
+    "ScatterDims", "configurable_nodes", "convert_file", "convert_records", "exact_details",
+    "exact_dot_dims", "instruction_features", "layout_record_arrays", "module_arrays",
+    "module_details", "module_dot_dims", "module_to_arrays", "module_to_graph", "opcode_ids",
+    "parse_bytes", "read_module", "read_proto", "tile_record_arrays", "unknown_opcodes",
+]

@@ -1,0 +1,323 @@
+"""Tabular features for LightGBM: one row per (graph, config), written as parquet (polars).
+
+Columns: ``graph`` (str stem), ``config`` (int64 index into the source file's configs),
+``target`` (float64, null for test), then float32 features ``f_*``:
+
+- ``f_g_*`` graph-level statistics (constant within a graph; they let trees condition on size/kind);
+- layout: ``f_<type>_<tensor>_<pattern>_{n,w}`` — per configurable-node type (conv, dot, reshape,
+  other) and tensor (out, in, kernel): how many nodes (``n``) and how much tensor size (``w``:
+  sum of log1p element counts) have each layout pattern (:data:`LAYOUT_PATTERNS`); plus
+  ``f_mismatch_*``: configurable producer/consumer pairs whose output/input layouts disagree;
+- tile: the -1-padded config, log sizes, bound/shape ratios, tile counts and padded-tile waste.
+
+Configs are processed in chunks (``(chunk, nc, 18)`` int8 at a time), never the whole array.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import polars as pl
+
+from features.atomic import atomic_path
+from features.io import Graph
+from features.transforms import (MAX_RANK, SHAPE_DIMS, dot_dims_for_graph, node_depths, opcode_ids,
+                                 producers_csr, prune_graph, repad_tile_config, signed_log1p,
+                                 tensor_rank)
+from features.dotdims import DotDims
+
+NODE_TYPES = ("conv", "dot", "reshape", "other")
+TENSORS = ("out", "in", "kernel")
+LAYOUT_PATTERNS = (
+    "default",  # all -1: compiler's choice
+    "minor_last",  # most-minor dim is the last logical dim (row-major-like)
+    "minor_first",  # most-minor dim is dim 0 (rank > 1)
+    "largest_minor",  # the largest dimension is the most minor one
+    "minor_aligned128",  # most-minor dim size is a multiple of 128 (TPU lanes)
+    "second_aligned8",  # second-minor dim size is a multiple of 8 (sublanes)
+    "contract_minor",  # dot operands: a contracting dim is most minor
+)
+GRAPH_FEATURES = ("f_g_log_nodes", "f_g_log_edges", "f_g_n_config_nodes", "f_g_n_conv", "f_g_n_dot",
+                  "f_g_n_reshape", "f_g_log_total_elems", "f_g_max_depth")
+
+
+def layout_feature_names() -> list[str]:
+    names = list(GRAPH_FEATURES)
+    for t in NODE_TYPES:
+        for s in TENSORS:
+            for p in LAYOUT_PATTERNS:
+                names += [f"f_{t}_{s}_{p}_n", f"f_{t}_{s}_{p}_w"]
+    names += ["f_nondefault_n", "f_nondefault_w", "f_out_minor_mean",
+              "f_mismatch_n", "f_mismatch_w", "f_mismatch_default_n", "f_pairs"]
+    return names
+
+
+def _shape_rows(node_feat: np.ndarray, rank: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(len(ids), 6) shape dims (-1 beyond rank; -1 everywhere for id -1) and ranks."""
+    shapes = np.full((len(ids), MAX_RANK), -1, np.int64)
+    ranks = np.zeros(len(ids), np.int64)
+    for k, i in enumerate(ids.tolist()):
+        if i < 0:
+            continue
+        r = int(rank[i])
+        shapes[k, :r] = node_feat[i, SHAPE_DIMS][:r]
+        ranks[k] = r
+    return shapes, ranks
+
+
+def graph_level_features(graph: Graph) -> np.ndarray:
+    """Values of :data:`GRAPH_FEATURES` for one graph."""
+    ids = opcode_ids()
+    op = np.asarray(graph.node_opcode)
+    nf = np.asarray(graph.node_feat)
+    cfg_ids = graph.node_config_ids if graph.node_config_ids is not None else np.zeros(0, np.int64)
+    cop = op[cfg_ids]
+    depth, _ = node_depths(graph.num_nodes, graph.edge_index)
+    return np.array([np.log1p(graph.num_nodes), np.log1p(len(graph.edge_index)), len(cfg_ids),
+                     np.sum(cop == ids["convolution"]), np.sum(cop == ids["dot"]),
+                     np.sum(cop == ids["reshape"]),
+                     np.log1p(np.sum(np.maximum(nf[:, 28], 0), dtype=np.float64)),
+                     depth.max(initial=0)], dtype=np.float32)
+
+
+@dataclass
+class LayoutContext:
+    """Per-graph lookup tables for :func:`layout_chunk_features` (built once per graph)."""
+
+    graph_feats: np.ndarray  # (len(GRAPH_FEATURES),)
+    type_onehot: np.ndarray  # (nc, 4) float32
+    rank: np.ndarray  # (nc, 3) ranks of out/in/kernel tensors
+    log_size: np.ndarray  # (nc, 3) log1p element count of each tensor
+    # per (node, tensor, dim index 0..6) with index 6 = "no dim" (layout value -1): bool tables
+    largest: np.ndarray
+    aligned128: np.ndarray
+    aligned8: np.ndarray
+    contract: np.ndarray
+    pairs: np.ndarray  # (p, 2) slot pairs (producer, consumer) of dependent configurable nodes
+
+
+def _dim_tables(shapes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(k, 7) tables: is the dim the largest / lane-aligned / sublane-aligned (index 6: False)."""
+    k = len(shapes)
+    largest = np.zeros((k, 7), bool)
+    a128 = np.zeros((k, 7), bool)
+    a8 = np.zeros((k, 7), bool)
+    valid = shapes > 0
+    mx = np.where(valid, shapes, 0).max(axis=1, initial=0)
+    largest[:, :6] = valid & (shapes == mx[:, None]) & (mx[:, None] > 1)
+    a128[:, :6] = valid & (shapes % 128 == 0)
+    a8[:, :6] = valid & (shapes % 8 == 0)
+    return largest, a128, a8
+
+
+def config_dependency_pairs(graph: Graph) -> np.ndarray:
+    """Slot pairs ``(i, j)``: configurable node ``i`` feeds ``j`` directly or only through
+    non-configurable nodes (pruning to the configurable nodes with rewiring)."""
+    ids = np.asarray(graph.node_config_ids)
+    if len(ids) == 0:
+        return np.zeros((0, 2), np.int64)
+    pr = prune_graph(graph.num_nodes, graph.edge_index, ids, hops=0, rewire=True)
+    slot_of_kept = np.full(len(pr.kept), -1, np.int64)
+    slot_of_kept[pr.positions(ids)] = np.arange(len(ids))
+    return np.stack([slot_of_kept[pr.edge_index_pyg[0]], slot_of_kept[pr.edge_index_pyg[1]]], axis=1)
+
+
+def layout_context(graph: Graph, dots: dict[int, tuple[DotDims, bool]] | None = None) -> LayoutContext:
+    """Lookup tables for a layout graph. ``dots`` (from :func:`dot_dims_for_graph`) enables the
+    ``contract_minor`` pattern; without it that pattern is always 0."""
+    nf = np.asarray(graph.node_feat)
+    op = np.asarray(graph.node_opcode)
+    cfg_ids = np.asarray(graph.node_config_ids, np.int64)
+    ids = opcode_ids()
+    type_idx = np.select([op[cfg_ids] == ids["convolution"], op[cfg_ids] == ids["dot"],
+                          op[cfg_ids] == ids["reshape"]], [0, 1, 2], 3)
+    onehot = np.eye(len(NODE_TYPES), dtype=np.float32)[type_idx]
+    rank = tensor_rank(nf)
+    csr = producers_csr(graph.num_nodes, graph.edge_index)
+    operand = np.full((len(cfg_ids), 2), -1, np.int64)
+    for k, u in enumerate(cfg_ids.tolist()):
+        ops = csr.of(u)[:2]
+        operand[k, :len(ops)] = ops
+    tensors = [cfg_ids, operand[:, 0], operand[:, 1]]
+    nc = len(cfg_ids)
+    ranks = np.zeros((nc, 3), np.int64)
+    log_size = np.zeros((nc, 3), np.float32)
+    largest, a128, a8 = (np.zeros((nc, 3, 7), bool) for _ in range(3))
+    contract = np.zeros((nc, 3, 7), bool)
+    for t, node_ids in enumerate(tensors):
+        shapes, ranks[:, t] = _shape_rows(nf, rank, node_ids)
+        log_size[:, t] = np.log1p(np.prod(np.where(shapes > 0, shapes, 1), axis=1, dtype=np.float64))
+        log_size[node_ids < 0, t] = 0.0
+        largest[:, t], a128[:, t], a8[:, t] = _dim_tables(shapes)
+    if dots is None:
+        dots = {}
+    for k, u in enumerate(cfg_ids.tolist()):
+        if u in dots:
+            d = dots[u][0]
+            contract[k, 1, [c for c in d.lhs_contracting if c < 6]] = True
+            contract[k, 2, [c for c in d.rhs_contracting if c < 6]] = True
+    return LayoutContext(graph_level_features(graph), onehot, ranks, log_size, largest, a128, a8,
+                         contract, config_dependency_pairs(graph))
+
+
+def _lookup(table: np.ndarray, dims: np.ndarray) -> np.ndarray:
+    """``table[node, dims[c, node]]`` for every config ``c`` (dims -1 -> index 6 = False)."""
+    idx = np.where(dims < 0, 6, np.minimum(dims, 6)).astype(np.int64)
+    return table[np.arange(table.shape[0])[None, :], idx]
+
+
+def layout_chunk_features(ctx: LayoutContext, cfg: np.ndarray) -> np.ndarray:
+    """(chunk, F) float32 features (names: :func:`layout_feature_names`) of a config chunk
+    ``cfg`` of shape (chunk, nc, 18) with values -1..5."""
+    cfg = np.asarray(cfg).astype(np.int8, copy=False)
+    c = cfg.shape[0]
+    cols: list[np.ndarray] = [np.broadcast_to(ctx.graph_feats, (c, len(ctx.graph_feats)))]
+    weights_n = ctx.type_onehot  # (nc, 4)
+    for t in range(3):
+        lay = cfg[:, :, 6 * t:6 * t + 6].astype(np.int64)
+        m0, m1 = lay[:, :, 0], lay[:, :, 1]
+        default = np.all(lay == -1, axis=2)
+        r = ctx.rank[None, :, t]
+        pats = [default,
+                ~default & (m0 == r - 1),
+                ~default & (m0 == 0) & (r > 1),
+                _lookup(ctx.largest[:, t], m0),
+                _lookup(ctx.aligned128[:, t], m0),
+                _lookup(ctx.aligned8[:, t], m1),
+                _lookup(ctx.contract[:, t], m0)]
+        w = weights_n * ctx.log_size[:, t:t + 1]
+        per_pattern = []
+        for p in pats:
+            pf = p.astype(np.float32)
+            per_pattern.append((pf @ weights_n, pf @ w))
+        # order: type-major, then tensor, then pattern — assembled below
+        cols.append(np.stack([np.stack([n, wt], axis=2) for n, wt in per_pattern], axis=2))
+    # cols[1..3]: (c, 4 types, 7 patterns, 2) for each tensor -> (c, type, tensor, pattern, 2)
+    blocks = np.stack(cols[1:], axis=2).reshape(c, -1)
+    out_lay = cfg[:, :, 0:6].astype(np.int64)
+    nondefault = ~np.all(out_lay == -1, axis=2)
+    nd = nondefault.astype(np.float32)
+    m0 = out_lay[:, :, 0].astype(np.float32)
+    minor_mean = np.where(nd.sum(1) > 0, (m0 * nd).sum(1) / np.maximum(nd.sum(1), 1), -1.0)
+    extra = [nd.sum(1), nd @ ctx.log_size[:, 0], minor_mean]
+    extra += list(_mismatch(ctx, cfg))
+    return np.concatenate([cols[0], blocks, np.stack(extra, axis=1)], axis=1).astype(np.float32)
+
+
+def _mismatch(ctx: LayoutContext, cfg: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Producer output vs consumer input layout (two most-minor dims) over dependent pairs with
+    equal ranks: (#mismatch, size-weighted #mismatch, #pairs where exactly one is default, #pairs)."""
+    c = cfg.shape[0]
+    pairs = ctx.pairs
+    if len(pairs):
+        same_rank = ctx.rank[pairs[:, 0], 0] == ctx.rank[pairs[:, 1], 1]
+        pairs = pairs[same_rank]
+    if len(pairs) == 0:
+        z = np.zeros(c, np.float32)
+        return z, z, z, z
+    out = cfg[:, pairs[:, 0], 0:2]
+    inp = cfg[:, pairs[:, 1], 6:8]
+    out_def = np.all(cfg[:, pairs[:, 0], 0:6] == -1, axis=2)
+    in_def = np.all(cfg[:, pairs[:, 1], 6:12] == -1, axis=2)
+    both = ~out_def & ~in_def
+    mism = both & np.any(out != inp, axis=2)
+    w = ctx.log_size[pairs[:, 0], 0]
+    return (mism.sum(1).astype(np.float32), (mism * w).sum(1).astype(np.float32),
+            (out_def ^ in_def).sum(1).astype(np.float32), np.full(c, len(pairs), np.float32))
+
+
+# ---- tile ----------------------------------------------------------------------------------
+def kernel_output_shape(graph: Graph) -> np.ndarray:
+    """(6,) output shape of a tile kernel: the root node (is_root), else the last node; -1 padded."""
+    nf = np.asarray(graph.node_feat)
+    roots = np.flatnonzero(nf[:, 0] == 1)
+    root = int(roots[-1]) if len(roots) else graph.num_nodes - 1
+    r = int(tensor_rank(nf[root:root + 1])[0])
+    shape = np.full(MAX_RANK, -1.0, np.float32)
+    shape[:r] = nf[root, SHAPE_DIMS][:r]
+    return shape
+
+
+def tile_feature_names() -> list[str]:
+    names = list(GRAPH_FEATURES) + [f"f_cfg_{i}" for i in range(24)]
+    for b in ("kernel", "output"):
+        names += [f"f_{b}_ratio_{i}" for i in range(6)]
+        names += [f"f_{b}_log_tiles", f"f_{b}_waste", f"f_{b}_minor_mod128", f"f_{b}_second_mod8"]
+    names += ["f_kernel_over_output_prod", "f_log_kernel_prod", "f_log_output_prod"]
+    return names
+
+
+def _bound_stats(bounds: np.ndarray, shape: np.ndarray) -> np.ndarray:
+    """Ratios bound/shape per dim (-1 where either is absent), log #tiles, padded-tile waste
+    ``prod(ceil(s/b)*b)/prod(s) - 1``, minor bound % 128 / 128, second-minor bound % 8 / 8."""
+    valid = (bounds > 0) & (shape[None, :] > 0)
+    safe_b = np.where(valid, bounds, 1.0)
+    safe_s = np.where(valid, shape[None, :], 1.0)
+    ratio = np.where(valid, safe_b / safe_s, -1.0)
+    tiles = np.ceil(safe_s / safe_b)
+    log_tiles = np.log(tiles).sum(1)
+    waste = np.exp(np.log(tiles * safe_b).sum(1) - np.log(safe_s).sum(1)) - 1.0
+    rank = (bounds > 0).sum(1)
+    rows = np.arange(len(bounds))
+    minor = np.where(rank > 0, bounds[rows, np.maximum(rank - 1, 0)], -1.0)
+    second = np.where(rank > 1, bounds[rows, np.maximum(rank - 2, 0)], -1.0)
+    return np.concatenate([ratio, np.stack([log_tiles, waste,
+                                            np.where(minor > 0, np.mod(minor, 128) / 128, -1.0),
+                                            np.where(second > 0, np.mod(second, 8) / 8, -1.0)], 1)], 1)
+
+
+def tile_config_features(config_feat: np.ndarray, out_shape: np.ndarray,
+                         pad_minus_one: bool = True) -> np.ndarray:
+    """(c, 24 + 20 + 3) config features of a tile kernel (names: ``tile_feature_names()[8:]``)."""
+    raw = np.asarray(config_feat, np.float32)
+    cfg = repad_tile_config(raw) if pad_minus_one else raw.copy()
+    kernel, output = raw[:, 0:6], raw[:, 8:14]
+    kp = np.log1p(np.maximum(raw[:, 7], 0))
+    op = np.log1p(np.maximum(raw[:, 15], 0))
+    return np.concatenate([cfg, _bound_stats(kernel, out_shape), _bound_stats(output, out_shape),
+                           np.stack([kp - op, kp, op], 1)], axis=1).astype(np.float32)
+
+
+def tile_tabular_features(graph: Graph, config_rows: np.ndarray, pad_minus_one: bool = True) -> np.ndarray:
+    """(c, F) rows named :func:`tile_feature_names` for the given config indices."""
+    feats = tile_config_features(np.asarray(graph.config_feat)[config_rows], kernel_output_shape(graph),
+                                 pad_minus_one)
+    g = np.broadcast_to(graph_level_features(graph), (len(feats), len(GRAPH_FEATURES)))
+    return np.concatenate([g, feats], axis=1).astype(np.float32)
+
+
+# ---- frames and files -----------------------------------------------------------------------
+def make_frame(stem: str, config_index: np.ndarray, target: np.ndarray | None, feats: np.ndarray,
+               names: list[str]) -> pl.DataFrame:
+    """The tabular contract: graph, config, target (null for test), float32 ``f_*``."""
+    if feats.shape[1] != len(names):
+        raise ValueError(f"{len(names)} names for {feats.shape[1]} feature columns")
+    n = len(config_index)
+    cols: dict[str, pl.Series] = {
+        "graph": pl.Series("graph", [stem] * n, dtype=pl.String),
+        "config": pl.Series("config", np.asarray(config_index, np.int64)),
+        "target": pl.Series("target", np.asarray(target, np.float64)) if target is not None
+        else pl.Series("target", [None] * n, dtype=pl.Float64),
+    }
+    frame = pl.DataFrame(cols)
+    return frame.hstack(pl.DataFrame(feats.astype(np.float32, copy=False), schema=names, orient="row"))
+
+
+def write_parquet(frame: pl.DataFrame, path: str | os.PathLike) -> None:
+    with atomic_path(path, suffix=".parquet") as tmp:
+        frame.write_parquet(tmp)
+
+
+def concat_parquet(parts: Iterable[Path], out: str | os.PathLike) -> int:
+    """Concatenate per-graph parquet parts (in the given order) into ``out`` atomically; row count."""
+    parts = [str(p) for p in parts]
+    with atomic_path(out, suffix=".parquet") as tmp:
+        if parts:
+            pl.scan_parquet(parts).sink_parquet(tmp)
+        else:
+            make_frame("", np.zeros(0, np.int64), None, np.zeros((0, 0), np.float32), []).write_parquet(tmp)
+    return int(pl.scan_parquet(out).select(pl.len()).collect().item())

@@ -1,0 +1,503 @@
+"""Validate TpuGraphs npz files against SPEC §3 (``python -m features validate``).
+
+``validate_file(path)`` returns a list of problems (readable sentences, empty = ok);
+``check_file(path)`` raises :class:`BadGraphError` (``"<path>: <problem>"``).
+``validate_graph(graph, kind)`` runs the same array checks on an in-memory :class:`Graph`.
+
+What is checked, per file:
+
+* the file is a readable zip of npy members (a truncated or corrupt file is reported, no
+  traceback) and every member's data length matches its npy header;
+* required keys for the kind (tile vs layout from the collection directory, else from keys);
+* shapes: ``node_feat (n,140)``, ``node_opcode (n,)``, ``edge_index (m,2)``, config arrays of
+  length ``c`` (``c == 0`` is a problem), ``node_config_feat (c,nc,18)``, ``node_config_ids (nc,)``,
+  ``node_splits (k,)`` or ``(1,k)``;
+* dtypes: index/count arrays must be integers (any width, signed or unsigned); feature arrays
+  numeric (float, or small ints for configs); runtimes integer or float;
+* values: finite features and runtimes, opcode ids known (``features/data/hlo_opcodes.tsv``),
+  edge endpoints in ``[0, n)``, topological order (edge ``[u, v]`` = u consumes v, so
+  ``v < u``; the real TPU reference graph has 0 violations in 5,112 edges, so any violation,
+  self-loops included, is reported), ``node_config_ids`` in ``[0, n)`` and unique,
+  ``node_config_feat`` integer-valued within −1..5, ``node_splits`` non-decreasing in ``[0, n]``,
+  train/valid runtimes and tile normalizers > 0 (test files may hold zeros, never negatives).
+
+``node_config_feat`` (several GB for a 100k-config graph) is never loaded whole: its header is
+read from the zip and its values are checked in bounded chunks streamed from the member.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import zipfile
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+from tqdm import tqdm
+
+from features.atomic import write_json
+from features.collections import COLLECTIONS, SPLITS, parse_collections
+from features.io import (LAYOUT_CONFIG_DIM, LAYOUT_KEYS, NODE_FEAT_DIM, TILE_CONFIG_DIM, TILE_KEYS,
+                         BadGraphError, Graph, NpyHeader, discover, iter_npz_chunks, npz_headers,
+                         open_npz, read_npz_member)
+
+__all__ = ["BadGraphError", "validate_file", "validate_graph", "check_file", "load_bad_files",
+           "FileReport", "validate_root", "main"]
+
+LAYOUT_VALUE_MIN, LAYOUT_VALUE_MAX = -1, 5
+DEFAULT_REPORT = Path("work") / "validate_report.json"
+#: members checked chunk-wise instead of being loaded (they can be GBs)
+STREAMED_KEYS = ("node_config_feat",)
+INT_KEYS = ("node_opcode", "edge_index", "node_config_ids", "node_splits")
+RUNTIME_KEYS = ("config_runtime", "config_runtime_normalizers")
+FEATURE_KEYS = ("node_feat", "config_feat", "node_config_feat")
+MAX_LISTED = 5  # offending values/rows quoted in a message
+#: streamed chunk size: a check makes ~3 temporaries of a chunk, so peak RSS stays ~100 MB
+CHUNK_BYTES = 8 << 20
+
+
+@lru_cache(maxsize=1)
+def known_opcodes() -> frozenset[int]:
+    """Opcode ids listed in ``features/data/hlo_opcodes.tsv``."""
+    text = resources.files("features").joinpath("data/hlo_opcodes.tsv").read_text()
+    ids = set()
+    for line in text.splitlines()[1:]:
+        first = line.split("\t", 1)[0].strip()
+        if first.isdigit():
+            ids.add(int(first))
+    return frozenset(ids)
+
+
+# ---------------------------------------------------------------------------------------------
+# Array sources: the same checks run on a file (streamed) and on an in-memory Graph.
+
+
+@dataclass
+class ArraySource:
+    """Shapes/dtypes of all arrays plus ways to get a small array or stream a big one."""
+
+    specs: dict[str, tuple[tuple[int, ...], np.dtype]]
+    load: Callable[[str], np.ndarray]
+    chunks: Callable[[str], Iterator[np.ndarray]]
+
+
+def _file_source(path: Path, zf: zipfile.ZipFile, headers: dict[str, NpyHeader]) -> ArraySource:
+    return ArraySource(
+        specs={k: (h.shape, h.dtype) for k, h in headers.items()},
+        load=lambda key: read_npz_member(path, key, zf=zf),
+        chunks=lambda key: iter_npz_chunks(path, key, CHUNK_BYTES, zf=zf),
+    )
+
+
+def _graph_source(graph: Graph) -> ArraySource:
+    arrays = {k: getattr(graph, k) for k in TILE_KEYS + LAYOUT_KEYS}
+    arrays = {k: v for k, v in arrays.items() if v is not None}
+
+    def chunks(key: str, rows: int = 4096) -> Iterator[np.ndarray]:
+        a = arrays[key]  # slices of a memmap stay lazy: only `rows` rows are touched at a time
+        for start in range(0, max(1, a.shape[0]), rows):
+            yield np.asarray(a[start:start + rows]).reshape(-1)
+
+    return ArraySource({k: (tuple(v.shape), v.dtype) for k, v in arrays.items()},
+                       lambda key: np.asarray(arrays[key]), chunks)
+
+
+# ---------------------------------------------------------------------------------------------
+# Individual checks. Each returns a list of problem sentences.
+
+
+def _required_keys(kind: str) -> tuple[str, ...]:
+    return TILE_KEYS if kind == "tile" else LAYOUT_KEYS
+
+
+def _kind_from_path(path: Path) -> str | None:
+    """``tile``/``layout`` from the Kaggle directory layout, None outside it."""
+    parts = path.parts
+    if len(parts) >= 4 and parts[-4] == "tile" and parts[-2] in SPLITS:
+        return "tile"
+    if len(parts) >= 5 and parts[-5] == "layout" and parts[-2] in SPLITS:
+        return "layout"
+    return None
+
+
+def _kind_from_keys(keys: Iterable[str]) -> str | None:
+    keys = set(keys)
+    if "node_config_feat" in keys or "node_config_ids" in keys:
+        return "layout"
+    if "config_feat" in keys:
+        return "tile"
+    return None
+
+
+def split_of(path: Path) -> str | None:
+    """``train``/``valid``/``test`` when the file sits in a split directory."""
+    return path.parent.name if path.parent.name in SPLITS else None
+
+
+def _check_dtypes(specs: dict[str, tuple[tuple[int, ...], np.dtype]]) -> list[str]:
+    problems = []
+    for key, (_, dtype) in specs.items():
+        if key in INT_KEYS and dtype.kind not in "iu":
+            problems.append(f"{key} has dtype {dtype}; expected an integer type")
+        elif key in RUNTIME_KEYS and dtype.kind not in "iuf":
+            problems.append(f"{key} has dtype {dtype}; expected integer (or float) runtimes")
+        elif key in FEATURE_KEYS and dtype.kind not in "iuf":
+            problems.append(f"{key} has dtype {dtype}; expected a float type")
+    return problems
+
+
+def _shape_problem(key: str, shape: tuple[int, ...], expected: tuple[int | str, ...]) -> str | None:
+    ok = len(shape) == len(expected) and all(
+        isinstance(e, str) or s == e for s, e in zip(shape, expected))
+    if ok:
+        return None
+    want = "(" + ", ".join(str(e) for e in expected) + (",)" if len(expected) == 1 else ")")
+    return f"{key} has shape {shape}; expected {want}"
+
+
+def _check_shapes(specs: dict[str, tuple[tuple[int, ...], np.dtype]], kind: str) -> list[str]:
+    """Shape consistency between arrays; stops early when the node count is unknown."""
+    shape = {k: s for k, (s, _) in specs.items()}
+    nf = shape["node_feat"]
+    if len(nf) != 2 or nf[1] != NODE_FEAT_DIM:
+        return [f"node_feat has shape {nf}; expected (n, {NODE_FEAT_DIM})"]
+    n = nf[0]
+    problems = [] if n > 0 else ["node_feat has 0 rows: the graph has no nodes"]
+    c = shape["config_runtime"][0] if len(shape["config_runtime"]) == 1 else None
+    expected: dict[str, tuple[int | str, ...]] = {
+        "node_opcode": (n,), "edge_index": ("m", 2), "config_runtime": ("c",)}
+    if kind == "tile":
+        expected.update(config_feat=(c, TILE_CONFIG_DIM), config_runtime_normalizers=(c,))
+    else:
+        nc = shape["node_config_ids"][0] if len(shape["node_config_ids"]) == 1 else None
+        expected.update(node_config_ids=("nc",), node_config_feat=(c, nc, LAYOUT_CONFIG_DIM))
+    for key, exp in expected.items():
+        problem = _shape_problem(key, shape[key], exp)
+        if problem:
+            problems.append(problem)
+    if "node_splits" in shape:
+        ns = shape["node_splits"]
+        if not (len(ns) == 1 or (len(ns) == 2 and ns[0] == 1)):
+            problems.append(f"node_splits has shape {ns}; expected (k,) or (1, k)")
+    if c == 0:
+        problems.append("empty config set: config_runtime has 0 entries (c == 0)")
+    if kind == "layout" and shape["node_config_ids"] == (0,):
+        problems.append("node_config_ids is empty: the graph has no configurable nodes")
+    return problems
+
+
+def _listed(values: np.ndarray) -> str:
+    shown = ", ".join(str(v) for v in values[:MAX_LISTED].tolist())
+    return f"[{shown}{', ...' if len(values) > MAX_LISTED else ''}]"
+
+
+def _check_finite(key: str, a: np.ndarray) -> list[str]:
+    if a.dtype.kind != "f":
+        return []
+    bad = ~np.isfinite(a)
+    if not bad.any():
+        return []
+    n_nan, n_inf = int(np.isnan(a).sum()), int(bad.sum() - np.isnan(a).sum())
+    return [f"{key} has {n_nan} NaN and {n_inf} infinite values"]
+
+
+def _check_nodes(src: ArraySource) -> list[str]:
+    problems = _check_finite("node_feat", src.load("node_feat"))
+    opcode = src.load("node_opcode")
+    unknown = np.setdiff1d(np.unique(opcode), np.fromiter(known_opcodes(), np.int64))
+    if unknown.size:
+        problems.append(f"node_opcode has {unknown.size} unknown opcode ids (not in "
+                        f"hlo_opcodes.tsv): {_listed(unknown)}")
+    return problems
+
+
+def _check_edges(edges: np.ndarray, n: int) -> list[str]:
+    if edges.size == 0:
+        return []
+    edges = edges.astype(np.int64, copy=False)
+    out_of_range = ((edges < 0) | (edges >= n)).any(axis=1)
+    if out_of_range.any():
+        rows = np.flatnonzero(out_of_range)
+        return [f"edge_index has {rows.size} edges with an endpoint outside [0, {n}) "
+                f"(first: row {rows[0]} = {edges[rows[0]].tolist()})"]
+    backward = edges[:, 1] >= edges[:, 0]
+    if backward.any():
+        rows = np.flatnonzero(backward)
+        return [f"edge_index has {rows.size} edges that break topological order (edge [u, v] "
+                f"means u consumes v and needs v < u; first: row {rows[0]} = "
+                f"{edges[rows[0]].tolist()})"]
+    return []
+
+
+def _check_node_splits(splits: np.ndarray, n: int) -> list[str]:
+    splits = splits.reshape(-1).astype(np.int64, copy=False)
+    if splits.size == 0:
+        return []
+    if splits.min() < 0 or splits.max() > n:
+        return [f"node_splits has values outside [0, {n}]: {_listed(splits)}"]
+    if (np.diff(splits) < 0).any():
+        return [f"node_splits is not non-decreasing: {_listed(splits)}"]
+    return []
+
+
+def _check_runtimes(key: str, rt: np.ndarray, split: str | None) -> list[str]:
+    problems = _check_finite(key, rt)
+    if problems or rt.size == 0:
+        return problems
+    strict = split in ("train", "valid")
+    bad = (rt <= 0) if strict else (rt < 0)
+    if bad.any():
+        rule = "> 0 in train/valid files" if strict else ">= 0"
+        problems.append(f"{key} has {int(bad.sum())} values that are not {rule} "
+                        f"(min {rt.min()})")
+    return problems
+
+
+def _check_layout_configs(src: ArraySource, n: int) -> list[str]:
+    problems = []
+    ids = src.load("node_config_ids").astype(np.int64, copy=False)
+    if ids.size and (ids.min() < 0 or ids.max() >= n):
+        bad = ids[(ids < 0) | (ids >= n)]
+        problems.append(f"node_config_ids has {bad.size} ids outside [0, {n}): {_listed(bad)}")
+    uniq, counts = np.unique(ids, return_counts=True)
+    if (counts > 1).any():
+        problems.append(f"node_config_ids has duplicate ids: {_listed(uniq[counts > 1])}")
+    problems.extend(_check_layout_values(src.chunks("node_config_feat")))
+    return problems
+
+
+def _check_layout_values(chunks: Iterable[np.ndarray]) -> list[str]:
+    """Finite, integer-valued, within −1..5 — one streamed pass, O(chunk) memory."""
+    n_nonfinite = n_fraction = 0
+    lo, hi = np.inf, -np.inf
+    for chunk in chunks:
+        if chunk.dtype.kind == "f":
+            finite = np.isfinite(chunk)
+            if not finite.all():
+                n_nonfinite += int(chunk.size - finite.sum())
+                chunk = chunk[finite]
+            n_fraction += int(np.count_nonzero(chunk != np.round(chunk)))
+        if chunk.size:
+            lo, hi = min(lo, float(chunk.min())), max(hi, float(chunk.max()))
+    problems = []
+    if n_nonfinite:
+        problems.append(f"node_config_feat has {n_nonfinite} NaN or infinite values")
+    if lo < LAYOUT_VALUE_MIN or hi > LAYOUT_VALUE_MAX:
+        problems.append(f"node_config_feat has layout values outside {LAYOUT_VALUE_MIN}..."
+                        f"{LAYOUT_VALUE_MAX} (min {lo:g}, max {hi:g})")
+    if n_fraction:
+        problems.append(f"node_config_feat has {n_fraction} non-integer layout values")
+    return problems
+
+
+def _check_source(src: ArraySource, kind: str, split: str | None) -> list[str]:
+    missing = [k for k in _required_keys(kind) if k not in src.specs]
+    if missing:
+        need = ", ".join(_required_keys(kind))
+        return [f"missing required key{'s' if len(missing) > 1 else ''} "
+                f"{', '.join(repr(k) for k in missing)} ({kind} files need: {need})"]
+    problems = _check_dtypes(src.specs) + _check_shapes(src.specs, kind)
+    if problems:  # value checks assume consistent shapes and dtypes
+        return problems
+    n = src.specs["node_feat"][0][0]
+    problems += _check_nodes(src)
+    problems += _check_edges(src.load("edge_index"), n)
+    if "node_splits" in src.specs:
+        problems += _check_node_splits(src.load("node_splits"), n)
+    problems += _check_runtimes("config_runtime", src.load("config_runtime"), split)
+    if kind == "tile":
+        problems += _check_finite("config_feat", src.load("config_feat"))
+        problems += _check_runtimes("config_runtime_normalizers",
+                                    src.load("config_runtime_normalizers"), split)
+    else:
+        problems += _check_layout_configs(src, n)
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# Public API
+
+
+def validate_graph(graph: Graph, kind: str | None = None, split: str | None = None) -> list[str]:
+    """Problems of an in-memory (or memory-mapped) graph; ``kind`` defaults to the graph's own."""
+    kind = kind or ("tile" if graph.is_tile else "layout")
+    if kind not in ("tile", "layout"):
+        raise ValueError(f"kind must be 'tile' or 'layout', got {kind!r}")
+    if split is None and graph.path is not None:
+        split = split_of(Path(graph.path))
+    return _check_source(_graph_source(graph), kind, split)
+
+
+def validate_file(path: str | os.PathLike) -> list[str]:
+    """Problems of one npz file (empty list = valid). Never loads ``node_config_feat`` whole."""
+    path = Path(path)
+    try:
+        with open_npz(path) as zf:
+            headers = npz_headers(path, zf)
+            kind = _kind_from_path(path) or _kind_from_keys(headers)
+            if kind is None:
+                return ["cannot tell tile from layout: neither config_feat nor node_config_feat "
+                        "is present and the file is not in a tile/ or layout/ directory"]
+            return _check_source(_file_source(path, zf, headers), kind, split_of(path))
+    except BadGraphError as exc:
+        return [exc.problem]
+
+
+def check_file(path: str | os.PathLike) -> None:
+    """Raise :class:`BadGraphError` (``"<path>: <problem>; <problem>"``) for a bad file."""
+    problems = validate_file(path)
+    if problems:
+        raise BadGraphError(path, "; ".join(problems))
+
+
+@dataclass
+class FileReport:
+    """Validation result of one file with the sizes used for the summary table."""
+
+    path: str
+    collection: str
+    split: str
+    stem: str
+    problems: list[str] = field(default_factory=list)
+    nodes: int = 0
+    configs: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _validate_one(args: tuple[str, str, str, str]) -> FileReport:
+    path, collection, split, stem = args
+    report = FileReport(path, collection, split, stem, validate_file(path))
+    try:
+        headers = npz_headers(path)
+        report.nodes = headers["node_feat"].shape[0] if "node_feat" in headers else 0
+        rt = headers.get("config_runtime")
+        report.configs = rt.shape[0] if rt is not None and rt.shape else 0
+    except BadGraphError:
+        pass
+    return report
+
+
+def validate_root(root: str | os.PathLike, collections: str | Sequence[str] | None = "all",
+                  jobs: int = 1, progress: bool = True) -> list[FileReport]:
+    """Validate every npz file under ``root`` (Kaggle layout), in parallel with ``jobs`` > 1."""
+    files = discover(root, parse_collections(collections))
+    tasks = [(str(f.path.resolve()), f.collection.name, f.split, f.stem) for f in files]
+    bar = tqdm(total=len(tasks), desc="validate", unit="file", disable=not progress,
+               file=sys.stderr)
+    if jobs > 1 and len(tasks) > 1:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            reports = []
+            for report in pool.map(_validate_one, tasks, chunksize=4):
+                reports.append(report)
+                bar.update()
+    else:
+        reports = []
+        for task in tasks:
+            reports.append(_validate_one(task))
+            bar.update()
+    bar.close()
+    return reports
+
+
+def summary_rows(reports: Iterable[FileReport]) -> list[dict[str, object]]:
+    """One row per (collection, split): files, ok, bad, nodes, configs."""
+    rows: dict[tuple[str, str], dict[str, object]] = defaultdict(
+        lambda: {"files": 0, "ok": 0, "bad": 0, "nodes": 0, "configs": 0})
+    for r in reports:
+        row = rows[(r.collection, r.split)]
+        row["files"] += 1
+        row["ok" if r.ok else "bad"] += 1
+        row["nodes"] += r.nodes
+        row["configs"] += r.configs
+    split_order = {s: i for i, s in enumerate(SPLITS)}
+    coll_order = {c.name: i for i, c in enumerate(COLLECTIONS)}
+    ordered = sorted(rows.items(), key=lambda kv: (coll_order.get(kv[0][0], 9), kv[0][0],
+                                                   split_order.get(kv[0][1], 9)))
+    return [{"collection": c, "split": s, **v} for (c, s), v in ordered]
+
+
+def format_summary(rows: list[dict[str, object]]) -> str:
+    head = f"{'collection':20s} {'split':6s} {'files':>6s} {'ok':>6s} {'bad':>5s} " \
+           f"{'nodes':>11s} {'configs':>11s}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['collection']:20s} {r['split']:6s} {r['files']:6d} {r['ok']:6d} "
+                     f"{r['bad']:5d} {r['nodes']:11,d} {r['configs']:11,d}")
+    return "\n".join(lines)
+
+
+def write_report(path: str | os.PathLike, root: str | os.PathLike,
+                 reports: list[FileReport], skip_bad: bool) -> None:
+    """The JSON report read back by :func:`load_bad_files` (and by ``features build``)."""
+    bad = [r for r in reports if not r.ok]
+    write_json(path, {
+        "root": str(Path(root).resolve()),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "skip_bad": skip_bad,
+        "n_files": len(reports),
+        "n_bad": len(bad),
+        "summary": summary_rows(reports),
+        "bad_files": [{"path": r.path, "collection": r.collection, "split": r.split,
+                       "stem": r.stem, "problems": r.problems} for r in bad],
+    })
+
+
+def load_bad_files(report_path: str | os.PathLike) -> set[str]:
+    """Resolved paths (``str(Path(p).resolve())``) of the bad files listed in a report.
+
+    A missing report means nothing was found bad: returns an empty set.
+    """
+    report_path = Path(report_path)
+    if not report_path.is_file():
+        return set()
+    data = json.loads(report_path.read_text())
+    return {str(Path(entry["path"]).resolve()) for entry in data.get("bad_files", [])}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: exit 1 listing bad files, or 0 with ``--skip-bad`` (bad files go to the report)."""
+    parser = argparse.ArgumentParser(prog="python -m features validate", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", required=True, help="data root (contains npz_all/npz)")
+    parser.add_argument("--collections", default="all", help="'all' or e.g. tile:xla,layout:nlp:random")
+    parser.add_argument("--skip-bad", action="store_true",
+                        help="record bad files in the report and exit 0")
+    parser.add_argument("--report", default=str(DEFAULT_REPORT),
+                        help=f"JSON report path (default: {DEFAULT_REPORT})")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+
+    reports = validate_root(args.data, args.collections, jobs=args.jobs,
+                            progress=not args.no_progress)
+    if not reports:
+        print(f"no npz files found under {args.data} (expected ROOT/npz_all/npz/...)",
+              file=sys.stderr)
+        return 1
+    print(format_summary(summary_rows(reports)))
+    write_report(args.report, args.data, reports, args.skip_bad)
+    bad = [r for r in reports if not r.ok]
+    for r in bad:
+        for problem in r.problems:
+            print(f"BAD {r.path}: {problem}", file=sys.stderr)
+    print(f"{len(reports)} files, {len(bad)} bad; report: {args.report}")
+    if bad and not args.skip_bad:
+        print("bad files found (rerun with --skip-bad to record them and go on)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

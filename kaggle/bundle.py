@@ -1,0 +1,235 @@
+"""Build the Kaggle datasets (code, wheels, weights) and the inference kernel folder.
+
+    python kaggle/bundle.py --work WORK [--out kaggle/build] [--owner NAME]
+                            [--kaggle-python 3.11] [--extra PKG ...] [--self-contained]
+
+Writes, each folder with its filled-in and validated Kaggle metadata::
+
+    OUT/tpurank-code/       tpurank-<version>-py3-none-any.whl, BUILD_INFO.json
+    OUT/tpurank-wheels/     wheels the Kaggle image lacks (torch-geometric, xxhash), WHEELS.json
+    OUT/tpurank-weights/    WORK/models/**, WORK/features/<slug>/<top-level files>, MANIFEST.json
+    OUT/tpurank-inference/  inference.ipynb (from notebooks/inference.py), kernel-metadata.json
+
+Each dataset folder is ready for ``kaggle datasets create|version -p DIR -r zip`` (see push.py).
+
+What goes into the wheels dataset: the Kaggle Python image ships torch, numpy, scipy, lightgbm,
+scikit-learn, networkx, polars, protobuf, tqdm, matplotlib and the usual jupyter stack, but not
+torch-geometric (nor, depending on the image version, its small ``xxhash`` dependency). Those are
+downloaded as wheels for the Kaggle interpreter (``--kaggle-python``), pinned to the versions
+installed here, i.e. the ones the tests ran with. ``--extra PKG`` adds more if an image lacks
+something; ``--self-contained`` adds the whole dependency closure except torch itself (what a bare
+interpreter needs; used by the offline-install test). torch is never bundled: it is in the image.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata as importlib_metadata
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import kaggle_metadata as kmeta  # noqa: E402  (kaggle/ is a folder of scripts, not a package)
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = REPO / "kaggle" / "build"
+CODE, WHEELS, WEIGHTS, KERNEL = "tpurank-code", "tpurank-wheels", "tpurank-weights", "tpurank-inference"
+DATASETS = (CODE, WHEELS, WEIGHTS)
+KAGGLE_MISSING = ("torch-geometric", "xxhash")
+NEVER_BUNDLED = ("torch",)
+KAGGLE_PYTHON = "3.11"
+PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64",
+             "linux_x86_64")
+INFERENCE_NOTEBOOK = REPO / "notebooks" / "inference.py"
+DEFAULT_OWNER = "your-kaggle-username"
+
+
+def human_size(num_bytes: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if num_bytes < 1024 or unit == "GiB":
+            return f"{num_bytes:.1f} {unit}" if unit != "B" else f"{int(num_bytes)} B"
+        num_bytes /= 1024
+    return f"{num_bytes:.1f} GiB"
+
+
+def folder_size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def run(cmd: list[str]) -> None:
+    """Run a command, echoing it; fail with its output when it fails."""
+    print("+", " ".join(cmd), flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n"
+                         f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+
+
+def pinned(name: str) -> str:
+    """``name==<installed version>`` when installed here, else ``name`` (latest)."""
+    try:
+        return f"{name}=={importlib_metadata.version(name)}"
+    except importlib_metadata.PackageNotFoundError:
+        return name
+
+
+def _canonical(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def requirement_names(dist: str) -> list[str]:
+    """Names of the unconditional runtime requirements of an installed distribution."""
+    from packaging.requirements import Requirement
+
+    names = []
+    for line in importlib_metadata.requires(dist) or []:
+        req = Requirement(line)
+        if req.marker is None or req.marker.evaluate({"extra": ""}):
+            names.append(req.name)
+    return names
+
+
+def closure_roots() -> list[str]:
+    """Everything a bare interpreter needs for tpurank, except torch (in the image)."""
+    roots = requirement_names("tpurank") + requirement_names("torch")
+    skip = {_canonical(n) for n in NEVER_BUNDLED}
+    return sorted({n for n in roots if _canonical(n) not in skip}, key=str.lower)
+
+
+def build_code(out: Path) -> None:
+    """The tpurank wheel (pure Python) and where it came from."""
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(out), str(REPO)])
+    sys.path.insert(0, str(REPO))
+    from features.config import git_sha
+
+    info = {"git_sha": git_sha(REPO), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "wheels": sorted(p.name for p in out.glob("*.whl"))}
+    (out / "BUILD_INFO.json").write_text(json.dumps(info, indent=2) + "\n")
+
+
+def download_wheels(out: Path, requirements: list[str], python_version: str, with_deps: bool) -> None:
+    """Binary wheels for the Kaggle interpreter (any platform-independent wheel also matches)."""
+    cmd = [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(out),
+           "--python-version", python_version, "--implementation", "cp"]
+    for plat in PLATFORMS:
+        cmd += ["--platform", plat]
+    if not with_deps:
+        cmd.append("--no-deps")
+    run(cmd + requirements)
+
+
+def build_wheels(out: Path, python_version: str, extras: list[str], self_contained: bool) -> None:
+    names = list(KAGGLE_MISSING) + list(extras)
+    if self_contained:
+        names = sorted(set(names) | set(closure_roots()), key=str.lower)
+    download_wheels(out, [pinned(n) for n in names], python_version, with_deps=self_contained)
+    for whl in out.glob("*.whl"):  # a dependency must never drag torch in
+        if _canonical(whl.name.split("-")[0]) in {_canonical(n) for n in NEVER_BUNDLED}:
+            whl.unlink()
+    listing = {"python_version": python_version, "self_contained": self_contained,
+               "requested": [pinned(n) for n in names],
+               "wheels": sorted(p.name for p in out.glob("*.whl"))}
+    (out / "WHEELS.json").write_text(json.dumps(listing, indent=2) + "\n")
+
+
+def build_weights(out: Path, work: Path) -> None:
+    """Trained models plus the per-collection feature files inference needs (stats, configs)."""
+    models = work / "models"
+    if not models.is_dir() or not any(models.iterdir()):
+        raise SystemExit(f"{models}: no trained models; train first (`make run`, or "
+                         f"`make kaggle-bundle WORK=...` pointing at a trained work dir)")
+    shutil.copytree(models, out / "models")
+    copied = []
+    features = work / "features"
+    for coll_dir in sorted(p for p in features.iterdir() if p.is_dir()) if features.is_dir() else []:
+        for f in sorted(p for p in coll_dir.iterdir() if p.is_file()):
+            dest = out / "features" / coll_dir.name / f.name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, dest)
+            copied.append(str(dest.relative_to(out)))
+    manifest = {"source_work": str(work), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "models": sorted(str(p.relative_to(out)) for p in (out / "models").glob("*/*")),
+                "feature_files": copied}
+    for cfg in sorted(models.rglob("config.json"))[:1]:
+        saved = json.loads(cfg.read_text())
+        manifest.update({k: saved.get(k) for k in ("git_sha", "seed")})
+        manifest["preset"] = saved.get("config", {}).get("preset")
+    (out / "MANIFEST.json").write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def build_kernel(out: Path, notebook: Path = INFERENCE_NOTEBOOK) -> None:
+    """The inference notebook as .ipynb, cells unexecuted."""
+    import jupytext
+
+    nb = jupytext.read(notebook)
+    jupytext.write(nb, out / "inference.ipynb", fmt="ipynb")
+
+
+def write_metadata(out: Path, name: str, owner: str) -> list[str]:
+    meta = kmeta.load_template(name, owner)
+    file_name = kmeta.KERNEL_FILE if name == KERNEL else kmeta.DATASET_FILE
+    (out / file_name).write_text(json.dumps(meta, indent=2) + "\n")
+    return kmeta.validate_folder(out)
+
+
+def bundle(work: Path, out: Path = DEFAULT_OUT, owner: str = DEFAULT_OWNER,
+           python_version: str = KAGGLE_PYTHON, extras: list[str] | None = None,
+           self_contained: bool = False) -> dict[str, int]:
+    """Build all four folders under ``out``; returns their sizes in bytes."""
+    builders = {
+        CODE: build_code,
+        WHEELS: lambda d: build_wheels(d, python_version, list(extras or []), self_contained),
+        WEIGHTS: lambda d: build_weights(d, Path(work)),
+        KERNEL: build_kernel,
+    }
+    problems: list[str] = []
+    sizes: dict[str, int] = {}
+    for name, build in builders.items():
+        folder = Path(out) / name
+        tmp = folder.with_name(f".{name}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        build(tmp)
+        problems += [p.replace(str(tmp), str(folder)) for p in write_metadata(tmp, name, owner)]
+        shutil.rmtree(folder, ignore_errors=True)
+        tmp.rename(folder)
+        sizes[name] = folder_size(folder)
+    if problems:
+        raise SystemExit("invalid Kaggle metadata:\n  " + "\n  ".join(problems))
+    return sizes
+
+
+def main(argv: list[str] | None = None) -> int:
+    import os
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work", required=True, type=Path, help="trained work dir (WORK of make run)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--owner", default=os.environ.get("KAGGLE_USERNAME", DEFAULT_OWNER),
+                        help="Kaggle user name for the dataset/kernel ids (default: $KAGGLE_USERNAME)")
+    parser.add_argument("--kaggle-python", default=KAGGLE_PYTHON,
+                        help="Python version of the Kaggle image, for binary wheels")
+    parser.add_argument("--extra", action="append", default=[], metavar="PKG",
+                        help="another package to bundle (repeatable)")
+    parser.add_argument("--self-contained", action="store_true",
+                        help="bundle the whole dependency closure except torch")
+    args = parser.parse_args(argv)
+    if args.owner == DEFAULT_OWNER:
+        print(f"note: ids use the placeholder owner {DEFAULT_OWNER!r}; pass --owner or set "
+              "KAGGLE_USERNAME before pushing", file=sys.stderr)
+    sizes = bundle(args.work, args.out, args.owner, args.kaggle_python, args.extra,
+                   args.self_contained)
+    print(f"\nKaggle bundle in {args.out} (metadata valid):")
+    for name, size in sizes.items():
+        print(f"  {name:20s} {human_size(size):>10s}  {args.out / name}")
+    print(f"  {'total':20s} {human_size(sum(sizes.values())):>10s}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""Kaggle CLI metadata: fill the templates in ``kaggle/templates`` and validate them.
+
+The rules checked here are the ones the Kaggle CLI documents (kaggle-api ``docs/datasets_metadata.md``
+and ``docs/kernels_metadata.md``) plus what ``kaggle kernels push`` enforces at run time:
+
+- dataset (``kaggle datasets create``): ``title`` 6-50 characters; ``id`` = ``owner/slug`` with a
+  slug of 3-50 characters; ``licenses`` exactly one entry whose ``name`` is a documented licence;
+  ``subtitle`` (optional) 20-80 characters; ``resources`` (optional) paths must exist.
+- kernel (``kaggle kernels push``): ``id`` = ``owner/slug``; ``title`` required for a new kernel and
+  slugifying to the id's slug (otherwise Kaggle silently creates a kernel under another slug);
+  ``code_file`` exists beside the metadata; ``language`` in python/r/rmarkdown; ``kernel_type`` in
+  script/notebook; booleans as ``true``/``false``; sources as ``owner/slug`` strings.
+
+This file is not part of an installed package: ``bundle.py``/``push.py`` import it from their own
+folder, and tests load it by path.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+OWNER_PLACEHOLDER = "{owner}"
+COMPETITION = "predict-ai-model-runtime"
+
+LICENSES = frozenset({
+    "CC0-1.0", "CC-BY-SA-3.0", "CC-BY-SA-4.0", "CC-BY-NC-SA-4.0", "GPL-2.0", "ODbL-1.0",
+    "DbCL-1.0", "copyright-authors", "other", "unknown", "CC-BY-4.0", "CC-BY-NC-4.0", "PDDL",
+    "CC-BY-3.0", "CC-BY-3.0-IGO", "US-Government-Works", "CC-BY-NC-SA-3.0-IGO",
+    "CDLA-Permissive-1.0", "CDLA-Sharing-1.0", "CC-BY-ND-4.0", "CC-BY-NC-ND-4.0", "ODC-BY-1.0",
+    "LGPL-3.0", "AGPL-3.0", "FDL-1.3", "EU-ODP-Legal-Notice", "apache-2.0", "GPL-3.0",
+})
+KERNEL_LANGUAGES = ("python", "r", "rmarkdown")
+KERNEL_TYPES = ("script", "notebook")
+KERNEL_BOOLS = ("is_private", "enable_gpu", "enable_tpu", "enable_internet")
+KERNEL_SOURCES = ("dataset_sources", "competition_sources", "kernel_sources", "model_sources")
+DATASET_FILE = "dataset-metadata.json"
+KERNEL_FILE = "kernel-metadata.json"
+_OWNER_SLUG = re.compile(r"^[A-Za-z0-9_-]+/[A-Za-z0-9_.-]+$")
+
+
+def slugify(title: str) -> str:
+    """Kaggle's clean-URL slug of a title: lower case, runs of other characters -> ``-``."""
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
+
+def fill(template: Any, owner: str) -> Any:
+    """Replace ``{owner}`` in every string of a JSON-like template."""
+    if isinstance(template, str):
+        return template.replace(OWNER_PLACEHOLDER, owner)
+    if isinstance(template, list):
+        return [fill(v, owner) for v in template]
+    if isinstance(template, dict):
+        return {k: fill(v, owner) for k, v in template.items()}
+    return template
+
+
+def load_template(name: str, owner: str) -> dict[str, Any]:
+    """``templates/<name>/{dataset,kernel}-metadata.json`` with the owner filled in."""
+    folder = TEMPLATES / name
+    for file_name in (DATASET_FILE, KERNEL_FILE):
+        path = folder / file_name
+        if path.is_file():
+            return fill(json.loads(path.read_text()), owner)
+    raise FileNotFoundError(f"{folder}: no {DATASET_FILE} or {KERNEL_FILE} template")
+
+
+def _check_owner_slug(value: Any, field: str, problems: list[str],
+                      slug_len: tuple[int, int] | None = None) -> None:
+    if not isinstance(value, str) or not _OWNER_SLUG.match(value):
+        problems.append(f"{field}: expected 'owner/slug', got {value!r}")
+        return
+    if OWNER_PLACEHOLDER in value or value.startswith("{"):
+        problems.append(f"{field}: owner placeholder not filled in ({value!r})")
+    if slug_len:
+        slug = value.split("/", 1)[1]
+        if not slug_len[0] <= len(slug) <= slug_len[1]:
+            problems.append(f"{field}: slug {slug!r} must be {slug_len[0]}-{slug_len[1]} characters")
+
+
+def validate_dataset_metadata(meta: dict[str, Any], folder: str | Path | None = None) -> list[str]:
+    """Problems that would make ``kaggle datasets create|version`` reject ``meta`` (empty = valid)."""
+    problems: list[str] = []
+    title = meta.get("title")
+    if not isinstance(title, str) or not 6 <= len(title) <= 50:
+        problems.append(f"title: required, 6-50 characters (got {title!r})")
+    if "id_no" not in meta or "id" in meta:
+        _check_owner_slug(meta.get("id"), "id", problems, slug_len=(3, 50))
+    subtitle = meta.get("subtitle")
+    if subtitle is not None and (not isinstance(subtitle, str) or not 20 <= len(subtitle) <= 80):
+        problems.append(f"subtitle: 20-80 characters when given (got {len(str(subtitle))})")
+    licenses = meta.get("licenses")
+    if not isinstance(licenses, list) or len(licenses) != 1 or not isinstance(licenses[0], dict):
+        problems.append("licenses: exactly one entry like {'name': 'CC0-1.0'} is required")
+    elif licenses[0].get("name") not in LICENSES:
+        problems.append(f"licenses: unknown licence name {licenses[0].get('name')!r}")
+    keywords = meta.get("keywords", [])
+    if not isinstance(keywords, list) or not all(isinstance(k, str) for k in keywords):
+        problems.append("keywords: a list of strings")
+    for res in meta.get("resources", []) or []:
+        path = res.get("path") if isinstance(res, dict) else None
+        if not isinstance(path, str):
+            problems.append(f"resources: every entry needs a 'path' (got {res!r})")
+        elif folder is not None and not (Path(folder) / path).exists():
+            problems.append(f"resources: {path!r} does not exist in {folder}")
+    return problems
+
+
+def validate_kernel_metadata(meta: dict[str, Any], folder: str | Path | None = None) -> list[str]:
+    """Problems that would make ``kaggle kernels push`` fail or misbehave (empty = valid)."""
+    problems: list[str] = []
+    _check_owner_slug(meta.get("id"), "id", problems)
+    title = meta.get("title")
+    if not isinstance(title, str) or len(title) < 5:
+        problems.append(f"title: required for a new kernel, at least 5 characters (got {title!r})")
+    elif isinstance(meta.get("id"), str) and "/" in meta["id"] \
+            and slugify(title) != meta["id"].split("/", 1)[1]:
+        problems.append(f"title: {title!r} slugifies to {slugify(title)!r}, not the id's slug "
+                        f"{meta['id'].split('/', 1)[1]!r} (Kaggle would push to another kernel)")
+    code_file = meta.get("code_file")
+    if not isinstance(code_file, str) or not code_file:
+        problems.append("code_file: required")
+    elif folder is not None and not (Path(folder) / code_file).is_file():
+        problems.append(f"code_file: {code_file!r} not found in {folder}")
+    if meta.get("language") not in KERNEL_LANGUAGES:
+        problems.append(f"language: one of {KERNEL_LANGUAGES} (got {meta.get('language')!r})")
+    if meta.get("kernel_type") not in KERNEL_TYPES:
+        problems.append(f"kernel_type: one of {KERNEL_TYPES} (got {meta.get('kernel_type')!r})")
+    if meta.get("kernel_type") == "notebook" and meta.get("language") == "rmarkdown":
+        problems.append("kernel_type 'notebook' cannot have language 'rmarkdown'")
+    for key in KERNEL_BOOLS:
+        if key in meta and meta[key] not in (True, False, "true", "false"):
+            problems.append(f"{key}: 'true' or 'false' (got {meta[key]!r})")
+    for key in KERNEL_SOURCES:
+        sources = meta.get(key, [])
+        if not isinstance(sources, list):
+            problems.append(f"{key}: a list")
+            continue
+        for src in sources:
+            if key == "competition_sources":
+                if not isinstance(src, str) or not re.match(r"^[a-z0-9-]+$", src):
+                    problems.append(f"{key}: competition slug expected, got {src!r}")
+            elif key != "model_sources":
+                _check_owner_slug(src, key, problems)
+    return problems
+
+
+def validate_folder(folder: str | Path) -> list[str]:
+    """Validate the metadata file found in ``folder`` (dataset or kernel), prefixed by its path."""
+    folder = Path(folder)
+    for file_name, check in ((DATASET_FILE, validate_dataset_metadata),
+                             (KERNEL_FILE, validate_kernel_metadata)):
+        path = folder / file_name
+        if path.is_file():
+            try:
+                meta = json.loads(path.read_text())
+            except json.JSONDecodeError as err:
+                return [f"{path}: not valid JSON ({err})"]
+            return [f"{path}: {p}" for p in check(meta, folder)]
+    return [f"{folder}: no {DATASET_FILE} or {KERNEL_FILE}"]

@@ -1,0 +1,70 @@
+"""``python -m models.gnn train|predict|rank [options]``.
+
+train/predict options are the fields of :class:`models.gnn.config.GnnConfig` (``--preset quick``
+first, then overrides), e.g.::
+
+    python -m models.gnn train --data data/sample-small --work work/x --preset quick --seed 0
+    python -m models.gnn predict --data data/sample-small --work work/x --preset quick --collection tile:xla
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+from features.config import parse_config
+
+
+def _with_default_preset(argv: list[str]) -> list[str]:
+    if any(a == "--preset" or a.startswith("--preset=") for a in argv):
+        return argv
+    return ["--preset", "quick", *argv]
+
+
+def train_main(argv: list[str]) -> int:
+    from models.gnn.config import GnnConfig
+    from models.gnn.train import dump_summary, summary_line, train_collection
+
+    cfg = parse_config(GnnConfig, _with_default_preset(argv), prog="python -m models.gnn train")
+    reports = []
+    for coll in cfg.collection_list():
+        report = train_collection(cfg, coll)
+        print(summary_line(report), flush=True)
+        reports.append(report)
+    tag = f"-{cfg.tag}" if cfg.tag else ""
+    dump_summary(Path(cfg.work) / "models" / "gnn" / f"summary{tag}-seed{cfg.seed}.json", reports)
+    return 0
+
+
+def predict_main(argv: list[str]) -> int:
+    from models.gnn.config import GnnConfig
+    from models.gnn.train import predict_collection
+
+    cfg = parse_config(GnnConfig, _with_default_preset(argv), prog="python -m models.gnn predict")
+    for coll in cfg.collection_list():
+        for split, path in predict_collection(cfg, coll).items():
+            print(f"{coll.name}/{split}: {path}", flush=True)
+    return 0
+
+
+COMMANDS = {
+    "train": (lambda argv: train_main(argv), "train one model per collection"),
+    "predict": (lambda argv: predict_main(argv), "write valid+test predictions (model 'gnn')"),
+    "rank": (lambda argv: int(importlib.import_module("models.gnn.rank").main(argv) or 0),
+             "rank the configs of one graph with a trained model"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        print("usage: python -m models.gnn {" + "|".join(COMMANDS) + "} [options]\n")
+        for name, (_, help_) in COMMANDS.items():
+            print(f"  {name:8s} {help_}")
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    return COMMANDS[argv[0]][0](argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

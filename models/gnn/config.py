@@ -1,0 +1,89 @@
+"""Configuration of the GNN ranker: one dataclass, two presets, every field a ``--option``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from features.collections import Collection
+
+
+@dataclass
+class GnnConfig:
+    """GNN ranker (PyTorch Geometric) for tile and layout collections."""
+
+    # --- stage contract
+    data: str = "data/sample-small"
+    work: str = "work/sample-small-quick"
+    preset: str = "quick"
+    seed: int = 0
+    collections: str = "all"
+    collection: str = ""  # singular alias of --collections
+    features: str = ""  # feature directory; default WORK/features
+    tag: str = ""  # optional run name: models go to WORK/models/gnn/<slug>[-tag]/seed<k>
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    threads: int = 0  # torch CPU threads (0 = torch default)
+
+    # --- model
+    conv: str = "sage"  # sage | gatv2
+    hidden: int = 64
+    layers: int = 3
+    heads: int = 2  # GATv2 heads
+    opcode_dim: int = 16
+    layout_value_dim: int = 4  # embedding size of one layout value (x18 per node)
+    norm: str = "instance"  # instance (over nodes, per config copy) | layer | none
+    pool: str = "meanmax"  # meanmax | attention
+    dropout: float = 0.0
+    cross_attn: bool = True  # cross-configuration attention between the configs of a batch
+    cross_heads: int = 4
+
+    # --- training
+    loss: str = "listmle"  # hinge | logistic | listmle
+    margin: float = 0.1  # hinge margin
+    configs_per_step: int = 64  # configs sampled from one graph per step
+    graphs_per_step: int = 1  # graphs per optimiser step (losses averaged)
+    close_bias: float = 0.0  # probability that a step samples configs of close runtimes
+    joint_search: bool = False  # layout: also train on the other search (default+random) of the source
+    steps: int = 400
+    lr: float = 2e-3
+    weight_decay: float = 1e-4
+    warmup_steps: int = 20
+    grad_clip: float = 1.0
+    amp: bool = True  # mixed precision (CUDA only)
+    eval_every: int = 50
+    patience: int = 4  # evaluations without improvement before stopping (0 = never)
+    val_max_configs: int = 256  # configs per valid graph scored during training (0 = all)
+    max_train_graphs: int = 0  # 0 = all
+    predict_batch: int = 64  # configs per forward pass at prediction time
+    resume: bool = True  # continue from WORK/models/gnn/<slug>/seed<k>/last.pt when it exists
+    step_budget: int = 0  # stop this invocation after this many steps (resume later); 0 = no limit
+
+    PRESETS: ClassVar[dict[str, dict[str, object]]] = {
+        "quick": {"hidden": 32, "layers": 2, "configs_per_step": 32, "steps": 240,
+                  "eval_every": 40, "patience": 3, "val_max_configs": 128, "predict_batch": 64,
+                  "threads": 1, "warmup_steps": 10, "lr": 3e-3},
+        "full": {"hidden": 128, "layers": 4, "configs_per_step": 96, "steps": 20000,
+                 "eval_every": 500, "patience": 8, "val_max_configs": 1000, "predict_batch": 128,
+                 "conv": "sage", "dropout": 0.1, "warmup_steps": 500, "lr": 1e-3, "close_bias": 0.25,
+                 "joint_search": True},
+    }
+
+    def collection_list(self) -> list[Collection]:
+        from features.collections import parse_collections
+
+        return parse_collections(self.collection or self.collections)
+
+    def features_dir(self) -> Path:
+        return Path(self.features) if self.features else Path(self.work) / "features"
+
+    def collection_dir(self, collection: Collection) -> Path:
+        """``WORK/models/gnn/<slug>[-tag]``: one ``seed<k>`` sub-directory per trained seed."""
+        name = collection.slug + (f"-{self.tag}" if self.tag else "")
+        return Path(self.work) / "models" / "gnn" / name
+
+    def model_dir(self, collection: Collection) -> Path:
+        return self.collection_dir(collection) / f"seed{self.seed}"
+
+    def preds_dir(self) -> Path:
+        return Path(self.work) / "preds"

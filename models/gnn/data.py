@@ -1,0 +1,95 @@
+"""Processed graphs -> tensors, and per-step config sampling.
+
+Graphs come from the feature pipeline (:func:`features.processed.iter_processed`). Their large
+``config_feat`` arrays stay memory-mapped: a step only reads the rows of the configs it sampled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from features.collections import Collection, get_collection
+from features.processed import ProcessedGraph, iter_processed
+
+
+@dataclass
+class GraphTensors:
+    """The config-independent part of one graph, as tensors on a device."""
+
+    node_feat: torch.Tensor  # (n, F) float32
+    node_opcode: torch.Tensor  # (n,) int64
+    edge_index: torch.Tensor  # (2, m) int64 producer -> consumer
+    config_node_pos: torch.Tensor | None  # (nc,) int64, layout only
+
+
+def graph_tensors(g: ProcessedGraph, device: torch.device) -> GraphTensors:
+    """Copy the small arrays of ``g`` to ``device`` (non-finite features become 0)."""
+    feat = np.nan_to_num(np.array(g.node_feat, dtype=np.float32), nan=0.0, posinf=0.0, neginf=0.0)
+    edge_index = np.asarray(g.edge_index, dtype=np.int64).reshape(2, -1)
+    if edge_index.size and (edge_index.min() < 0 or edge_index.max() >= g.num_nodes):
+        raise ValueError(f"{g.collection}/{g.split}/{g.stem}: edge_index refers to nodes outside "
+                         f"0..{g.num_nodes - 1}")
+    pos = None
+    if not g.is_tile:
+        pos = torch.as_tensor(np.array(g.config_node_pos, dtype=np.int64), device=device)
+    return GraphTensors(
+        node_feat=torch.as_tensor(feat, device=device),
+        node_opcode=torch.as_tensor(np.array(g.node_opcode, dtype=np.int64), device=device),
+        edge_index=torch.as_tensor(np.array(edge_index), device=device),
+        config_node_pos=pos,
+    )
+
+
+def config_rows(g: ProcessedGraph, idx: np.ndarray, device: torch.device) -> torch.Tensor:
+    """Rows ``idx`` of the graph's config features (only these rows are read from disk)."""
+    idx = np.asarray(idx, dtype=np.int64)
+    order = np.argsort(idx, kind="stable")
+    rows = np.asarray(g.config_feat[idx[order]])  # sorted reads are memmap-friendly
+    out = np.empty_like(rows)
+    out[order] = rows
+    if out.dtype != np.int8:  # layout values are int8; tile features float32
+        out = out.astype(np.float32)
+    return torch.as_tensor(out, device=device)
+
+
+def sample_configs(rng: np.random.Generator, target: np.ndarray, size: int,
+                   close_bias: float = 0.0) -> np.ndarray:
+    """Indices of ``size`` distinct configs of one graph.
+
+    Uniform by default; with probability ``close_bias`` the sample is drawn from a window of
+    ``4 * size`` configs adjacent in runtime order, so the step learns to separate close runtimes.
+    """
+    count = len(target)
+    size = min(size, count)
+    if close_bias > 0 and count > 4 * size and rng.random() < close_bias:
+        by_runtime = np.argsort(target, kind="stable")
+        window = 4 * size
+        start = int(rng.integers(0, count - window + 1))
+        return np.sort(rng.choice(by_runtime[start:start + window], size=size, replace=False))
+    return np.sort(rng.choice(count, size=size, replace=False))
+
+
+def load_graphs(features_dir: str | Path, collection: Collection, split: str) -> list[ProcessedGraph]:
+    """All processed graphs of one split (memory-mapped). Raises if the split was never built."""
+    base = Path(features_dir) / collection.slug / "graphs" / split
+    if not base.is_dir():
+        raise FileNotFoundError(f"{base}: no processed graphs for {collection.name}/{split}; "
+                                f"run `python -m features build` first")
+    return list(iter_processed(features_dir, collection, split))
+
+
+def joint_collections(collection: Collection) -> list[Collection]:
+    """The collection and, for layout, the other search of the same source (SPEC §7)."""
+    if collection.is_tile:
+        return [collection]
+    other = "random" if collection.search == "default" else "default"
+    return [collection, get_collection(f"layout:{collection.source}:{other}")]
+
+
+def trainable(g: ProcessedGraph) -> bool:
+    """A train graph is useful only with a target and at least two distinct runtimes."""
+    return g.target is not None and g.num_configs >= 2 and float(np.ptp(np.asarray(g.target))) > 0

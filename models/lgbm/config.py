@@ -1,0 +1,103 @@
+"""Configuration of the LightGBM ranker (one dataclass, presets ``quick`` and ``full``)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from features.collections import Collection, parse_collections
+
+MODES = ("lambdarank", "rank_xendcg", "pairwise")
+
+# Which mode ``--mode default`` uses per collection. Chosen from the measurements recorded in
+# BENCHMARKS.md (section lgbm): validation score on data/sample-small, 3 seeds, quick preset.
+DEFAULT_MODE: dict[str, str] = {
+    "tile:xla": "lambdarank",
+    "layout:xla:default": "lambdarank",
+    "layout:xla:random": "lambdarank",
+    "layout:nlp:default": "lambdarank",
+    "layout:nlp:random": "lambdarank",
+}
+
+
+@dataclass
+class LgbmConfig:
+    """LightGBM ranker on the per-config tabular features (``python -m models.lgbm train|predict``)."""
+
+    data: str = "data/sample-small"
+    work: str = "work/sample-small-quick"
+    preset: str = ""
+    seed: int = 0
+    collections: str = "all"
+    collection: str = ""  # alias of --collections (wins when given)
+    features_dir: str = ""  # default: WORK/features
+    model_name: str = "lgbm"  # predictions go to WORK/preds/<model_name>/..., models to WORK/models/<model_name>
+    # default | lambdarank | rank_xendcg | pairwise | auto (train lambdarank and pairwise, keep the
+    # one with the better validation score)
+    mode: str = "default"
+
+    # --- rows and groups ---
+    n_grades: int = 30  # relevance grades 0..n_grades-1 (<= 31 with LightGBM's default label gain)
+    # a graph's train rows are split into query groups of at most this many rows (LightGBM allows
+    # 10,000; lambdarank costs O(group size x truncation level) per row)
+    max_group_size: int = 256
+    max_train_configs_per_graph: int = 5000  # uniform random subsample per train graph (memory)
+    max_valid_configs_per_graph: int = 2000  # subsample used for early stopping only
+    truncation_level: int = 0  # lambdarank_truncation_level; 0 = auto (tile 20, layout whole group)
+
+    # --- boosting ---
+    num_boost_round: int = 3000
+    early_stopping_rounds: int = 100
+    learning_rate: float = 0.05
+    num_leaves: int = 63
+    min_data_in_leaf: int = 50
+    feature_fraction: float = 0.8
+    bagging_fraction: float = 0.8
+    bagging_freq: int = 1
+    lambda_l2: float = 1.0
+    max_bin: int = 255
+
+    # --- pairwise mode ---
+    pairs_per_graph: int = 20000  # sampled config pairs per train graph
+    valid_pairs_per_graph: int = 5000
+    pair_refs: int = 32  # reference configs per graph when scoring pairs back into a ranking
+
+    # --- runtime ---
+    threads: int = 0  # 0 = all cores
+    predict_batch_rows: int = 65536
+    eval_every: int = 1  # official validation metric every k iterations (early stopping)
+
+    PRESETS = {
+        "quick": {"num_boost_round": 300, "early_stopping_rounds": 30, "learning_rate": 0.1,
+                  "num_leaves": 31, "max_train_configs_per_graph": 1000, "eval_every": 5,
+                  "max_valid_configs_per_graph": 1000, "pairs_per_graph": 4000,
+                  "valid_pairs_per_graph": 2000, "pair_refs": 16},
+        "full": {"num_boost_round": 5000, "early_stopping_rounds": 200, "learning_rate": 0.03,
+                 "num_leaves": 63, "max_train_configs_per_graph": 10000,
+                 "max_valid_configs_per_graph": 5000, "pairs_per_graph": 50000,
+                 "valid_pairs_per_graph": 10000, "pair_refs": 64},
+    }
+
+    def selected_collections(self) -> list[Collection]:
+        return parse_collections(self.collection or self.collections)
+
+    def feature_root(self) -> Path:
+        return Path(self.features_dir) if self.features_dir else Path(self.work) / "features"
+
+    def model_dir(self, collection: Collection) -> Path:
+        return Path(self.work) / "models" / self.model_name / collection.slug
+
+    def preds_dir(self) -> Path:
+        return Path(self.work) / "preds"
+
+    def resolved_mode(self, collection: Collection) -> str:
+        """The concrete mode for ``collection`` (``auto`` stays ``auto``)."""
+        if self.mode == "default":
+            return DEFAULT_MODE[collection.name]
+        if self.mode not in MODES + ("auto",):
+            raise ValueError(f"unknown --mode {self.mode!r}; expected default, auto or one of {MODES}")
+        return self.mode
+
+    def num_threads(self) -> int:
+        return self.threads if self.threads > 0 else (os.cpu_count() or 1)

@@ -1,0 +1,51 @@
+"""Prediction: every config of every valid and test graph, in the common format (model ``lgbm``).
+
+Costs are the negated ranking scores (LightGBM scores are higher = faster; the common format
+wants lower = faster). Valid/test rows are never deduplicated: each graph's array has one entry
+per config of the source file (checked in :func:`models.lgbm.data.assemble_costs`).
+"""
+
+from __future__ import annotations
+
+from features.collections import Collection
+from features.processed import tabular_path
+from models.lgbm.config import LgbmConfig
+from models.lgbm.model import RankerModel
+from models.metrics import score_collection
+from models.lgbm.data import truth_by_graph
+from models.predictions import predictions_path, write_predictions
+
+SPLITS = ("valid", "test")
+
+
+def predict_collection(cfg: LgbmConfig, collection: Collection) -> dict[str, dict]:
+    """Write ``WORK/preds/<model_name>/<slug>/{valid,test}.npz``; returns a summary per split."""
+    model = RankerModel.load(cfg.model_dir(collection))
+    summary: dict[str, dict] = {}
+    for split in SPLITS:
+        path = tabular_path(cfg.feature_root(), collection, split)
+        if not path.is_file():
+            print(f"[lgbm] {collection.name} {split}: no tabular file at {path}; skipped", flush=True)
+            continue
+        costs = model.predict_file(path, cfg.predict_batch_rows)
+        out = predictions_path(cfg.preds_dir(), cfg.model_name, collection, split)
+        write_predictions(out, costs)
+        info: dict = {"graphs": len(costs), "configs": int(sum(len(c) for c in costs.values())),
+                      "path": str(out)}
+        truth = truth_by_graph(path) if split == "valid" else {}
+        if truth:
+            info["score"] = score_collection(collection, costs, truth)["score"]
+        summary[split] = info
+    return summary
+
+
+def predict_all(cfg: LgbmConfig) -> dict[str, dict]:
+    out = {}
+    for collection in cfg.selected_collections():
+        summary = predict_collection(cfg, collection)
+        for split, info in summary.items():
+            extra = f" valid score {info['score']:.4f}" if "score" in info else ""
+            print(f"[lgbm] {collection.name:20s} {split:5s}: {info['graphs']} graphs, "
+                  f"{info['configs']} configs -> {info['path']}{extra}", flush=True)
+        out[collection.name] = summary
+    return out

@@ -1,0 +1,257 @@
+"""Training: LambdaRank / rank_xendcg on graded query groups, or the explicit pairwise classifier.
+
+Per collection (``train_collection``):
+
+1. read a seeded per-graph subsample of the train rows (``max_train_configs_per_graph``) and of
+   the valid rows (``max_valid_configs_per_graph``, early stopping only);
+2. fit with early stopping on the validation graphs: ranking modes stop on the *official* metric
+   (tile top-5 score / layout Kendall τ, mean over validation graphs); the pairwise mode stops on
+   the binary log-loss of sampled validation pairs;
+3. score *every* validation config (streamed) with the official metric (``metrics.json``);
+4. save the model (LightGBM text), its gain importance (CSV, JSON, PNG) and ``config.json``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Callable
+
+import lightgbm as lgb
+import numpy as np
+from tqdm.auto import tqdm
+
+from features.atomic import write_json
+from features.collections import Collection
+from features.config import save_run_config
+from features.processed import tabular_path
+from models.lgbm.config import LgbmConfig
+from models.lgbm.data import Rows, chunk_groups, feature_columns, graph_runs, load_rows, truth_by_graph
+from models.lgbm.importance import save_importance
+from models.lgbm.model import ModelInfo, RankerModel
+from models.lgbm.pairwise import pair_feature_names, pair_matrix, sample_pairs
+from models.metrics import graph_score, score_collection
+
+
+def safe_names(names: list[str]) -> list[str]:
+    """Feature names LightGBM accepts (no JSON special characters); originals stay in ModelInfo."""
+    return [re.sub(r"[^0-9A-Za-z_.\-]", "_", n) for n in names]
+
+
+def booster_params(cfg: LgbmConfig, seed: int) -> dict:
+    """LightGBM parameters shared by every mode (deterministic for a given seed)."""
+    return {
+        "learning_rate": cfg.learning_rate, "num_leaves": cfg.num_leaves,
+        "min_data_in_leaf": cfg.min_data_in_leaf, "feature_fraction": cfg.feature_fraction,
+        "bagging_fraction": cfg.bagging_fraction, "bagging_freq": cfg.bagging_freq,
+        "lambda_l2": cfg.lambda_l2, "max_bin": cfg.max_bin, "seed": seed,
+        "deterministic": True, "force_col_wise": True, "num_threads": cfg.num_threads(),
+        "verbosity": -1, "metric": "None",
+    }
+
+
+def ranking_params(cfg: LgbmConfig, collection: Collection, objective: str) -> dict:
+    """Objective-specific settings: label gain and truncation follow what the metric rewards.
+
+    Tile is scored on the top 5 only: exponential gain (LightGBM's default 2^g - 1) and a short
+    truncation focus the model on the fastest configs. Layout is scored by Kendall τ over all
+    configs: linear gain and no truncation weigh every pair of a group alike.
+    """
+    params = {"objective": objective}
+    if objective == "lambdarank":
+        if collection.is_tile:
+            params["label_gain"] = [float(2 ** g - 1) for g in range(cfg.n_grades)]
+            params["lambdarank_truncation_level"] = cfg.truncation_level or 20
+        else:
+            params["label_gain"] = [float(g) for g in range(cfg.n_grades)]
+            params["lambdarank_truncation_level"] = cfg.truncation_level or cfg.max_group_size
+    return params
+
+
+def official_feval(collection: Collection, valid: Rows, every: int = 1) -> Callable:
+    """A LightGBM ``feval``: mean official score over the validation graphs (higher = better).
+
+    Computed every ``every`` iterations; in between the last value is repeated, which early
+    stopping never counts as an improvement, so the best iteration is always a scored one.
+    """
+    runs = [r for r in graph_runs(valid.graph_code) if len(r) > 1]
+    target = valid.target
+    name = "top5" if collection.is_tile else "tau"
+    state = {"calls": 0, "last": -np.inf}
+
+    def feval(preds: np.ndarray, _data: lgb.Dataset) -> tuple[str, float, bool]:
+        if state["calls"] % max(1, every) == 0:
+            scores = [graph_score(collection, -preds[r], target[r]) for r in runs]
+            state["last"] = float(np.mean(scores)) if scores else 0.0
+        state["calls"] += 1
+        return name, state["last"], True
+
+    return feval
+
+
+class TqdmCallback:
+    """Boosting progress bar showing the latest validation metric."""
+
+    def __init__(self, total: int, desc: str, every: int = 10) -> None:
+        self.bar = tqdm(total=total, desc=desc, unit="it", leave=False)
+        self.every = every
+
+    def __call__(self, env: lgb.callback.CallbackEnv) -> None:
+        self.bar.update(1)
+        if env.evaluation_result_list and env.iteration % self.every == 0:
+            _, metric, value, *_ = env.evaluation_result_list[0]
+            self.bar.set_postfix({metric: f"{value:.4f}"})
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _train(params: dict, train_set: lgb.Dataset, valid_set: lgb.Dataset | None, cfg: LgbmConfig,
+           desc: str, feval: Callable | None = None) -> lgb.Booster:
+    bar = TqdmCallback(cfg.num_boost_round, desc)
+    callbacks: list = [bar]
+    valid_sets = []
+    if valid_set is not None:
+        valid_sets = [valid_set]
+        callbacks.append(lgb.early_stopping(cfg.early_stopping_rounds, first_metric_only=True,
+                                            verbose=False))
+    try:
+        return lgb.train(params, train_set, num_boost_round=cfg.num_boost_round,
+                         valid_sets=valid_sets, valid_names=["valid"] * len(valid_sets),
+                         feval=feval if valid_sets else None, callbacks=callbacks)
+    finally:
+        bar.close()
+
+
+def fit_ranker(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: Collection,
+               objective: str, seed: int) -> lgb.Booster:
+    """LambdaRank / rank_xendcg with one query group per graph chunk (see ``chunk_groups``)."""
+    rng = np.random.default_rng(seed)
+    grades = train.grades(cfg.n_grades)
+    order, sizes, _ = chunk_groups(train.graph_code, cfg.max_group_size, rng)
+    train_set = lgb.Dataset(train.X[order], label=grades[order], group=sizes,
+                            feature_name=safe_names(train.feature_names), free_raw_data=True)
+    valid_set = None
+    if valid is not None and len(valid):
+        valid_set = lgb.Dataset(valid.X, label=valid.grades(cfg.n_grades), reference=train_set)
+    params = booster_params(cfg, seed) | ranking_params(cfg, collection, objective)
+    feval = official_feval(collection, valid, cfg.eval_every) if valid_set is not None else None
+    return _train(params, train_set, valid_set, cfg, f"{collection.name} {objective}", feval)
+
+
+def _pair_dataset(rows: Rows, pairs_per_graph: int, rng: np.random.Generator,
+                  reference: lgb.Dataset | None = None) -> lgb.Dataset:
+    a, b, label = sample_pairs(rows.graph_code, rows.target, pairs_per_graph, rng)
+    return lgb.Dataset(pair_matrix(rows.X, a, b), label=label, reference=reference,
+                       feature_name=safe_names(pair_feature_names(rows.feature_names)),
+                       free_raw_data=True)
+
+
+def fit_pairwise(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: Collection,
+                 seed: int) -> lgb.Booster:
+    """Binary classifier ``a faster than b`` on sampled same-graph pairs (see ``pairwise``)."""
+    rng = np.random.default_rng(seed)
+    train_set = _pair_dataset(train, cfg.pairs_per_graph, rng)
+    valid_set = None
+    if valid is not None and len(valid):
+        valid_set = _pair_dataset(valid, cfg.valid_pairs_per_graph, rng, reference=train_set)
+    params = booster_params(cfg, seed) | {"objective": "binary", "metric": "binary_logloss"}
+    return _train(params, train_set, valid_set, cfg, f"{collection.name} pairwise")
+
+
+def fit_model(mode: str, train: Rows, valid: Rows | None, cfg: LgbmConfig,
+              collection: Collection) -> RankerModel:
+    seed = cfg.seed
+    if mode == "pairwise":
+        booster = fit_pairwise(train, valid, cfg, collection, seed)
+    else:
+        booster = fit_ranker(train, valid, cfg, collection, mode, seed)
+    info = ModelInfo(mode=mode, feature_names=list(train.feature_names), collection=collection.name,
+                     seed=seed, pair_refs=cfg.pair_refs,
+                     best_iteration=int(booster.best_iteration or booster.current_iteration()))
+    return RankerModel(booster=booster, info=info)
+
+
+def evaluate_model(model: RankerModel, cfg: LgbmConfig, collection: Collection,
+                   split: str = "valid") -> dict | None:
+    """Official score of ``model`` on every config of ``split`` (None if no graded rows)."""
+    path = tabular_path(cfg.feature_root(), collection, split)
+    if not path.is_file():
+        return None
+    truth = truth_by_graph(path)
+    if not truth:
+        return None
+    preds = model.predict_file(path, cfg.predict_batch_rows)
+    return score_collection(collection, preds, truth)
+
+
+def _load_valid(cfg: LgbmConfig, collection: Collection, names: list[str]) -> Rows | None:
+    path = tabular_path(cfg.feature_root(), collection, "valid")
+    if not path.is_file():
+        return None
+    rows = load_rows(path, cfg.max_valid_configs_per_graph, cfg.seed + 1, names)
+    return rows if len(rows) and rows.target is not None else None
+
+
+def train_collection(cfg: LgbmConfig, collection: Collection) -> dict:
+    """Train, evaluate and save the model of one collection; returns its metrics."""
+    out_dir = cfg.model_dir(collection)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    train_path = tabular_path(cfg.feature_root(), collection, "train")
+    names = feature_columns(train_path) if train_path.is_file() else []
+    start = time.perf_counter()
+    train = load_rows(train_path, cfg.max_train_configs_per_graph, cfg.seed, names or None)
+    if not len(train):
+        raise ValueError(f"{train_path}: no train rows with a target")
+    valid = _load_valid(cfg, collection, train.feature_names)
+    load_s = time.perf_counter() - start
+    mode = cfg.resolved_mode(collection)
+    candidates = ["lambdarank", "pairwise"] if mode == "auto" else [mode]
+    results: dict[str, dict] = {}
+    models: dict[str, RankerModel] = {}
+    for m in candidates:
+        t0 = time.perf_counter()
+        model = fit_model(m, train, valid, cfg, collection)
+        fit_s = time.perf_counter() - t0
+        scored = evaluate_model(model, cfg, collection, "valid")
+        results[m] = {"fit_s": round(fit_s, 2), "best_iteration": model.info.best_iteration,
+                      "valid_score": None if scored is None else scored["score"],
+                      "valid_per_graph": None if scored is None else scored["per_graph"]}
+        models[m] = model
+    chosen = _choose(results)
+    model = models[chosen]
+    model.info.extra = {"candidates": {m: r["valid_score"] for m, r in results.items()}}
+    model.save(out_dir)
+    importance = save_importance(model, out_dir, title=f"{collection.name} ({chosen})")
+    metrics = {"collection": collection.name, "mode": chosen, "seed": cfg.seed,
+               "train_rows": len(train), "train_graphs": len(train.graphs),
+               "valid_rows_early_stopping": 0 if valid is None else len(valid),
+               "load_s": round(load_s, 2), "total_s": round(time.perf_counter() - start, 2),
+               "valid_score": results[chosen]["valid_score"], "results": results,
+               "top_features": importance[:10]}
+    write_json(out_dir / "metrics.json", metrics)
+    save_run_config(cfg, out_dir)
+    return metrics
+
+
+def _choose(results: dict[str, dict]) -> str:
+    """The candidate with the best validation score (the first one when none was scored)."""
+    scored = {m: r["valid_score"] for m, r in results.items() if r["valid_score"] is not None}
+    if not scored:
+        return next(iter(results))
+    return max(scored, key=lambda m: scored[m])
+
+
+def train_all(cfg: LgbmConfig) -> dict[str, dict]:
+    """Train every selected collection; prints one summary line per collection."""
+    out = {}
+    for collection in cfg.selected_collections():
+        metrics = train_collection(cfg, collection)
+        score = metrics["valid_score"]
+        print(f"[lgbm] {collection.name:20s} mode={metrics['mode']:11s} "
+              f"valid={'n/a' if score is None else f'{score:.4f}'} "
+              f"iters={metrics['results'][metrics['mode']]['best_iteration']} "
+              f"time={metrics['total_s']:.1f}s", flush=True)
+        out[collection.name] = metrics
+    return out
+

@@ -1,0 +1,103 @@
+"""Ranking losses over the configs of one graph (SPEC §7).
+
+Convention everywhere: the model predicts a **cost** (lower = predicted faster) and the target
+is the true runtime (lower = faster). Inputs are ``(B,)`` or ``(G, B)`` tensors — ``G`` groups
+(graphs) of ``B`` configs — with an optional boolean ``mask`` of the same shape marking real
+entries (padding is ignored). Losses are averaged over groups.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+LossFn = Callable[..., torch.Tensor]
+
+
+def _as_groups(cost: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    if cost.shape != target.shape:
+        raise ValueError(f"cost shape {tuple(cost.shape)} != target shape {tuple(target.shape)}")
+    if cost.ndim == 1:
+        cost, target = cost[None], target[None]
+        mask = mask[None] if mask is not None else None
+    if cost.ndim != 2:
+        raise ValueError(f"expected (B,) or (G, B) tensors, got shape {tuple(cost.shape)}")
+    if mask is None:
+        mask = torch.ones_like(cost, dtype=torch.bool)
+    return cost.float(), target.to(cost.device).float(), mask.to(cost.device).bool()
+
+
+def _pairs(cost: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, tie_eps: float
+           ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cost margins ``cost[j] - cost[i]`` for ordered pairs where config i is truly faster than j,
+    and the (G, B, B) mask of such pairs."""
+    diff_target = target[:, None, :] - target[:, :, None]  # [g, i, j] = t_j - t_i
+    scale = target.abs().amax(dim=1, keepdim=True).clamp_min(1e-12)[:, :, None]
+    valid = (diff_target > tie_eps * scale) & mask[:, :, None] & mask[:, None, :]
+    margin = cost[:, None, :] - cost[:, :, None]  # [g, i, j] = c_j - c_i, want > 0
+    return margin, valid
+
+
+def _mean_over_groups(per_pair: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    counts = valid.sum(dim=(1, 2))
+    sums = (per_pair * valid).sum(dim=(1, 2))
+    has = counts > 0
+    if not bool(has.any()):
+        return per_pair.sum() * 0.0  # keeps the graph connected; no ordered pair to learn from
+    return (sums[has] / counts[has]).mean()
+
+
+def pairwise_hinge(cost: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None = None,
+                   margin: float = 0.1, tie_eps: float = 1e-9) -> torch.Tensor:
+    """Mean over ordered pairs (i faster than j) of ``max(0, margin - (cost_j - cost_i))``."""
+    cost, target, mask = _as_groups(cost, target, mask)
+    diff, valid = _pairs(cost, target, mask, tie_eps)
+    return _mean_over_groups(F.relu(margin - diff), valid)
+
+
+def pairwise_logistic(cost: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None = None,
+                      tie_eps: float = 1e-9) -> torch.Tensor:
+    """RankNet: mean over ordered pairs of ``log(1 + exp(-(cost_j - cost_i)))``."""
+    cost, target, mask = _as_groups(cost, target, mask)
+    diff, valid = _pairs(cost, target, mask, tie_eps)
+    return _mean_over_groups(F.softplus(-diff), valid)
+
+
+def listmle(cost: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None = None,
+            generator: torch.Generator | None = None) -> torch.Tensor:
+    """ListMLE: negative Plackett–Luce log-likelihood of the true order (fastest first), with
+    scores ``-cost``. Ties in the target are broken randomly (``generator``) so no order is
+    preferred systematically."""
+    cost, target, mask = _as_groups(cost, target, mask)
+    sort_key = torch.where(mask, target, torch.full_like(target, float("inf")))
+    if generator is None:
+        order = torch.argsort(sort_key, dim=1, stable=True)
+    else:  # shuffle first, then a stable sort: ties end up in random order
+        perm = torch.argsort(torch.rand(target.shape, generator=generator).to(target.device), dim=1)
+        order = perm.gather(1, torch.argsort(sort_key.gather(1, perm), dim=1, stable=True))
+    scores = (-cost).gather(1, order)
+    valid = mask.gather(1, order)
+    scores = torch.where(valid, scores, torch.full_like(scores, -1e4))
+    # log sum_{k >= i} exp(s_k), computed as a reversed cumulative logsumexp
+    rev_lse = torch.logcumsumexp(scores.flip(1), dim=1).flip(1)
+    nll = (rev_lse - scores) * valid
+    per_group = nll.sum(dim=1) / valid.sum(dim=1).clamp_min(1)
+    return per_group.mean()
+
+
+LOSSES: dict[str, LossFn] = {
+    "hinge": pairwise_hinge,
+    "logistic": pairwise_logistic,
+    "listmle": listmle,
+}
+
+
+def get_loss(name: str) -> LossFn:
+    """Loss by name: ``hinge`` | ``logistic`` (RankNet) | ``listmle``."""
+    try:
+        return LOSSES[name]
+    except KeyError:
+        raise ValueError(f"unknown loss {name!r}; expected one of {sorted(LOSSES)}") from None

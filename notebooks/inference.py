@@ -1,0 +1,92 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Inference: trained artifacts → predictions → blend → `submission.csv`
+#
+# Runs offline. On Kaggle the three tpurank datasets are attached as inputs:
+# `tpurank-code` (the package wheel), `tpurank-wheels` (what the Kaggle image lacks, e.g.
+# torch-geometric) and `tpurank-weights` (trained models and feature statistics); everything is
+# installed with `pip install --no-index` from them — the network is never used.
+#
+# Locally: set `DATA` (or let it generate the sample), `WEIGHTS` to a trained work dir (or
+# `None` to use `WORK` as it is), and `INSTALL = False` when tpurank is already installed.
+
+# %% tags=["parameters"]
+DATA = None  # data root; None: /kaggle/input/predict-ai-model-runtime, else the generated sample
+SAMPLE_DIR = "../data/sample-tiny"
+SAMPLE_SCALE = "tiny"
+CODE_DIR = "/kaggle/input/tpurank-code"  # the tpurank wheel
+WHEELS_DIR = "/kaggle/input/tpurank-wheels"  # wheels the Kaggle image lacks
+WEIGHTS = "/kaggle/input/tpurank-weights"  # trained artifacts; None: use WORK as it is
+INSTALL = "auto"  # True | False | "auto" (install when WHEELS_DIR exists)
+WORK = None  # None: /kaggle/working/work on Kaggle, else work/notebook
+SUBMISSION = None  # None: /kaggle/working/submission.csv on Kaggle, else WORK/submission.csv
+PRESET = None  # None: the preset the weights were trained with (their MANIFEST.json)
+SEED = 0
+COLLECTIONS = "all"
+MODELS = "gnn,lgbm"
+# per stage; train graphs need no features here (norm stats come with the weights)
+OVERRIDES = {"features": {"splits": "valid,test"}}
+
+# %% [markdown]
+# ## Offline install from the bundle (no network: `--no-index`)
+
+# %%
+import importlib
+import os
+import subprocess
+import sys
+
+if INSTALL is True or (INSTALL == "auto" and os.path.isdir(WHEELS_DIR)):
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--find-links", CODE_DIR,
+                    "--find-links", WHEELS_DIR, "tpurank"], check=True)
+    importlib.invalidate_caches()
+
+# %%
+# %matplotlib inline
+from ensemble import pipeline
+
+preset = PRESET or pipeline.weights_preset(WEIGHTS)
+work = pipeline.default_work(WORK, f"notebook-{preset}")
+if WEIGHTS and os.path.isdir(WEIGHTS):
+    pipeline.install_weights(WEIGHTS, work)
+submission = SUBMISSION or ("/kaggle/working/submission.csv" if os.path.isdir("/kaggle/working")
+                            else str(work / "submission.csv"))
+run = pipeline.Run(data=str(pipeline.find_data(DATA, SAMPLE_DIR, SAMPLE_SCALE)), work=str(work),
+                   preset=preset, seed=SEED, collections=COLLECTIONS, models=MODELS,
+                   submission=submission, overrides=OVERRIDES)
+run
+
+# %% [markdown]
+# ## Features of the valid and test graphs
+# Normalisation statistics come from the weights (fitted on train when the models were trained).
+
+# %%
+pipeline.run_stages(run, ["validate", "features"])
+
+# %% [markdown]
+# ## Predict with every model
+
+# %%
+pipeline.predict(run)
+
+# %% [markdown]
+# ## Blend (weights fitted on the valid split), check, write `submission.csv`
+
+# %%
+path = pipeline.submit(run)
+print(pipeline.submission_preview(path))
+
+# %%
+pipeline.plot_validation_scores(run.work)

@@ -1,0 +1,86 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Train: features → GNN → LightGBM
+#
+# Runs the pipeline stages for the chosen collections with a chosen preset, exactly as
+# `make run` does (each stage is its CLI entry point, called in-process by `ensemble.pipeline`).
+# Trained artifacts land in `WORK/models` and `WORK/features`; `make kaggle-bundle WORK=...`
+# packs them into the Kaggle weights dataset.
+#
+# Data: `DATA` when given, else `/kaggle/input/predict-ai-model-runtime` on Kaggle, else the
+# generated sample (`SAMPLE_DIR`, created on first use).
+
+# %% tags=["parameters"]
+DATA = None  # data root (Kaggle layout); None: Kaggle input, else the generated sample
+SAMPLE_DIR = "../data/sample-tiny"
+SAMPLE_SCALE = "tiny"  # tiny | small
+WORK = None  # None: /kaggle/working/work on Kaggle, else work/notebook
+PRESET = "quick"  # quick | full
+SEED = 0
+COLLECTIONS = "all"  # e.g. "layout:xla:random,tile:xla"
+MODELS = "gnn,lgbm"
+OVERRIDES = {}  # per stage, e.g. {"gnn-train": {"steps": 40}, "lgbm-train": {"num_boost_round": 50}}
+
+# %%
+# %matplotlib inline
+from ensemble import pipeline
+
+run = pipeline.Run(data=str(pipeline.find_data(DATA, SAMPLE_DIR, SAMPLE_SCALE)),
+                   work=str(pipeline.default_work(WORK, f"notebook-{PRESET}")), preset=PRESET,
+                   seed=SEED, collections=COLLECTIONS, models=MODELS, overrides=OVERRIDES)
+run
+
+# %% [markdown]
+# ## Validate the input files
+# Bad files are reported and skipped by the later stages.
+
+# %%
+pipeline.run_stage(run, "validate")
+
+# %% [markdown]
+# ## Features
+# Pruned graphs (GNN) and tabular rows (LightGBM); normalisation statistics come from train only.
+
+# %%
+pipeline.run_stage(run, "features")
+
+# %% [markdown]
+# ## GNN ranker
+# One model per collection; progress bars show the loss and the validation score.
+
+# %%
+if "gnn" in run.model_list:
+    pipeline.run_stage(run, "gnn-train")
+
+# %% [markdown]
+# ## Training curves (GNN train loss and validation score)
+
+# %%
+pipeline.plot_training_curves(run.work)
+
+# %% [markdown]
+# ## LightGBM ranker
+
+# %%
+if "lgbm" in run.model_list:
+    pipeline.run_stage(run, "lgbm-train")
+
+# %% [markdown]
+# ## Validation score per collection and model
+
+# %%
+import polars as pl
+
+pl.DataFrame(pipeline.validation_table(run.work))

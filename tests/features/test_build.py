@@ -1,0 +1,153 @@
+"""End-to-end feature build on small generated roots: outputs, caching, resume, bad files."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from features.bigfile import layout_arrays, write_mini_root
+from features.build import BuildConfig, build_features, load_norm, node_feature_names, process_graph
+from features.collections import COLLECTIONS, get_collection
+from features.io import discover, load_graph
+from features.processed import graph_dir, iter_processed, load_processed, tabular_path
+
+LAYOUT = get_collection("layout:xla:random")
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = write_mini_root(tmp_path_factory.mktemp("mini") / "root", seed=3)
+    # one extra train graph with duplicated configs (rows 0 and 9 identical, 1 and 10 identical)
+    arrays = layout_arrays(80, 9, 6, seed=11)
+    cfg = arrays["node_config_feat"]
+    arrays["node_config_feat"] = np.concatenate([cfg, cfg[:2]])
+    arrays["config_runtime"] = np.concatenate([arrays["config_runtime"], arrays["config_runtime"][:2] + 100])
+    np.savez(LAYOUT.split_dir(root, "train") / "dups.npz", **arrays)
+    return root
+
+
+def config(root: Path, work: Path, **kw) -> BuildConfig:
+    base = BuildConfig(data=str(root), work=str(work), preset="full", jobs=1, progress=False,
+                       use_cache=False, max_train_configs=0)
+    return dataclasses.replace(base, **kw)
+
+
+@pytest.fixture(scope="module")
+def built(root: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[BuildConfig, Path]:
+    cfg = config(root, tmp_path_factory.mktemp("work"))
+    return cfg, build_features(cfg)
+
+
+def test_outputs_for_every_collection_and_split(root: Path, built) -> None:
+    cfg, fd = built
+    for gf in discover(root):
+        pg = load_processed(graph_dir(fd, gf.collection, gf.split, gf.stem))
+        graph = load_graph(gf.path)
+        assert pg.node_feat.dtype == np.float32 and pg.node_feat.shape[1] == len(node_feature_names(cfg))
+        assert np.isfinite(pg.node_feat).all()
+        assert pg.edge_index.shape[0] == 2 and pg.edge_index.max(initial=-1) < pg.num_nodes
+        assert np.array_equal(graph.node_opcode[pg.orig_node_ids], pg.node_opcode)
+        if gf.split == "test":
+            assert pg.target is None
+        if gf.split != "train":  # valid/test keep every config in the source order
+            assert pg.config_index.tolist() == list(range(graph.num_configs))
+        if gf.collection.is_tile:
+            assert pg.config_node_pos is None and pg.config_feat.dtype == np.float32
+        else:
+            assert pg.config_feat.dtype == np.int8
+            assert pg.config_feat.shape[1:] == (len(graph.node_config_ids), 18)
+            assert np.array_equal(pg.orig_node_ids[pg.config_node_pos], graph.node_config_ids)
+            assert np.array_equal(pg.config_feat, graph.node_config_feat[pg.config_index].astype(np.int8))
+        if gf.split == "valid":
+            assert np.allclose(pg.target, graph.target())
+    for coll in COLLECTIONS:
+        assert (fd / coll.slug / "norm.npz").is_file() and (fd / coll.slug / "build.json").is_file()
+        for split in ("train", "valid", "test"):
+            frame = pl.read_parquet(tabular_path(fd, coll, split))
+            n = sum(g.num_configs for g in iter_processed(fd, coll, split))
+            assert frame.height == n
+            assert frame.columns[:3] == ["graph", "config", "target"]
+            assert all(frame.schema[c] == pl.Float32 for c in frame.columns[3:])
+            assert (frame["target"].null_count() == n) == (split == "test")
+
+
+def test_train_dedup_averages_runtimes(root: Path, built) -> None:
+    _, fd = built
+    pg = load_processed(graph_dir(fd, LAYOUT, "train", "dups"))
+    graph = load_graph(LAYOUT.split_dir(root, "train") / "dups.npz")
+    rt = graph.config_runtime.astype(float)
+    assert pg.config_index.tolist() == list(range(9))
+    assert pg.target[0] == pytest.approx((rt[0] + rt[9]) / 2)
+    assert pg.target[2] == pytest.approx(rt[2])
+    frame = pl.read_parquet(tabular_path(fd, LAYOUT, "train")).filter(pl.col("graph") == "dups")
+    assert frame["config"].to_list() == pg.config_index.tolist()
+    assert np.allclose(frame["target"].to_numpy(), pg.target)
+
+
+def test_norm_fitted_on_train_only(built) -> None:
+    cfg, fd = built
+    norm = load_norm(fd, LAYOUT)
+    assert norm.node_names == node_feature_names(cfg)
+    # the train graphs' normalised node features have mean 0 over all their nodes
+    train = np.concatenate([np.asarray(g.node_feat) for g in iter_processed(fd, LAYOUT, "train")])
+    assert np.allclose(train.mean(0), 0, atol=1e-3)
+
+
+def test_rerun_is_cached_and_killed_run_resumes(root: Path, built, capsys) -> None:
+    cfg, fd = built
+    capsys.readouterr()
+    build_features(cfg)
+    assert "(0 built," in capsys.readouterr().out
+    # simulate a run killed after writing one graph's arrays but before its done marker,
+    # plus a leftover temporary directory
+    marker = fd / LAYOUT.slug / "done" / "valid"
+    victim = sorted(marker.glob("*.json"))[0]
+    victim.unlink()
+    (fd / LAYOUT.slug / "graphs" / "valid" / ".x.tmp-999").mkdir()
+    build_features(cfg)
+    assert "(1 built," in capsys.readouterr().out
+    assert victim.is_file()
+
+
+def test_changed_parameter_rebuilds(root: Path, tmp_path: Path, capsys) -> None:
+    cfg = config(root, tmp_path, collections="layout:xla:random", splits="train,valid")
+    build_features(cfg)
+    n_train_valid = len(discover(root, [LAYOUT], ("train", "valid")))
+    capsys.readouterr()
+    cfg2 = dataclasses.replace(cfg, prune_hops=0, pad_minus_one=False, dot_features=False)
+    fd = build_features(cfg2)
+    assert f"({n_train_valid} built," in capsys.readouterr().out
+    pg = next(iter_processed(fd, LAYOUT, "valid"))
+    assert pg.node_feat.shape[1] == len(node_feature_names(cfg2))
+    # hops=0 keeps only the configurable nodes
+    assert pg.num_nodes == len(pg.config_node_pos)
+
+
+def test_parallel_build_and_bad_file(root: Path, tmp_path: Path) -> None:
+    bad_root = tmp_path / "bad"
+    write_mini_root(bad_root, seed=5)
+    bad = LAYOUT.split_dir(bad_root, "valid") / "broken.npz"
+    bad.write_bytes(b"not a zip file")
+    cfg = config(bad_root, tmp_path / "w", collections="layout:xla:random", jobs=2)
+    with pytest.raises(Exception, match="broken.npz"):
+        build_features(cfg)
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"bad_files": [{"path": str(bad), "problems": ["corrupt"]}]}))
+    fd = build_features(dataclasses.replace(cfg, skip_bad_report=str(report)))
+    stems = [g.stem for g in iter_processed(fd, LAYOUT, "valid")]
+    assert "broken" not in stems and len(stems) == 1
+
+
+def test_process_graph_single_new_program(root: Path, built) -> None:
+    cfg, fd = built
+    gf = discover(root, [LAYOUT], ("test",))[0]
+    pg = process_graph(load_graph(gf.path), LAYOUT, "test", "new", load_norm(fd, LAYOUT), cfg)
+    saved = load_processed(graph_dir(fd, LAYOUT, "test", gf.stem))
+    assert np.allclose(pg.node_feat, saved.node_feat)
+    assert np.array_equal(pg.config_feat, saved.config_feat)
+    assert pg.target is None and pg.meta["node_feature_names"] == node_feature_names(cfg)

@@ -1,0 +1,98 @@
+"""The three notebooks run top to bottom on the tiny sample with a real kernel (nbclient)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+_spec = importlib.util.spec_from_file_location("nbrun", HERE / "nbrun.py")
+nbrun = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(nbrun)
+
+#: tiny-sample settings: a handful of steps/rounds, one worker process (tests share 2 cores)
+TINY_OVERRIDES = {
+    "features": {"jobs": 1, "progress": False},
+    "gnn-train": {"steps": 12, "eval_every": 6, "hidden": 16, "layers": 2, "configs_per_step": 16,
+                  "val_max_configs": 32, "threads": 1},
+    "gnn-predict": {"threads": 1},
+    "lgbm-train": {"num_boost_round": 20, "early_stopping_rounds": 5, "threads": 1},
+    "lgbm-predict": {"threads": 1},
+}
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+
+
+@pytest.fixture(scope="module")
+def trained_work(tiny_root: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
+    """The train notebook run on the tiny sample: (its work dir, the executed notebook)."""
+    work = tmp_path_factory.mktemp("nb-train") / "work"
+    nb = nbrun.run_notebook("train", {"DATA": str(tiny_root), "WORK": str(work),
+                                      "PRESET": "quick", "COLLECTIONS": "all",
+                                      "OVERRIDES": TINY_OVERRIDES}, cwd=work.parent)
+    return work, nb
+
+
+def test_eda_notebook_runs_and_plots(tiny_root: Path, tmp_path: Path) -> None:
+    nb = nbrun.run_notebook("eda", {"DATA": str(tiny_root)}, cwd=tmp_path)
+    kinds = nbrun.output_types(nb)
+    assert "error" not in kinds
+    assert kinds.count("image/png") >= 5  # sizes, opcodes, configs, spread, pruning
+    text = nbrun.text_output(nb)
+    for name in ("tile:xla", "layout:nlp:default", "layout:xla:random"):
+        assert name in text
+
+
+def test_train_notebook_trains_every_stage(trained_work: tuple[Path, object]) -> None:
+    work, nb = trained_work
+    kinds = nbrun.output_types(nb)
+    assert "image/png" in kinds  # training curves
+    assert sorted(p.parent.parent.name for p in work.glob("models/gnn/*/seed0/best.pt"))
+    assert len(list(work.glob("models/gnn/*/seed0/best.pt"))) == 5
+    assert len(list(work.glob("models/lgbm/*/metrics.json"))) == 5
+    assert len(list(work.glob("features/*/norm.npz"))) == 5
+
+
+def test_inference_notebook_writes_a_checked_submission(trained_work: tuple[Path, object],
+                                                         tiny_root: Path, tmp_path: Path) -> None:
+    weights, _ = trained_work
+    work = tmp_path / "work"
+    overrides = {"features": {"splits": "valid,test", "jobs": 1, "progress": False},
+                 "gnn-predict": {"threads": 1}, "lgbm-predict": {"threads": 1}}
+    nb = nbrun.run_notebook("inference", {
+        "DATA": str(tiny_root), "WEIGHTS": str(weights), "WORK": str(work), "INSTALL": False,
+        "OVERRIDES": overrides}, cwd=tmp_path)
+    submission = work / "submission.csv"
+    lines = submission.read_text().splitlines()
+    assert lines[0] == "ID,TopConfigs"
+    assert len(lines) > 5
+    assert "image/png" in nbrun.output_types(nb)
+    # the weights were copied, not trained again: no train features were built here
+    assert not list(work.glob("features/*/graphs/train"))
+    from ensemble.submission import check_file
+
+    assert check_file(submission, tiny_root) == []
+
+
+def test_parameters_cell_is_tagged_in_every_notebook() -> None:
+    import jupytext
+
+    for name in ("eda", "train", "inference"):
+        nb = jupytext.read(nbrun.NOTEBOOKS / f"{name}.py")
+        tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+        assert len(tagged) == 1, name
+        assert "DATA" in tagged[0].source
+
+
+def test_inject_parameters_requires_a_parameters_cell() -> None:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    with pytest.raises(ValueError, match="parameters"):
+        nbrun.inject_parameters(nb, {"x": 2})
