@@ -169,18 +169,22 @@ def default_work(work: str | os.PathLike | None = None, name: str = "notebook") 
 
 
 def install_weights(weights: str | os.PathLike, work: str | os.PathLike) -> Path:
-    """Copy a trained-artifacts folder (the Kaggle weights dataset) into a writable work dir.
+    """Copy trained artifacts (the Kaggle weights dataset, or a trained WORK) into ``work``.
 
-    Kaggle inputs are read-only and models/features may be written next to them (predictions,
-    test features), hence the copy. Returns ``work``.
+    Copies ``models/`` and, per collection, the top-level files of ``features/<slug>/``
+    (normalisation stats, build config) — never built graphs or tabular rows, which inference
+    rebuilds for its own splits. Kaggle inputs are read-only, hence the copy. Returns ``work``.
     """
     src, dst = Path(weights), Path(work)
     if not (src / "models").is_dir():
         raise FileNotFoundError(f"{src}: no models/ folder; is this the tpurank weights dataset?")
     dst.mkdir(parents=True, exist_ok=True)
-    for part in ("models", "features"):
-        if (src / part).is_dir():
-            shutil.copytree(src / part, dst / part, dirs_exist_ok=True)
+    shutil.copytree(src / "models", dst / "models", dirs_exist_ok=True)
+    for coll_dir in sorted(p for p in (src / "features").glob("*") if p.is_dir()):
+        (dst / "features" / coll_dir.name).mkdir(parents=True, exist_ok=True)
+        for f in coll_dir.iterdir():
+            if f.is_file():
+                shutil.copy2(f, dst / "features" / coll_dir.name / f.name)
     return dst
 
 
@@ -195,12 +199,12 @@ def weights_preset(weights: str | os.PathLike | None, default: str = "quick") ->
 # ---- what the notebooks show -----------------------------------------------------------------
 def gnn_reports(work: str | os.PathLike) -> list[dict[str, Any]]:
     """Every ``report.json`` written by GNN training under ``WORK/models/gnn``."""
-    return [json.loads(p.read_text()) for p in sorted(Path(work).glob("models/gnn/*/seed*/report.json"))]
+    return [json.loads(p.read_text()) for p in sorted((Path(work) / "models" / "gnn").rglob("report.json"))]
 
 
 def lgbm_metrics(work: str | os.PathLike) -> list[dict[str, Any]]:
     """Every ``metrics.json`` written by LightGBM training under ``WORK/models/lgbm``."""
-    return [json.loads(p.read_text()) for p in sorted(Path(work).glob("models/lgbm/*/metrics.json"))]
+    return [json.loads(p.read_text()) for p in sorted((Path(work) / "models" / "lgbm").rglob("metrics.json"))]
 
 
 def plot_training_curves(work: str | os.PathLike):
@@ -234,7 +238,8 @@ def validation_table(work: str | os.PathLike) -> list[dict[str, Any]]:
         rows.setdefault(rep["collection"], {"collection": rep["collection"]})[
             f"gnn@seed{rep.get('seed')}"] = rep.get("score")
     for met in lgbm_metrics(work):
-        rows.setdefault(met["collection"], {"collection": met["collection"]})["lgbm"] = met.get("valid_score")
+        name = "lgbm" if met.get("seed") is None else f"lgbm@seed{met['seed']}"
+        rows.setdefault(met["collection"], {"collection": met["collection"]})[name] = met.get("valid_score")
     return list(rows.values())
 
 

@@ -192,6 +192,12 @@ def gnn_scores(work: Path, graphs: Sequence[RealGraph], coll: Collection, device
                   + (f" (per seed {', '.join(f'{m:.4f}' for m in means)})" if len(means) > 1 else ""))
 
 
+def lgbm_model_dirs(work: Path, coll: Collection) -> list[Path]:
+    """Trained LightGBM models of ``coll``: ``W/models/lgbm*/<slug>`` (one per model name/seed)."""
+    return sorted(p / coll.slug for p in (work / "models").glob("lgbm*")
+                  if (p / coll.slug / "model.txt").is_file())
+
+
 def lgbm_scores(work: Path, graphs: Sequence[RealGraph], coll: Collection, label: str,
                 scratch: Path) -> Scores:
     import polars as pl
@@ -199,17 +205,27 @@ def lgbm_scores(work: Path, graphs: Sequence[RealGraph], coll: Collection, label
     from features import tabular as tab
     from models.lgbm.model import RankerModel
 
-    model_dir = work / "models" / "lgbm" / coll.slug
-    if not (model_dir / "model.txt").is_file():
-        return Scores("lgbm", label, missing=f"no trained LightGBM under {model_dir}")
-    model = RankerModel.load(model_dir)
+    dirs = lgbm_model_dirs(work, coll)
+    if not dirs:
+        return Scores("lgbm", label, missing=f"no trained LightGBM under {work / 'models'}/lgbm*/{coll.slug}")
     build_cfg, norm = _features_pipeline(work, work / "features", coll)
     _, frames = _process(graphs, coll, build_cfg, norm, tabular=True)
     path = scratch / coll.slug / f"{SPLIT}.parquet"
     tab.write_parquet(pl.concat(frames, how="vertical"), path)
-    costs = model.predict_file(path, progress=False)
-    per_graph = {g.stem: graph_score(g, costs[g.stem]) for g in graphs}
-    return Scores("lgbm", label, per_graph, note=f"{coll.name} model ({model.info.mode})")
+    per_model, notes = [], []
+    for model_dir in dirs:
+        model = RankerModel.load(model_dir)
+        costs = model.predict_file(path, progress=False)
+        per_model.append({g.stem: graph_score(g, costs[g.stem]) for g in graphs})
+        flat = sum(int(np.ptp(costs[g.stem]) == 0) for g in graphs)
+        notes.append(f"{model_dir.parent.name} ({model.info.mode}, seed {model.info.seed})"
+                     + (f" constant on {flat} graph(s)" if flat else ""))
+    per_graph = {g.stem: float(np.mean([m[g.stem] for m in per_model])) for g in graphs}
+    means = [float(np.mean(list(m.values()))) for m in per_model]
+    return Scores("lgbm", label, per_graph,
+                  spread=float(np.std(means)) if len(means) > 1 else None,
+                  note=f"{coll.name} models: " + "; ".join(notes)
+                  + (f"; per model {', '.join(f'{m:.4f}' for m in means)}" if len(means) > 1 else ""))
 
 
 def _guarded(fn: Callable[[], Scores], method: str, label: str) -> Scores:

@@ -22,19 +22,20 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
+from scipy.stats import rankdata
 
 from features.atomic import atomic_path, write_json, write_text
 from features.collections import Collection, get_collection
 from features.config import parse_config, run_metadata
 from models.metrics import graph_score
 from models.predictions import model_runs, read_model_predictions
-from scipy.stats import rankdata
 
 from ensemble.blend import BLEND_MODEL, BlendConfig
 from ensemble.truth import truth as read_truth
 
 BASELINE_MODEL = "baseline"
 MAX_BARS = 40
+MAX_SCATTER_POINTS = 5000
 
 
 @dataclass
@@ -126,6 +127,9 @@ def plot_rank_scatter(coll: Collection, preds: Mapping[str, np.ndarray], truth: 
     fig, axes = plt.subplots(1, len(stems), figsize=(3.2 * len(stems), 3.2), squeeze=False)
     for ax, stem in zip(axes[0], stems):
         pred_rank, true_rank = rankdata(preds[stem]), rankdata(truth[stem])
+        if len(pred_rank) > MAX_SCATTER_POINTS:  # 100k-config graphs: a fixed random subset
+            keep = np.random.default_rng(0).choice(len(pred_rank), MAX_SCATTER_POINTS, replace=False)
+            pred_rank, true_rank = pred_rank[keep], true_rank[keep]
         ax.scatter(true_rank, pred_rank, s=4, alpha=0.5)
         ax.set_title(f"{stem}\n{'score' if coll.is_tile else 'τ'}="
                      f"{graph_score(coll, preds[stem], truth[stem]):.3f}", fontsize=8)

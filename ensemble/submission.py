@@ -162,7 +162,10 @@ def check_file(path: str | os.PathLike, root: str | os.PathLike) -> list[str]:
     path = Path(path)
     if not path.is_file():
         return [f"{path}: no such file"]
-    expected = expected_rows(root)
+    try:
+        expected = expected_rows(root)
+    except ValueError as exc:  # features.io.BadGraphError: an unreadable test file
+        return [f"cannot read the expected rows: {exc}"]
     if not expected:
         return [f"{root}: no test graphs found (expected npz_all/npz/<collection>/test/*.npz)"]
     return sample_submission_problems(root, expected) + check_text(path.read_text(), expected)

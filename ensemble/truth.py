@@ -2,7 +2,7 @@
 
 A layout npz can hold several GB of ``node_config_feat``; the ensemble only ever needs
 ``config_runtime`` (and the tile normalisers). ``np.load`` on an npz reads members lazily, and
-:func:`config_count` reads just the ``.npy`` header of ``config_runtime``.
+:func:`config_count` reads just the ``.npy`` headers (:func:`features.io.npz_headers`).
 
 Valid truth comes from the npz files; *test* truth exists only for generated samples
 (:func:`features.io.read_hidden_runtimes`) and is used for scoring, never for fitting.
@@ -11,13 +11,11 @@ Valid truth comes from the npz files; *test* truth exists only for generated sam
 from __future__ import annotations
 
 import os
-import zipfile
-from pathlib import Path
 
 import numpy as np
 
 from features.collections import Collection
-from features.io import discover, read_hidden_runtimes
+from features.io import BadGraphError, discover, npz_headers, read_hidden_runtimes
 
 
 def read_target(path: str | os.PathLike) -> np.ndarray:
@@ -31,19 +29,11 @@ def read_target(path: str | os.PathLike) -> np.ndarray:
 
 
 def config_count(path: str | os.PathLike) -> int:
-    """Number of configs of a graph file, from the ``config_runtime`` header only."""
-    path = Path(path)
-    try:
-        with zipfile.ZipFile(path) as zf, zf.open("config_runtime.npy") as fh:
-            version = np.lib.format.read_magic(fh)
-            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                           else np.lib.format.read_array_header_2_0)
-            shape, _, _ = read_header(fh)
-    except KeyError:
-        raise ValueError(f"{path}: no config_runtime array in the file") from None
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
-        raise ValueError(f"{path}: unreadable graph file ({exc})") from exc
-    return int(np.prod(shape)) if shape else 1
+    """Number of configs of a graph file, from the npy headers only (no array data is read)."""
+    headers = npz_headers(path)
+    if "config_runtime" not in headers:
+        raise BadGraphError(path, "no config_runtime array in the file")
+    return headers["config_runtime"].size
 
 
 def split_truth(root: str | os.PathLike, collection: Collection, split: str) -> dict[str, np.ndarray]:

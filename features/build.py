@@ -23,6 +23,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -64,6 +65,7 @@ class BuildConfig:
     jobs: int = 0  # worker processes; 0 = all cores
     prune_hops: int = 1  # k of the k-hop neighbourhood kept around configurable nodes; -1 = no pruning
     rewire: bool = True  # keep an edge between kept nodes joined only through removed nodes
+    rewire_max_sources: int = 8  # rewired producers per removed path, nearest first; 0 = unlimited
     pad_minus_one: bool = True  # -1 beyond the rank in per-dimension blocks (node and tile config)
     engineered: bool = True  # log transforms, lane (% 128) features, degree and depth
     dot_features: bool = True  # dot-general dims and dot/conv operand shapes
@@ -80,7 +82,7 @@ class BuildConfig:
 
     def transform_params(self) -> dict[str, Any]:
         """What changes the outputs (part of every cache key)."""
-        keys = ("prune_hops", "rewire", "pad_minus_one", "engineered", "dot_features", "exact_dot",
+        keys = ("prune_hops", "rewire", "rewire_max_sources", "pad_minus_one", "engineered", "dot_features", "exact_dot",
                 "dedup", "max_train_configs", "tabular")
         params = {k: getattr(self, k) for k in keys}
         if self.max_train_configs:
@@ -203,7 +205,8 @@ def node_stage(graph: Graph, cfg: BuildConfig, exact_dot: dict[int, DotDims] | N
         return NodeStage(feat, node_feature_names(cfg), op, ei, np.arange(n, dtype=np.int64), None,
                          {"nodes": n, "edges": int(ei.shape[1]), "kept_nodes": n,
                           "kept_edges": int(ei.shape[1]), "rewired": 0})
-    pr = tf.prune_graph(n, graph.edge_index, np.asarray(cfg_ids), cfg.prune_hops, cfg.rewire)
+    pr = tf.prune_graph(n, graph.edge_index, np.asarray(cfg_ids), cfg.prune_hops, cfg.rewire,
+                        cfg.rewire_max_sources)
     stats = {"nodes": n, "edges": pr.num_orig_edges, "kept_nodes": int(len(pr.kept)),
              "kept_edges": int(pr.edge_index_pyg.shape[1]), "rewired": pr.num_rewired}
     return NodeStage(feat[pr.kept], node_feature_names(cfg), op[pr.kept], pr.edge_index_pyg,
@@ -242,7 +245,7 @@ def select_configs(graph: Graph, split: str, cfg: BuildConfig, seed_key: str = "
     index, dups = all_rows, 0
     if cfg.dedup and c > 1:
         if graph.is_tile:
-            hashes = tf.config_row_hashes(np.asarray(graph.config_feat, np.float32).view(np.int32))
+            hashes = tf.config_row_hashes(np.asarray(graph.config_feat, np.float32))
         else:
             hashes = np.concatenate([tf.config_row_hashes(block)
                                      for _, block in _config_chunks(graph, all_rows, cfg.config_chunk)])
@@ -313,7 +316,7 @@ def _layout_configs(graph: Graph, rows: np.ndarray, cfg: BuildConfig, config_out
     if tabular_sink is not None:
         dots = tf.dot_dims_for_graph(np.asarray(graph.node_feat), graph.node_opcode, graph.edge_index) \
             if cfg.dot_features else None
-        ctx = tab.layout_context(graph, dots)
+        ctx = tab.layout_context(graph, dots, cfg.rewire_max_sources)
     pos = 0
     with contextlib.ExitStack() as stack:
         fp = None
@@ -616,6 +619,9 @@ def build_features(cfg: BuildConfig) -> Path:
                 stems = sorted(r["stem"] for r in mine if r["split"] == split)
                 if stems:
                     _merge_tabular(fd, coll, split, stems)
+                else:  # no graphs left in this split: no stale rows either
+                    tabular_path(fd, coll, split).unlink(missing_ok=True)
+                    tabular_path(fd, coll, split).with_suffix(".json").unlink(missing_ok=True)
         report = reduction_report(mine)
         write_json(slug_dir / "prune_report.json", report)
         save_run_config(cfg, slug_dir, name="build.json")
@@ -623,10 +629,36 @@ def build_features(cfg: BuildConfig) -> Path:
               f"({report['node_reduction']:.1%} removed), edges {report['edges']} -> {report['kept_edges']} "
               f"({report['edge_reduction']:.1%} removed, {report['rewired']} rewired), "
               f"configs {report['source_configs']} -> {report['configs']}")
+    _remove_stale(features_dir, colls, splits, {(f.collection.name, f.split, f.stem) for f in files})
     fresh = [r for r in results if not r.get("cached")]
     print(f"features: {len(results)} graphs ({len(fresh)} built, {len(results) - len(fresh)} cached) "
           f"in {elapsed:.1f} s -> {features_dir}")
     return features_dir
+
+
+def _remove_stale(features_dir: Path, colls: list[Collection], splits: list[str],
+                  current: set[tuple[str, str, str]]) -> None:
+    """Drop outputs of graphs no longer in the data (or now listed as bad) for the built splits."""
+    for coll in colls:
+        for split in splits:
+            base = features_dir / coll.slug / "graphs" / split
+            if not base.is_dir():
+                continue
+            for d in base.iterdir():
+                if d.is_dir() and not d.name.startswith(".") and (coll.name, split, d.name) not in current:
+                    shutil.rmtree(d)
+                    for extra in (_marker(str(features_dir), coll, split, d.name, "done"),
+                                  part_path(features_dir, coll, split, d.name)):
+                        extra.unlink(missing_ok=True)
+
+
+def load_build_config(features_dir: str | os.PathLike, collection: Collection | str) -> BuildConfig:
+    """The :class:`BuildConfig` a feature directory was built with (to featurize new graphs the
+    same way, e.g. ``process_graph(graph, coll, "test", stem, load_norm(...), cfg)``)."""
+    from features.config import load_run_config
+
+    coll = get_collection(collection) if isinstance(collection, str) else collection
+    return load_run_config(BuildConfig, Path(features_dir) / coll.slug / "build.json")
 
 
 def _merge_tabular(fd: str, coll: Collection, split: str, stems: list[str]) -> None:

@@ -24,10 +24,17 @@ nodes in topological order.
 
 * ``nlp`` layout graphs: BERT-like encoder stacks — embeddings + layer norms (reduce / divide /
   rsqrt), Q/K/V dots on ``[B*S, H]``, reshapes to heads, transposes, batched attention dots,
-  softmax parts (reduce-max, subtract, exp, reduce-sum, divide), GELU feed-forward.
+  softmax parts (reduce-max, subtract, exp, reduce-sum, divide), GELU (or ReLU) feed-forward.
+  Variants: pre-/post-LN, separate or fused QKV projection (sliced, K contracted on its last
+  dim), with or without attention mask, ALBERT cross-layer weight sharing (one parameter feeds
+  every layer), and training steps with the dense layers' backward dots (``x^T dY``, ``dY W^T``).
 * ``xla`` layout graphs: mixed conv nets — ResNet-like (conv/BN/ReLU/residual, max-pool),
   UNet-like 2-D and 3-D (strided / transposed convolutions, concatenated skips) — plus a few
   transformer graphs. Batch norm is either the folded inference form or the training form.
+  Training steps add the backward pass as JAX lowers it: ReLU masks (``select``),
+  weight-gradient convolutions (``f01b_i01o->01bf``: batch contracted, so they want another
+  layout than the forward conv reading the same activation), input-gradient convolutions with a
+  ``reverse``d kernel (``b01f_01oi->b01f``) and SGD updates.
 * ``tile`` kernels: single fused kernels (conv + epilogue, dot + bias + activation,
   elementwise chains, row reductions, transposing copies) as a fused body computation followed by
   the calling ``fusion`` node, like the real op-level records.
@@ -45,7 +52,8 @@ A TPU-like analytical model, in nanoseconds, every term physically motivated:
   2-byte, 32 for 1-byte types): the minor dim is padded to 128 lanes, the second-minor to 8
   sublanes. Every memory-bound op costs ``padded bytes / HBM bandwidth``, so a layout whose minor
   dim is small (3 channels, batch 2, head dim 64) wastes bandwidth, and the same layout is cheap
-  or expensive depending on the tensor's shape.
+  or expensive depending on the tensor's shape. Major dims out of row-major order add up to 6 %
+  (strided DMA), a small effect that the *default* search mostly explores.
 * **Layout propagation and copies.** Elementwise ops inherit the layout of their first operand,
   so one configured layout spreads through its elementwise neighbourhood (that whole chain pays
   its padding). Where a producer's actual layout disagrees with what a consumer asks for (a
@@ -66,11 +74,15 @@ A TPU-like analytical model, in nanoseconds, every term physically motivated:
   root's ``minor_to_major``). Cost = steps x per-step pipeline overhead + max(padded MXU work /
   peak x fill efficiency, bytes moved / DMA-efficiency-scaled bandwidth); tiles that do not divide
   the shape waste work; a double-buffered working set above the 16 MiB VMEM budget spills
-  (steep penalty); tiny tiles lose DMA efficiency and MXU fill.
-* **Measurement noise.** Layout runtimes get ~0.3 % log-normal noise (the duplicate runs in the
-  real 3-D UNet record differ by 0.05–0.35 %); tile runtimes 0.5 %, each row measured on one of
+  (steep penalty); tiny tiles lose DMA efficiency and MXU fill; the software pipeline exposes
+  the first load / last store and overlaps poorly with few steps; two TensorCores (megacore)
+  split the output tiles, so a single tile (or an odd count) leaves a core idle. So neither
+  "biggest tile" nor "smallest tile" is a good rule.
+* **Measurement noise.** Layout runtimes get 0.15 % log-normal noise (the duplicate runs in the
+  real 3-D UNet record differ by 0.02–0.34 %); tile runtimes 0.5 %, each row measured on one of
   three machines whose speed (±4 %) also scales that row's normalizer (normalizers differ per row;
-  runtime/normalizer stays consistent).
+  runtime/normalizer stays consistent). The normalizer is the compiler-default tile's runtime.
+  Config rows are shuffled (no positional leak: the default is not row 0).
 * **Searches.** *random*: every configurable node gets random layouts (10 % left at -1), wide
   runtime spread. *default*: the compiler default (all -1) plus a few perturbed nodes per
   config, tightly clustered runtimes. Both contain duplicate configs (identical
@@ -93,7 +105,6 @@ import sys
 import tempfile
 import time
 import zlib
-from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -135,7 +146,7 @@ OP_OVERHEAD_NS = 350.0
 COPY_OVERHEAD_NS = 900.0
 FUSED_ELEMENTWISE = 0.35  # elementwise ops are fused: they pay a fraction of their bytes
 VMEM_BUDGET = 16 * 2 ** 20
-LAYOUT_NOISE = 0.003
+LAYOUT_NOISE = 0.0015
 TILE_NOISE = 0.005
 MACHINE_SPEED = (1.0, 1.04, 0.965)
 
@@ -190,6 +201,14 @@ class HloBuilder:
         self.comps: list[list[Node]] = []
         self.entry = self.new_comp()
         self.cur = self.entry
+        #: forward convolutions (x, w, conv, activation or None, stride, lhs_dilation) when
+        #: a training graph records them for its backward pass
+        self.trace: list[tuple[int, int, int, int | None, int, int]] | None = None
+        #: dense layers (x, w, dot) of a training transformer, for its backward pass
+        self.dense_trace: list[tuple[int, int, int]] | None = None
+        #: ALBERT-style cross-layer weight sharing: weights by (slot in layer, shape)
+        self.shared: dict[tuple, int] | None = None
+        self.layer_slot = 0
 
     # -- structure ------------------------------------------------------------------------
     def new_comp(self) -> int:
@@ -267,6 +286,18 @@ class HloBuilder:
                   ksp=list(range(nsp)), ob=0, of=nsp + 1)
         return self.add("convolution", [sx[0], *spatial, sw[-1]], (x, w), self.dtype(x),
                         window=win, conv=dn, feature_group_count=1, batch_group_count=1)
+
+    def conv_general(self, x: int, w: int, out_shape: Sequence[int], size: Sequence[int],
+                     pad: int, dn: dict, wdil: int = 1, bdil: int = 1) -> int:
+        """A convolution with explicit dimension numbers (backward-pass convolutions)."""
+        nsp = len(size)
+        win = dict(size=list(size), stride=[1] * nsp, pad_lo=[pad] * nsp, pad_hi=[pad] * nsp,
+                   wdil=[wdil] * nsp, bdil=[bdil] * nsp)
+        return self.add("convolution", out_shape, (x, w), self.dtype(x), window=win, conv=dn,
+                        feature_group_count=1, batch_group_count=1)
+
+    def reverse(self, x: int, dims: Sequence[int]) -> int:
+        return self.add("reverse", self.shape(x), (x,), self.dtype(x), dimensions=tuple(dims))
 
     def reducer(self, kind: str = "add", dtype: str = "f32") -> int:
         c = self.new_comp()
@@ -445,8 +476,47 @@ def _conv_bn_relu(b: HloBuilder, x: int, cout: int, k: int, stride: int, train: 
                   act: bool = True, lhs_dilation: int = 1) -> int:
     nsp = len(b.shape(x)) - 2
     w = b.param([k] * nsp + [b.shape(x)[-1], cout], b.dtype(x))
-    y = _batch_norm(b, b.conv(x, w, stride, lhs_dilation=lhs_dilation), train)
-    return _relu(b, y) if act else y
+    conv = b.conv(x, w, stride, lhs_dilation=lhs_dilation)
+    y = _batch_norm(b, conv, train)
+    y = _relu(b, y) if act else y
+    if b.trace is not None:
+        b.trace.append((x, w, conv, y if act else None, stride, lhs_dilation))
+    return y
+
+
+def _backward(b: HloBuilder, seed_grad: int, target: int) -> list[int]:
+    """Backward pass of the traced convolutions, last first, as JAX lowers it: ReLU masks
+    (select), weight-gradient convs (``f01b_i01o->01bf``), input-gradient convs with a reversed
+    kernel (``b01f_01oi->b01f``) and SGD updates. Stops near ``target`` nodes."""
+    updates: list[int] = []
+    dy: int | None = None
+    for x, w, conv, act, stride, lhs_dil in reversed(b.trace or []):
+        if b.num_nodes() >= target - 30:
+            break
+        s, dt = b.shape(conv), b.dtype(conv)
+        nsp = len(s) - 2
+        if dy is None or b.shape(dy) != s:  # gradient from another branch: rescaled total
+            src = seed_grad if dy is None else dy
+            total = b.reduce(src, tuple(range(len(b.shape(src)))))
+            dy = b.ew("multiply", b.bcast(total, s, ()), b.scalar_bcast(s, dt))
+        if act is not None:
+            mask = b.ew("compare", act, b.scalar_bcast(s, dt), dtype="pred")
+            dy = b.add("select", s, (mask, dy, b.scalar_bcast(s, dt)), dt)
+        ks = b.shape(w)
+        k = ks[0]
+        wgrad_dn = dict(ib=nsp + 1, if_=0, isp=list(range(1, nsp + 1)), ki=0, ko=nsp + 1,
+                        ksp=list(range(1, nsp + 1)), ob=nsp, of=nsp + 1)
+        dw = b.conv_general(x, dy, ks, s[1:-1], k // 2, wgrad_dn, wdil=stride)
+        updates.append(b.ew("subtract", w, b.ew("multiply", dw, b.scalar_bcast(ks, dt))))
+        if lhs_dil != 1:
+            dy = None
+            continue
+        xs = b.shape(x)
+        dgrad_dn = dict(ib=0, if_=nsp + 1, isp=list(range(1, nsp + 1)), ki=nsp + 1, ko=nsp,
+                        ksp=list(range(nsp)), ob=0, of=nsp + 1)
+        dy = b.conv_general(dy, b.reverse(w, range(nsp)), xs, ks[:nsp], k - 1 - k // 2,
+                            dgrad_dn, bdil=stride)
+    return updates
 
 
 def _softmax(b: HloBuilder, x: int) -> int:
@@ -471,6 +541,10 @@ def _classifier_head(b: HloBuilder, x: int, classes: int) -> int:
 def build_resnet(b: HloBuilder, rng: np.random.Generator, target: int) -> list[int]:
     """ResNet/EfficientNet-like 2-D conv net; stops adding blocks near ``target`` nodes."""
     train = bool(rng.random() < 0.5)
+    full_target = target
+    if train:  # a training step: forward in about half the nodes, then the backward pass
+        b.trace = []
+        target = int(target * 0.6)
     batch = int(_pick(rng, [1, 2, 4, 8, 16, 32, 64]))
     size = int(_pick(rng, [32, 64, 96, 128, 224]))
     widths = _pick(rng, [(64, 128, 256, 512), (32, 64, 128, 256), (24, 40, 80, 112, 192),
@@ -494,12 +568,19 @@ def build_resnet(b: HloBuilder, rng: np.random.Generator, target: int) -> list[i
         blocks_in_stage += 1
         if blocks_in_stage >= per_stage and stage < len(widths) - 1:
             stage, blocks_in_stage = stage + 1, 0
-    return [_classifier_head(b, x, int(_pick(rng, [10, 100, 1000])))]
+    probs = _classifier_head(b, x, int(_pick(rng, [10, 100, 1000])))
+    if not train:
+        return [probs]
+    return [probs, *_backward(b, x, full_target)]
 
 
 def build_unet(b: HloBuilder, rng: np.random.Generator, target: int, nsp: int) -> list[int]:
     """UNet-like encoder/decoder (2-D or 3-D) with transposed convs and concatenated skips."""
     train = bool(rng.random() < 0.6)
+    full_target = target
+    if train:
+        b.trace = []
+        target = int(target * 0.6)
     batch = int(_pick(rng, [1, 2, 4] if nsp == 3 else [2, 4, 8, 16]))
     size = int(_pick(rng, [16, 24, 32, 48, 64] if nsp == 3 else [64, 128, 160, 256]))
     base = int(_pick(rng, [16, 32, 48, 64]))
@@ -536,7 +617,9 @@ def build_unet(b: HloBuilder, rng: np.random.Generator, target: int, nsp: int) -
     out = b.conv(x, w, 1)
     diff = b.ew("subtract", out, label)
     loss = b.reduce(b.ew("multiply", diff, diff), tuple(range(len(b.shape(diff)))))
-    return [out, loss]
+    if not train:
+        return [out, loss]
+    return [out, loss, *_backward(b, x, full_target)]
 
 
 def _layer_norm(b: HloBuilder, x: int) -> int:
@@ -554,9 +637,37 @@ def _layer_norm(b: HloBuilder, x: int) -> int:
 
 
 def _dense(b: HloBuilder, x2: int, out: int) -> int:
-    w, bias = b.param((b.shape(x2)[1], out), b.dtype(x2)), b.param((out,), b.dtype(x2))
+    key = (b.layer_slot, b.shape(x2)[1], out)
+    b.layer_slot += 1
+    if b.shared is not None and key in b.shared:  # ALBERT: the same weights in every layer
+        w, bias = b.shared[key]
+    else:
+        w, bias = b.param((b.shape(x2)[1], out), b.dtype(x2)), b.param((out,), b.dtype(x2))
+        if b.shared is not None:
+            b.shared[key] = (w, bias)
     y = b.dot(x2, w, (1,), (0,))
+    if b.dense_trace is not None:
+        b.dense_trace.append((x2, w, y))
     return b.ew("add", y, b.bcast(bias, b.shape(y), (1,)))
+
+
+def _dense_backward(b: HloBuilder, seed_grad: int, target: int) -> list[int]:
+    """Backward pass of the traced dense layers, last first: ``dW = x^T dY`` (dot contracting
+    dim 0 of both), ``dX = dY W^T`` (contracting dim 1 of both) and SGD updates."""
+    updates: list[int] = []
+    dy: int | None = None
+    for x2, w, y in reversed(b.dense_trace or []):
+        if b.num_nodes() >= target - 20:
+            break
+        s, dt = b.shape(y), b.dtype(y)
+        if dy is None or b.shape(dy) != s:  # gradient from another branch: rescaled total
+            src = seed_grad if dy is None else dy
+            total = b.reduce(src, tuple(range(len(b.shape(src)))))
+            dy = b.ew("multiply", b.bcast(total, s, ()), b.scalar_bcast(s, dt))
+        dw = b.dot(x2, dy, (0,), (0,))
+        updates.append(b.ew("subtract", w, b.ew("multiply", dw, b.scalar_bcast(b.shape(w), dt))))
+        dy = b.dot(dy, w, (1,), (1,))
+    return updates
 
 
 def _gelu(b: HloBuilder, x: int) -> int:
@@ -568,28 +679,48 @@ def _gelu(b: HloBuilder, x: int) -> int:
                 b.ew("add", t, b.scalar_bcast(s)))
 
 
-def _attention(b: HloBuilder, x: int, heads: int) -> int:
+def _attention(b: HloBuilder, x: int, heads: int, fused_qkv: bool = False,
+               masked: bool = True) -> int:
+    """Multi-head self-attention. ``fused_qkv``: one dense to 3H, sliced into Q/K/V (K then
+    contracts on its last dim); otherwise three denses with K transposed to (B, h, hd, S)."""
     bs, seq, hid = b.shape(x)
     hd = hid // heads
     x2 = b.reshape(x, (bs * seq, hid))
+    if fused_qkv:
+        qkv = b.transpose(b.reshape(_dense(b, x2, 3 * hid), (bs, seq, 3, heads, hd)),
+                          (2, 0, 3, 1, 4))  # (3, B, h, S, hd)
+        q, k, v = (b.reshape(b.slice(qkv, (i, 0, 0, 0, 0), (i + 1, bs, heads, seq, hd)),
+                             (bs, heads, seq, hd)) for i in range(3))
+        scores = b.dot(q, k, (3,), (3,), (0, 1), (0, 1))  # (B, h, S, S)
+    else:
+        def proj(perm: Sequence[int]) -> int:
+            y = b.reshape(_dense(b, x2, hid), (bs, seq, heads, hd))
+            return b.transpose(y, perm)
 
-    def proj(perm: Sequence[int]) -> int:
-        y = b.reshape(_dense(b, x2, hid), (bs, seq, heads, hd))
-        return b.transpose(y, perm)
-
-    q, k, v = proj((0, 2, 1, 3)), proj((0, 2, 3, 1)), proj((0, 2, 1, 3))
-    scores = b.dot(q, k, (3,), (2,), (0, 1), (0, 1))  # (B, h, S, S)
+        q, k, v = proj((0, 2, 1, 3)), proj((0, 2, 3, 1)), proj((0, 2, 1, 3))
+        scores = b.dot(q, k, (3,), (2,), (0, 1), (0, 1))  # (B, h, S, S)
     scores = b.ew("multiply", scores, b.scalar_bcast(b.shape(scores)))
-    mask = b.param((bs, seq), "f32")
-    scores = b.ew("add", scores, b.bcast(mask, b.shape(scores), (0, 3)))
+    if masked:
+        mask = b.param((bs, seq), "f32")
+        scores = b.ew("add", scores, b.bcast(mask, b.shape(scores), (0, 3)))
     probs = _softmax(b, scores)
     ctx = b.dot(probs, v, (3,), (2,), (0, 1), (0, 1))  # (B, h, S, hd)
     ctx = b.reshape(b.transpose(ctx, (0, 2, 1, 3)), (bs * seq, hid))
     return b.reshape(_dense(b, ctx, hid), (bs, seq, hid))
 
 
-def build_bert(b: HloBuilder, rng: np.random.Generator, target: int) -> list[int]:
-    """BERT/ALBERT-like encoder stack; adds layers until ``target`` nodes."""
+def build_bert(b: HloBuilder, rng: np.random.Generator, target: int, shared: bool = False,
+               train_prob: float = 0.3) -> list[int]:
+    """BERT/ALBERT-like encoder stack; adds layers until ``target`` nodes. ``shared``: ALBERT's
+    cross-layer weight sharing; a training step (probability ``train_prob``) adds the backward
+    pass of the dense layers."""
+    train = bool(rng.random() < train_prob)
+    full_target = target
+    if train:
+        b.dense_trace = []
+        target = int(target * 0.65)
+    if shared:
+        b.shared = {}
     batch = int(_pick(rng, [1, 2, 4, 8, 16, 32]))
     seq = int(_pick(rng, [64, 128, 256, 384, 512]))
     hid = int(_pick(rng, [128, 256, 312, 384, 512, 768, 1024]))
@@ -601,15 +732,32 @@ def build_bert(b: HloBuilder, rng: np.random.Generator, target: int) -> list[int
     x = b.param((batch, seq, hid), dtype)
     pos = b.param((seq, hid), dtype)
     x = _layer_norm(b, b.ew("add", x, b.bcast(pos, (batch, seq, hid), (1, 2))))
+    pre_ln = bool(rng.random() < 0.35)  # pre-LN (x + f(LN(x))) or post-LN (LN(x + f(x)))
+    fused = bool(rng.random() < 0.4)
+    masked = bool(rng.random() < 0.8)
+    act = _gelu if rng.random() < 0.8 else _relu
+
+    def ffn_block(y: int) -> int:
+        h = act(b, _dense(b, b.reshape(y, (batch * seq, hid)), ffn))
+        return b.reshape(_dense(b, h, hid), (batch, seq, hid))
+
     while True:
-        x = _layer_norm(b, b.ew("add", x, _attention(b, x, heads)))
-        h = _gelu(b, _dense(b, b.reshape(x, (batch * seq, hid)), ffn))
-        x = _layer_norm(b, b.ew("add", x, b.reshape(_dense(b, h, hid), (batch, seq, hid))))
+        b.layer_slot = 0
+        if pre_ln:
+            x = b.ew("add", x, _attention(b, _layer_norm(b, x), heads, fused, masked))
+            x = b.ew("add", x, ffn_block(_layer_norm(b, x)))
+        else:
+            x = _layer_norm(b, b.ew("add", x, _attention(b, x, heads, fused, masked)))
+            x = _layer_norm(b, b.ew("add", x, ffn_block(x)))
         if b.num_nodes() >= target - 110:
             break
+    b.layer_slot = 100
     cls = b.reshape(b.slice(x, (0, 0, 0), (batch, 1, hid)), (batch, hid))
     pooled = b.ew("tanh", _dense(b, cls, hid))
-    return [_softmax(b, _dense(b, pooled, int(_pick(rng, [2, 3, 10]))))]
+    probs = _softmax(b, _dense(b, pooled, int(_pick(rng, [2, 3, 10]))))
+    if not train:
+        return [probs]
+    return [probs, *_dense_backward(b, probs, full_target)]
 
 
 def build_layout_graph(source: str, rng: np.random.Generator, target: int) -> tuple[HloBuilder, str]:
@@ -617,7 +765,7 @@ def build_layout_graph(source: str, rng: np.random.Generator, target: int) -> tu
     b = HloBuilder()
     if source == "nlp":
         family = _pick(rng, ["bert", "albert", "electra", "roberta"])
-        outs = build_bert(b, rng, target)
+        outs = build_bert(b, rng, target, shared=family == "albert")
     else:
         family = _pick(rng, ["resnet", "resnet", "efficientnet", "unet2d", "unet3d", "unet3d",
                              "transformer"])
@@ -626,7 +774,7 @@ def build_layout_graph(source: str, rng: np.random.Generator, target: int) -> tu
         elif family.startswith("unet"):
             outs = build_unet(b, rng, target, 3 if family == "unet3d" else 2)
         else:
-            outs = build_bert(b, rng, target)
+            outs = build_bert(b, rng, target, train_prob=0.5)
     b.tuple_(outs)
     return b, family
 
@@ -679,8 +827,7 @@ def build_tile_kernel(rng: np.random.Generator, target: int) -> tuple[HloBuilder
             y = b.ew(op, y, b.bcast(other, s, dims))
         elif op == "select":
             pred = b.ew("compare", y, b.scalar_bcast(s, b.dtype(y)), dtype="pred")
-            y = b.ew("select", pred, y, b.scalar_bcast(s, b.dtype(y)))
-            b.comps[b.cur][y].shape = s
+            y = b.add("select", s, (pred, y, b.scalar_bcast(s, b.dtype(y))), b.dtype(y))
         elif op == "convert":
             y = b.ew("convert", b.ew("convert", y, dtype="f32"), dtype=b.dtype(y))
         else:
@@ -693,7 +840,9 @@ def build_tile_kernel(rng: np.random.Generator, target: int) -> tuple[HloBuilder
     layout = row_major(rank)
     if kind == "conv" and rng.random() < 0.5 and rank == 4:
         layout = (3, 0, 2, 1)  # feature minor, batch second-minor (as in real conv kernels)
-    b.comps[body][root].layout = layout
+    for nd in b.comps[body]:  # layout assignment already ran: same-rank arrays share it
+        if len(nd.shape) == rank and nd.op != "parameter":
+            nd.layout = layout
     info["out_shape"] = b.shape(root)
     info["layout"] = layout
     info["in_bytes"] = sum(math.prod(nd.shape) * TYPE_BYTES.get(nd.dtype, 4)
@@ -733,8 +882,21 @@ def _sublanes(dtype: str) -> int:
 _PAD_CACHE: dict[tuple, np.ndarray] = {}
 
 
+def _major_disorder(p: tuple[int, ...]) -> float:
+    """Fraction of out-of-order pairs among the major dims (row-major = 0)."""
+    major = p[2:]
+    k = len(major)
+    if k < 2:
+        return 0.0
+    inv = sum(1 for i in range(k) for j in range(i + 1, k) if major[i] < major[j])
+    return inv / (k * (k - 1) / 2)
+
+
 def padded_bytes_table(shape: tuple[int, ...], dtype: str) -> np.ndarray:
-    """Bytes of ``shape`` stored in TPU tiles, for every layout (perm id) of its rank."""
+    """Effective bytes of ``shape`` stored in TPU tiles, for every layout (perm id) of its rank.
+
+    Padding of the two most-minor dims to (sublanes, 128); major dims out of row-major order
+    cost up to 6 % more (strided DMA descriptors, worse HBM locality)."""
     key = (shape, dtype)
     if key not in _PAD_CACHE:
         r = len(shape)
@@ -748,7 +910,8 @@ def padded_bytes_table(shape: tuple[int, ...], dtype: str) -> np.ndarray:
                 minor = -(-shape[p[0]] // 128) * 128
                 second = -(-shape[p[1]] // sub) * sub if r >= 2 else 1
                 rest = math.prod(shape[d] for d in p[2:])
-                vals.append(float(minor * second * rest * nbytes))
+                vals.append(float(minor * second * rest * nbytes)
+                            * (1.0 + 0.06 * _major_disorder(p)))
             _PAD_CACHE[key] = np.array(vals)
     return _PAD_CACHE[key]
 
@@ -759,9 +922,6 @@ def _minor_table(rank: int, pos: int) -> np.ndarray:
 
 MINOR = {r: _minor_table(r, 0) for r in range(1, 7)}
 SECOND = {r: _minor_table(r, 1) for r in range(1, 7)}
-
-LayoutVar = "int | np.ndarray"  # a perm id, constant or per config
-
 
 def _copy_cost(shape: tuple[int, ...], dtype: str, a, b) -> np.ndarray:
     """Cost of a transposing copy from layout ``a`` to ``b`` (0 where they agree)."""
@@ -847,7 +1007,11 @@ class LayoutCostModel:
             so = fg.nodes[o]
             if not so.shape:
                 continue
-            cost = cost + frac * padded_bytes_table(so.shape, so.dtype)[var[o]] / HBM_BYTES_PER_NS
+            read_v = var[o]
+            if i == 0 and j is not None:  # other configurable ops (e.g. transpose): input slot
+                read_v = self._resolve(in_ids, j, var[o])
+                cost = cost + _copy_cost(so.shape, so.dtype, var[o], read_v)
+            cost = cost + frac * padded_bytes_table(so.shape, so.dtype)[read_v] / HBM_BYTES_PER_NS
             if nd.op in PROPAGATING and i > 0 and so.shape == nd.shape:
                 cost = cost + _copy_cost(so.shape, so.dtype, var[o], var[u])
         if nd.op == "reduce" and ops and fg.nodes[ops[0]].shape:
@@ -871,15 +1035,18 @@ class LayoutCostModel:
     def _conv_compute(nd: Node, sx: Node, sw: Node, in_v, k_v, out_v):
         dn = nd.attrs["conv"]
         r = len(nd.shape)
-        cin, cout = sw.shape[dn["ki"]], sw.shape[dn["ko"]]
-        flops = 2.0 * math.prod(nd.shape) * math.prod(sw.shape[:r - 2]) * cin
+        taps = math.prod(sw.shape[d] for d in dn["ksp"])
+        cin, cout = sw.shape[dn["ki"]], nd.shape[dn["of"]]
+        flops = 2.0 * math.prod(nd.shape) * taps * cin
         pen_in = np.where(MINOR[r][in_v] == dn["if_"], 1.0,
                           np.where(SECOND[r][in_v] == dn["if_"], 1.35, 1.8))
         pen_out = np.where(MINOR[r][out_v] == dn["of"], 1.0, 1.5)
         km, ks = MINOR[r][k_v], SECOND[r][k_v]
         pen_k = np.where((km == dn["ko"]) & (ks == dn["ki"]), 1.0,
                          np.where((km == dn["ki"]) & (ks == dn["ko"]), 1.12, 1.6))
-        return flops * _mxu_pad(cin) * _mxu_pad(cout) / PEAK_FLOP_PER_NS * pen_in * pen_out * pen_k
+        # the contraction runs over taps x input features (im2col-like), padded to the MXU
+        return (flops * _mxu_pad(cin * taps) * _mxu_pad(cout) / PEAK_FLOP_PER_NS
+                * pen_in * pen_out * pen_k)
 
     @staticmethod
     def _dot_compute(nd: Node, sx: Node, sw: Node, in_v, k_v, out_v):
@@ -952,18 +1119,21 @@ _NEAR_CACHE: dict[tuple, list[int]] = {}
 
 def _near_default_layout(rng: np.random.Generator, shape: tuple[int, ...], dtype: str,
                          two_minor: bool) -> int:
-    """A layout the compiler's own search would try: the row-major minor dim kept, the others
-    reordered, and never one that pads the tensor by more than 25 % over row-major."""
+    """A layout the compiler's own search would try: mostly the row-major minor dim kept and the
+    others reordered; never one that pads the tensor by more than 25 % over row-major."""
     rank = len(shape)
     if rank < 2:
         return -1 if rank == 0 else 0
-    key = (shape, dtype, two_minor)
+    keep_minor = bool(rng.random() < 0.8)  # mostly the minor dim is kept
+    key = (shape, dtype, two_minor, keep_minor)
     if key not in _NEAR_CACHE:
         pad = padded_bytes_table(shape, dtype)
         limit = 1.25 * pad[desc_id(rank)]
-        _NEAR_CACHE[key] = [i for i, p in enumerate(PERMS[rank])
-                            if p[0] == rank - 1 and pad[i] <= limit
-                            and (not two_minor or rank <= 2 or p == complete_layout(p[:2], rank))]
+        ok = [i for i, p in enumerate(PERMS[rank])
+              if i != desc_id(rank) and pad[i] <= limit
+              and (not two_minor or rank <= 2 or p == complete_layout(p[:2], rank))]
+        kept = [i for i in ok if PERMS[rank][i][0] == rank - 1]
+        _NEAR_CACHE[key] = kept if keep_minor and kept else ok
     cands = _NEAR_CACHE[key]
     return int(cands[int(rng.integers(len(cands)))]) if cands else -1
 
@@ -1060,6 +1230,17 @@ def _default_tile(info: dict) -> tuple[list[int], list[int]]:
     return ob, kb
 
 
+def sample_tile_configs_default(info: dict) -> np.ndarray:
+    """(1, 24) config_feat of the compiler's default tile (what normalizers are measured with)."""
+    ob, kb = _default_tile(info)
+    feats = np.zeros((1, 24), np.float32)
+    for start, vals in ((0, kb), (8, ob)):
+        feats[0, start:start + len(vals)] = vals
+        feats[0, start + 6] = sum(vals)
+        feats[0, start + 7] = math.prod(vals) if vals else 0
+    return feats
+
+
 def sample_tile_configs(rng: np.random.Generator, info: dict, n: int) -> np.ndarray:
     """(n, 24) tile config_feat; row 0 is the compiler default."""
     shape = info["out_shape"]
@@ -1142,7 +1323,15 @@ def tile_runtime(info: dict, feats: np.ndarray) -> np.ndarray:
     dma_eff = step_bytes / (step_bytes + 16384.0)
     t_mem = bytes_moved / HBM_BYTES_PER_NS / dma_eff
     spill = np.where(ws > VMEM_BUDGET, 1.0 + 2.5 * (ws / VMEM_BUDGET - 1.0), 1.0)
-    return (total_steps * 350.0 + _roofline(t_compute, t_mem)) * spill
+    # software pipeline: loads of step i+1 overlap compute of step i, but the first load and the
+    # last store are exposed, and with few steps the overlap is poor
+    steps = np.maximum(total_steps, 1.0)
+    body = np.maximum(t_compute, t_mem) + np.minimum(t_compute, t_mem) / steps
+    exposed = (step_bytes + tile_elems * nbytes) / HBM_BYTES_PER_NS
+    # megacore: two TensorCores split the (parallel) output tiles; one tile leaves a core idle
+    balance = np.ceil(n_tiles / 2.0) / (n_tiles / 2.0)
+    return (total_steps * 350.0 / 2.0 * balance + body * balance + exposed
+            + OP_OVERHEAD_NS) * spill
 
 
 # --------------------------------------------------------------------------------------------
@@ -1189,6 +1378,7 @@ def make_layout_file(lg: LayoutGraph, search: str, n_configs: int, spec: ScaleSp
     ids = _choose_configurable(lg.fg, rng, *spec.configurable, configurable_ops)
     spaces = _slot_spaces(lg.fg, ids)
     cfg = sample_layout_configs(rng, spaces, n_configs, search)
+    cfg = cfg[rng.permutation(n_configs)]  # no positional leak (the pure default is not first)
     model = LayoutCostModel(lg.fg, ids)
     true = model.runtimes(cfg[:, :, 0], cfg[:, :, 1], cfg[:, :, 2])
     measured = true * np.exp(rng.normal(0.0, LAYOUT_NOISE, size=len(true)))
@@ -1209,11 +1399,13 @@ def make_tile_file(rng: np.random.Generator, spec: ScaleSpec) -> tuple[str, dict
     fg = b.finalize()
     n = int(rng.integers(spec.tile_configs[0], spec.tile_configs[1] + 1))
     feats = sample_tile_configs(rng, info, n)
+    feats = feats[rng.permutation(n)]  # the default row is not at a fixed position
     true = tile_runtime(info, feats)
+    default_true = float(tile_runtime(info, sample_tile_configs_default(info))[0])
     machine = rng.integers(len(MACHINE_SPEED), size=n)
     speed = np.array(MACHINE_SPEED)[machine]
     runtime = np.round(true * speed * np.exp(rng.normal(0.0, TILE_NOISE, n))).astype(np.int64)
-    norm = np.round(true[0] * speed).astype(np.int64)
+    norm = np.round(default_true * speed).astype(np.int64)
     arrays = _graph_arrays(fg, rng)
     arrays.update(config_feat=feats, config_runtime=runtime, config_runtime_normalizers=norm,
                   node_splits=fg.splits.astype(np.int64))
@@ -1244,6 +1436,22 @@ def _write_tile(root: Path, spec: ScaleSpec, seed: int, hidden: dict, rows: list
             _save(coll.split_dir(root, split) / f"{stem}.npz", arrays)
 
 
+def _sized_layout_graph(source: str, rng: np.random.Generator, node_range: tuple[int, int],
+                        spec: ScaleSpec, configurable_ops: frozenset[str]) -> tuple[FlatGraph, str]:
+    """A layout graph whose size is within (about) ``node_range`` and that has enough
+    configurable candidates; redraws (deterministically) when a model family misses."""
+    lo, hi = node_range
+    for _ in range(30):
+        target = int(rng.integers(lo, hi + 1))
+        b, family = build_layout_graph(source, rng, target)
+        fg = b.finalize()
+        n_cands = sum(1 for u in range(fg.entry_start, len(fg.nodes))
+                      if fg.nodes[u].op in configurable_ops and fg.nodes[u].shape)
+        if lo <= len(fg.nodes) <= 1.2 * hi and n_cands >= spec.configurable[0]:
+            return fg, family
+    return fg, family
+
+
 def _write_layout(root: Path, spec: ScaleSpec, seed: int, hidden: dict, rows: list,
                   configurable_ops: frozenset[str]) -> None:
     for source in ("xla", "nlp"):
@@ -1251,9 +1459,7 @@ def _write_layout(root: Path, spec: ScaleSpec, seed: int, hidden: dict, rows: li
         for split, count in _split_counts(spec.layout_counts).items():
             for i in range(count):
                 rng = _rng(seed, "layout", source, split, i)
-                target = int(rng.integers(node_range[0], node_range[1] + 1))
-                b, family = build_layout_graph(source, rng, target)
-                fg = b.finalize()
+                fg, family = _sized_layout_graph(source, rng, node_range, spec, configurable_ops)
                 stem = f"{family}_{i:03d}_{zlib.crc32(f'{seed}{source}{split}{i}'.encode()):08x}"
                 lg = LayoutGraph(stem, fg, _graph_arrays(fg, rng))
                 for search in ("default", "random"):

@@ -114,19 +114,20 @@ def _dim_tables(shapes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return largest, a128, a8
 
 
-def config_dependency_pairs(graph: Graph) -> np.ndarray:
+def config_dependency_pairs(graph: Graph, max_sources: int = 8) -> np.ndarray:
     """Slot pairs ``(i, j)``: configurable node ``i`` feeds ``j`` directly or only through
     non-configurable nodes (pruning to the configurable nodes with rewiring)."""
     ids = np.asarray(graph.node_config_ids)
     if len(ids) == 0:
         return np.zeros((0, 2), np.int64)
-    pr = prune_graph(graph.num_nodes, graph.edge_index, ids, hops=0, rewire=True)
+    pr = prune_graph(graph.num_nodes, graph.edge_index, ids, hops=0, rewire=True, max_sources=max_sources)
     slot_of_kept = np.full(len(pr.kept), -1, np.int64)
     slot_of_kept[pr.positions(ids)] = np.arange(len(ids))
     return np.stack([slot_of_kept[pr.edge_index_pyg[0]], slot_of_kept[pr.edge_index_pyg[1]]], axis=1)
 
 
-def layout_context(graph: Graph, dots: dict[int, tuple[DotDims, bool]] | None = None) -> LayoutContext:
+def layout_context(graph: Graph, dots: dict[int, tuple[DotDims, bool]] | None = None,
+                   max_sources: int = 8) -> LayoutContext:
     """Lookup tables for a layout graph. ``dots`` (from :func:`dot_dims_for_graph`) enables the
     ``contract_minor`` pattern; without it that pattern is always 0."""
     nf = np.asarray(graph.node_feat)
@@ -160,74 +161,78 @@ def layout_context(graph: Graph, dots: dict[int, tuple[DotDims, bool]] | None = 
             d = dots[u][0]
             contract[k, 1, [c for c in d.lhs_contracting if c < 6]] = True
             contract[k, 2, [c for c in d.rhs_contracting if c < 6]] = True
+    pairs = config_dependency_pairs(graph, max_sources)
+    if len(pairs):  # layouts are only comparable between tensors of equal rank
+        pairs = pairs[ranks[pairs[:, 0], 0] == ranks[pairs[:, 1], 1]]
     return LayoutContext(graph_level_features(graph), onehot, ranks, log_size, largest, a128, a8,
-                         contract, config_dependency_pairs(graph))
+                         contract, pairs)
 
 
-def _lookup(table: np.ndarray, dims: np.ndarray) -> np.ndarray:
-    """``table[node, dims[c, node]]`` for every config ``c`` (dims -1 -> index 6 = False)."""
-    idx = np.where(dims < 0, 6, np.minimum(dims, 6)).astype(np.int64)
-    return table[np.arange(table.shape[0])[None, :], idx]
+def _flat_code(ctx: LayoutContext, t: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per (node, dim) bit codes of tensor ``t``, flattened to (nc * 7,): bit 1 largest, 2 lane-
+    aligned, 4 contracting (looked up by the most-minor dim); and the sublane table (second-minor)."""
+    code = (ctx.largest[:, t].astype(np.uint8) | (ctx.aligned128[:, t].astype(np.uint8) << 1)
+            | (ctx.contract[:, t].astype(np.uint8) << 2))
+    return code.reshape(-1), ctx.aligned8[:, t].reshape(-1)
 
 
 def layout_chunk_features(ctx: LayoutContext, cfg: np.ndarray) -> np.ndarray:
     """(chunk, F) float32 features (names: :func:`layout_feature_names`) of a config chunk
-    ``cfg`` of shape (chunk, nc, 18) with values -1..5."""
+    ``cfg`` of shape (chunk, nc, 18) with values -1..5.
+
+    Vectorised: each layout pattern is a (chunk, nc) boolean; the per-type counts and size
+    weights are one matrix product per tensor with ``[type one-hot, type one-hot * log size]``.
+    """
     cfg = np.asarray(cfg).astype(np.int8, copy=False)
-    c = cfg.shape[0]
-    cols: list[np.ndarray] = [np.broadcast_to(ctx.graph_feats, (c, len(ctx.graph_feats)))]
-    weights_n = ctx.type_onehot  # (nc, 4)
+    c, nc = cfg.shape[0], cfg.shape[1]
+    base = (np.arange(nc, dtype=np.int32) * 7)[None, :]
+    per_tensor = []
+    defaults = []
     for t in range(3):
-        lay = cfg[:, :, 6 * t:6 * t + 6].astype(np.int64)
+        lay = cfg[:, :, 6 * t:6 * t + 6]
         m0, m1 = lay[:, :, 0], lay[:, :, 1]
-        default = np.all(lay == -1, axis=2)
-        r = ctx.rank[None, :, t]
-        pats = [default,
-                ~default & (m0 == r - 1),
-                ~default & (m0 == 0) & (r > 1),
-                _lookup(ctx.largest[:, t], m0),
-                _lookup(ctx.aligned128[:, t], m0),
-                _lookup(ctx.aligned8[:, t], m1),
-                _lookup(ctx.contract[:, t], m0)]
-        w = weights_n * ctx.log_size[:, t:t + 1]
-        per_pattern = []
-        for p in pats:
-            pf = p.astype(np.float32)
-            per_pattern.append((pf @ weights_n, pf @ w))
-        # order: type-major, then tensor, then pattern — assembled below
-        cols.append(np.stack([np.stack([n, wt], axis=2) for n, wt in per_pattern], axis=2))
-    # cols[1..3]: (c, 4 types, 7 patterns, 2) for each tensor -> (c, type, tensor, pattern, 2)
-    blocks = np.stack(cols[1:], axis=2).reshape(c, -1)
-    out_lay = cfg[:, :, 0:6].astype(np.int64)
-    nondefault = ~np.all(out_lay == -1, axis=2)
-    nd = nondefault.astype(np.float32)
-    m0 = out_lay[:, :, 0].astype(np.float32)
-    minor_mean = np.where(nd.sum(1) > 0, (m0 * nd).sum(1) / np.maximum(nd.sum(1), 1), -1.0)
-    extra = [nd.sum(1), nd @ ctx.log_size[:, 0], minor_mean]
-    extra += list(_mismatch(ctx, cfg))
-    return np.concatenate([cols[0], blocks, np.stack(extra, axis=1)], axis=1).astype(np.float32)
+        default = lay.max(axis=2) == -1  # values are >= -1: all -1 <=> max is -1
+        defaults.append(default)
+        code_t, a8_t = _flat_code(ctx, t)
+        code = code_t[base + np.remainder(m0, 7)]  # -1 -> index 6 (no dim)
+        r = ctx.rank[:, t].astype(np.int8)[None, :]
+        pats = np.stack([default, ~default & (m0 == r - 1), (m0 == 0) & (r > 1), (code & 1) > 0,
+                         (code & 2) > 0, a8_t[base + np.remainder(m1, 7)], (code & 4) > 0], axis=1)
+        weights = np.concatenate([ctx.type_onehot, ctx.type_onehot * ctx.log_size[:, t:t + 1]], axis=1)
+        res = (pats.reshape(c * 7, nc).astype(np.float32) @ weights).reshape(c, 7, 2, 4)
+        per_tensor.append(res)  # (c, pattern, n/w, type)
+    blocks = np.stack(per_tensor, axis=1)  # (c, tensor, pattern, n/w, type)
+    blocks = blocks.transpose(0, 4, 1, 2, 3).reshape(c, -1)  # type, tensor, pattern, n/w
+    nd = (~defaults[0]).astype(np.float32)
+    count = nd.sum(1)
+    m0 = cfg[:, :, 0].astype(np.float32)
+    minor_mean = np.where(count > 0, (m0 * nd).sum(1) / np.maximum(count, 1), -1.0)
+    extra = [count, nd @ ctx.log_size[:, 0], minor_mean, *_mismatch(ctx, cfg)]
+    graph = np.broadcast_to(ctx.graph_feats, (c, len(ctx.graph_feats)))
+    return np.concatenate([graph, blocks, np.stack(extra, axis=1)], axis=1).astype(np.float32)
 
 
 def _mismatch(ctx: LayoutContext, cfg: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Producer output vs consumer input layout (two most-minor dims) over dependent pairs with
-    equal ranks: (#mismatch, size-weighted #mismatch, #pairs where exactly one is default, #pairs)."""
+    """Producer output vs consumer input layout (two most-minor dims) over dependent pairs of
+    equal rank: (#mismatch, size-weighted #mismatch, #pairs where exactly one is default, #pairs).
+
+    Layouts are first reduced to one small code per (config, node) so the pair loop is a
+    (chunk, pairs) comparison of int16 codes."""
     c = cfg.shape[0]
     pairs = ctx.pairs
-    if len(pairs):
-        same_rank = ctx.rank[pairs[:, 0], 0] == ctx.rank[pairs[:, 1], 1]
-        pairs = pairs[same_rank]
     if len(pairs) == 0:
         z = np.zeros(c, np.float32)
         return z, z, z, z
-    out = cfg[:, pairs[:, 0], 0:2]
-    inp = cfg[:, pairs[:, 1], 6:8]
-    out_def = np.all(cfg[:, pairs[:, 0], 0:6] == -1, axis=2)
-    in_def = np.all(cfg[:, pairs[:, 1], 6:12] == -1, axis=2)
-    both = ~out_def & ~in_def
-    mism = both & np.any(out != inp, axis=2)
-    w = ctx.log_size[pairs[:, 0], 0]
-    return (mism.sum(1).astype(np.float32), (mism * w).sum(1).astype(np.float32),
-            (out_def ^ in_def).sum(1).astype(np.float32), np.full(c, len(pairs), np.float32))
+    out_code = (cfg[:, :, 0].astype(np.int16) + 1) * 8 + cfg[:, :, 1] + 1
+    in_code = (cfg[:, :, 6].astype(np.int16) + 1) * 8 + cfg[:, :, 7] + 1
+    out_def = np.all(cfg[:, :, 0:6] == -1, axis=2)
+    in_def = np.all(cfg[:, :, 6:12] == -1, axis=2)
+    p, q = pairs[:, 0], pairs[:, 1]
+    both = ~out_def[:, p] & ~in_def[:, q]
+    mism = both & (out_code[:, p] != in_code[:, q])
+    w = ctx.log_size[p, 0]
+    return (mism.sum(1).astype(np.float32), (mism @ w).astype(np.float32),
+            (out_def[:, p] ^ in_def[:, q]).sum(1).astype(np.float32), np.full(c, len(pairs), np.float32))
 
 
 # ---- tile ----------------------------------------------------------------------------------

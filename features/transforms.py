@@ -16,6 +16,8 @@ unless the name says ``pyg``; every function returns new arrays (inputs may be r
 from __future__ import annotations
 
 import functools
+import hashlib
+import heapq
 import itertools
 from dataclasses import dataclass
 from importlib import resources
@@ -184,12 +186,17 @@ def k_hop_nodes(num_nodes: int, edge_index: np.ndarray, seeds: np.ndarray, hops:
     return keep
 
 
-def rewire_edges(num_nodes: int, edge_index: np.ndarray, keep: np.ndarray) -> set[tuple[int, int]]:
+def rewire_edges(num_nodes: int, edge_index: np.ndarray, keep: np.ndarray,
+                 max_sources: int = 0) -> set[tuple[int, int]]:
     """Pairs ``(producer, consumer)`` of kept nodes joined by a path whose inner nodes are all removed.
 
     One pass in topological order: ``sources[r]`` is the set of kept nodes reaching removed node ``r``
     through removed nodes only; a kept consumer of ``r`` inherits an edge from each of them.
     Sets are shared, not copied, along chains of single-operand removed nodes.
+
+    ``max_sources > 0`` caps each set to the sources latest in topological order (the nearest
+    ones): densely cross-linked removed regions would otherwise add O(kept^2) edges. With the
+    cap, reachability between kept nodes is usually, but no longer provably, preserved.
     """
     csr = producers_csr(num_nodes, edge_index)
     sources: dict[int, frozenset[int]] = {}
@@ -207,16 +214,20 @@ def rewire_edges(num_nodes: int, edge_index: np.ndarray, keep: np.ndarray) -> se
         if not kept_ops and len(inherited) == 1:
             sources[u] = inherited[0]
         elif kept_ops or inherited:
-            sources[u] = kept_ops.union(*inherited)
+            merged = kept_ops.union(*inherited)
+            if max_sources and len(merged) > max_sources:
+                merged = frozenset(heapq.nlargest(max_sources, merged))
+            sources[u] = merged
     return pairs
 
 
 def prune_graph(num_nodes: int, edge_index: np.ndarray, seeds: np.ndarray, hops: int,
-                rewire: bool = True) -> PruneResult:
+                rewire: bool = True, max_sources: int = 0) -> PruneResult:
     """Keep ``seeds`` (configurable nodes) and their ``hops``-hop neighbourhood; optionally rewire.
 
-    ``hops < 0`` keeps the whole graph. Every seed is always kept, and with ``rewire`` the
-    reachability between kept nodes equals that of the original graph.
+    ``hops < 0`` keeps the whole graph. Every seed is always kept, and with ``rewire`` (and no
+    ``max_sources`` cap, see :func:`rewire_edges`) the reachability between kept nodes equals
+    that of the original graph.
     """
     e = np.asarray(edge_index, dtype=np.int64).reshape(-1, 2)
     keep = k_hop_nodes(num_nodes, e, seeds, hops)
@@ -228,7 +239,7 @@ def prune_graph(num_nodes: int, edge_index: np.ndarray, seeds: np.ndarray, hops:
     dst = new_pos[e[both, 0]]
     n_rewired = 0
     if rewire and not keep.all():
-        pairs = rewire_edges(num_nodes, e, keep)
+        pairs = rewire_edges(num_nodes, e, keep, max_sources)
         if pairs:
             rp = np.array(sorted(pairs), dtype=np.int64)
             existing = set(zip(src.tolist(), dst.tolist()))
@@ -495,20 +506,14 @@ def log_transform_columns(node_feat: np.ndarray) -> np.ndarray:
 
 
 # ---- config deduplication ---------------------------------------------------------------------
-_HASH_SEEDS = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F)
-
-
 def config_row_hashes(rows: np.ndarray) -> np.ndarray:
-    """(c, 2) uint64 hashes of flattened config rows (two independent random linear hashes, wrapping
-    arithmetic): equal rows always collide, distinct rows practically never do."""
+    """(c, 2) uint64: a 128-bit BLAKE2b digest of each flattened config row (equal rows always
+    collide; distinct rows practically never do). Rows should share one dtype, e.g. int8."""
     flat = np.ascontiguousarray(rows).reshape(rows.shape[0], -1)
-    width = flat.shape[1]
     out = np.empty((flat.shape[0], 2), np.uint64)
-    vals = flat.astype(np.int64) + 7  # shift so that 0 / -1 entries still contribute
-    for j, seed in enumerate(_HASH_SEEDS):
-        w = np.random.default_rng(seed).integers(1, 2**62, size=width, dtype=np.int64) | 1
-        with np.errstate(over="ignore"):
-            out[:, j] = (vals * w[None, :]).sum(axis=1).view(np.uint64)
+    raw = out.view(np.uint8).reshape(-1, 16)
+    for i in range(flat.shape[0]):
+        raw[i] = np.frombuffer(hashlib.blake2b(flat[i].data, digest_size=16).digest(), np.uint8)
     return out
 
 

@@ -7,7 +7,8 @@ Writes, each folder with its filled-in and validated Kaggle metadata::
 
     OUT/tpurank-code/       tpurank-<version>-py3-none-any.whl, BUILD_INFO.json
     OUT/tpurank-wheels/     wheels the Kaggle image lacks (torch-geometric, xxhash), WHEELS.json
-    OUT/tpurank-weights/    WORK/models/**, WORK/features/<slug>/<top-level files>, MANIFEST.json
+    OUT/tpurank-weights/    WORK/models/** (without resume checkpoints), WORK/features/<slug>/<top-level
+                            files: norm.npz, build.json, ...), MANIFEST.json
     OUT/tpurank-inference/  inference.ipynb (from notebooks/inference.py), kernel-metadata.json
 
 Each dataset folder is ready for ``kaggle datasets create|version -p DIR -r zip`` (see push.py).
@@ -46,6 +47,8 @@ PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x8
              "linux_x86_64")
 INFERENCE_NOTEBOOK = REPO / "notebooks" / "inference.py"
 DEFAULT_OWNER = "your-kaggle-username"
+#: files under WORK/models that only resume training (optimizer state); inference never reads them
+TRAINING_ONLY = ("last.pt", "*.tmp*")
 
 
 def human_size(num_bytes: float) -> str:
@@ -143,7 +146,7 @@ def build_weights(out: Path, work: Path) -> None:
     if not models.is_dir() or not any(models.iterdir()):
         raise SystemExit(f"{models}: no trained models; train first (`make run`, or "
                          f"`make kaggle-bundle WORK=...` pointing at a trained work dir)")
-    shutil.copytree(models, out / "models")
+    shutil.copytree(models, out / "models", ignore=shutil.ignore_patterns(*TRAINING_ONLY))
     copied = []
     features = work / "features"
     for coll_dir in sorted(p for p in features.iterdir() if p.is_dir()) if features.is_dir() else []:

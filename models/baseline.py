@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import os
 import sys
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -41,7 +40,7 @@ from tqdm import tqdm
 
 from features.collections import parse_collections
 from features.config import parse_config, save_run_config
-from features.io import discover
+from features.io import BadGraphError, discover, iter_npz_chunks, npz_headers
 from models.predictions import predictions_path, write_predictions
 
 MODEL_NAME = "baseline"
@@ -123,21 +122,13 @@ def _root_shape(node_feat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def iter_npz_rows(path: str | os.PathLike, key: str, rows: int = CHUNK_CONFIGS) -> Iterator[np.ndarray]:
     """Stream the leading-axis rows of array ``key`` of an npz file, ``rows`` at a time."""
-    with zipfile.ZipFile(path) as zf, zf.open(f"{key}.npy") as fh:
-        version = np.lib.format.read_magic(fh)
-        read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                       else np.lib.format.read_array_header_2_0)
-        shape, fortran, dtype = read_header(fh)
-        if fortran:
-            raise ValueError(f"{path}: {key} is Fortran-ordered; cannot stream it")
-        row_shape = shape[1:]
-        row_bytes = int(np.prod(row_shape, dtype=np.int64)) * dtype.itemsize
-        for start in range(0, shape[0], rows):
-            n = min(rows, shape[0] - start)
-            buf = fh.read(n * row_bytes)
-            if len(buf) != n * row_bytes:
-                raise ValueError(f"{path}: {key} is truncated")
-            yield np.frombuffer(buf, dtype=dtype).reshape((n,) + tuple(row_shape))
+    header = npz_headers(path)[key]
+    if header.fortran_order:
+        raise BadGraphError(path, f"{key} is Fortran-ordered; cannot stream it by rows")
+    row_shape = header.shape[1:]
+    row_bytes = max(1, int(np.prod(row_shape, dtype=np.int64))) * header.dtype.itemsize
+    for chunk in iter_npz_chunks(path, key, chunk_bytes=rows * row_bytes):
+        yield chunk.reshape((-1,) + tuple(row_shape))
 
 
 @dataclass

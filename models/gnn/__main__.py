@@ -51,6 +51,8 @@ def predict_main(argv: list[str]) -> int:
 COMMANDS = {
     "train": (lambda argv: train_main(argv), "train one model per collection"),
     "predict": (lambda argv: predict_main(argv), "write valid+test predictions (model 'gnn')"),
+    "compare": (lambda argv: importlib.import_module("models.gnn.experiment").main(argv),
+                "validation scores of variants x seeds vs the baseline (Markdown table)"),
     "rank": (lambda argv: int(importlib.import_module("models.gnn.rank").main(argv) or 0),
              "rank the configs of one graph with a trained model"),
 }

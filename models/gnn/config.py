@@ -37,6 +37,7 @@ class GnnConfig:
     dropout: float = 0.0
     cross_attn: bool = True  # cross-configuration attention between the configs of a batch
     cross_heads: int = 4
+    tile_join: str = "early"  # tile: config joined at every node (early) or after pooling (late)
 
     # --- training
     loss: str = "listmle"  # hinge | logistic | listmle

@@ -6,8 +6,11 @@ its config's 18 layout values joined at the configurable nodes (embedded as cate
 nodes get a learned "no config" vector. Message passing then runs over the ``B`` copies at once
 (PyG batching: edge indices offset by ``n`` per copy).
 
-Tile (graph-level configs): the kernel graph is embedded once and joined with each config's 24
-features (late join).
+Tile (graph-level configs): the config's features (24 raw, or the feature pipeline's engineered
+columns) are encoded and either joined at every node before message passing (``tile_join="early"``,
+one graph copy per config, as for layout) or joined with the embedding of the kernel graph after
+pooling (``"late"``: one message passing per graph, config and graph embeddings combined with
+their product so the MLP can model kernel-specific preferences).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ class ModelArgs:
     dropout: float = 0.0
     cross_attn: bool = True
     cross_heads: int = 4
+    tile_join: str = "early"  # early | late
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -173,17 +177,23 @@ class RankerGNN(nn.Module):
         self.opcode_embed = nn.Embedding(OPCODE_VOCAB, args.opcode_dim)
         self.node_in = nn.Sequential(nn.Linear(args.node_dim + args.opcode_dim, d), nn.GELU(),
                                      nn.Linear(d, d))
+        if args.tile_join not in ("early", "late"):
+            raise ValueError(f"unknown tile_join {args.tile_join!r}; expected early or late")
+        self.late_join = args.kind == "tile" and args.tile_join == "late"
         if args.kind == "layout":
             self.config_encoder = LayoutConfigEncoder(args.layout_value_dim, d)
             self.no_config = nn.Parameter(torch.zeros(d))
-            self.join = nn.Sequential(nn.Linear(2 * d, d), nn.GELU())
         else:
             self.tile_encoder = nn.Sequential(nn.Linear(args.config_dim, d), nn.GELU(),
                                               nn.Linear(d, d))
+        if not self.late_join:
+            self.join = nn.Sequential(nn.Linear(2 * d, d), nn.GELU())
         self.layers = nn.ModuleList(BiDirectionalLayer(args.conv, d, args.heads, args.norm,
                                                        args.dropout) for _ in range(args.layers))
         self.pool = Pool(args.pool, d)
-        z_dim = self.pool.out_dim + (d if args.kind == "tile" else 0)
+        if self.late_join:
+            self.graph_proj = nn.Linear(self.pool.out_dim, d)
+        z_dim = 3 * d if self.late_join else self.pool.out_dim
         self.z_proj = nn.Sequential(nn.Linear(z_dim, d), nn.GELU())
         self.cross = CrossConfigAttention(d, args.cross_heads, args.dropout) if args.cross_attn else None
         self.head = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, 1))
@@ -207,18 +217,23 @@ class RankerGNN(nn.Module):
         ``config_feat`` layout (B, nc, 18) / tile (B, Ft), ``config_node_pos`` (nc,) for layout."""
         base = self.encode_nodes(node_feat, node_opcode)  # (n, d)
         batch = config_feat.shape[0]
+        n, d = base.shape
         if self.args.kind == "layout":
             if config_node_pos is None:
                 raise ValueError("layout model needs config_node_pos")
-            n, d = base.shape
             cfg = self.no_config.expand(batch, n, d).clone()
             cfg[:, config_node_pos] = self.config_encoder(config_feat).to(cfg.dtype)
-            h = self.join(torch.cat([base.expand(batch, n, d), cfg], dim=-1))
-            z = self.pool(self._message_passing(h, edge_index))
         else:
-            g = self.pool(self._message_passing(base[None], edge_index))  # (1, P)
-            t = self.tile_encoder(signed_log1p(config_feat.float()))
-            z = torch.cat([g.expand(batch, -1), t], dim=-1)
+            t = self.tile_encoder(signed_log1p(config_feat.float()))  # (B, d)
+            if self.late_join:
+                g = self.graph_proj(self.pool(self._message_passing(base[None], edge_index)))
+                g = g.expand(batch, -1)
+                return self._score(torch.cat([g, t, g * t], dim=-1))
+            cfg = t[:, None, :].expand(batch, n, d)
+        h = self.join(torch.cat([base.expand(batch, n, d), cfg], dim=-1))
+        return self._score(self.pool(self._message_passing(h, edge_index)))
+
+    def _score(self, z: torch.Tensor) -> torch.Tensor:
         z = self.z_proj(z)
         if self.cross is not None:
             z = self.cross(z)

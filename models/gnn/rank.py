@@ -85,8 +85,14 @@ def score_graph(graph: Any, pipeline: tuple[Any, Any, Any, Any], collection: Col
 def rank_module(module: Any, work: str | Path, n_candidates: int, collection: str = DEFAULT_COLLECTION,
                 extra_nodes: Sequence[int] = (), opcodes: Sequence[str] | None = None,
                 space: str = "minor2", seed: int = 0, p_change: float = 0.5,
-                model_seed: int | None = None, device: str = "cpu") -> RankResult:
-    """Sample candidate layouts of ``module`` and rank them with the trained GNN."""
+                model_seed: int | None = None, device: str = "cpu",
+                config_nodes: Sequence[int] | None = None) -> RankResult:
+    """Sample candidate layouts of ``module`` and rank them with the trained GNN.
+
+    The configurable nodes are ``config_nodes`` when given (e.g. a tuning record's
+    ``config_index_to_node``: SPEC §3 says to take the set from the data, not the opcode), else the
+    nodes with ``opcodes``; ``extra_nodes`` are added in both cases.
+    """
     from features.hlo import DEFAULT_CONFIGURABLE, configurable_nodes, module_dot_dims, module_to_graph
     from features.hlo.convert import index_module, operand_shapes
     from models.gnn.candidates import node_spaces, sample_candidates
@@ -94,7 +100,10 @@ def rank_module(module: Any, work: str | Path, n_candidates: int, collection: st
     coll = get_collection(collection)
     if coll.is_tile:
         raise ValueError(f"rank --hlo ranks layouts: choose a layout collection, not {coll.name}")
-    ids = configurable_nodes(module, opcodes or DEFAULT_CONFIGURABLE, extra_nodes)
+    if config_nodes is not None:
+        ids = configurable_nodes(module, (), list(config_nodes) + list(extra_nodes))
+    else:
+        ids = configurable_nodes(module, opcodes or DEFAULT_CONFIGURABLE, extra_nodes)
     if len(ids) == 0:
         raise ValueError(f"module {module.name!r} has no configurable node (opcodes "
                          f"{list(opcodes or DEFAULT_CONFIGURABLE)}); pass --nodes")
@@ -141,6 +150,21 @@ def write_csv(result: RankResult, path: str | Path) -> None:
                        + [int(v) for v in result.candidates[c].reshape(-1)])
 
 
+def read_target(path: str, name: str | None = None) -> tuple[Any, list[int]]:
+    """The module in ``path`` and, for a layout tuning record, its ``config_index_to_node``."""
+    from features.hlo import read_proto
+
+    records = read_proto(path, with_runs=False).modules()
+    if name is not None:
+        records = [r for r in records if r.module.name == name]
+        if not records:
+            raise KeyError(f"{path}: no module named {name!r}")
+    if len(records) != 1:
+        raise ValueError(f"{path}: holds {len(records)} modules; pass --module-name, one of "
+                         f"{[r.module.name for r in records][:10]}")
+    return records[0].module, [int(v) for v in records[0].config_index_to_node]
+
+
 def _parse(argv: Sequence[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m models.gnn rank", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -150,8 +174,9 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--work", default="work/sample-small-quick", help="work dir of the trained pipeline")
     p.add_argument("--collection", default=DEFAULT_COLLECTION, help="whose trained model scores")
     p.add_argument("--nodes", default="", help="extra configurable node indices, comma-separated")
-    p.add_argument("--opcodes", default=",".join(("convolution", "dot", "reshape")),
-                   help="opcodes whose nodes are configurable")
+    p.add_argument("--opcodes", default=None,
+                   help="opcodes whose nodes are configurable (default convolution,dot,reshape; "
+                        "a layout tuning record's own config_index_to_node wins unless given)")
     p.add_argument("--space", default="minor2", choices=("minor2", "full"),
                    help="minor2: set the two most-minor dims (as real configs); full: permutations")
     p.add_argument("--p-change", type=float, default=0.5, help="chance a node leaves its default")
@@ -160,19 +185,25 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--device", default="cpu")
     p.add_argument("--top", type=int, default=10)
     p.add_argument("--csv", default="", help="write every candidate, ranked, to this CSV")
-    return p.parse_args(list(argv))
+    args = p.parse_args(list(argv))
+    args.opcodes_given = args.opcodes is not None
+    if args.opcodes is None:
+        args.opcodes = ",".join(("convolution", "dot", "reshape"))
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from features.hlo import HloProtoError, read_module
+    from features.hlo import HloProtoError
 
     args = _parse(sys.argv[1:] if argv is None else argv)
     try:
-        module = read_module(args.hlo, name=args.module_name)
+        module, record_nodes = read_target(args.hlo, args.module_name)
         extra = [int(v) for v in args.nodes.split(",") if v.strip()]
         opcodes = [o.strip() for o in args.opcodes.split(",") if o.strip()]
+        config_nodes = record_nodes if record_nodes and not args.opcodes_given else None
         result = rank_module(module, args.work, args.candidates, args.collection, extra, opcodes,
-                             args.space, args.seed, args.p_change, args.model_seed, args.device)
+                             args.space, args.seed, args.p_change, args.model_seed, args.device,
+                             config_nodes=config_nodes)
     except (HloProtoError, FileNotFoundError, ValueError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

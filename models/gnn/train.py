@@ -42,7 +42,8 @@ def model_args_for(cfg: GnnConfig, g: ProcessedGraph) -> ModelArgs:
                      config_dim=config_dim, hidden=cfg.hidden, layers=cfg.layers, conv=cfg.conv,
                      heads=cfg.heads, opcode_dim=cfg.opcode_dim,
                      layout_value_dim=cfg.layout_value_dim, norm=cfg.norm, pool=cfg.pool,
-                     dropout=cfg.dropout, cross_attn=cfg.cross_attn, cross_heads=cfg.cross_heads)
+                     dropout=cfg.dropout, cross_attn=cfg.cross_attn, cross_heads=cfg.cross_heads,
+                     tile_join=cfg.tile_join)
 
 
 class TensorCache:

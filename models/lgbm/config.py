@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from features.collections import Collection, parse_collections
+from models.predictions import run_name
 
+MODEL_NAME = "lgbm"
 MODES = ("lambdarank", "rank_xendcg", "pairwise")
 
 # Which mode ``--mode default`` uses per collection. Chosen from the measurements recorded in
@@ -32,7 +34,7 @@ class LgbmConfig:
     collections: str = "all"
     collection: str = ""  # alias of --collections (wins when given)
     features_dir: str = ""  # default: WORK/features
-    model_name: str = "lgbm"  # predictions go to WORK/preds/<model_name>/..., models to WORK/models/<model_name>
+    tag: str = ""  # optional run name: model "lgbm-<tag>" (kept apart from the default "lgbm")
     # default | lambdarank | rank_xendcg | pairwise | auto (train lambdarank and pairwise, keep the
     # one with the better validation score)
     mode: str = "default"
@@ -44,6 +46,8 @@ class LgbmConfig:
     max_group_size: int = 256
     max_train_configs_per_graph: int = 5000  # uniform random subsample per train graph (memory)
     max_valid_configs_per_graph: int = 2000  # subsample used for early stopping only
+    # layout: also train on the sibling collection's train graphs (xla:default <-> xla:random)
+    joint_search: bool = False
     truncation_level: int = 0  # lambdarank_truncation_level; 0 = auto (tile 20, layout whole group)
 
     # --- boosting ---
@@ -60,6 +64,7 @@ class LgbmConfig:
 
     # --- pairwise mode ---
     pairs_per_graph: int = 20000  # sampled config pairs per train graph
+    max_pairs_total: int = 2_000_000  # memory cap: pairs_per_graph shrinks to fit (2 x F float32 each)
     valid_pairs_per_graph: int = 5000
     pair_refs: int = 32  # reference configs per graph when scoring pairs back into a ranking
 
@@ -75,7 +80,7 @@ class LgbmConfig:
                   "valid_pairs_per_graph": 2000, "pair_refs": 16},
         "full": {"num_boost_round": 5000, "early_stopping_rounds": 200, "learning_rate": 0.03,
                  "num_leaves": 63, "max_train_configs_per_graph": 10000,
-                 "max_valid_configs_per_graph": 5000, "pairs_per_graph": 50000,
+                 "max_valid_configs_per_graph": 5000, "pairs_per_graph": 20000,
                  "valid_pairs_per_graph": 10000, "pair_refs": 64},
     }
 
@@ -85,11 +90,21 @@ class LgbmConfig:
     def feature_root(self) -> Path:
         return Path(self.features_dir) if self.features_dir else Path(self.work) / "features"
 
+    @property
+    def model_name(self) -> str:
+        """``lgbm`` or ``lgbm-<tag>``."""
+        return MODEL_NAME + (f"-{self.tag}" if self.tag else "")
+
     def model_dir(self, collection: Collection) -> Path:
-        return Path(self.work) / "models" / self.model_name / collection.slug
+        """``WORK/models/lgbm[-tag]/<slug>/seed<k>`` (one directory per trained seed)."""
+        return Path(self.work) / "models" / self.model_name / collection.slug / f"seed{self.seed}"
 
     def preds_dir(self) -> Path:
         return Path(self.work) / "preds"
+
+    def run_name(self) -> str:
+        """Prediction run ``lgbm[-tag]@seed<k>`` (models.predictions seed convention)."""
+        return run_name(self.model_name, self.seed)
 
     def resolved_mode(self, collection: Collection) -> str:
         """The concrete mode for ``collection`` (``auto`` stays ``auto``)."""

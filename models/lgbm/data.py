@@ -138,6 +138,20 @@ class Rows:
         return out
 
 
+def concat_rows(parts: list[Rows]) -> Rows:
+    """Rows of several files (same features) as one set; graph names must be distinct."""
+    graphs = [g for part in parts for g in part.graphs]
+    if len(set(graphs)) != len(graphs):
+        raise ValueError("concat_rows: the same graph name appears in two parts; prefix them first")
+    offsets = np.cumsum([0] + [len(p.graphs) for p in parts[:-1]])
+    targets = [p.target for p in parts]
+    return Rows(X=np.concatenate([p.X for p in parts]),
+                graph_code=np.concatenate([p.graph_code + o for p, o in zip(parts, offsets)]),
+                config=np.concatenate([p.config for p in parts]),
+                target=None if any(t is None for t in targets) else np.concatenate(targets),
+                graphs=graphs, feature_names=list(parts[0].feature_names))
+
+
 def sample_per_graph(keys: pl.DataFrame, max_per_graph: int, rng: np.random.Generator) -> np.ndarray:
     """Row numbers of a uniform random subsample of at most ``max_per_graph`` rows per graph.
 
@@ -169,7 +183,7 @@ def load_rows(path: str | os.PathLike, max_per_graph: int = 0, seed: int = 0,
     rng = np.random.default_rng(seed)
     kept = sample_per_graph(keys, max_per_graph, rng)
     df = (pl.scan_parquet(path).with_row_index(ROW)
-          .filter(pl.col(ROW).is_in(pl.Series(kept, dtype=pl.UInt32)))
+          .filter(pl.col(ROW).is_in(pl.Series(kept, dtype=pl.UInt32).implode()))
           .select(["graph", "config", "target", *names])
           .collect(engine="streaming"))
     return _rows_from_frame(df, names, path)
@@ -208,7 +222,7 @@ def assemble_costs(path: str | os.PathLike, graph: np.ndarray, config: np.ndarra
             continue
         if cfg.min() != 0 or cfg.max() != n - 1 or len(np.unique(cfg)) != n:
             raise TabularFormatError(
-                f"{path}: graph {graphs[code]!r} has configs that are not exactly 0..{n - 1} "
+                f"{path}: graph {str(graphs[code])!r} has configs that are not exactly 0..{n - 1} "
                 f"(min {cfg.min()}, max {cfg.max()}, {len(np.unique(cfg))} distinct of {n} rows); "
                 "valid/test tabular rows must not be deduplicated")
         arr = np.empty(n, dtype=np.float64)
@@ -218,7 +232,9 @@ def assemble_costs(path: str | os.PathLike, graph: np.ndarray, config: np.ndarra
 
 
 def truth_by_graph(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """True targets per graph in config order (validation scoring); empty if no targets."""
+    """True targets per graph in config order (validation scoring); empty if no file or targets."""
+    if not Path(path).is_file():
+        return {}
     keys = read_keys(path)
     if keys["target"].null_count() > 0 or keys.height == 0:
         return {}

@@ -1,7 +1,8 @@
 """``python -m models.lgbm compare``: official validation scores of several models' predictions.
 
-Reads ``WORK/preds/<model>/<slug>/valid.npz`` for each model and the true runtimes from the
-tabular valid parquet; prints one row per collection and the mean, and writes a JSON summary.
+For each model name it scores every run under ``WORK/preds`` (``<model>`` and ``<model>@seed<k>``,
+see :func:`models.predictions.model_runs`) against the true runtimes of the tabular valid
+parquet, and prints the mean ± std over runs per collection (and the five-collection mean).
 """
 
 from __future__ import annotations
@@ -16,40 +17,56 @@ from features.collections import parse_collections
 from features.processed import tabular_path
 from models.lgbm.data import truth_by_graph
 from models.metrics import score_collection
-from models.predictions import predictions_path, read_predictions
+from models.predictions import model_runs, predictions_path, read_predictions
 
 
 def compare(work: str, models: list[str], collections: str = "all", features_dir: str = "",
-            split: str = "valid") -> dict[str, dict[str, float | None]]:
-    """``{model: {collection: score or None}}`` (None when predictions are missing)."""
+            split: str = "valid", extra_preds: tuple[str, ...] = ()) -> dict[str, dict[str, dict[str, float]]]:
+    """``{model: {collection: {run: score}}}`` over the runs that have predictions.
+
+    Runs are looked for in ``WORK/preds`` and then in each ``extra_preds`` directory (another
+    work dir's ``preds/`` built from the same data root: the truth is the same source files).
+    """
     feats = Path(features_dir) if features_dir else Path(work) / "features"
-    table: dict[str, dict[str, float | None]] = {m: {} for m in models}
+    preds_dirs = [Path(work) / "preds", *map(Path, extra_preds)]
+    table: dict[str, dict[str, dict[str, float]]] = {m: {} for m in models}
     for collection in parse_collections(collections):
         truth = truth_by_graph(tabular_path(feats, collection, split))
         for model in models:
-            path = predictions_path(Path(work) / "preds", model, collection, split)
-            if not truth or not path.is_file():
-                table[model][collection.name] = None
-                continue
-            table[model][collection.name] = score_collection(collection, read_predictions(path),
-                                                             truth)["score"]
+            runs: dict[str, float] = {}
+            for preds_dir in preds_dirs:
+                for run in model_runs(preds_dir, model):
+                    path = predictions_path(preds_dir, run, collection, split)
+                    if truth and path.is_file() and run not in runs:
+                        runs[run] = score_collection(collection, read_predictions(path),
+                                                     truth)["score"]
+            table[model][collection.name] = runs
     return table
 
 
-def format_table(table: dict[str, dict[str, float | None]]) -> str:
+def _cell(scores: list[float]) -> str:
+    if not scores:
+        return "n/a"
+    if len(scores) == 1:
+        return f"{scores[0]:.4f}"
+    return f"{np.mean(scores):.4f}±{np.std(scores):.4f}"
+
+
+def format_table(table: dict[str, dict[str, dict[str, float]]]) -> str:
+    """Markdown table: mean ± std over runs (seeds); the last row is the per-run collection mean."""
     models = list(table)
     collections = list(next(iter(table.values()))) if table else []
-    lines = [f"{'collection':22s}" + "".join(f"{m:>12s}" for m in models)]
-    for c in collections + ["mean"]:
-        cells = []
-        for m in models:
-            if c == "mean":
-                vals = [v for v in table[m].values() if v is not None]
-                v = float(np.mean(vals)) if len(vals) == len(table[m]) and vals else None
-            else:
-                v = table[m][c]
-            cells.append(f"{'n/a' if v is None else f'{v:.4f}':>12s}")
-        lines.append(f"{c:22s}" + "".join(cells))
+    lines = ["| collection | " + " | ".join(models) + " |", "|---" * (len(models) + 1) + "|"]
+    for c in collections:
+        lines.append(f"| {c} | " + " | ".join(_cell(list(table[m][c].values())) for m in models) + " |")
+    means = []
+    for m in models:
+        runs = set.intersection(*(set(table[m][c]) for c in collections)) if collections else set()
+        means.append(_cell([float(np.mean([table[m][c][r] for c in collections])) for r in sorted(runs)]))
+    lines.append("| mean | " + " | ".join(means) + " |")
+    n_runs = {m: max((len(v) for v in table[m].values()), default=0) for m in models}
+    lines.append("")
+    lines.append("runs: " + ", ".join(f"{m}={n}" for m, n in n_runs.items()))
     return "\n".join(lines)
 
 
@@ -60,10 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--collections", default="all")
     parser.add_argument("--features-dir", default="")
     parser.add_argument("--split", default="valid")
-    parser.add_argument("--out", default="", help="JSON file for the table (optional)")
+    parser.add_argument("--extra-preds", default="",
+                        help="comma-separated other preds/ directories (same data root)")
+    parser.add_argument("--out", default="", help="JSON file for the per-run scores (optional)")
     args = parser.parse_args(argv)
     table = compare(args.work, [m for m in args.models.split(",") if m], args.collections,
-                    args.features_dir, args.split)
+                    args.features_dir, args.split,
+                    tuple(p for p in args.extra_preds.split(",") if p))
     print(format_table(table))
     if args.out:
         write_json(args.out, table)

@@ -95,7 +95,7 @@ class RankerModel:
         refs = self._reference_rows(path) if self.is_pairwise else {}
         graphs, configs, costs = [], [], []
         bar = tqdm(desc=f"lgbm predict {path.parent.parent.name}/{path.stem}", unit="row",
-                   disable=not progress, leave=False)
+                   leave=False, **({} if progress else {"disable": True}))
         for graph, config, X in iter_batches(path, names, batch_rows):
             if self.is_pairwise:
                 score = np.empty(len(graph), np.float64)
@@ -125,7 +125,7 @@ class RankerModel:
         chosen = (np.concatenate([rows[run[choose_refs(len(run), self.info.pair_refs, rng)]]
                                   for run in runs]) if runs else np.zeros(0, np.int64))
         df = (pl.scan_parquet(path).with_row_index(ROW)
-              .filter(pl.col(ROW).is_in(pl.Series(np.sort(chosen), dtype=pl.UInt32)))
+              .filter(pl.col(ROW).is_in(pl.Series(np.sort(chosen), dtype=pl.UInt32).implode()))
               .select(["graph", *self.info.feature_names]).collect(engine="streaming"))
         g = df["graph"].to_numpy().astype(str)
         X = df.select(self.info.feature_names).to_numpy().astype(np.float32)

@@ -19,7 +19,7 @@ SPLITS = ("valid", "test")
 
 
 def predict_collection(cfg: LgbmConfig, collection: Collection) -> dict[str, dict]:
-    """Write ``WORK/preds/<model_name>/<slug>/{valid,test}.npz``; returns a summary per split."""
+    """Write ``WORK/preds/lgbm[-tag]@seed<k>/<slug>/{valid,test}.npz``; returns a summary per split."""
     model = RankerModel.load(cfg.model_dir(collection))
     summary: dict[str, dict] = {}
     for split in SPLITS:
@@ -28,7 +28,7 @@ def predict_collection(cfg: LgbmConfig, collection: Collection) -> dict[str, dic
             print(f"[lgbm] {collection.name} {split}: no tabular file at {path}; skipped", flush=True)
             continue
         costs = model.predict_file(path, cfg.predict_batch_rows)
-        out = predictions_path(cfg.preds_dir(), cfg.model_name, collection, split)
+        out = predictions_path(cfg.preds_dir(), cfg.run_name(), collection, split)
         write_predictions(out, costs)
         info: dict = {"graphs": len(costs), "configs": int(sum(len(c) for c in costs.values())),
                       "path": str(out)}

@@ -26,7 +26,8 @@ from features.collections import Collection
 from features.config import save_run_config
 from features.processed import tabular_path
 from models.lgbm.config import LgbmConfig
-from models.lgbm.data import Rows, chunk_groups, feature_columns, graph_runs, load_rows, truth_by_graph
+from models.lgbm.data import (Rows, chunk_groups, concat_rows, feature_columns, graph_runs, load_rows,
+                              truth_by_graph)
 from models.lgbm.importance import save_importance
 from models.lgbm.model import ModelInfo, RankerModel
 from models.lgbm.pairwise import pair_feature_names, pair_matrix, sample_pairs
@@ -139,9 +140,10 @@ def fit_ranker(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: Col
     return _train(params, train_set, valid_set, cfg, f"{collection.name} {objective}", feval)
 
 
-def _pair_dataset(rows: Rows, pairs_per_graph: int, rng: np.random.Generator,
+def _pair_dataset(rows: Rows, pairs_per_graph: int, max_total: int, rng: np.random.Generator,
                   reference: lgb.Dataset | None = None) -> lgb.Dataset:
-    a, b, label = sample_pairs(rows.graph_code, rows.target, pairs_per_graph, rng)
+    per_graph = max(1, min(pairs_per_graph, max_total // max(1, len(rows.graphs))))
+    a, b, label = sample_pairs(rows.graph_code, rows.target, per_graph, rng)
     return lgb.Dataset(pair_matrix(rows.X, a, b), label=label, reference=reference,
                        feature_name=safe_names(pair_feature_names(rows.feature_names)),
                        free_raw_data=True)
@@ -151,10 +153,11 @@ def fit_pairwise(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: C
                  seed: int) -> lgb.Booster:
     """Binary classifier ``a faster than b`` on sampled same-graph pairs (see ``pairwise``)."""
     rng = np.random.default_rng(seed)
-    train_set = _pair_dataset(train, cfg.pairs_per_graph, rng)
+    train_set = _pair_dataset(train, cfg.pairs_per_graph, cfg.max_pairs_total, rng)
     valid_set = None
     if valid is not None and len(valid):
-        valid_set = _pair_dataset(valid, cfg.valid_pairs_per_graph, rng, reference=train_set)
+        valid_set = _pair_dataset(valid, cfg.valid_pairs_per_graph, cfg.max_pairs_total // 4, rng,
+                                  reference=train_set)
     params = booster_params(cfg, seed) | {"objective": "binary", "metric": "binary_logloss"}
     return _train(params, train_set, valid_set, cfg, f"{collection.name} pairwise")
 
@@ -185,6 +188,25 @@ def evaluate_model(model: RankerModel, cfg: LgbmConfig, collection: Collection,
     return score_collection(collection, preds, truth)
 
 
+def sibling(collection: Collection) -> Collection | None:
+    """The other search of a layout collection (default <-> random); None for tile."""
+    if collection.is_tile or collection.search not in ("default", "random"):
+        return None
+    other = "random" if collection.search == "default" else "default"
+    return Collection(collection.kind, collection.source, other)
+
+
+def _add_sibling_train(cfg: LgbmConfig, collection: Collection, train: Rows) -> Rows:
+    """With ``joint_search``, add the sibling collection's train graphs (own query groups)."""
+    other = sibling(collection) if cfg.joint_search else None
+    path = tabular_path(cfg.feature_root(), other, "train") if other else None
+    if path is None or not path.is_file():
+        return train
+    extra = load_rows(path, cfg.max_train_configs_per_graph, cfg.seed + 2, train.feature_names)
+    extra.graphs = [f"{other.search}/{g}" for g in extra.graphs]
+    return concat_rows([train, extra]) if len(extra) else train
+
+
 def _load_valid(cfg: LgbmConfig, collection: Collection, names: list[str]) -> Rows | None:
     path = tabular_path(cfg.feature_root(), collection, "valid")
     if not path.is_file():
@@ -203,6 +225,7 @@ def train_collection(cfg: LgbmConfig, collection: Collection) -> dict:
     train = load_rows(train_path, cfg.max_train_configs_per_graph, cfg.seed, names or None)
     if not len(train):
         raise ValueError(f"{train_path}: no train rows with a target")
+    train = _add_sibling_train(cfg, collection, train)
     valid = _load_valid(cfg, collection, train.feature_names)
     load_s = time.perf_counter() - start
     mode = cfg.resolved_mode(collection)

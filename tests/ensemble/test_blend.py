@@ -114,9 +114,11 @@ def _write_model(fake_root, work, name, transform, seed):
 def test_blend_end_to_end(fake_root, tmp_path):
     work = tmp_path / "work"
     # "oracle" is good on every collection, "noise" is noise (two seeds): the blend must follow oracle
-    _write_model(fake_root, work, "oracle", lambda rt, rng: rt + 0.1 * rng.normal(size=rt.shape) * rt.std(), 0)
+    _write_model(fake_root, work, "oracle",
+                 lambda rt, rng: rt + 0.1 * rng.normal(size=rt.shape) * rt.std(), 0)
     for seed in (0, 1):
-        _write_model(fake_root, work, f"noise@seed{seed}", lambda rt, rng: rng.normal(size=rt.shape), seed + 5)
+        _write_model(fake_root, work, f"noise@seed{seed}",
+                     lambda rt, rng: rng.normal(size=rt.shape), seed + 5)
     sub = tmp_path / "subs" / "submission.csv"
     cfg = parse_config(BlendConfig, ["--data", str(fake_root), "--work", str(work), "--preset", "quick",
                                      "--models", "oracle,noise", "--submission", str(sub)])
@@ -140,3 +142,20 @@ def test_blend_reports_missing_model(fake_root, tmp_path):
                                      "--models", "nope", "--submission", str(tmp_path / "s.csv")])
     with pytest.raises(FileNotFoundError, match="no predictions of model 'nope'"):
         run_blend(cfg)
+
+
+def test_baseline_only_pipeline_on_the_generated_sample(tiny_root, tmp_path, capsys):
+    """What `make run MODELS=baseline` does after training: predict, blend, check, score."""
+    from ensemble import score
+    from ensemble.submission import main as check_main
+    from models.baseline import main as baseline_main
+    work, sub = tmp_path / "work", tmp_path / "subs" / "submission.csv"
+    assert baseline_main(["predict", "--data", str(tiny_root), "--work", str(work)]) == 0
+    cfg = parse_config(BlendConfig, ["--data", str(tiny_root), "--work", str(work), "--models", "baseline",
+                                     "--submission", str(sub)])
+    summary = run_blend(cfg)
+    assert summary["check"] == "ok"
+    assert check_main([str(sub), "--data", str(tiny_root)]) == 0
+    assert check_main([str(tiny_root / "sample_submission.csv"), "--data", str(tiny_root)]) == 0
+    assert score.main([str(sub), "--data", str(tiny_root)]) == 0
+    assert "final (mean)" in capsys.readouterr().out

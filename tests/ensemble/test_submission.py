@@ -67,7 +67,8 @@ def _replace_row(prefix, new_top):
     (_replace_row("tile:xla", "0;1;2;3;99"), "index 99 out of range"),
     (_replace_row("tile:xla", "0;1;1;2;0"), "index 0 repeated"),
     (_replace_row("tile:xla", "0;1;2"), "3 top configs, expected"),
-    (_replace_row("layout:xla:default", ";".join(map(str, range(19)))), "19 indices (layout rows must be a full permutation), expected 20"),
+    (_replace_row("layout:xla:default", ";".join(map(str, range(19)))),
+     "19 indices (layout rows must be a full permutation), expected 20"),
     (_replace_row("layout:xla:default", ";".join(map(str, range(20))) + ";0"), "repeated"),
     (_replace_row("layout:xla:default", ""), "non-integer token ''"),
 ])
@@ -111,3 +112,25 @@ def test_checker_without_test_graphs(tmp_path):
     (tmp_path / "s.csv").write_text("ID,TopConfigs\n")
     assert "no test graphs found" in check_file(tmp_path / "s.csv", tmp_path)[0]
     assert "no such file" in check_file(tmp_path / "nope.csv", tmp_path)[0]
+
+
+def test_config_count_reads_headers_and_names_bad_files(tmp_path):
+    np.savez(tmp_path / "a.npz", config_runtime=np.zeros(7, np.int64), node_feat=np.zeros((3, 140)))
+    np.savez_compressed(tmp_path / "b.npz", config_runtime=np.zeros(9, np.int64))
+    assert config_count(tmp_path / "a.npz") == 7 and config_count(tmp_path / "b.npz") == 9
+    np.savez(tmp_path / "c.npz", node_feat=np.zeros(3))
+    (tmp_path / "d.npz").write_bytes(b"not a zip")
+    for name in ("c.npz", "d.npz"):
+        with pytest.raises(ValueError, match=name):
+            config_count(tmp_path / name)
+
+
+def test_checker_reports_an_unreadable_test_file(fake_root, tmp_path):
+    import shutil
+    root = tmp_path / "root"
+    shutil.copytree(fake_root, root)
+    sub = write_submission(tmp_path / "s.csv", _valid_rows(root))
+    victim = next(iter(discover(root, splits=("test",)))).path
+    victim.write_bytes(b"truncated")
+    problems = check_file(sub, root)
+    assert len(problems) == 1 and victim.name in problems[0]

@@ -11,7 +11,8 @@ import polars as pl
 import pytest
 
 from features.bigfile import layout_arrays, write_mini_root
-from features.build import BuildConfig, build_features, load_norm, node_feature_names, process_graph
+from features.build import (BuildConfig, build_features, load_build_config, load_norm,
+                            node_feature_names, process_graph)
 from features.collections import COLLECTIONS, get_collection
 from features.io import discover, load_graph
 from features.processed import graph_dir, iter_processed, load_processed, tabular_path
@@ -151,3 +152,16 @@ def test_process_graph_single_new_program(root: Path, built) -> None:
     assert np.allclose(pg.node_feat, saved.node_feat)
     assert np.array_equal(pg.config_feat, saved.config_feat)
     assert pg.target is None and pg.meta["node_feature_names"] == node_feature_names(cfg)
+
+
+def test_removed_graph_outputs_are_dropped(root: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    write_mini_root(data, seed=7)
+    cfg = config(data, tmp_path / "w", collections="layout:xla:random")
+    fd = build_features(cfg)
+    victim = discover(data, [LAYOUT], ("valid",))[0]
+    victim.path.unlink()
+    build_features(cfg)
+    assert not graph_dir(fd, LAYOUT, "valid", victim.stem).exists()
+    assert not tabular_path(fd, LAYOUT, "valid").exists()  # the split's only graph is gone
+    assert load_build_config(fd, LAYOUT) == cfg

@@ -91,7 +91,7 @@ def test_format_all_collections(tiny_root: Path) -> None:
             _check_layout_config(ncf, name)
             splits = a["node_splits"].reshape(-1)
             assert a["node_splits"].ndim in (1, 2) and splits[0] == 0 and splits[-1] == n
-            assert 60 <= n <= 420 and 1 <= len(ids) <= 12 and 24 <= c <= 48
+            assert 60 <= n <= 360 and 3 <= len(ids) <= 12 and 24 <= c <= 48
 
 
 def test_quirks_present(tiny_root: Path) -> None:
@@ -297,3 +297,25 @@ def test_cli_and_refusal(tmp_path: Path) -> None:
     assert (precious / "notes.txt").read_text() == "keep"
     with pytest.raises(ValueError):
         sample.generate_dataset(tmp_path / "x", "huge")
+
+
+def test_other_configurable_ops(tmp_path: Path) -> None:
+    """``configurable_ops`` can add e.g. transpose; its layouts then change the runtime."""
+    root = sample.generate_dataset(tmp_path / "t", "tiny", seed=2,
+                                   configurable_ops=("transpose", "dot"))
+    opnames = {v: k for k, v in sample.OPCODE_IDS.items()}
+    seen: set[str] = set()
+    for gf in discover(root, [c for c in COLLECTIONS if c.name == "layout:nlp:random"]):
+        a = _arrays(gf.path)
+        seen |= {opnames[o] for o in a["node_opcode"][a["node_config_ids"]]}
+    assert "transpose" in seen and seen <= {"transpose", "dot"}
+    b = sample.HloBuilder()
+    x = b.param((8, 128, 256))
+    t = b.transpose(b.ew("exponential", x), (0, 2, 1))
+    b.tuple_([b.ew("negate", t)])
+    fg = b.finalize()
+    tid = _ids_of(fg, "transpose")
+    pid = sample.PERM_ID[3]
+    base = _runtime(fg, tid, [-1], [-1], [-1])
+    assert _runtime(fg, tid, [-1], [pid[(1, 2, 0)]], [-1]) > base  # input copy needed
+    assert _runtime(fg, tid, [pid[(0, 2, 1)]], [-1], [-1]) > base  # 8-wide minor dim pads

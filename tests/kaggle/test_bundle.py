@@ -48,6 +48,7 @@ def _fake_trained_work(work: Path) -> Path:
     (work / "models" / "gnn" / "tile-xla" / "seed0" / "config.json").write_text(
         json.dumps({"git_sha": "abc", "seed": 0, "config": {"preset": "quick"}}))
     (work / "models" / "gnn" / "tile-xla" / "seed0" / "best.pt").write_bytes(b"weights")
+    (work / "models" / "gnn" / "tile-xla" / "seed0" / "last.pt").write_bytes(b"optimizer state")
     feats = work / "features" / "tile-xla"
     (feats / "graphs" / "train" / "g0").mkdir(parents=True)
     (feats / "graphs" / "train" / "g0" / "node_feat.npy").write_bytes(b"big")

@@ -7,6 +7,7 @@ the scores it produces. Built once per test session (cached in this module).
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import shutil
 import sys
@@ -40,6 +41,7 @@ def trained_work(shared_data: Path) -> Path:
 
     torch.set_num_threads(1)
     base = Path(tempfile.mkdtemp(prefix="tpurank-real-pipeline-"))
+    atexit.register(shutil.rmtree, base, True)
     data, work = base / "data", base / "work"
     pb = shared_data / "real-tpu" / "module_tuning_data_layout.pb"
     for split in ("train", "valid"):

@@ -38,6 +38,15 @@ def test_forward_backward_each_layer(graph_factory, conv, kind, cross_attn):
     _forward(g, args)
 
 
+@pytest.mark.parametrize("tile_join", ["early", "late"])
+def test_tile_joins(graph_factory, tile_join):
+    g = graph_factory(get_collection("tile:xla"), "train", "x", seed=6)
+    _forward(g, ModelArgs(kind="tile", node_dim=g.node_feat.shape[1], config_dim=24, hidden=8,
+                          layers=1, cross_heads=2, tile_join=tile_join))
+    with pytest.raises(ValueError, match="tile_join"):
+        RankerGNN(ModelArgs(kind="tile", node_dim=4, config_dim=24, tile_join="middle"))
+
+
 @pytest.mark.parametrize("norm,pool", [("layer", "attention"), ("none", "meanmax"),
                                        ("instance", "attention")])
 def test_norm_and_pool_variants(graph_factory, norm, pool):

@@ -82,3 +82,12 @@ def test_rank_errors(shared_data, tmp_path, capsys):
     assert "no trained GNN" in capsys.readouterr().err
     assert main(["--hlo", str(pb), "--work", str(tmp_path), "--opcodes", "fft"]) == 1
     assert "no configurable node" in capsys.readouterr().err
+
+
+def test_rank_uses_record_config_nodes(shared_data):
+    from models.gnn.rank import read_target
+
+    module, nodes = read_target(str(shared_data / "real-tpu" / "module_tuning_data_layout.pb"))
+    assert len(nodes) == 62 and module.name == "main__.10904"  # SPEC §9: 53 convs + 9 reshapes
+    module, nodes = read_target(str(shared_data / "jax-hlo" / "convnet_fwd.pre.hlo.pb"))
+    assert nodes == []

@@ -1,0 +1,133 @@
+"""``python -m ensemble seeds``: each model alone and the blend, per seed and per collection.
+
+For every seed ``k`` the runs ``<model>@seed<k>`` of each model are blended exactly as
+``ensemble blend`` does (weights fitted on valid, leave-one-graph-out shrinkage), and the valid
+score of each model alone and of the blend is reported, plus the hidden-test score when the data
+root is a generated sample (sample-only: never used to fit or choose anything). A last row blends
+the seed-averaged models (what ``blend --models gnn,lgbm`` submits). Nothing is written under
+``WORK/preds``; the table goes to stdout and ``WORK/reports/seeds.{json,md}``.
+
+    python -m ensemble seeds --data D --work W --models gnn,lgbm --seeds 0,1,2
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from features.atomic import write_json, write_text
+from features.collections import Collection, parse_collections
+from features.config import parse_config
+from features.io import discover
+from models.predictions import model_runs, read_model_predictions, run_name
+
+from ensemble.blend import BLEND_MODEL, BlendConfig, _mean_score, blend_costs, fit_weights
+from ensemble.truth import truth as read_truth
+
+
+@dataclass
+class SeedsConfig(BlendConfig):
+    """Per-seed scores of each model and of their blend (python -m ensemble seeds)."""
+
+    seeds: str = "0,1,2"
+
+
+def evaluate(cfg: SeedsConfig, coll: Collection, runs: list[str]) -> dict[str, dict[str, float]]:
+    """``{split: {model-or-blend: mean score}}`` for one set of runs blended on valid."""
+    valid_truth = read_truth(cfg.data, coll, "valid")
+    test_truth = read_truth(cfg.data, coll, "test")
+    valid = [read_model_predictions(cfg.preds_dir, r, coll, "valid", cfg.norm) for r in runs]
+    fit = fit_weights(coll, valid, valid_truth, cfg.grid_step, cfg.alphas, cfg.max_fit_configs)
+    out = {"valid": {r: _mean_score(coll, p, valid_truth) for r, p in zip(runs, valid)},
+           "weights": dict(zip(runs, fit.weights))}
+    out["valid"][BLEND_MODEL] = _mean_score(coll, blend_costs(valid, fit.weights, sorted(valid_truth)),
+                                            valid_truth)
+    if test_truth:
+        test = [read_model_predictions(cfg.preds_dir, r, coll, "test", cfg.norm) for r in runs]
+        out["test"] = {r: _mean_score(coll, p, test_truth) for r, p in zip(runs, test)}
+        out["test"][BLEND_MODEL] = _mean_score(coll, blend_costs(test, fit.weights), test_truth)
+    return out
+
+
+def run_seeds(cfg: SeedsConfig) -> dict:
+    seeds = [int(s) for s in cfg.seeds.split(",") if s.strip()]
+    models = cfg.model_list
+    colls = [c for c in parse_collections(cfg.collections) if discover(cfg.data, [c], ["valid"])]
+    result: dict = {"models": models, "seeds": seeds, "collections": {}}
+    for coll in colls:
+        per_seed = {}
+        for seed in seeds:
+            runs = [_seed_run(cfg, m, seed) for m in models]
+            res = evaluate(cfg, coll, runs)
+            per_seed[seed] = {split: {_model_of(k, models): v for k, v in scores.items()}
+                              for split, scores in res.items()}
+        averaged = evaluate(cfg, coll, models)
+        result["collections"][coll.name] = {"per_seed": per_seed, "seed_averaged": averaged}
+        print(f"{coll.name}: done", file=sys.stderr, flush=True)
+    return result
+
+
+def _seed_run(cfg: SeedsConfig, model: str, seed: int) -> str:
+    """``model@seed<k>``; a seed-free model (only ``model/`` exists, e.g. baseline) as it is."""
+    runs = model_runs(cfg.preds_dir, model)
+    if run_name(model, seed) in runs:
+        return run_name(model, seed)
+    if runs == [model]:
+        return model
+    raise FileNotFoundError(f"{cfg.preds_dir}: no run {run_name(model, seed)} (found {runs})")
+
+
+def _model_of(run: str, models: list[str]) -> str:
+    return next((m for m in models if run == m or run.startswith(m + "@seed")), run)
+
+
+def to_markdown(result: dict) -> str:
+    models = result["models"] + [BLEND_MODEL]
+    lines = []
+    for split in ("valid", "test"):
+        title = "valid" if split == "valid" else "hidden test (generated sample only)"
+        header = ["collection"] + [f"{m} (mean ± sd over seeds {result['seeds']})" for m in models] + \
+                 [f"{m} seed-avg" for m in models]
+        rows = []
+        for name, coll in result["collections"].items():
+            if split not in coll["seed_averaged"]:
+                continue
+            cells = [name]
+            for m in models:
+                vals = [coll["per_seed"][s][split][m] for s in coll["per_seed"]]
+                cells.append(f"{np.mean(vals):.4f} ± {np.std(vals):.4f}")
+            cells += [f"{coll['seed_averaged'][split][m]:.4f}" for m in models]
+            rows.append(cells)
+        if rows:
+            means = ["**final (mean)**"]
+            for i in range(1, len(header)):
+                means.append(f"**{np.mean([float(r[i].split()[0]) for r in rows]):.4f}**")
+            rows.append(means)
+            lines += [f"### {title}", "", "| " + " | ".join(header) + " |",
+                      "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows] + [""]
+    lines.append("Blend weights per seed (valid-fitted):")
+    for name, coll in result["collections"].items():
+        ws = "; ".join(f"seed {s}: " + ", ".join(f"{_model_of(k, result['models'])}={w:.2f}"
+                                                  for k, w in v["weights"].items())
+                       for s, v in coll["per_seed"].items())
+        lines.append(f"- {name}: {ws}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = parse_config(SeedsConfig, argv, prog="python -m ensemble seeds")
+    result = run_seeds(cfg)
+    md = to_markdown(result)
+    out = Path(cfg.work) / "reports"
+    write_json(out / "seeds.json", result)
+    write_text(out / "seeds.md", md)
+    print(md)
+    print(f"wrote {out / 'seeds.md'} and {out / 'seeds.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
