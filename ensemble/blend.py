@@ -13,9 +13,10 @@ searched on a coarse simplex grid (step ``--grid-step``, 0.1 by default) and the
 equal weights, ``w = (1 - a) * w_best + a * equal``. The shrinkage ``a`` is picked from
 ``--alphas`` by leave-one-graph-out: for each valid graph, the grid optimum of the *other*
 graphs is shrunk and scored on the held-out graph; the ``a`` with the best held-out mean wins
-(ties go to more shrinkage). ``a = 1`` (equal weights) wins whenever fitting does not help on
-held-out graphs, which is what a noisy fit on 7 graphs usually deserves; with fewer than
-``MIN_GRAPHS_TO_FIT`` valid graphs the weights are simply equal. ``summary.json`` records the
+(within ``HELD_OUT_TOLERANCE`` = 0.001 of the best, the most shrinkage wins). ``a = 1``
+(equal weights) wins whenever fitting does not help on held-out graphs, which is what a noisy
+fit on 7 graphs usually deserves; with fewer than ``MIN_GRAPHS_TO_FIT`` valid graphs the
+weights are simply equal. ``summary.json`` records the
 in-sample and held-out score of every ``a`` so the effect of the choice is visible.
 
 Test runtimes are never read here.
@@ -42,10 +43,12 @@ from models.predictions import (NORMALISATIONS, model_runs, predictions_path,
                                 read_model_predictions, write_predictions)
 
 from ensemble.submission import check_file, submission_rows, write_submission
-from ensemble.truth import split_truth
+from ensemble.truth import config_count, split_truth
 
 BLEND_MODEL = "blend"
 MIN_GRAPHS_TO_FIT = 3
+#: held-out differences below this are noise: among near-ties the most shrinkage wins
+HELD_OUT_TOLERANCE = 1e-3
 
 
 @dataclass
@@ -158,7 +161,7 @@ def fit_weights(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
             [_score(coll, normed, w_alpha, s, truth) for s in stems]))
         result.held_out[f"{alpha:g}"] = float(np.mean(held))
     top = max(result.held_out.values())
-    result.alpha = max(float(a) for a, v in result.held_out.items() if v >= top - 1e-12)
+    result.alpha = max(float(a) for a, v in result.held_out.items() if v >= top - HELD_OUT_TOLERANCE)
     result.weights = ((1 - result.alpha) * best_all + result.alpha * equal).tolist()
     return result
 
@@ -187,35 +190,41 @@ def _load_normed(cfg: BlendConfig, coll: Collection, split: str) -> list[dict[st
     return normed
 
 
-def _require(preds: Mapping[str, np.ndarray], wanted: Sequence[str], what: str) -> None:
-    missing = sorted(set(wanted) - set(preds))
+def _require(preds: Mapping[str, np.ndarray], sizes: Mapping[str, int], what: str) -> None:
+    """Every graph predicted, with one cost per config (stale predictions fail here, by name)."""
+    missing = sorted(set(sizes) - set(preds))
     if missing:
-        raise ValueError(f"{what}: no blended prediction for {len(missing)} graph(s), e.g. {missing[:3]}")
+        raise ValueError(f"{what}: no prediction for {len(missing)} graph(s), e.g. {missing[:3]}")
+    wrong = sorted(s for s, n in sizes.items() if len(preds[s]) != n)
+    if wrong:
+        s = wrong[0]
+        raise ValueError(f"{what}: graph {s!r} has {len(preds[s])} predicted costs but {sizes[s]} "
+                         f"configs ({len(wrong)} such graph(s); stale predictions? re-run predict)")
 
 
 def blend_collection(cfg: BlendConfig, coll: Collection) -> tuple[dict, dict[str, np.ndarray]]:
     """Fit weights on valid, blend valid and test; returns (summary, test costs)."""
     truth = split_truth(cfg.data, coll, "valid")
     valid_normed = _load_normed(cfg, coll, "valid") if truth else []
-    if truth:
-        for model, preds in zip(cfg.model_list, valid_normed):
-            _require(preds, truth, f"{coll.name}/valid, model {model}")
+    for model, preds in zip(cfg.model_list, valid_normed):
+        _require(preds, {s: len(t) for s, t in truth.items()}, f"{coll.name}/valid, model {model}")
     fit = (fit_weights(coll, valid_normed, truth, cfg.grid_step, cfg.alphas, cfg.max_fit_configs)
            if truth else FitResult([1.0 / len(cfg.model_list)] * len(cfg.model_list), 1.0, [], 0,
                      method="equal (no valid graphs)"))
-    test_stems = [gf.stem for gf in discover(cfg.data, [coll], ["test"])]
-    test_normed = _load_normed(cfg, coll, "test") if test_stems else []
-    test_costs = blend_costs(test_normed, fit.weights) if test_stems else {}
-    _require(test_costs, test_stems, f"{coll.name}/test")
+    test_sizes = {gf.stem: config_count(gf.path) for gf in discover(cfg.data, [coll], ["test"])}
+    test_normed = _load_normed(cfg, coll, "test") if test_sizes else []
+    for model, preds in zip(cfg.model_list, test_normed):
+        _require(preds, test_sizes, f"{coll.name}/test, model {model}")
+    test_costs = blend_costs(test_normed, fit.weights, sorted(test_sizes)) if test_sizes else {}
     summary = {"weights": dict(zip(cfg.model_list, fit.weights)), "fit": dataclasses.asdict(fit),
-               "valid_score": {}, "n_valid": len(truth), "n_test": len(test_stems)}
+               "valid_score": {}, "n_valid": len(truth), "n_test": len(test_sizes)}
     if truth:
         valid_costs = blend_costs(valid_normed, fit.weights, sorted(truth))
         write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, "valid"), valid_costs)
         for model, preds in zip(cfg.model_list, valid_normed):
             summary["valid_score"][model] = _mean_score(coll, preds, truth)
         summary["valid_score"][BLEND_MODEL] = _mean_score(coll, valid_costs, truth)
-    if test_stems:
+    if test_sizes:
         write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, "test"), test_costs)
     return summary, test_costs
 

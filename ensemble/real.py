@@ -193,9 +193,10 @@ def gnn_scores(work: Path, graphs: Sequence[RealGraph], coll: Collection, device
 
 
 def lgbm_model_dirs(work: Path, coll: Collection) -> list[Path]:
-    """Trained LightGBM models of ``coll``: ``W/models/lgbm*/<slug>`` (one per model name/seed)."""
-    return sorted(p / coll.slug for p in (work / "models").glob("lgbm*")
-                  if (p / coll.slug / "model.txt").is_file())
+    """Trained LightGBM models of ``coll``: ``W/models/lgbm[-tag]/<slug>[/seed<k>]/model.txt``."""
+    found = list((work / "models").glob(f"lgbm*/{coll.slug}/model.txt"))
+    found += list((work / "models").glob(f"lgbm*/{coll.slug}/seed*/model.txt"))
+    return sorted(p.parent for p in found)
 
 
 def lgbm_scores(work: Path, graphs: Sequence[RealGraph], coll: Collection, label: str,
@@ -218,7 +219,7 @@ def lgbm_scores(work: Path, graphs: Sequence[RealGraph], coll: Collection, label
         costs = model.predict_file(path, progress=False)
         per_model.append({g.stem: graph_score(g, costs[g.stem]) for g in graphs})
         flat = sum(int(np.ptp(costs[g.stem]) == 0) for g in graphs)
-        notes.append(f"{model_dir.parent.name} ({model.info.mode}, seed {model.info.seed})"
+        notes.append(f"{model.info.mode} seed {model.info.seed}"
                      + (f" constant on {flat} graph(s)" if flat else ""))
     per_graph = {g.stem: float(np.mean([m[g.stem] for m in per_model])) for g in graphs}
     means = [float(np.mean(list(m.values()))) for m in per_model]
@@ -233,7 +234,8 @@ def _guarded(fn: Callable[[], Scores], method: str, label: str) -> Scores:
     try:
         return fn()
     except (FileNotFoundError, ImportError, ValueError, KeyError, RuntimeError) as exc:
-        return Scores(method, label, missing=f"{type(exc).__name__}: {exc}")
+        first = " ".join(str(exc).split())[:300]  # one line: e.g. a checkpoint/code mismatch
+        return Scores(method, label, missing=f"{type(exc).__name__}: {first}")
 
 
 # ---------------------------------------------------------------- report

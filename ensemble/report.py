@@ -135,7 +135,7 @@ def plot_rank_scatter(coll: Collection, preds: Mapping[str, np.ndarray], truth: 
                      f"{graph_score(coll, preds[stem], truth[stem]):.3f}", fontsize=8)
         ax.set_xlabel("true rank (1 = fastest)")
         ax.set_ylabel("blend rank")
-    fig.suptitle(f"{coll.name}: blend vs truth (valid)", fontsize=9)
+    fig.suptitle(f"{coll.name}: blend vs truth (valid)", fontsize=9, y=1.08)
     _save(fig, path)
 
 

@@ -19,7 +19,6 @@ rerun only redoes what is missing or stale.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import json
 import os
@@ -82,8 +81,8 @@ class BuildConfig:
 
     def transform_params(self) -> dict[str, Any]:
         """What changes the outputs (part of every cache key)."""
-        keys = ("prune_hops", "rewire", "rewire_max_sources", "pad_minus_one", "engineered", "dot_features", "exact_dot",
-                "dedup", "max_train_configs", "tabular")
+        keys = ("prune_hops", "rewire", "rewire_max_sources", "pad_minus_one", "engineered",
+                "dot_features", "exact_dot", "dedup", "max_train_configs", "tabular")
         params = {k: getattr(self, k) for k in keys}
         if self.max_train_configs:
             params["seed"] = self.seed
@@ -298,7 +297,7 @@ def process_graph(graph: Graph, collection: Collection | str, split: str, stem: 
         if tabular_sink is not None:
             tabular_sink(sel.index, tab.tile_tabular_features(graph, sel.index, cfg.pad_minus_one))
     else:
-        config_feat = _layout_configs(graph, sel.index, cfg, config_out, tabular_sink)
+        config_feat = _layout_configs(graph, sel.index, cfg, config_out, tabular_sink, exact_dot)
         meta["config_feature_names"] = ["out_layout_0..5", "in_layout_0..5", "kernel_layout_0..5"]
     return ProcessedGraph(collection=coll.name, split=split, stem=stem, node_feat=node_feat,
                           node_opcode=ns.node_opcode, edge_index=ns.edge_index,
@@ -308,14 +307,17 @@ def process_graph(graph: Graph, collection: Collection | str, split: str, stem: 
 
 
 def _layout_configs(graph: Graph, rows: np.ndarray, cfg: BuildConfig, config_out: Path | None,
-                    tabular_sink: Callable[[np.ndarray, np.ndarray], None] | None) -> np.ndarray:
+                    tabular_sink: Callable[[np.ndarray, np.ndarray], None] | None,
+                    exact_dot: dict[int, DotDims] | None = None) -> np.ndarray:
+    """Layout configs of ``rows`` as int8 (RAM, or streamed to ``config_out``), chunk by chunk,
+    feeding the tabular rows of each chunk to ``tabular_sink``."""
     nc = len(graph.node_config_ids)
     shape = (len(rows), nc, 18)
     out = None if config_out is not None else np.empty(shape, np.int8)
     ctx = None
     if tabular_sink is not None:
-        dots = tf.dot_dims_for_graph(np.asarray(graph.node_feat), graph.node_opcode, graph.edge_index) \
-            if cfg.dot_features else None
+        dots = tf.dot_dims_for_graph(np.asarray(graph.node_feat), graph.node_opcode, graph.edge_index,
+                                     exact_dot) if cfg.dot_features else None
         ctx = tab.layout_context(graph, dots, cfg.rewire_max_sources)
     pos = 0
     with contextlib.ExitStack() as stack:
@@ -505,7 +507,8 @@ def part_path(features_dir: str | os.PathLike, coll: Collection, split: str, ste
 
 
 def _run(fn: Callable[[Task], dict[str, Any]], tasks: list[Task], jobs: int, desc: str,
-         progress: bool, probe: Callable[[Task], dict[str, Any] | None] | None = None) -> list[dict[str, Any]]:
+         progress: bool, probe: Callable[[Task], dict[str, Any] | None] | None = None
+         ) -> list[dict[str, Any]]:
     """Run tasks (largest input first) on a process pool with a progress bar; errors name the file."""
     tasks = sorted(tasks, key=lambda t: -Path(t.path).stat().st_size)
     results: list[dict[str, Any]] = []
@@ -586,9 +589,11 @@ def build_features(cfg: BuildConfig) -> Path:
     jobs = cfg.jobs or os.cpu_count() or 1
     files = _files(cfg, colls, splits)
     if not files:
-        raise FileNotFoundError(f"no npz files under {npz_dir(cfg.data)} for {cfg.collections} / {cfg.splits}")
+        raise FileNotFoundError(f"no npz files under {npz_dir(cfg.data)} for "
+                                f"{cfg.collections} / {cfg.splits}")
     fd = str(features_dir)
-    train = [Task(cfg, fd, f.collection.name, f.split, f.stem, str(f.path)) for f in files if f.split == "train"]
+    train = [Task(cfg, fd, f.collection.name, f.split, f.stem, str(f.path))
+             for f in files if f.split == "train"]
     norm_results = _run(_norm_task, train, jobs, "norm stats", cfg.progress, _norm_cached)
     norm_keys: dict[str, str] = {}
     for coll in colls:
@@ -604,7 +609,8 @@ def build_features(cfg: BuildConfig) -> Path:
                              "rebuild with --splits including train")
         stats.save(norm_path(fd, coll))
         norm_keys[coll.name] = stats.key()
-    tasks = [Task(cfg, fd, f.collection.name, f.split, f.stem, str(f.path), norm_keys.get(f.collection.name, ""))
+    tasks = [Task(cfg, fd, f.collection.name, f.split, f.stem, str(f.path),
+                  norm_keys.get(f.collection.name, ""))
              for f in files]
     start = time.perf_counter()
     results = _run(_graph_task, tasks, jobs, "features", cfg.progress, _graph_cached)

@@ -25,9 +25,8 @@ import polars as pl
 
 from features.atomic import atomic_path
 from features.io import Graph
-from features.transforms import (MAX_RANK, SHAPE_DIMS, dot_dims_for_graph, node_depths, opcode_ids,
-                                 producers_csr, prune_graph, repad_tile_config, signed_log1p,
-                                 tensor_rank)
+from features.transforms import (MAX_RANK, SHAPE_DIMS, node_depths, opcode_ids, producers_csr,
+                                 prune_graph, repad_tile_config, tensor_rank)
 from features.dotdims import DotDims
 
 NODE_TYPES = ("conv", "dot", "reshape", "other")

@@ -160,7 +160,8 @@ class PruneResult:
     def positions(self, orig_ids: np.ndarray) -> np.ndarray:
         """Positions in the pruned graph of original node ids (which must be kept)."""
         pos = np.searchsorted(self.kept, orig_ids)
-        if np.any(pos >= len(self.kept)) or np.any(self.kept[np.minimum(pos, len(self.kept) - 1)] != orig_ids):
+        clipped = np.minimum(pos, len(self.kept) - 1)
+        if np.any(pos >= len(self.kept)) or np.any(self.kept[clipped] != orig_ids):
             raise ValueError("node not kept by pruning")
         return pos
 
@@ -464,7 +465,8 @@ def dot_conv_features(node_feat: np.ndarray, node_opcode: np.ndarray, edge_index
         feats[u, 12:18] = _mask(d.lhs_batch, lr)
         feats[u, 18:24] = _mask(d.rhs_batch, rr)
         for j, shape in enumerate((d.lhs_shape, d.rhs_shape)):
-            feats[u, 24 + 6 * j:24 + 6 * j + min(len(shape), 6)] = signed_log1p(np.array(shape[:6], np.float32))
+            width = min(len(shape), 6)
+            feats[u, 24 + 6 * j:24 + 6 * j + width] = signed_log1p(np.array(shape[:6], np.float32))
         lfree = [i for i in range(lr) if i not in d.lhs_contracting and i not in d.lhs_batch]
         rfree = [i for i in range(rr) if i not in d.rhs_contracting and i not in d.rhs_batch]
         k = int(np.prod([d.lhs_shape[i] for i in d.lhs_contracting], dtype=np.int64))

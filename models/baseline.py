@@ -17,8 +17,9 @@ and the padding is computed and moved for nothing.
   layout (``node_feat`` 134-139). ``cost = sum over tensors of padded elements``: configs whose
   minor dimensions are large multiples of 128/8 get low cost.
 
-Layout configs are streamed in chunks straight from the npz member, so a 100k-config graph never
-sits in memory as float32.
+Layout configs are read in chunks, from the int8 memory-mapped cache (``WORK/cache``) when
+``features build`` made one, else streamed from the npz member, so a 100k-config graph never sits
+in memory as float32.
 
 CLI::
 
@@ -178,7 +179,23 @@ def _operands(edge_index: np.ndarray, nodes: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
-def layout_costs(path: str | os.PathLike) -> np.ndarray:
+def config_chunks(path: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
+                  rows: int = CHUNK_CONFIGS) -> Iterator[np.ndarray]:
+    """``node_config_feat`` in row chunks: from the memory-mapped int8 cache entry when
+    ``features build`` already made one under ``cache_dir``, else streamed from the npz."""
+    if cache_dir is not None:
+        from features.cache import cache_entry_dir, load_entry
+
+        entry = cache_entry_dir(path, cache_dir)
+        if entry.is_dir():
+            feat = load_entry(entry, Path(path)).node_config_feat
+            for start in range(0, feat.shape[0], rows):
+                yield np.asarray(feat[start:start + rows])
+            return
+    yield from iter_npz_rows(path, "node_config_feat", rows)
+
+
+def layout_costs(path: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> np.ndarray:
     """Heuristic cost per layout config of an npz graph file (lower = predicted faster)."""
     with np.load(path, allow_pickle=False) as data:
         node_feat = data["node_feat"]
@@ -187,7 +204,7 @@ def layout_costs(path: str | os.PathLike) -> np.ndarray:
     tensors = [_tensor(node_feat, nodes), _tensor(node_feat, _operands(edges, nodes, 0)),
                _tensor(node_feat, _operands(edges, nodes, 1))]
     costs = []
-    for chunk in iter_npz_rows(path, "node_config_feat"):
+    for chunk in config_chunks(path, cache_dir):
         cost = np.zeros(len(chunk))
         for slot, tensor in enumerate(tensors):
             minor, second = tensor.minor_pair(chunk[:, :, 6 * slot:6 * slot + 2].astype(np.int64))
@@ -197,11 +214,12 @@ def layout_costs(path: str | os.PathLike) -> np.ndarray:
     return np.concatenate(costs) if costs else np.zeros(0)
 
 
-def graph_costs(path: str | os.PathLike, is_tile: bool) -> np.ndarray:
+def graph_costs(path: str | os.PathLike, is_tile: bool,
+                cache_dir: str | os.PathLike | None = None) -> np.ndarray:
     if is_tile:
         with np.load(path, allow_pickle=False) as data:
             return tile_costs(data["config_feat"], data["node_feat"])
-    return layout_costs(path)
+    return layout_costs(path, cache_dir)
 
 
 def predict(cfg: BaselineConfig) -> list[Path]:
@@ -213,7 +231,7 @@ def predict(cfg: BaselineConfig) -> list[Path]:
             files = discover(cfg.data, [coll], [split])
             if not files:
                 continue
-            costs = {gf.stem: graph_costs(gf.path, coll.is_tile)
+            costs = {gf.stem: graph_costs(gf.path, coll.is_tile, Path(cfg.work) / "cache")
                      for gf in tqdm(files, desc=f"baseline {coll.name}/{split}", leave=False)}
             path = predictions_path(preds_dir, MODEL_NAME, coll, split)
             write_predictions(path, costs)

@@ -17,8 +17,10 @@ TILE_TOP_K = 5
 
 def tile_score(pred_cost: np.ndarray, runtime: np.ndarray, k: int = TILE_TOP_K) -> float:
     """``2 - min(rt of the predicted best k) / min(rt of all)``; 1.0 is perfect, higher is better."""
-    order = np.argsort(np.asarray(pred_cost), kind="stable")[:k]
     runtime = np.asarray(runtime, dtype=np.float64)
+    if np.shape(pred_cost) != runtime.shape:
+        raise ValueError(f"shape mismatch: {np.shape(pred_cost)} predictions vs {runtime.shape} runtimes")
+    order = np.argsort(np.asarray(pred_cost), kind="stable")[:k]
     best = runtime.min()
     if best <= 0:
         raise ValueError("tile score needs positive runtimes")

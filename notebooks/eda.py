@@ -30,6 +30,23 @@ COLLECTIONS = "all"  # e.g. "layout:xla:random,tile:xla"
 MAX_PER_GROUP = None  # at most this many graphs per collection/split (None: all)
 PRUNE_HOPS = (1, 2, 3)  # neighbourhood sizes whose pruning effect is shown
 PRUNE_MAX_PER_GROUP = 20  # layout graphs per collection for the pruning plot
+CODE_DIR = "/kaggle/input/tpurank-code"  # on Kaggle: the tpurank wheel (bundle dataset)
+WHEELS_DIR = "/kaggle/input/tpurank-wheels"  # on Kaggle: wheels the image lacks
+INSTALL = "auto"  # True | False | "auto" (offline install when WHEELS_DIR exists)
+
+# %%
+import importlib
+import os
+import subprocess
+import sys
+
+if INSTALL is True or (INSTALL == "auto" and os.path.isdir(WHEELS_DIR)):  # offline: --no-index
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--find-links",
+                          CODE_DIR, "--find-links", WHEELS_DIR, "tpurank"],
+                         capture_output=True, text=True)
+    print(pip.stdout[-3000:], pip.stderr[-3000:])
+    pip.check_returncode()
+    importlib.invalidate_caches()
 
 # %%
 # %matplotlib inline

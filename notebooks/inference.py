@@ -49,8 +49,11 @@ import subprocess
 import sys
 
 if INSTALL is True or (INSTALL == "auto" and os.path.isdir(WHEELS_DIR)):
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--find-links", CODE_DIR,
-                    "--find-links", WHEELS_DIR, "tpurank"], check=True)
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--find-links",
+                          CODE_DIR, "--find-links", WHEELS_DIR, "tpurank"],
+                         capture_output=True, text=True)
+    print(pip.stdout[-3000:], pip.stderr[-3000:])
+    pip.check_returncode()  # a missing package: rebuild the bundle with BUNDLE_ARGS="--extra NAME"
     importlib.invalidate_caches()
 
 # %%

@@ -37,13 +37,13 @@ class GnnConfig:
     dropout: float = 0.0
     cross_attn: bool = True  # cross-configuration attention between the configs of a batch
     cross_heads: int = 4
-    tile_join: str = "early"  # tile: config joined at every node (early) or after pooling (late)
+    tile_join: str = "late"  # tile: config joined after pooling (late) or at every node (early)
 
     # --- training
-    loss: str = "listmle"  # hinge | logistic | listmle
+    loss: str = "logistic"  # hinge | logistic (RankNet) | listmle
     margin: float = 0.1  # hinge margin
     configs_per_step: int = 64  # configs sampled from one graph per step
-    graphs_per_step: int = 1  # graphs per optimiser step (losses averaged)
+    graphs_per_step: int = 0  # graphs per optimiser step (losses averaged); 0 = 4 tile, 1 layout
     close_bias: float = 0.0  # probability that a step samples configs of close runtimes
     joint_search: bool = False  # layout: also train on the other search (default+random) of the source
     steps: int = 400
@@ -61,9 +61,9 @@ class GnnConfig:
     step_budget: int = 0  # stop this invocation after this many steps (resume later); 0 = no limit
 
     PRESETS: ClassVar[dict[str, dict[str, object]]] = {
-        "quick": {"hidden": 32, "layers": 2, "configs_per_step": 32, "steps": 240,
-                  "eval_every": 40, "patience": 3, "val_max_configs": 128, "predict_batch": 64,
-                  "threads": 1, "warmup_steps": 10, "lr": 3e-3},
+        "quick": {"hidden": 32, "layers": 2, "configs_per_step": 32, "steps": 800,
+                  "eval_every": 100, "patience": 4, "val_max_configs": 128, "predict_batch": 64,
+                  "threads": 1, "warmup_steps": 20, "lr": 3e-3},
         "full": {"hidden": 128, "layers": 4, "configs_per_step": 96, "steps": 20000,
                  "eval_every": 500, "patience": 8, "val_max_configs": 1000, "predict_batch": 128,
                  "conv": "sage", "dropout": 0.1, "warmup_steps": 500, "lr": 1e-3, "close_bias": 0.25,
@@ -85,6 +85,11 @@ class GnnConfig:
 
     def model_dir(self, collection: Collection) -> Path:
         return self.collection_dir(collection) / f"seed{self.seed}"
+
+    def graphs_per_step_for(self, collection: Collection) -> int:
+        if self.graphs_per_step > 0:
+            return self.graphs_per_step
+        return 4 if collection.is_tile else 1
 
     def preds_dir(self) -> Path:
         return Path(self.work) / "preds"

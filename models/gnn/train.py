@@ -112,12 +112,14 @@ def evaluate(model: RankerGNN, collection: Collection, graphs: list[ProcessedGra
 
 
 def _train_step(model: RankerGNN, graphs: list[ProcessedGraph], cache: TensorCache, cfg: GnnConfig,
-                step: int, device: torch.device, loss_fn, optimizer, scheduler, scaler) -> float:
+                step: int, device: torch.device, loss_fn, optimizer, scheduler, scaler,
+                graphs_per_step: int) -> float:
     rng = step_rng(cfg.seed, step)
     torch.manual_seed(cfg.seed * 1_000_003 + step)  # dropout depends only on (seed, step)
     optimizer.zero_grad(set_to_none=True)
     total = 0.0
-    for gi in rng.choice(len(graphs), size=min(cfg.graphs_per_step, len(graphs)), replace=False):
+    chosen = rng.choice(len(graphs), size=min(graphs_per_step, len(graphs)), replace=False)
+    for gi in chosen:
         g = graphs[int(gi)]
         target = np.asarray(g.target, dtype=np.float64)
         idx = sample_configs(rng, target, cfg.configs_per_step, cfg.close_bias)
@@ -125,7 +127,7 @@ def _train_step(model: RankerGNN, graphs: list[ProcessedGraph], cache: TensorCac
             cost = forward_configs(model, g, cache.get(g), idx, device)
         y = torch.as_tensor(target[idx], device=device)
         kwargs = {"margin": cfg.margin} if cfg.loss == "hinge" else {}
-        loss = loss_fn(cost.float(), y, **kwargs) / cfg.graphs_per_step
+        loss = loss_fn(cost.float(), y, **kwargs) / len(chosen)
         scaler.scale(loss).backward()
         total += float(loss.detach())
     scaler.unscale_(optimizer)
@@ -184,6 +186,7 @@ def train_collection(cfg: GnnConfig, collection: Collection) -> dict[str, Any]:
         history, start = list(state["history"]), int(state["step"])
     save_run_config(cfg, out)
     loss_fn = get_loss(cfg.loss)
+    graphs_per_step = cfg.graphs_per_step_for(collection)
     cache = TensorCache(device)
     t0, configs_seen = time.perf_counter(), 0
     bar = tqdm(range(start, cfg.steps), desc=f"gnn {collection.name}", initial=start,
@@ -194,8 +197,8 @@ def train_collection(cfg: GnnConfig, collection: Collection) -> dict[str, Any]:
             break
         model.train()
         running.append(_train_step(model, train, cache, cfg, step, device, loss_fn, optimizer,
-                                   scheduler, scaler))
-        configs_seen += cfg.configs_per_step * cfg.graphs_per_step
+                                   scheduler, scaler, graphs_per_step))
+        configs_seen += cfg.configs_per_step * graphs_per_step
         done = step + 1
         if done % cfg.eval_every == 0 or done == cfg.steps:
             score = evaluate(model, collection, valid, cfg, cache, cfg.val_max_configs)["score"]

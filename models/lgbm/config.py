@@ -53,6 +53,7 @@ class LgbmConfig:
     # --- boosting ---
     num_boost_round: int = 3000
     early_stopping_rounds: int = 100
+    min_rounds: int = 100  # early stopping never picks an earlier iteration
     learning_rate: float = 0.05
     num_leaves: int = 63
     min_data_in_leaf: int = 50
@@ -74,12 +75,12 @@ class LgbmConfig:
     eval_every: int = 1  # official validation metric every k iterations (early stopping)
 
     PRESETS = {
-        "quick": {"num_boost_round": 300, "early_stopping_rounds": 30, "learning_rate": 0.1,
-                  "num_leaves": 31, "max_train_configs_per_graph": 1000, "eval_every": 5,
+        "quick": {"num_boost_round": 300, "early_stopping_rounds": 30, "min_rounds": 30,
+                  "learning_rate": 0.1, "num_leaves": 31, "max_train_configs_per_graph": 1000, "eval_every": 5,
                   "max_valid_configs_per_graph": 1000, "pairs_per_graph": 4000,
                   "valid_pairs_per_graph": 2000, "pair_refs": 16},
-        "full": {"num_boost_round": 5000, "early_stopping_rounds": 200, "learning_rate": 0.03,
-                 "num_leaves": 63, "max_train_configs_per_graph": 10000,
+        "full": {"num_boost_round": 5000, "early_stopping_rounds": 200, "min_rounds": 100,
+                 "learning_rate": 0.03, "num_leaves": 63, "max_train_configs_per_graph": 10000,
                  "max_valid_configs_per_graph": 5000, "pairs_per_graph": 20000,
                  "valid_pairs_per_graph": 10000, "pair_refs": 64},
     }

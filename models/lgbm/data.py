@@ -22,7 +22,6 @@ from scipy.stats import rankdata
 
 KEY_COLUMNS = ("graph", "config", "target")
 FEATURE_PREFIX = "f_"
-ROW = "_row"
 
 
 class TabularFormatError(ValueError):
@@ -41,15 +40,35 @@ def feature_columns(path: str | os.PathLike) -> list[str]:
     return names
 
 
-def read_keys(path: str | os.PathLike) -> pl.DataFrame:
-    """The ``graph``, ``config`` and ``target`` columns (target may be absent or null: test)."""
+@dataclass
+class Keys:
+    """The key columns of a whole tabular file, compactly: graph codes instead of strings."""
+
+    code: np.ndarray  # (n,) int64 index into ``graphs``, in file row order
+    graphs: list[str]  # sorted graph names
+    config: np.ndarray  # (n,) int64
+    target: np.ndarray  # (n,) float64, NaN where null (test)
+
+    def __len__(self) -> int:
+        return len(self.code)
+
+    @property
+    def has_target(self) -> bool:
+        return len(self) > 0 and bool(np.all(np.isfinite(self.target)))
+
+
+def read_keys(path: str | os.PathLike) -> Keys:
+    """``graph`` (as codes), ``config`` and ``target`` of every row; no feature column is read."""
     lf = pl.scan_parquet(path)
     schema = lf.collect_schema()
-    cols = [c for c in KEY_COLUMNS if c in schema]
-    df = lf.select(cols).collect()
-    if "target" not in df.columns:
-        df = df.with_columns(pl.lit(None, dtype=pl.Float64).alias("target"))
-    return df.with_row_index(ROW)
+    target = pl.col("target").cast(pl.Float64).fill_null(float("nan")) if "target" in schema \
+        else pl.lit(float("nan"), dtype=pl.Float64).alias("target")
+    df = lf.select((pl.col("graph").rank("dense") - 1).cast(pl.Int64).alias("code"),
+                   pl.col("config").cast(pl.Int64), target).collect()
+    graphs = (lf.select(pl.col("graph").unique()).collect()["graph"].sort().to_list()
+              if df.height else [])
+    return Keys(code=df["code"].to_numpy(), graphs=[str(g) for g in graphs],
+                config=df["config"].to_numpy(), target=df["target"].to_numpy())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -152,16 +171,17 @@ def concat_rows(parts: list[Rows]) -> Rows:
                 graphs=graphs, feature_names=list(parts[0].feature_names))
 
 
-def sample_per_graph(keys: pl.DataFrame, max_per_graph: int, rng: np.random.Generator) -> np.ndarray:
+def sample_per_graph(keys: Keys, max_per_graph: int, rng: np.random.Generator,
+                     require_target: bool = True) -> np.ndarray:
     """Row numbers of a uniform random subsample of at most ``max_per_graph`` rows per graph.
 
-    Rows without a target are dropped (they cannot be graded). Returned sorted (file order).
+    Rows without a finite target are dropped when ``require_target`` (they cannot be graded).
+    Returned sorted (file order).
     """
-    keys = keys.filter(pl.col("target").is_not_null() & pl.col("target").is_finite())
-    _, codes = np.unique(keys["graph"].to_numpy().astype(str), return_inverse=True)
-    rows = keys[ROW].to_numpy().astype(np.int64)
+    valid = np.isfinite(keys.target) if require_target else np.ones(len(keys), bool)
+    rows = np.flatnonzero(valid)
     kept = []
-    for run in graph_runs(codes) if len(codes) else []:
+    for run in graph_runs(keys.code[rows]) if len(rows) else []:
         if len(run) > max_per_graph > 0:
             run = rng.choice(run, size=max_per_graph, replace=False)
         kept.append(rows[run])
@@ -169,65 +189,77 @@ def sample_per_graph(keys: pl.DataFrame, max_per_graph: int, rng: np.random.Gene
 
 
 def load_rows(path: str | os.PathLike, max_per_graph: int = 0, seed: int = 0,
-              feature_names: list[str] | None = None) -> Rows:
+              feature_names: list[str] | None = None, chunk_rows: int = 65536) -> Rows:
     """Read (a per-graph subsample of) the graded rows of a tabular parquet file.
 
-    ``max_per_graph <= 0`` keeps every row with a target. Feature columns are read only for the
-    kept rows (streaming scan), so a file with 100k-config graphs never has to fit in memory.
+    ``max_per_graph <= 0`` keeps every row with a target. Features are read in row slices of
+    ``chunk_rows`` and only the kept rows of each slice are retained, so a file with 100k-config
+    graphs never has to fit in memory (peak: the key columns, one slice and the kept rows).
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: tabular features not found (run `python -m features build`)")
     names = feature_names or feature_columns(path)
     keys = read_keys(path)
-    rng = np.random.default_rng(seed)
-    kept = sample_per_graph(keys, max_per_graph, rng)
-    df = (pl.scan_parquet(path).with_row_index(ROW)
-          .filter(pl.col(ROW).is_in(pl.Series(kept, dtype=pl.UInt32).implode()))
-          .select(["graph", "config", "target", *names])
-          .collect(engine="streaming"))
-    return _rows_from_frame(df, names, path)
+    kept = sample_per_graph(keys, max_per_graph, np.random.default_rng(seed))
+    X = read_rows(path, kept, names, chunk_rows)
+    used, code = np.unique(keys.code[kept], return_inverse=True)
+    target = keys.target[kept]
+    return Rows(X=X, graph_code=code.astype(np.int64), config=keys.config[kept],
+                target=target if np.all(np.isfinite(target)) else None,
+                graphs=[keys.graphs[u] for u in used], feature_names=list(names))
 
 
-def _rows_from_frame(df: pl.DataFrame, names: list[str], path: Path) -> Rows:
-    graph = df["graph"].to_numpy().astype(str)
-    graphs, codes = np.unique(graph, return_inverse=True)
-    X = df.select(names).to_numpy().astype(np.float32, copy=False)
-    target = df["target"].to_numpy().astype(np.float64) if df["target"].null_count() == 0 else None
-    return Rows(X=np.ascontiguousarray(X), graph_code=codes.astype(np.int64),
-                config=df["config"].to_numpy().astype(np.int64), target=target,
-                graphs=[str(g) for g in graphs], feature_names=list(names))
+def read_rows(path: str | os.PathLike, rows: np.ndarray, names: list[str],
+              chunk_rows: int = 65536) -> np.ndarray:
+    """(len(rows), F) float32 features of the given (sorted) row numbers, read slice by slice."""
+    parts = [np.zeros((0, len(names)), np.float32)]
+    for offset, df in iter_slices(path, names, chunk_rows,
+                                  stop=int(rows[-1]) + 1 if len(rows) else 0):
+        local = rows[(rows >= offset) & (rows < offset + df.height)] - offset
+        if len(local):
+            parts.append(df[local.tolist()].to_numpy().astype(np.float32, copy=False))
+    return np.ascontiguousarray(np.concatenate(parts))
+
+
+def iter_slices(path: str | os.PathLike, columns: list[str], chunk_rows: int,
+                stop: int | None = None) -> Iterator[tuple[int, pl.DataFrame]]:
+    """``(offset, frame)`` for consecutive row slices of ``columns``; memory = one slice.
+
+    (A plain polars scan with a filter decodes several row groups at once; slicing keeps the
+    peak at one slice.)
+    """
+    lf = pl.scan_parquet(path)
+    n = lf.select(pl.len()).collect().item() if stop is None else stop
+    for offset in range(0, n, max(1, chunk_rows)):
+        yield offset, lf.slice(offset, min(chunk_rows, n - offset)).select(columns).collect()
 
 
 def iter_batches(path: str | os.PathLike, feature_names: list[str],
-                 batch_rows: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Stream ``(graph, config, X)`` batches of a tabular file in file order (prediction)."""
-    lf = pl.scan_parquet(path).select(["graph", "config", *feature_names])
-    for df in lf.collect_batches(chunk_size=batch_rows):
-        if df.height == 0:
-            continue
-        yield (df["graph"].to_numpy().astype(str), df["config"].to_numpy().astype(np.int64),
-               np.ascontiguousarray(df.select(feature_names).to_numpy().astype(np.float32, copy=False)))
+                 batch_rows: int) -> Iterator[tuple[int, np.ndarray]]:
+    """Stream ``(offset, X)`` feature batches of a tabular file in file order (prediction)."""
+    for offset, df in iter_slices(path, feature_names, batch_rows):
+        if df.height:
+            yield offset, np.ascontiguousarray(df.to_numpy().astype(np.float32, copy=False))
 
 
-def assemble_costs(path: str | os.PathLike, graph: np.ndarray, config: np.ndarray,
-                   cost: np.ndarray) -> dict[str, np.ndarray]:
+def assemble_costs(path: str | os.PathLike, keys: Keys, cost: np.ndarray) -> dict[str, np.ndarray]:
     """Per-graph cost arrays in source config order; every config 0..c-1 must appear once."""
     out: dict[str, np.ndarray] = {}
-    graphs, codes = np.unique(graph, return_inverse=True)
-    for code, rows in enumerate(graph_runs(codes.astype(np.int64))):
-        cfg = config[rows]
+    for code, rows in enumerate(graph_runs(keys.code) if len(keys) else []):
+        cfg = keys.config[rows]
         n = len(rows)
         if n == 0:
             continue
-        if cfg.min() != 0 or cfg.max() != n - 1 or len(np.unique(cfg)) != n:
+        distinct = len(np.unique(cfg))
+        if cfg.min() != 0 or cfg.max() != n - 1 or distinct != n:
             raise TabularFormatError(
-                f"{path}: graph {str(graphs[code])!r} has configs that are not exactly 0..{n - 1} "
-                f"(min {cfg.min()}, max {cfg.max()}, {len(np.unique(cfg))} distinct of {n} rows); "
+                f"{path}: graph {keys.graphs[code]!r} has configs that are not exactly 0..{n - 1} "
+                f"(min {cfg.min()}, max {cfg.max()}, {distinct} distinct of {n} rows); "
                 "valid/test tabular rows must not be deduplicated")
         arr = np.empty(n, dtype=np.float64)
         arr[cfg] = cost[rows]
-        out[str(graphs[code])] = arr
+        out[keys.graphs[code]] = arr
     return out
 
 
@@ -236,8 +268,4 @@ def truth_by_graph(path: str | os.PathLike) -> dict[str, np.ndarray]:
     if not Path(path).is_file():
         return {}
     keys = read_keys(path)
-    if keys["target"].null_count() > 0 or keys.height == 0:
-        return {}
-    return assemble_costs(path, keys["graph"].to_numpy().astype(str),
-                          keys["config"].to_numpy().astype(np.int64),
-                          keys["target"].to_numpy().astype(np.float64))
+    return assemble_costs(path, keys, keys.target) if keys.has_target else {}

@@ -13,12 +13,11 @@ from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
-import polars as pl
 from tqdm.auto import tqdm
 
 from features.atomic import atomic_path, write_json
-from models.lgbm.data import (ROW, assemble_costs, feature_columns, graph_runs, iter_batches,
-                              read_keys)
+from models.lgbm.data import (Keys, assemble_costs, feature_columns, graph_runs, iter_batches,
+                              read_keys, read_rows)
 from models.lgbm.pairwise import choose_refs, pairwise_scores
 
 MODEL_FILE = "model.txt"
@@ -83,8 +82,8 @@ class RankerModel:
                      progress: bool = True) -> dict[str, np.ndarray]:
         """Costs (lower = faster) for every config of every graph of a tabular file.
 
-        Streams the file in batches, so memory holds one batch of features at a time (plus,
-        for pairwise models, ``pair_refs`` reference rows per graph).
+        Streams the file in row slices, so memory holds the key columns, one slice of features
+        and one score per row (plus, for pairwise models, ``pair_refs`` rows per graph).
         """
         path = Path(path)
         names = self.info.feature_names
@@ -92,41 +91,34 @@ class RankerModel:
         if missing:
             raise ValueError(f"{path}: {len(missing)} feature column(s) the model was trained on are "
                              f"missing, e.g. {missing[:3]}; rebuild features with the same settings")
-        refs = self._reference_rows(path) if self.is_pairwise else {}
-        graphs, configs, costs = [], [], []
-        bar = tqdm(desc=f"lgbm predict {path.parent.parent.name}/{path.stem}", unit="row",
-                   leave=False, **({} if progress else {"disable": True}))
-        for graph, config, X in iter_batches(path, names, batch_rows):
-            if self.is_pairwise:
-                score = np.empty(len(graph), np.float64)
-                uniq, inv = np.unique(graph, return_inverse=True)
-                for stem, rows in zip(uniq, graph_runs(inv.astype(np.int64))):
-                    score[rows] = self.score_graph(X[rows], refs[str(stem)])
-            else:
-                score = self.score_rows(X)
-            graphs.append(graph)
-            configs.append(config)
-            costs.append(-score)
-            bar.update(len(graph))
-        bar.close()
-        if not graphs:
-            return {}
-        return assemble_costs(path, np.concatenate(graphs), np.concatenate(configs),
-                              np.concatenate(costs))
-
-    def _reference_rows(self, path: Path) -> dict[str, np.ndarray]:
-        """``pair_refs`` seeded random rows of each graph of the file (pairwise scoring)."""
         keys = read_keys(path)
+        refs = self._reference_rows(path, keys) if self.is_pairwise else {}
+        score = np.zeros(len(keys), np.float64)
+        bar = tqdm(total=len(keys), desc=f"lgbm predict {path.parent.parent.name}/{path.stem}",
+                   unit="row", leave=False, **({} if progress else {"disable": True}))
+        for offset, X in iter_batches(path, names, batch_rows):
+            rows = slice(offset, offset + len(X))
+            if self.is_pairwise:
+                codes = keys.code[rows]
+                batch = np.empty(len(X), np.float64)
+                uniq, inv = np.unique(codes, return_inverse=True)
+                for code, run in zip(uniq, graph_runs(inv.astype(np.int64))):
+                    batch[run] = self.score_graph(X[run], refs[int(code)])
+                score[rows] = batch
+            else:
+                score[rows] = self.score_rows(X)
+            bar.update(len(X))
+        bar.close()
+        return assemble_costs(path, keys, -score)
+
+    def _reference_rows(self, path: Path, keys: Keys) -> dict[int, np.ndarray]:
+        """``pair_refs`` seeded random rows of each graph (by graph code) for pairwise scoring."""
         rng = np.random.default_rng(self.info.seed + 7919)
-        graph = keys["graph"].to_numpy().astype(str)
-        _, inv = np.unique(graph, return_inverse=True)
-        rows = keys[ROW].to_numpy().astype(np.int64)
-        runs = graph_runs(inv.astype(np.int64))
-        chosen = (np.concatenate([rows[run[choose_refs(len(run), self.info.pair_refs, rng)]]
-                                  for run in runs]) if runs else np.zeros(0, np.int64))
-        df = (pl.scan_parquet(path).with_row_index(ROW)
-              .filter(pl.col(ROW).is_in(pl.Series(np.sort(chosen), dtype=pl.UInt32).implode()))
-              .select(["graph", *self.info.feature_names]).collect(engine="streaming"))
-        g = df["graph"].to_numpy().astype(str)
-        X = df.select(self.info.feature_names).to_numpy().astype(np.float32)
-        return {str(s): X[g == s] for s in np.unique(g)}
+        runs = graph_runs(keys.code) if len(keys) else []
+        chosen = [run[choose_refs(len(run), self.info.pair_refs, rng)] for run in runs]
+        flat = np.concatenate(chosen) if chosen else np.zeros(0, np.int64)
+        order = np.argsort(flat, kind="stable")
+        X = np.empty((len(flat), len(self.info.feature_names)), np.float32)
+        X[order] = read_rows(path, flat[order], self.info.feature_names)
+        bounds = np.cumsum([0] + [len(c) for c in chosen])
+        return {code: X[bounds[code]:bounds[code + 1]] for code in range(len(chosen))}

@@ -69,7 +69,14 @@ def ranking_params(cfg: LgbmConfig, collection: Collection, objective: str) -> d
     return params
 
 
-def official_feval(collection: Collection, valid: Rows, every: int = 1) -> Callable:
+def _warmup_value(calls: int, higher_is_better: bool) -> float:
+    """A placeholder metric that improves every round: early stopping cannot pick (or stop at)
+    an iteration before ``min_rounds`` (small validation sets are noisy, and the first rounds
+    of a ranking model can score well by luck)."""
+    return -1e9 + calls if higher_is_better else 1e9 - calls
+
+
+def official_feval(collection: Collection, valid: Rows, every: int = 1, warmup: int = 0) -> Callable:
     """A LightGBM ``feval``: mean official score over the validation graphs (higher = better).
 
     Computed every ``every`` iterations; in between the last value is repeated, which early
@@ -81,11 +88,29 @@ def official_feval(collection: Collection, valid: Rows, every: int = 1) -> Calla
     state = {"calls": 0, "last": -np.inf}
 
     def feval(preds: np.ndarray, _data: lgb.Dataset) -> tuple[str, float, bool]:
-        if state["calls"] % max(1, every) == 0:
+        state["calls"] += 1
+        calls = state["calls"]
+        if calls < warmup:
+            return name, _warmup_value(calls, True), True
+        if calls == warmup or (calls - warmup) % max(1, every) == 0:
             scores = [graph_score(collection, -preds[r], target[r]) for r in runs]
             state["last"] = float(np.mean(scores)) if scores else 0.0
-        state["calls"] += 1
         return name, state["last"], True
+
+    return feval
+
+
+def logloss_feval(warmup: int = 0) -> Callable:
+    """Binary log-loss of the validation pairs (lower = better), with the same warm-up."""
+    state = {"calls": 0}
+
+    def feval(preds: np.ndarray, data: lgb.Dataset) -> tuple[str, float, bool]:
+        state["calls"] += 1
+        if state["calls"] < warmup:
+            return "pair_logloss", _warmup_value(state["calls"], False), False
+        p = np.clip(preds, 1e-7, 1 - 1e-7)
+        y = data.get_label()
+        return "pair_logloss", float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p))), False
 
     return feval
 
@@ -136,7 +161,8 @@ def fit_ranker(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: Col
     if valid is not None and len(valid):
         valid_set = lgb.Dataset(valid.X, label=valid.grades(cfg.n_grades), reference=train_set)
     params = booster_params(cfg, seed) | ranking_params(cfg, collection, objective)
-    feval = official_feval(collection, valid, cfg.eval_every) if valid_set is not None else None
+    feval = (official_feval(collection, valid, cfg.eval_every, cfg.min_rounds)
+             if valid_set is not None else None)
     return _train(params, train_set, valid_set, cfg, f"{collection.name} {objective}", feval)
 
 
@@ -158,8 +184,9 @@ def fit_pairwise(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: C
     if valid is not None and len(valid):
         valid_set = _pair_dataset(valid, cfg.valid_pairs_per_graph, cfg.max_pairs_total // 4, rng,
                                   reference=train_set)
-    params = booster_params(cfg, seed) | {"objective": "binary", "metric": "binary_logloss"}
-    return _train(params, train_set, valid_set, cfg, f"{collection.name} pairwise")
+    params = booster_params(cfg, seed) | {"objective": "binary"}
+    return _train(params, train_set, valid_set, cfg, f"{collection.name} pairwise",
+                  logloss_feval(cfg.min_rounds))
 
 
 def fit_model(mode: str, train: Rows, valid: Rows | None, cfg: LgbmConfig,

@@ -159,3 +159,12 @@ def test_baseline_only_pipeline_on_the_generated_sample(tiny_root, tmp_path, cap
     assert check_main([str(tiny_root / "sample_submission.csv"), "--data", str(tiny_root)]) == 0
     assert score.main([str(sub), "--data", str(tiny_root)]) == 0
     assert "final (mean)" in capsys.readouterr().out
+
+
+def test_blend_rejects_stale_predictions_by_name(fake_root, tmp_path):
+    work = tmp_path / "work"
+    _write_model(fake_root, work, "m", lambda rt, rng: np.append(rt, 0.0), 0)  # one cost too many
+    cfg = parse_config(BlendConfig, ["--data", str(fake_root), "--work", str(work), "--models", "m",
+                                     "--submission", str(tmp_path / "s.csv")])
+    with pytest.raises(ValueError, match=r"tile:xla/valid, model m: graph 'tile-xla-valid-0' has \d+ predicted"):
+        run_blend(cfg)

@@ -165,3 +165,35 @@ def test_removed_graph_outputs_are_dropped(root: Path, tmp_path: Path) -> None:
     assert not graph_dir(fd, LAYOUT, "valid", victim.stem).exists()
     assert not tabular_path(fd, LAYOUT, "valid").exists()  # the split's only graph is gone
     assert load_build_config(fd, LAYOUT) == cfg
+
+
+def test_exact_dot_dims_from_raw_proto(shared_data, tmp_path: Path) -> None:
+    """ROOT/pb/<same relative path>.pb: its exact dot dims replace the inferred ones."""
+    hlo = pytest.importorskip("features.hlo")
+    pb = shared_data / "jax-hlo" / "transformer_fwd.post.hlo.pb"
+    if not pb.is_file():
+        pytest.skip("no transformer proto")
+    coll = get_collection("layout:nlp:random")
+    g = hlo.module_to_graph(hlo.read_module(pb))
+    arrays = {"node_feat": g.node_feat, "node_opcode": g.node_opcode, "edge_index": g.edge_index,
+              "node_config_ids": g.node_config_ids, "node_splits": g.node_splits,
+              "node_config_feat": np.repeat(g.node_config_feat, 3, axis=0),
+              "config_runtime": np.array([3, 1, 2], np.int64)}
+    for split in ("train", "valid"):
+        d = coll.split_dir(tmp_path / "root", split)
+        d.mkdir(parents=True)
+        np.savez(d / "tr.npz", **arrays)
+    pb_copy = tmp_path / "root" / "pb" / coll.rel_dir / "valid" / "tr.pb"
+    pb_copy.parent.mkdir(parents=True)
+    pb_copy.write_bytes(pb.read_bytes())
+    cfg = config(tmp_path / "root", tmp_path / "w", collections=coll.name)
+    fd = build_features(cfg)
+    valid = load_processed(graph_dir(fd, coll, "valid", "tr"))
+    train = load_processed(graph_dir(fd, coll, "train", "tr"))
+    assert valid.meta["exact_dot"] is True and train.meta["exact_dot"] is False
+    assert train.num_configs == 1  # three identical configs deduplicated, runtimes averaged
+    assert train.target.tolist() == [2.0]
+    pg = process_graph(g, coll, "valid", "tr", None, cfg, hlo.exact_dot_dims(pb))
+    col = pg.meta["node_feature_names"].index("dot_dims_exact")
+    dots = pg.node_opcode == 34
+    assert dots.any() and np.all(pg.node_feat[dots, col] == 1)

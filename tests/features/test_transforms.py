@@ -234,3 +234,27 @@ def test_dedup_groups_and_mean() -> None:
     # rows differing only by a sign/zero are distinct
     other = np.array([[0, 0], [0, -1], [-1, 0]], np.int8)
     assert len(tf.dedup_groups(tf.config_row_hashes(other))[0]) == 3
+
+
+def test_inference_matches_exact_dims_on_real_hlo(shared_data) -> None:
+    """On JAX-lowered HLO (real dot dimension numbers) inference agrees wherever the shapes
+    determine the answer; disagreements are only square-operand ambiguities."""
+    hlo = pytest.importorskip("features.hlo")
+    files = sorted((shared_data / "jax-hlo").glob("*.pb"))
+    if not files:
+        pytest.skip("no jax-hlo protos")
+    agree = total = 0
+    for pb in files:
+        exact = hlo.exact_dot_dims(pb)
+        g = hlo.module_to_graph(hlo.read_module(pb))
+        inferred = tf.dot_dims_for_graph(np.asarray(g.node_feat), g.node_opcode, g.edge_index)
+        rank = tf.tensor_rank(np.asarray(g.node_feat))
+        for node, d in exact.items():
+            total += 1
+            got = inferred[node][0]
+            agree += got == d
+            out = tf.shapes_of(np.asarray(g.node_feat), rank, [node])[0]
+            for dims in (d, got):  # both explain the observed output shape
+                assert tf._dot_output(dims.lhs_shape, dims.rhs_shape, dims.lhs_batch, dims.rhs_batch,
+                                      dims.lhs_contracting, dims.rhs_contracting) == out
+    assert total >= 10 and agree / total >= 0.75

@@ -151,6 +151,8 @@ def test_bundle_installs_offline_and_runs_inference(tiny_root: Path, tmp_path: P
                       "gnn-predict": {"threads": 1}, "lgbm-predict": {"threads": 1}},
     }, cwd=tmp_path, kernel_name="tpurank-fresh")
     assert "image/png" in nbrun.output_types(nb)
+    installed = nbrun.text_output(nb)
+    assert "Successfully installed" in installed and "tpurank-" in installed  # by the notebook
     location = subprocess.run([str(py), "-c", "import features; print(features.__file__)"],
                               capture_output=True, text=True, cwd=tmp_path, check=True).stdout
     assert str(venv) in location  # installed from the wheel, not the repo checkout

@@ -7,7 +7,7 @@ import pytest
 
 from features.collections import COLLECTIONS
 from features.io import discover
-from models.baseline import iter_npz_rows, layout_costs, main, tile_costs
+from models.baseline import config_chunks, iter_npz_rows, layout_costs, main, tile_costs
 from models.predictions import predictions_path, read_predictions
 
 
@@ -82,3 +82,12 @@ def test_cli_writes_predictions_for_every_valid_and_test_graph(tiny_root, tmp_pa
                 with np.load(gf.path) as data:
                     assert preds[gf.stem].shape == data["config_runtime"].shape
     assert main([]) == 2
+
+
+def test_cached_and_streamed_configs_give_the_same_costs(tmp_path):
+    from features.cache import convert_to_cache
+    path = _layout_file(tmp_path / "g.npz", [[1, 0], [0, 1], [], [1], [0]])
+    convert_to_cache(path, tmp_path / "cache")
+    assert np.allclose(layout_costs(path, tmp_path / "cache"), layout_costs(path))
+    chunks = list(config_chunks(path, tmp_path / "cache", rows=2))
+    assert [len(c) for c in chunks] == [2, 2, 1] and chunks[0].dtype == np.int8

@@ -99,3 +99,8 @@ def test_collection_scores_and_final_mean():
     with pytest.raises(KeyError, match="no predictions"):
         score_collection(layout, {"a": rt}, {"a": rt, "b": rt})
     assert final_score({"x": 0.5, "y": 1.0, "z": 0.0}) == pytest.approx(0.5)
+
+
+def test_tile_score_rejects_a_prediction_of_the_wrong_length():
+    with pytest.raises(ValueError, match="shape mismatch"):
+        tile_score(np.zeros(4), np.ones(5))

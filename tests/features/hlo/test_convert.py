@@ -114,7 +114,8 @@ def test_convert_cli_writes_kaggle_layout(shared_data, tmp_path):
     from features.io import discover
 
     assert len(discover(tmp_path)) == TILE_KERNELS + 1
-    with np.load(tile[0]) as ours, np.load(real / "reference" / f"op_tuning_data__{tile[0].stem.split('__')[1]}.npz") as ref:
+    kernel = tile[0].stem.split("__")[1]
+    with np.load(tile[0]) as ours, np.load(real / "reference" / f"op_tuning_data__{kernel}.npz") as ref:
         np.testing.assert_array_equal(ours["config_feat"], ref["config_feat"])
 
 

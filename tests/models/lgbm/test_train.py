@@ -14,7 +14,8 @@ from features.config import with_preset
 from features.processed import tabular_path
 from models.lgbm.__main__ import main
 from models.lgbm.config import LgbmConfig
-from models.lgbm.data import TabularFormatError, assemble_costs, load_rows, truth_by_graph
+from models.lgbm.data import (Keys, TabularFormatError, assemble_costs, load_rows, read_keys,
+                              read_rows, truth_by_graph)
 from models.lgbm.model import RankerModel
 from models.lgbm.train import fit_model, train_collection
 from models.metrics import score_collection
@@ -22,7 +23,7 @@ from models.predictions import predictions_path, read_predictions
 
 TILE = get_collection("tile:xla")
 LAYOUT = get_collection("layout:xla:random")
-FAST = {"num_boost_round": 40, "early_stopping_rounds": 10, "threads": 1, "pair_refs": 8,
+FAST = {"num_boost_round": 40, "early_stopping_rounds": 10, "min_rounds": 5, "threads": 1, "pair_refs": 8,
         "pairs_per_graph": 1000, "valid_pairs_per_graph": 300, "max_group_size": 32}
 
 
@@ -105,11 +106,28 @@ def test_cli_train_predict_writes_every_config(toy_work: Path) -> None:
 
 
 def test_missing_or_deduplicated_configs_are_refused() -> None:
-    graph = np.array(["a", "a", "a"])
+    def keys(config: list[int]) -> Keys:
+        return Keys(code=np.zeros(3, np.int64), graphs=["a"], config=np.array(config),
+                    target=np.zeros(3))
+
     with pytest.raises(TabularFormatError, match="graph 'a'"):
-        assemble_costs("x.parquet", graph, np.array([0, 1, 1]), np.zeros(3))
-    out = assemble_costs("x.parquet", graph, np.array([2, 0, 1]), np.array([0.2, 0.0, 0.1]))
+        assemble_costs("x.parquet", keys([0, 1, 1]), np.zeros(3))
+    with pytest.raises(TabularFormatError, match="not exactly 0..2"):
+        assemble_costs("x.parquet", keys([1, 2, 3]), np.zeros(3))
+    out = assemble_costs("x.parquet", keys([2, 0, 1]), np.array([0.2, 0.0, 0.1]))
     np.testing.assert_array_equal(out["a"], [0.0, 0.1, 0.2])
+
+
+def test_features_are_read_in_slices_with_the_same_result(toy_work: Path) -> None:
+    path = tabular_path(toy_work / "features", LAYOUT, "valid")
+    whole = load_rows(path, max_per_graph=7, seed=1)
+    sliced = load_rows(path, max_per_graph=7, seed=1, chunk_rows=13)
+    np.testing.assert_array_equal(whole.X, sliced.X)
+    frame = pl.read_parquet(path)
+    keys = read_keys(path)
+    assert keys.graphs == sorted(frame["graph"].unique().to_list())
+    np.testing.assert_array_equal(read_rows(path, np.array([0, 5, 179]), ["f_1"], chunk_rows=10)[:, 0],
+                                  frame["f_1"].to_numpy()[[0, 5, 179]])
 
 
 def test_clear_errors_for_missing_inputs(tmp_path: Path) -> None:
@@ -139,3 +157,13 @@ def test_joint_search_adds_the_sibling_train_graphs(toy_work: Path) -> None:
     joint = train_collection(_cfg(toy_work, tag="joint", joint_search=True), default)
     assert joint["train_graphs"] == 2 * alone["train_graphs"]
     assert joint["valid_score"] > 0.3
+
+
+@pytest.mark.parametrize("mode", ["lambdarank", "pairwise"])
+def test_early_stopping_never_picks_a_round_before_min_rounds(toy_work: Path, mode: str) -> None:
+    cfg = _cfg(toy_work, mode=mode, min_rounds=25, early_stopping_rounds=3, num_boost_round=60)
+    train = load_rows(tabular_path(cfg.feature_root(), LAYOUT, "train"), 0)
+    valid = load_rows(tabular_path(cfg.feature_root(), LAYOUT, "valid"), 0)
+    model = fit_model(mode, train, valid, cfg, LAYOUT)
+    assert 25 <= model.info.best_iteration <= 60
+    assert model.booster.current_iteration() >= 25
