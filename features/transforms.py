@@ -226,12 +226,13 @@ def prune_graph(num_nodes: int, edge_index: np.ndarray, seeds: np.ndarray, hops:
                 rewire: bool = True, max_sources: int = 0) -> PruneResult:
     """Keep ``seeds`` (configurable nodes) and their ``hops``-hop neighbourhood; optionally rewire.
 
-    ``hops < 0`` keeps the whole graph. Every seed is always kept, and with ``rewire`` (and no
-    ``max_sources`` cap, see :func:`rewire_edges`) the reachability between kept nodes equals
+    ``hops < 0`` keeps the whole graph, and so does an empty ``seeds`` (a graph without
+    configurable nodes would otherwise vanish). Every seed is always kept, and with ``rewire`` (and
+    no ``max_sources`` cap, see :func:`rewire_edges`) the reachability between kept nodes equals
     that of the original graph.
     """
     e = np.asarray(edge_index, dtype=np.int64).reshape(-1, 2)
-    keep = k_hop_nodes(num_nodes, e, seeds, hops)
+    keep = k_hop_nodes(num_nodes, e, seeds, hops if len(seeds) else -1)
     kept = np.flatnonzero(keep)
     new_pos = np.full(num_nodes, -1, np.int64)
     new_pos[kept] = np.arange(len(kept))

@@ -275,13 +275,27 @@ def predict_collection(cfg: GnnConfig, collection: Collection, splits=("valid", 
     written = {}
     for split in splits:
         graphs = load_graphs(cfg.features_dir(), collection, split)
-        costs = {g.stem: predict_costs(model, g, saved.predict_batch or cfg.predict_batch)
+        costs = {g.stem: source_order(g, predict_costs(model, g, saved.predict_batch or cfg.predict_batch))
                  for g in tqdm(graphs, desc=f"predict {collection.name}/{split}", leave=False)}
         model_name = MODEL_NAME + (f"-{cfg.tag}" if cfg.tag else "")  # tagged runs stay apart
         path = predictions_path(cfg.preds_dir(), run_name(model_name, cfg.seed), collection, split)
         write_predictions(path, costs)
         written[split] = path
     return written
+
+
+def source_order(g: ProcessedGraph, cost: np.ndarray) -> np.ndarray:
+    """Costs in the source file's config order (``config_index``); valid/test graphs must keep
+    every config exactly once."""
+    index = np.asarray(g.config_index, dtype=np.int64)
+    if np.array_equal(index, np.arange(len(index))):
+        return cost
+    if not np.array_equal(np.sort(index), np.arange(len(index))):
+        raise ValueError(f"{g.collection}/{g.split}/{g.stem}: config_index is not a permutation of "
+                         f"all configs (deduplicated?); predictions need one cost per source config")
+    out = np.empty_like(cost)
+    out[index] = cost
+    return out
 
 
 def summary_line(report: dict[str, Any]) -> str:

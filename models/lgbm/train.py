@@ -119,14 +119,15 @@ class TqdmCallback:
     """Boosting progress bar showing the latest validation metric."""
 
     def __init__(self, total: int, desc: str, every: int = 10) -> None:
-        self.bar = tqdm(total=total, desc=desc, unit="it", leave=False)
+        self.bar = tqdm(total=total, desc=desc, unit="it", leave=False, mininterval=1.0)
         self.every = every
 
     def __call__(self, env: lgb.callback.CallbackEnv) -> None:
         self.bar.update(1)
         if env.evaluation_result_list and env.iteration % self.every == 0:
             _, metric, value, *_ = env.evaluation_result_list[0]
-            self.bar.set_postfix({metric: f"{value:.4f}"})
+            shown = "warm-up" if abs(value) >= 1e8 else f"{value:.4f}"  # see _warmup_value
+            self.bar.set_postfix({metric: shown}, refresh=False)
 
     def close(self) -> None:
         self.bar.close()

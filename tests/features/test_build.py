@@ -197,3 +197,18 @@ def test_exact_dot_dims_from_raw_proto(shared_data, tmp_path: Path) -> None:
     col = pg.meta["node_feature_names"].index("dot_dims_exact")
     dots = pg.node_opcode == 34
     assert dots.any() and np.all(pg.node_feat[dots, col] == 1)
+
+
+def test_build_on_generated_sample(tiny_root: Path, tmp_path: Path) -> None:
+    """The sample generator's data (all five collections) goes through the whole build."""
+    cfg = config(tiny_root, tmp_path / "w")
+    fd = build_features(cfg)
+    for coll in COLLECTIONS:
+        report = json.loads((fd / coll.slug / "prune_report.json").read_text())
+        assert report["graphs"] == len(discover(tiny_root, [coll]))
+        if not coll.is_tile:
+            assert 0 < report["kept_nodes"] < report["nodes"]
+        for split in ("train", "valid", "test"):
+            frame = pl.read_parquet(tabular_path(fd, coll, split))
+            assert frame.height == sum(g.num_configs for g in iter_processed(fd, coll, split)) > 0
+            assert not frame.select(pl.col("^f_.*$").is_nan().any()).row(0).count(True)

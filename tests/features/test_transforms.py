@@ -38,6 +38,11 @@ def test_prune_chain_rewires_through_removed_nodes() -> None:
     assert tf.prune_graph(5, e, np.array([0, 4]), hops=-1).kept.tolist() == [0, 1, 2, 3, 4]
 
 
+def test_prune_without_configurable_nodes_keeps_graph() -> None:
+    r = tf.prune_graph(3, edges((0, 1), (1, 2)), np.zeros(0, np.int64), hops=1)
+    assert r.kept.tolist() == [0, 1, 2] and pyg_pairs(r) == {(0, 1), (1, 2)}
+
+
 def test_prune_diamond_and_fan_in() -> None:
     # 0 -> 2, 1 -> 2, 2 -> 3 -> 5, 4 -> 5 ; configurable {0, 1, 5}; 4 is a separate input of 5
     e = edges((0, 2), (1, 2), (2, 3), (3, 5), (4, 5))

@@ -104,3 +104,14 @@ def test_missing_features_error_names_the_directory(tmp_path):
         train_collection(cfg, get_collection("tile:xla"))
     with pytest.raises(FileNotFoundError, match="no trained GNN"):
         load_trained(tmp_path / "nowork", "tile:xla")
+
+
+def test_source_order_restores_file_order_and_rejects_dedup(graph_factory):
+    from models.gnn.train import source_order
+
+    g = graph_factory(get_collection("tile:xla"), "test", "x", seed=1, configs=4)
+    g.config_index = np.array([2, 0, 3, 1])
+    np.testing.assert_array_equal(source_order(g, np.array([0.2, 0.0, 0.3, 0.1])), [0.0, 0.1, 0.2, 0.3])
+    g.config_index = np.array([0, 0, 1, 2])
+    with pytest.raises(ValueError, match="permutation"):
+        source_order(g, np.zeros(4))
