@@ -85,7 +85,7 @@ def model_runs(preds_dir: str | os.PathLike, model: str) -> list[str]:
     return sorted(runs, key=lambda r: (len(r), r))
 
 
-def normalise_costs(cost: np.ndarray, method: str = "rank") -> np.ndarray:
+def normalise_costs(cost: np.ndarray, method: str = "minmax") -> np.ndarray:
     """Put one graph's costs on a common scale so models (and seeds) can be averaged.
 
     ``rank``: average ranks scaled to [0, 1] (robust to outliers; a Borda count when averaged);
@@ -110,7 +110,7 @@ def normalise_costs(cost: np.ndarray, method: str = "rank") -> np.ndarray:
 
 
 def read_model_predictions(preds_dir: str | os.PathLike, model: str, collection: Collection,
-                           split: str, norm: str = "rank") -> dict[str, np.ndarray]:
+                           split: str, norm: str = "minmax") -> dict[str, np.ndarray]:
     """Seed-averaged costs of ``model``: each run's graph costs normalised, then averaged.
 
     Raises FileNotFoundError (naming the runs looked for) when no run has this file, and

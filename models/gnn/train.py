@@ -156,6 +156,21 @@ def _checkpoint_state(model, optimizer, scheduler, scaler, stopper, step, args, 
             "history": history}
 
 
+def _restore(path: Path, args: ModelArgs, device: torch.device, model, optimizer, scheduler,
+             scaler, stopper: EarlyStopping) -> tuple[list[dict[str, float]], int]:
+    """Load everything saved in ``last.pt``; returns (history, next step)."""
+    state = load_checkpoint(path, device)
+    if state["model_args"] != args.to_dict():
+        raise RuntimeError(f"{path}: saved model shape differs from this config; "
+                           f"use --resume false or another --tag")
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    scaler.load_state_dict(state["scaler"])
+    stopper.load_state_dict(state["early_stopping"])
+    return list(state["history"]), int(state["step"])
+
+
 def train_collection(cfg: GnnConfig, collection: Collection) -> dict[str, Any]:
     """Train (or resume) one collection's model; returns the final validation report."""
     seed_everything(cfg.seed)
@@ -174,16 +189,10 @@ def train_collection(cfg: GnnConfig, collection: Collection) -> dict[str, Any]:
     history: list[dict[str, float]] = []
     start = 0
     if cfg.resume and (out / "last.pt").is_file():
-        state = load_checkpoint(out / "last.pt", device)
-        if state["model_args"] != args.to_dict():
-            raise RuntimeError(f"{out / 'last.pt'}: saved model shape differs from this config; "
-                               f"use --resume false or another --tag")
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        scaler.load_state_dict(state["scaler"])
-        stopper.load_state_dict(state["early_stopping"])
-        history, start = list(state["history"]), int(state["step"])
+        history, start = _restore(out / "last.pt", args, device, model, optimizer, scheduler,
+                                  scaler, stopper)
+    else:  # a fresh run must never report an older run's best weights
+        (out / "best.pt").unlink(missing_ok=True)
     save_run_config(cfg, out)
     loss_fn = get_loss(cfg.loss)
     graphs_per_step = cfg.graphs_per_step_for(collection)

@@ -21,7 +21,8 @@ from models.predictions import model_runs, predictions_path, read_predictions
 
 
 def compare(work: str, models: list[str], collections: str = "all", features_dir: str = "",
-            split: str = "valid", extra_preds: tuple[str, ...] = ()) -> dict[str, dict[str, dict[str, float]]]:
+            split: str = "valid",
+            extra_preds: tuple[str, ...] = ()) -> dict[str, dict[str, dict[str, float]]]:
     """``{model: {collection: {run: score}}}`` over the runs that have predictions.
 
     Runs are looked for in ``WORK/preds`` and then in each ``extra_preds`` directory (another

@@ -7,12 +7,17 @@ per config of the source file (checked in :func:`models.lgbm.data.assemble_costs
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
+
 from features.collections import Collection
+from features.io import discover
 from features.processed import tabular_path
 from models.lgbm.config import LgbmConfig
 from models.lgbm.model import RankerModel
-from models.metrics import score_collection
 from models.lgbm.data import truth_by_graph
+from models.metrics import score_collection
 from models.predictions import predictions_path, write_predictions
 
 SPLITS = ("valid", "test")
@@ -28,6 +33,11 @@ def predict_collection(cfg: LgbmConfig, collection: Collection) -> dict[str, dic
             print(f"[lgbm] {collection.name} {split}: no tabular file at {path}; skipped", flush=True)
             continue
         costs = model.predict_file(path, cfg.predict_batch_rows)
+        missing = missing_graphs(cfg, collection, split, costs)
+        if missing:
+            print(f"[lgbm] WARNING {collection.name} {split}: {len(missing)} source graph(s) of "
+                  f"{cfg.data} have no tabular rows (skipped as bad by the feature build?), e.g. "
+                  f"{missing[:3]}", flush=True)
         out = predictions_path(cfg.preds_dir(), cfg.run_name(), collection, split)
         write_predictions(out, costs)
         info: dict = {"graphs": len(costs), "configs": int(sum(len(c) for c in costs.values())),
@@ -37,6 +47,15 @@ def predict_collection(cfg: LgbmConfig, collection: Collection) -> dict[str, dic
             info["score"] = score_collection(collection, costs, truth)["score"]
         summary[split] = info
     return summary
+
+
+def missing_graphs(cfg: LgbmConfig, collection: Collection, split: str,
+                   costs: dict[str, np.ndarray]) -> list[str]:
+    """Source graphs under ``cfg.data`` without a prediction (empty when the data root is absent)."""
+    if not Path(cfg.data).is_dir():
+        return []
+    stems = [f.stem for f in discover(cfg.data, [collection], [split])]
+    return sorted(set(stems) - set(costs))
 
 
 def predict_all(cfg: LgbmConfig) -> dict[str, dict]:

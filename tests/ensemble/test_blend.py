@@ -166,5 +166,6 @@ def test_blend_rejects_stale_predictions_by_name(fake_root, tmp_path):
     _write_model(fake_root, work, "m", lambda rt, rng: np.append(rt, 0.0), 0)  # one cost too many
     cfg = parse_config(BlendConfig, ["--data", str(fake_root), "--work", str(work), "--models", "m",
                                      "--submission", str(tmp_path / "s.csv")])
-    with pytest.raises(ValueError, match=r"tile:xla/valid, model m: graph 'tile-xla-valid-0' has \d+ predicted"):
+    stale = r"tile:xla/valid, model m: graph 'tile-xla-valid-0' has \d+ predicted"
+    with pytest.raises(ValueError, match=stale):
         run_blend(cfg)

@@ -38,7 +38,7 @@ def _random_score(collection, truth: dict[str, np.ndarray], seed: int = 0) -> fl
     return float(np.mean(scores))
 
 
-@pytest.mark.parametrize("mode", ["lambdarank", "pairwise", "rank_xendcg"])
+@pytest.mark.parametrize("mode", ["lambdarank", "pairwise", "rank_xendcg", "regression"])
 def test_beats_random_ranking_on_a_learnable_toy(toy_work: Path, mode: str) -> None:
     cfg = _cfg(toy_work, mode=mode)
     metrics = train_collection(cfg, LAYOUT)
@@ -167,3 +167,17 @@ def test_early_stopping_never_picks_a_round_before_min_rounds(toy_work: Path, mo
     model = fit_model(mode, train, valid, cfg, LAYOUT)
     assert 25 <= model.info.best_iteration <= 60
     assert model.booster.current_iteration() >= 25
+
+
+def test_source_graphs_without_rows_are_reported(toy_work: Path, tmp_path: Path) -> None:
+    from models.lgbm.predict import missing_graphs
+
+    data = tmp_path / "data"
+    split_dir = LAYOUT.split_dir(data, "test")
+    split_dir.mkdir(parents=True)
+    for stem in ("test_000", "test_001", "test_002", "skipped_bad"):
+        (split_dir / f"{stem}.npz").write_bytes(b"")
+    cfg = _cfg(toy_work, data=str(data))
+    costs = {f"test_00{k}": np.zeros(3) for k in range(3)}
+    assert missing_graphs(cfg, LAYOUT, "test", costs) == ["skipped_bad"]
+    assert missing_graphs(_cfg(toy_work, data=str(tmp_path / "absent")), LAYOUT, "test", costs) == []
