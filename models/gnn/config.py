@@ -66,8 +66,7 @@ class GnnConfig:
                   "threads": 1, "warmup_steps": 20, "lr": 3e-3},
         "full": {"hidden": 128, "layers": 4, "configs_per_step": 96, "steps": 20000,
                  "eval_every": 500, "patience": 8, "val_max_configs": 1000, "predict_batch": 128,
-                 "conv": "sage", "dropout": 0.1, "warmup_steps": 500, "lr": 1e-3, "close_bias": 0.25,
-                 "joint_search": True},
+                 "conv": "sage", "dropout": 0.1, "warmup_steps": 500, "lr": 1e-3, "close_bias": 0.25},
     }
 
     def collection_list(self) -> list[Collection]:

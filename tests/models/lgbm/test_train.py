@@ -181,3 +181,10 @@ def test_source_graphs_without_rows_are_reported(toy_work: Path, tmp_path: Path)
     costs = {f"test_00{k}": np.zeros(3) for k in range(3)}
     assert missing_graphs(cfg, LAYOUT, "test", costs) == ["skipped_bad"]
     assert missing_graphs(_cfg(toy_work, data=str(tmp_path / "absent")), LAYOUT, "test", costs) == []
+
+
+def test_trains_without_a_validation_split(toy_work: Path) -> None:
+    tabular_path(toy_work / "features", LAYOUT, "valid").unlink()
+    metrics = train_collection(_cfg(toy_work, mode="pairwise", num_boost_round=12), LAYOUT)
+    assert metrics["valid_score"] is None
+    assert metrics["results"]["pairwise"]["best_iteration"] == 12
