@@ -56,8 +56,8 @@ data/sample-%/.complete: | $(STAMP)
 	$(PY) -m features.sample --out data/sample-$* --scale $* --seed $(SEED)
 
 run: $(STAMP) $(NEED_SAMPLE)
-	$(PY) -m features validate --data $(DATA) --skip-bad
-	$(PY) -m features build $(COMMON)
+	$(PY) -m features validate --data $(DATA) --skip-bad --report $(WORK)/validate_report.json
+	$(PY) -m features build $(COMMON) --skip-bad-report $(WORK)/validate_report.json
 	$(PY) -m models.gnn train $(COMMON)
 	$(PY) -m models.gnn predict $(COMMON)
 	$(PY) -m models.lgbm train $(COMMON)

@@ -236,13 +236,25 @@ def _mismatch(ctx: LayoutContext, cfg: np.ndarray) -> tuple[np.ndarray, ...]:
 
 # ---- tile ----------------------------------------------------------------------------------
 def kernel_output_shape(graph: Graph) -> np.ndarray:
-    """(6,) output shape of a tile kernel: the root node (is_root), else the last node; -1 padded."""
+    """(6,) output shape of a tile kernel, -1 padded.
+
+    The root node (is_root, else the last node) gives it. A multi-output fusion's root is a tuple
+    with no shape of its own: then the largest of the root's operands stands for the output (the
+    tile bounds in SPEC §5 refer to that array), so the bound/shape ratios stay meaningful.
+    """
     nf = np.asarray(graph.node_feat)
     roots = np.flatnonzero(nf[:, 0] == 1)
-    root = int(roots[-1]) if len(roots) else graph.num_nodes - 1
-    r = int(tensor_rank(nf[root:root + 1])[0])
+    node = int(roots[-1]) if len(roots) else graph.num_nodes - 1
+    for _ in range(4):  # nested tuples: follow the largest operand a few levels down
+        if int(tensor_rank(nf[node:node + 1])[0]) > 0:
+            break
+        operands = graph.edge_index[graph.edge_index[:, 0] == node, 1]
+        if len(operands) == 0:
+            break
+        node = int(operands[np.argmax(nf[operands, 28])])
+    r = int(tensor_rank(nf[node:node + 1])[0])
     shape = np.full(MAX_RANK, -1.0, np.float32)
-    shape[:r] = nf[root, SHAPE_DIMS][:r]
+    shape[:r] = nf[node, SHAPE_DIMS][:r]
     return shape
 
 

@@ -118,3 +118,19 @@ def test_make_frame_contract(tmp_path) -> None:
     assert n == 4 and out["graph"].to_list() == ["g", "g", "g", "h"]
     with pytest.raises(ValueError):
         tab.make_frame("g", np.array([0]), None, feats[:1], ["f_a"])
+
+
+def test_tuple_root_kernel_takes_its_largest_operand_as_output_shape() -> None:
+    """A multi-output fusion's root is a tuple (no shape): the largest operand stands for it.
+
+    Found on the real TPU kernel ``fusion.191`` whose tile ratios were all -1 before.
+    """
+    small, large = _row((8, 128)), _row((32, 12, 12, 192))
+    root = np.zeros(140, np.float32)
+    root[0] = 1.0  # is_root, tuple: no shape dims
+    root[29] = 2.0  # tuple size
+    g = Graph(node_feat=np.stack([small, large, root]), node_opcode=np.array([63, 63, 100]),
+              edge_index=np.array([[2, 0], [2, 1]]), config_runtime=np.ones(2, np.int64),
+              config_feat=np.zeros((2, 24), np.float32),
+              config_runtime_normalizers=np.ones(2, np.int64))
+    assert tab.kernel_output_shape(g).tolist() == [32, 12, 12, 192, -1, -1]
