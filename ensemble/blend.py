@@ -36,7 +36,7 @@ import numpy as np
 
 from features.atomic import write_json
 from features.collections import Collection, parse_collections
-from features.config import parse_config, run_metadata
+from features.config import StageConfig, parse_config, run_metadata
 from features.io import discover
 from models.metrics import final_score, graph_score
 from models.predictions import (NORMALISATIONS, model_runs, predictions_path,
@@ -52,14 +52,9 @@ HELD_OUT_TOLERANCE = 1e-3
 
 
 @dataclass
-class BlendConfig:
+class BlendConfig(StageConfig):
     """Blend model predictions and write the submission (python -m ensemble blend)."""
 
-    data: str = "data/sample-small"
-    work: str = "work/sample-small-quick"
-    preset: str = "quick"
-    seed: int = 0
-    collections: str = "all"
     models: str = "gnn,lgbm"
     submission: str = "submissions/submission.csv"
     norm: str = "minmax"  # chosen on sample-small valid (3 seeds): rank loses on tile, see README

@@ -39,7 +39,7 @@ from tqdm import tqdm
 from features import __version__
 from features.atomic import save_npz, write_json
 from features.collections import Collection, get_collection, parse_collections, pb_dir, npz_dir
-from features.config import parse_config, save_run_config
+from features.config import StageConfig, parse_config, save_run_config
 from features.dotdims import DotDims
 from features.io import Graph, GraphFile, discover, load_graph
 from features.processed import (ProcessedGraph, graph_dir, norm_path, save_processed,
@@ -51,14 +51,9 @@ NORM_EPS = 1e-6
 
 
 @dataclass
-class BuildConfig:
+class BuildConfig(StageConfig):
     """Feature build: pruning, -1 padding, engineered and dot-general features, tabular rows."""
 
-    data: str = "data/sample-small"
-    work: str = "work/sample-small-quick"
-    preset: str = "quick"
-    seed: int = 0
-    collections: str = "all"
     splits: str = "train,valid,test"
     out: str = ""  # features directory; default WORK/features
     jobs: int = 0  # worker processes; 0 = all cores

@@ -30,6 +30,18 @@ from features.atomic import write_json
 T = TypeVar("T")
 
 
+@dataclasses.dataclass
+class StageConfig:
+    """The options every stage shares: the CLI contract of ``make run`` (``--data --work --preset
+    --seed --collections``). Stage configs subclass it and add their own fields."""
+
+    data: str = "data/sample-small"
+    work: str = "work/sample-small-quick"
+    preset: str = "quick"
+    seed: int = 0
+    collections: str = "all"
+
+
 def git_sha(cwd: str | os.PathLike | None = None) -> str:
     """The current commit (with ``-dirty`` when the tree has changes), or ``unknown``."""
     cwd = cwd or Path(__file__).resolve().parent.parent
@@ -113,7 +125,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
 
 def config_from_args(cls: type[T], args: argparse.Namespace) -> T:
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
-    preset = values.pop("preset", None)
+    # no --preset: the class's default preset still applies, so the saved config tells the truth
+    preset = values.pop("preset", getattr(cls, "preset", None))
     return with_preset(cls, preset, **values)
 
 

@@ -40,7 +40,7 @@ import numpy as np
 from tqdm import tqdm
 
 from features.collections import parse_collections
-from features.config import parse_config, save_run_config
+from features.config import StageConfig, parse_config, save_run_config
 from features.io import BadGraphError, discover, iter_npz_chunks, npz_headers
 from models.predictions import predictions_path, write_predictions
 
@@ -55,14 +55,9 @@ CHUNK_CONFIGS = 2048
 
 
 @dataclass
-class BaselineConfig:
+class BaselineConfig(StageConfig):
     """Heuristic (training-free) baseline ranking: python -m models.baseline predict."""
 
-    data: str = "data/sample-small"
-    work: str = "work/sample-small-quick"
-    preset: str = "quick"
-    seed: int = 0
-    collections: str = "all"
     splits: str = "valid,test"
 
     PRESETS = {"quick": {}, "full": {}}

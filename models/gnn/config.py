@@ -7,18 +7,14 @@ from pathlib import Path
 from typing import ClassVar
 
 from features.collections import Collection
+from features.config import StageConfig
 
 
 @dataclass
-class GnnConfig:
+class GnnConfig(StageConfig):
     """GNN ranker (PyTorch Geometric) for tile and layout collections."""
 
     # --- stage contract
-    data: str = "data/sample-small"
-    work: str = "work/sample-small-quick"
-    preset: str = "quick"
-    seed: int = 0
-    collections: str = "all"
     collection: str = ""  # singular alias of --collections
     features: str = ""  # feature directory; default WORK/features
     tag: str = ""  # optional run name: models go to WORK/models/gnn/<slug>[-tag]/seed<k>

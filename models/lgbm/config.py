@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from features.collections import Collection, parse_collections
+from features.config import StageConfig
 from models.predictions import run_name
 
 MODEL_NAME = "lgbm"
@@ -26,14 +27,10 @@ DEFAULT_MODE: dict[str, str] = {
 
 
 @dataclass
-class LgbmConfig:
+class LgbmConfig(StageConfig):
     """LightGBM ranker on the per-config tabular features (``python -m models.lgbm train|predict``)."""
 
-    data: str = "data/sample-small"
-    work: str = "work/sample-small-quick"
-    preset: str = ""
-    seed: int = 0
-    collections: str = "all"
+    preset: str = ""  # no preset unless asked: then the field defaults below apply as they are
     collection: str = ""  # alias of --collections (wins when given)
     features_dir: str = ""  # default: WORK/features
     tag: str = ""  # optional run name: model "lgbm-<tag>" (kept apart from the default "lgbm")
