@@ -154,7 +154,7 @@ def _process(graphs: Sequence[RealGraph], coll: Collection, build_cfg: Any, norm
         pg = process_graph(graph, coll, SPLIT, g.stem, norm, build_cfg, None, tabular_sink=sink)
         processed[g.stem] = pg
         if tabular:
-            names = tab.tile_feature_names() if g.is_tile else tab.layout_feature_names()
+            names = pg.meta["tabular_feature_names"]
             idx = np.concatenate([p[0] for p in parts])
             feats = np.concatenate([p[1] for p in parts])
             frames.append(tab.make_frame(g.stem, idx, pg.target, feats, names))

@@ -67,6 +67,7 @@ class BuildConfig(StageConfig):
     dedup: bool = True  # average the runtimes of identical train configs
     max_train_configs: int = 0  # random subset of (deduplicated) train configs per graph; 0 = all
     tabular: bool = True  # also write the LightGBM parquet
+    heuristic: bool = True  # tabular f_heur_cost / f_heur_rank (features.heuristic padding cost)
     config_chunk: int = 2048  # configs processed at a time (memory bound)
     use_cache: bool = True  # read npz through WORK/cache (memory-mapped, int8 configs)
     skip_bad_report: str = ""  # validate report: skip the files it lists as bad
@@ -77,7 +78,7 @@ class BuildConfig(StageConfig):
     def transform_params(self) -> dict[str, Any]:
         """What changes the outputs (part of every cache key)."""
         keys = ("prune_hops", "rewire", "rewire_max_sources", "pad_minus_one", "engineered",
-                "dot_features", "exact_dot", "dedup", "max_train_configs", "tabular")
+                "dot_features", "exact_dot", "dedup", "max_train_configs", "tabular", "heuristic")
         params = {k: getattr(self, k) for k in keys}
         if self.max_train_configs:
             params["seed"] = self.seed
@@ -284,6 +285,10 @@ def process_graph(graph: Graph, collection: Collection | str, split: str, stem: 
     meta: dict[str, Any] = {"node_feature_names": ns.names, "prune": ns.stats,
                             "transform_params": cfg.transform_params(), "version": __version__,
                             "num_source_configs": sel.num_source, "num_duplicates": sel.num_duplicates}
+    if tabular_sink is not None:
+        meta["tabular_feature_names"] = tab.tabular_feature_names(graph.is_tile, cfg.heuristic)
+        if cfg.heuristic:
+            tabular_sink = _with_heuristic(tabular_sink, tab.heuristic_table(graph, cfg.config_chunk))
     if graph.is_tile:
         config_feat = tile_config_feat(graph, sel.index, cfg)
         if norm is not None and norm.config_mean is not None:
@@ -299,6 +304,14 @@ def process_graph(graph: Graph, collection: Collection | str, split: str, stem: 
                           orig_node_ids=ns.orig_node_ids, config_feat=config_feat,
                           config_index=sel.index, config_node_pos=ns.config_node_pos,
                           target=sel.target, meta=meta)
+
+
+def _with_heuristic(sink: Callable[[np.ndarray, np.ndarray], None],
+                    table: np.ndarray) -> Callable[[np.ndarray, np.ndarray], None]:
+    """``sink`` with the heuristic columns of each chunk's source configs appended."""
+    def append(idx: np.ndarray, feats: np.ndarray) -> None:
+        sink(idx, np.concatenate([feats, table[idx]], axis=1))
+    return append
 
 
 def _layout_configs(graph: Graph, rows: np.ndarray, cfg: BuildConfig, config_out: Path | None,
@@ -469,7 +482,7 @@ def _graph_task(task: Task) -> dict[str, Any]:
     exact, _ = _exact_dims(cfg, gf)
     norm = load_norm(task.features_dir, coll) if task.norm_key else None
     frames: list[Any] = []
-    names = tab.tile_feature_names() if graph.is_tile else tab.layout_feature_names()
+    names = tab.tabular_feature_names(graph.is_tile, cfg.heuristic)
 
     def sink(idx: np.ndarray, feats: np.ndarray) -> None:
         frames.append((idx, feats))

@@ -8,7 +8,9 @@ Columns: ``graph`` (str stem), ``config`` (int64 index into the source file's co
   other) and tensor (out, in, kernel): how many nodes (``n``) and how much tensor size (``w``:
   sum of log1p element counts) have each layout pattern (:data:`LAYOUT_PATTERNS`); plus
   ``f_mismatch_*``: configurable producer/consumer pairs whose output/input layouts disagree;
-- tile: the -1-padded config, log sizes, bound/shape ratios, tile counts and padded-tile waste.
+- tile: the -1-padded config, log sizes, bound/shape ratios, tile counts and padded-tile waste;
+- both (``BuildConfig.heuristic``): ``f_heur_cost`` (log of the :mod:`features.heuristic` padding
+  cost) and ``f_heur_rank`` (its rank within the graph's source configs, scaled to [0, 1]).
 
 Configs are processed in chunks (``(chunk, nc, 18)`` int8 at a time), never the whole array.
 """
@@ -23,6 +25,7 @@ from typing import Iterable
 import numpy as np
 import polars as pl
 
+from features import heuristic
 from features.atomic import atomic_path
 from features.io import Graph
 from features.transforms import (MAX_RANK, SHAPE_DIMS, node_depths, opcode_ids, producers_csr,
@@ -304,6 +307,26 @@ def tile_tabular_features(graph: Graph, config_rows: np.ndarray, pad_minus_one: 
                                  pad_minus_one)
     g = np.broadcast_to(graph_level_features(graph), (len(feats), len(GRAPH_FEATURES)))
     return np.concatenate([g, feats], axis=1).astype(np.float32)
+
+
+# ---- heuristic ----------------------------------------------------------------------------
+HEURISTIC_FEATURES = ("f_heur_cost", "f_heur_rank")
+
+
+def tabular_feature_names(is_tile: bool, with_heuristic: bool = False) -> list[str]:
+    """Column names of the tabular rows of a tile or layout graph, as ``features build`` writes
+    them (:data:`HEURISTIC_FEATURES` last when ``with_heuristic``)."""
+    names = tile_feature_names() if is_tile else layout_feature_names()
+    return names + list(HEURISTIC_FEATURES) if with_heuristic else names
+
+
+def heuristic_table(graph: Graph, chunk: int = heuristic.CHUNK_CONFIGS) -> np.ndarray:
+    """(c, 2) float32 :data:`HEURISTIC_FEATURES` of every source config of ``graph``.
+
+    The rank is taken over all source configs (not the deduplicated / subsampled train rows),
+    so a config gets the same value whichever rows a build keeps."""
+    cost = heuristic.log_costs(graph, chunk)
+    return np.stack([cost, heuristic.rank_fraction(cost)], axis=1).astype(np.float32)
 
 
 # ---- frames and files -----------------------------------------------------------------------

@@ -14,7 +14,9 @@ from features.bigfile import layout_arrays, write_mini_root
 from features.build import (BuildConfig, build_features, load_build_config, load_norm,
                             node_feature_names, process_graph)
 from features.collections import COLLECTIONS, get_collection
+from features.heuristic import log_costs, rank_fraction
 from features.io import discover, load_graph
+from features import tabular as tab
 from features.processed import graph_dir, iter_processed, load_processed, tabular_path
 
 LAYOUT = get_collection("layout:xla:random")
@@ -73,6 +75,7 @@ def test_outputs_for_every_collection_and_split(root: Path, built) -> None:
             n = sum(g.num_configs for g in iter_processed(fd, coll, split))
             assert frame.height == n
             assert frame.columns[:3] == ["graph", "config", "target"]
+            assert frame.columns[3:] == tab.tabular_feature_names(coll.is_tile, with_heuristic=True)
             assert all(frame.schema[c] == pl.Float32 for c in frame.columns[3:])
             assert (frame["target"].null_count() == n) == (split == "test")
 
@@ -88,6 +91,28 @@ def test_train_dedup_averages_runtimes(root: Path, built) -> None:
     frame = pl.read_parquet(tabular_path(fd, LAYOUT, "train")).filter(pl.col("graph") == "dups")
     assert frame["config"].to_list() == pg.config_index.tolist()
     assert np.allclose(frame["target"].to_numpy(), pg.target)
+    # heuristic columns: costs of the kept rows, ranked among all 11 source configs
+    cost = log_costs(graph)
+    assert np.allclose(frame["f_heur_cost"].to_numpy(), cost[:9], rtol=1e-5)
+    assert np.allclose(frame["f_heur_rank"].to_numpy(), rank_fraction(cost)[:9], atol=1e-6)
+    assert frame["f_heur_rank"].min() >= 0 and frame["f_heur_rank"].max() <= 1
+
+
+def test_heuristic_switch_is_part_of_the_cache_key(root: Path, tmp_path: Path, capsys) -> None:
+    cfg = config(root, tmp_path, collections="tile:xla", splits="train,valid")
+    fd = build_features(cfg)
+    on = pl.read_parquet(tabular_path(fd, get_collection("tile:xla"), "valid"))
+    off_cfg = dataclasses.replace(cfg, heuristic=False)
+    assert off_cfg.transform_params() != cfg.transform_params()
+    capsys.readouterr()
+    build_features(off_cfg)
+    assert "(0 built," not in capsys.readouterr().out
+    off = pl.read_parquet(tabular_path(fd, get_collection("tile:xla"), "valid"))
+    assert off.columns == [c for c in on.columns if not c.startswith("f_heur_")]
+    assert off.columns[3:] == tab.tile_feature_names()
+    for stem, rows in on.group_by("graph"):
+        graph = load_graph(get_collection("tile:xla").split_dir(root, "valid") / f"{stem[0]}.npz")
+        assert np.allclose(rows.sort("config")["f_heur_cost"].to_numpy(), log_costs(graph), rtol=1e-5)
 
 
 def test_norm_fitted_on_train_only(built) -> None:

@@ -134,3 +134,24 @@ def test_tuple_root_kernel_takes_its_largest_operand_as_output_shape() -> None:
               config_feat=np.zeros((2, 24), np.float32),
               config_runtime_normalizers=np.ones(2, np.int64))
     assert tab.kernel_output_shape(g).tolist() == [32, 12, 12, 192, -1, -1]
+
+
+def test_heuristic_table_and_names() -> None:
+    """f_heur_cost = log1p(padded elements), f_heur_rank its within-graph rank in [0, 1]."""
+    nf = np.stack([_row((32, 128)), _row((128, 64)), _row((32, 64))])
+    ops = np.array([OP["parameter"], OP["parameter"], OP["dot"]])
+
+    def lay(*pairs):
+        return sum((list(p) + [-1] * 4 for p in pairs), [])
+    configs = np.array([[lay((1, 0), (1, 0), (1, 0))],  # out 64-minor (2x), rhs 64-minor (2x)
+                        [lay((0, 1), (1, 0), (1, 0))],  # out 32-minor (4x)
+                        [lay((1, 0), (0, 1), (0, 1))]], np.int8)  # lhs 32-minor (4x), rhs aligned
+    g = Graph(node_feat=nf, node_opcode=ops, edge_index=np.array([[2, 0], [2, 1]], np.int64),
+              config_runtime=np.ones(3, np.int64), node_config_ids=np.array([2]), node_config_feat=configs)
+    table = tab.heuristic_table(g, chunk=2)
+    assert table.dtype == np.float32
+    padded = [2 * 2048 + 4096 + 2 * 8192, 4 * 2048 + 4096 + 2 * 8192, 2 * 2048 + 4 * 4096 + 8192]
+    assert table[:, 0] == pytest.approx(np.log1p(padded), rel=1e-6)
+    assert table[:, 1].tolist() == [0.0, 0.75, 0.75]
+    assert tab.tabular_feature_names(False, True) == tab.layout_feature_names() + ["f_heur_cost", "f_heur_rank"]
+    assert tab.tabular_feature_names(True, False) == tab.tile_feature_names()

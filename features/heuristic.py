@@ -1,0 +1,237 @@
+"""Training-free heuristic costs of configs: wasted work from TPU (8 x 128) padding.
+
+Used two ways: as the ``baseline`` model's ranking (:mod:`models.baseline`) and as per-config
+tabular features ``f_heur_cost`` / ``f_heur_rank`` (:mod:`features.tabular`), so a learned ranker
+can use or ignore the heuristic. Lower cost = predicted faster.
+
+A TPU stores the two most-minor dimensions of a tensor in (8 x 128) tiles (sublanes x lanes),
+so a dimension that is not a multiple of 128 on the lane axis (8 on the sublane axis) is padded
+and the padding is computed and moved for nothing.
+
+* **tile** (one kernel, configs = tile sizes; ``config_feat`` SPEC §5): output bounds are in
+  TPU tile units along the root's layout (128 lanes on the minor dim, 8 sublanes on the
+  second-minor). Larger tiles mean fewer grid steps (each with a fixed overhead), tiles that
+  overhang the output shape waste work, and a double-buffered working set above the 16 MiB VMEM
+  spills (penalised quadratically). See :func:`tile_costs`.
+* **layout** (configs = per-node layouts, ``node_config_feat``): for every configurable node, the
+  output tensor (and its first two operands for the input/kernel layouts) is laid out with the
+  chosen most-minor and second-minor dimensions; ``-1`` entries mean the compiler's default
+  layout (``node_feat`` 134-139). ``cost = sum over tensors of padded elements``: configs whose
+  minor dimensions are large multiples of 128/8 get low cost. See :class:`LayoutHeuristic`.
+
+Layout configs are always read in chunks (``CHUNK_CONFIGS`` at a time), from the int8
+memory-mapped cache (``WORK/cache``) when ``features build`` made one, else streamed from the npz
+member, so a 100k-config graph never sits in memory as float32.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+from scipy.stats import rankdata
+
+from features.io import BadGraphError, Graph, iter_npz_chunks, npz_headers
+from features.transforms import producers_csr
+
+LANES, SUBLANES = 128, 8
+VMEM_BYTES = 16 * 2 ** 20  # on-chip vector memory a tile's working set must fit in
+BYTES_PER_ELEMENT = 4
+STEP_OVERHEAD_ELEMENTS = 4096  # fixed cost of one grid step, in elements streamed
+SHAPE_DIMS = slice(21, 27)
+DEFAULT_LAYOUT = slice(134, 140)
+CHUNK_CONFIGS = 2048
+
+
+def _padded(minor: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Padding factor (>= 1) of a (second, minor) pair of dimension sizes on (8, 128) tiles."""
+    minor = np.maximum(minor, 1).astype(np.float64)
+    second = np.maximum(second, 1).astype(np.float64)
+    return (np.ceil(minor / LANES) * LANES / minor) * (np.ceil(second / SUBLANES) * SUBLANES / second)
+
+
+# ---- tile ----------------------------------------------------------------------------------
+def tile_costs(config_feat: np.ndarray, node_feat: np.ndarray) -> np.ndarray:
+    """Heuristic cost per tile config, already on a log scale (lower = predicted faster).
+
+    Output bounds are read in TPU tile units along the kernel root's layout: 128 elements on the
+    most-minor dim, 8 on the second-minor, 1 elsewhere. The estimate is
+    ``log(padded_elements * spill**2 + steps * STEP_OVERHEAD_ELEMENTS)`` where ``steps`` is the
+    grid size, ``padded_elements`` the output work including tiles that overhang the shape, and
+    ``spill = max(1, working set / VMEM)``; the working set is the double-buffered output tile,
+    the input it reads (the kernel's largest tensor scaled down to the tile: a reduction reads more
+    than it writes) and the kernel (weights) tile.
+    """
+    shape, minor_to_major = _root_shape(node_feat)
+    rank = len(shape)
+    units = np.ones(rank)
+    if rank:
+        units[minor_to_major[0]] = LANES
+    if rank > 1:
+        units[minor_to_major[1]] = SUBLANES
+    bounds = np.maximum(np.asarray(config_feat, dtype=np.float64)[:, 8:8 + rank], 1.0)
+    extent = np.minimum(bounds * units, np.maximum(np.ceil(shape / units) * units, 1.0))
+    tiles_per_dim = np.ceil(shape / extent)
+    steps = tiles_per_dim.prod(axis=1)
+    padded = (tiles_per_dim * extent).prod(axis=1)
+    tile = extent.prod(axis=1)
+    kernel = np.asarray(config_feat, dtype=np.float64)[:, 0:6]
+    kernel_tile = np.where((kernel > 0).any(axis=1),
+                           np.prod(np.where(kernel > 0, kernel, 1.0), axis=1) * LANES * SUBLANES, 0.0)
+    sizes = np.prod(np.where(node_feat[:, SHAPE_DIMS] > 0, node_feat[:, SHAPE_DIMS], 1.0), axis=1)
+    read_ratio = max(float(sizes.max()) / max(float(np.prod(shape)), 1.0), 1.0)
+    working_set = 2 * BYTES_PER_ELEMENT * (tile * (1.0 + read_ratio) + kernel_tile)
+    spill = np.maximum(working_set / VMEM_BYTES, 1.0)
+    return np.log(padded * spill ** 2 + steps * STEP_OVERHEAD_ELEMENTS)
+
+
+def _root_shape(node_feat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Output shape and default minor-to-major order of the kernel's root (last root node)."""
+    roots = np.flatnonzero(np.asarray(node_feat[:, 0]) == 1)
+    root = int(roots[-1]) if len(roots) else len(node_feat) - 1
+    dims = np.asarray(node_feat[root, SHAPE_DIMS], dtype=np.float64)
+    rank = int((dims > 0).sum())
+    order = np.asarray(node_feat[root, DEFAULT_LAYOUT][:rank]).astype(np.int64)
+    if sorted(order.tolist()) != list(range(rank)):  # malformed layout: assume row-major
+        order = np.arange(rank)[::-1]
+    return dims[:rank], order
+
+
+# ---- layout --------------------------------------------------------------------------------
+@dataclass
+class _Tensor:
+    """Dimension sizes and default minor-to-major order of one tensor per configurable node."""
+
+    shape: np.ndarray  # (nc, 6) sizes, 0 beyond rank
+    default: np.ndarray  # (nc, 2) default most-minor and second-minor dim indices (-1: none)
+    present: np.ndarray  # (nc,) bool: the node has this tensor
+
+    def minor_pair(self, layout: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Sizes of the most-minor and second-minor dims for config layouts (b, nc, >=2)."""
+        first = np.where(layout[..., 0] >= 0, layout[..., 0], self.default[None, :, 0])
+        fallback = np.where(self.default[None, :, 0] == first, self.default[None, :, 1],
+                            self.default[None, :, 0])
+        second = np.where(layout[..., 1] >= 0, layout[..., 1], fallback)
+        return self._size(first), self._size(second)
+
+    def _size(self, dim: np.ndarray) -> np.ndarray:
+        idx = np.clip(dim, 0, 5).astype(np.int64)
+        sizes = np.take_along_axis(np.broadcast_to(self.shape, idx.shape[:1] + self.shape.shape),
+                                   idx[..., None], axis=2)[..., 0]
+        return np.where((dim >= 0) & (sizes > 0), sizes, 1.0)
+
+    @property
+    def elements(self) -> np.ndarray:
+        return np.prod(np.where(self.shape > 0, self.shape, 1.0), axis=1)
+
+
+def _tensor(node_feat: np.ndarray, nodes: np.ndarray) -> _Tensor:
+    present = nodes >= 0
+    feat = np.asarray(node_feat[np.where(present, nodes, 0)], dtype=np.float64)
+    shape = np.where(present[:, None], feat[:, SHAPE_DIMS], 0.0)
+    rank = (shape > 0).sum(axis=1)
+    order = feat[:, DEFAULT_LAYOUT].astype(np.int64)
+    default = np.stack([np.where(rank >= 1, order[:, 0], -1), np.where(rank >= 2, order[:, 1], -1)], 1)
+    return _Tensor(shape, default, present)
+
+
+class LayoutHeuristic:
+    """Per-graph tables (output, first and second operand of every configurable node) built once;
+    :meth:`costs` then prices any chunk of layout configs."""
+
+    def __init__(self, node_feat: np.ndarray, node_config_ids: np.ndarray, edge_index: np.ndarray):
+        nodes = np.asarray(node_config_ids).reshape(-1).astype(np.int64)
+        edges = np.asarray(edge_index).reshape(-1, 2).astype(np.int64)
+        csr = producers_csr(len(node_feat), edges)  # operands in file edge order
+        operands = np.full((len(nodes), 2), -1, np.int64)
+        for k, node in enumerate(nodes.tolist()):
+            ops = csr.of(node)[:2]
+            operands[k, :len(ops)] = ops
+        self.tensors = [_tensor(node_feat, nodes), _tensor(node_feat, operands[:, 0]),
+                        _tensor(node_feat, operands[:, 1])]
+
+    @classmethod
+    def from_graph(cls, graph: Graph) -> "LayoutHeuristic":
+        return cls(np.asarray(graph.node_feat), np.asarray(graph.node_config_ids), graph.edge_index)
+
+    def costs(self, configs: np.ndarray) -> np.ndarray:
+        """Padded elements summed over tensors, per config of a (b, nc, 18) chunk (linear scale)."""
+        cost = np.zeros(len(configs))
+        for slot, tensor in enumerate(self.tensors):
+            minor, second = tensor.minor_pair(np.asarray(configs[:, :, 6 * slot:6 * slot + 2]).astype(np.int64))
+            padded = _padded(minor, second) * tensor.elements[None, :] * tensor.present[None, :]
+            cost += padded.sum(axis=1)
+        return cost
+
+    def costs_of_chunks(self, chunks: Iterable[np.ndarray]) -> np.ndarray:
+        costs = [self.costs(chunk) for chunk in chunks]
+        return np.concatenate(costs) if costs else np.zeros(0)
+
+
+def iter_npz_rows(path: str | os.PathLike, key: str, rows: int = CHUNK_CONFIGS) -> Iterator[np.ndarray]:
+    """Stream the leading-axis rows of array ``key`` of an npz file, ``rows`` at a time."""
+    header = npz_headers(path)[key]
+    if header.fortran_order:
+        raise BadGraphError(path, f"{key} is Fortran-ordered; cannot stream it by rows")
+    row_shape = header.shape[1:]
+    row_bytes = max(1, int(np.prod(row_shape, dtype=np.int64))) * header.dtype.itemsize
+    for chunk in iter_npz_chunks(path, key, chunk_bytes=rows * row_bytes):
+        yield chunk.reshape((-1,) + tuple(row_shape))
+
+
+def array_chunks(array: np.ndarray, rows: int = CHUNK_CONFIGS) -> Iterator[np.ndarray]:
+    """Row chunks of a (possibly memory-mapped) array, each materialised on its own."""
+    for start in range(0, array.shape[0], rows):
+        yield np.asarray(array[start:start + rows])
+
+
+def config_chunks(path: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
+                  rows: int = CHUNK_CONFIGS) -> Iterator[np.ndarray]:
+    """``node_config_feat`` in row chunks: from the memory-mapped int8 cache entry when
+    ``features build`` already made one under ``cache_dir``, else streamed from the npz."""
+    if cache_dir is not None:
+        from features.cache import cache_entry_dir, load_entry
+
+        entry = cache_entry_dir(path, cache_dir)
+        if entry.is_dir():
+            yield from array_chunks(load_entry(entry, Path(path)).node_config_feat, rows)
+            return
+    yield from iter_npz_rows(path, "node_config_feat", rows)
+
+
+def layout_costs(path: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> np.ndarray:
+    """Heuristic cost per layout config of an npz graph file (linear scale; lower = faster)."""
+    with np.load(path, allow_pickle=False) as data:
+        heuristic = LayoutHeuristic(data["node_feat"], data["node_config_ids"], data["edge_index"])
+    return heuristic.costs_of_chunks(config_chunks(path, cache_dir))
+
+
+def graph_costs(path: str | os.PathLike, is_tile: bool,
+                cache_dir: str | os.PathLike | None = None) -> np.ndarray:
+    """Heuristic cost per config of an npz graph file: :func:`tile_costs` or :func:`layout_costs`."""
+    if is_tile:
+        with np.load(path, allow_pickle=False) as data:
+            return tile_costs(data["config_feat"], data["node_feat"])
+    return layout_costs(path, cache_dir)
+
+
+# ---- features ------------------------------------------------------------------------------
+def log_costs(graph: Graph, rows: int = CHUNK_CONFIGS) -> np.ndarray:
+    """Log heuristic cost of every config of a loaded graph, in source order (layout configs
+    read ``rows`` at a time)."""
+    if graph.is_tile:
+        return tile_costs(np.asarray(graph.config_feat), np.asarray(graph.node_feat))
+    heuristic = LayoutHeuristic.from_graph(graph)
+    return np.log1p(heuristic.costs_of_chunks(array_chunks(graph.node_config_feat, rows)))
+
+
+def rank_fraction(costs: np.ndarray) -> np.ndarray:
+    """Within-graph rank of each cost scaled to [0, 1] (0 = cheapest; ties share their mean
+    rank; a single config gets 0.5)."""
+    costs = np.asarray(costs, np.float64)
+    if len(costs) <= 1:
+        return np.full(len(costs), 0.5)
+    return (rankdata(costs, method="average") - 1.0) / (len(costs) - 1.0)
