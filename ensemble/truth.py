@@ -15,17 +15,14 @@ import os
 import numpy as np
 
 from features.collections import Collection
-from features.io import BadGraphError, discover, npz_headers, read_hidden_runtimes
+from features.io import BadGraphError, discover, npz_headers, ranked_target, read_hidden_runtimes
 
 
 def read_target(path: str | os.PathLike) -> np.ndarray:
     """What is ranked for one graph file (lower = faster): runtime/normaliser (tile) or runtime."""
     with np.load(path, allow_pickle=False) as data:
-        runtime = np.asarray(data["config_runtime"], dtype=np.float64).reshape(-1)
-        if "config_runtime_normalizers" in data.files:
-            norm = np.asarray(data["config_runtime_normalizers"], dtype=np.float64).reshape(-1)
-            return runtime / np.where(norm == 0, 1.0, norm)
-    return runtime
+        norm = data["config_runtime_normalizers"] if "config_runtime_normalizers" in data.files else None
+        return ranked_target(data["config_runtime"], norm)
 
 
 def config_count(path: str | os.PathLike) -> int:

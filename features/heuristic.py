@@ -34,7 +34,7 @@ from typing import Iterable, Iterator
 import numpy as np
 from scipy.stats import rankdata
 
-from features.io import BadGraphError, Graph, iter_npz_chunks, npz_headers
+from features.io import Graph, iter_npz_rows
 from features.transforms import producers_csr
 
 LANES, SUBLANES = 128, 8
@@ -169,17 +169,6 @@ class LayoutHeuristic:
     def costs_of_chunks(self, chunks: Iterable[np.ndarray]) -> np.ndarray:
         costs = [self.costs(chunk) for chunk in chunks]
         return np.concatenate(costs) if costs else np.zeros(0)
-
-
-def iter_npz_rows(path: str | os.PathLike, key: str, rows: int = CHUNK_CONFIGS) -> Iterator[np.ndarray]:
-    """Stream the leading-axis rows of array ``key`` of an npz file, ``rows`` at a time."""
-    header = npz_headers(path)[key]
-    if header.fortran_order:
-        raise BadGraphError(path, f"{key} is Fortran-ordered; cannot stream it by rows")
-    row_shape = header.shape[1:]
-    row_bytes = max(1, int(np.prod(row_shape, dtype=np.int64))) * header.dtype.itemsize
-    for chunk in iter_npz_chunks(path, key, chunk_bytes=rows * row_bytes):
-        yield chunk.reshape((-1,) + tuple(row_shape))
 
 
 def array_chunks(array: np.ndarray, rows: int = CHUNK_CONFIGS) -> Iterator[np.ndarray]:

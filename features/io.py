@@ -88,11 +88,16 @@ class Graph:
 
     def target(self) -> np.ndarray:
         """What is ranked (lower is faster): runtime / normalizer for tile, runtime for layout."""
-        rt = np.asarray(self.config_runtime, dtype=np.float64)
-        if self.config_runtime_normalizers is not None:
-            norm = np.asarray(self.config_runtime_normalizers, dtype=np.float64)
-            return rt / np.where(norm == 0, 1.0, norm)
+        return ranked_target(self.config_runtime, self.config_runtime_normalizers)
+
+
+def ranked_target(runtime: np.ndarray, normalizers: np.ndarray | None = None) -> np.ndarray:
+    """runtime / normalizer (tile; a zero normalizer counts as 1) or runtime (layout), float64."""
+    rt = np.asarray(runtime, dtype=np.float64).reshape(-1)
+    if normalizers is None:
         return rt
+    norm = np.asarray(normalizers, dtype=np.float64).reshape(-1)
+    return rt / np.where(norm == 0, 1.0, norm)
 
 
 def discover(root: str | os.PathLike, collections: Iterable[Collection] | None = None,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from features.heuristic import (config_chunks, graph_costs, iter_npz_rows, layout_costs, log_costs,
+from features.heuristic import (config_chunks, graph_costs, layout_costs, log_costs,
                                 rank_fraction, tile_costs)
-from features.io import load_graph
+from features.io import iter_npz_rows, load_graph
 
 
 def _tile(out_bounds):
