@@ -34,9 +34,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from features.atomic import write_json
-from features.collections import Collection, parse_collections
-from features.config import StageConfig, parse_config, run_metadata
+from tpurank.atomic import write_json
+from tpurank.collections import Collection, parse_collections
+from tpurank.config import StageConfig, parse_config, run_metadata
 from features.io import discover
 from models.metrics import final_score, graph_score
 from models.predictions import (NORMALISATIONS, model_runs, predictions_path,

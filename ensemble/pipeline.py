@@ -127,7 +127,7 @@ def predict(run: Run) -> dict[str, float]:
 def submit(run: Run, score_if_possible: bool = True) -> Path:
     """blend -> check; then score when the data root carries hidden test runtimes (samples)."""
     run_stages(run, ["blend", "check"])
-    from features.collections import hidden_runtimes_path
+    from tpurank.collections import hidden_runtimes_path
 
     if score_if_possible and hidden_runtimes_path(run.data).is_file():
         run_stage(run, "score")
@@ -141,7 +141,7 @@ def find_data(data: str | os.PathLike | None = None, sample_dir: str | os.PathLi
     The sample is generated into ``sample_dir`` on first use (``features.sample``) and reused
     afterwards (its ``.complete`` marker is written last).
     """
-    from features.collections import default_data_root, npz_dir
+    from tpurank.collections import default_data_root, npz_dir
 
     if data:
         root = Path(data)

@@ -25,8 +25,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from features.atomic import write_json
-from features.collections import Collection, get_collection
+from tpurank.atomic import write_json
+from tpurank.collections import Collection, get_collection
 from models.metrics import TILE_TOP_K, kendall_tau, tile_score
 
 SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
@@ -131,7 +131,7 @@ def heuristic_scores(graphs: Sequence[RealGraph], collection: str) -> Scores:
 
 def _features_pipeline(work: Path, features_dir: Path, coll: Collection) -> tuple[Any, Any]:
     from features.build import BuildConfig, load_norm
-    from features.config import load_run_config
+    from tpurank.config import load_run_config
 
     build_json = features_dir / coll.slug / "build.json"
     if not build_json.is_file():

@@ -24,9 +24,9 @@ from typing import Mapping, Sequence
 import numpy as np
 from scipy.stats import rankdata
 
-from features.atomic import atomic_path, write_json, write_text
-from features.collections import Collection, get_collection
-from features.config import parse_config, run_metadata
+from tpurank.atomic import atomic_path, write_json, write_text
+from tpurank.collections import Collection, get_collection
+from tpurank.config import parse_config, run_metadata
 from models.metrics import graph_score
 from models.predictions import model_runs, read_model_predictions
 

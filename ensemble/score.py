@@ -14,7 +14,7 @@ from typing import Mapping
 
 import numpy as np
 
-from features.collections import COLLECTIONS
+from tpurank.collections import COLLECTIONS
 from features.io import read_hidden_runtimes
 from models.metrics import final_score, tau_from_ranking, tile_score_from_ranking
 

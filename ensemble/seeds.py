@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from features.atomic import write_json, write_text
-from features.collections import Collection, parse_collections
-from features.config import parse_config
+from tpurank.atomic import write_json, write_text
+from tpurank.collections import Collection, parse_collections
+from tpurank.config import parse_config
 from features.io import discover
 from models.predictions import model_runs, read_model_predictions, run_name
 

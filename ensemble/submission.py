@@ -23,8 +23,8 @@ from typing import Mapping
 
 import numpy as np
 
-from features.atomic import write_text
-from features.collections import COLLECTIONS, Collection
+from tpurank.atomic import write_text
+from tpurank.collections import COLLECTIONS, Collection
 from features.io import discover
 from models.metrics import TILE_TOP_K
 from models.predictions import ranking

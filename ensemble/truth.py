@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from features.collections import Collection
+from tpurank.collections import Collection
 from features.io import BadGraphError, discover, npz_headers, ranked_target, read_hidden_runtimes
 
 

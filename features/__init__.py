@@ -3,4 +3,3 @@
 Data flows one way: ``features`` -> ``models`` -> ``ensemble``. Nothing here imports a later package.
 """
 
-__version__ = "0.1.0"

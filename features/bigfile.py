@@ -37,7 +37,7 @@ from typing import IO
 import numpy as np
 from tqdm import tqdm
 
-from features.atomic import atomic_path
+from tpurank.atomic import atomic_path
 from features.io import LAYOUT_CONFIG_DIM, NODE_FEAT_DIM
 
 __all__ = ["write_layout_npz", "layout_arrays", "tile_arrays", "write_tile_npz", "write_mini_root",
@@ -200,7 +200,7 @@ def write_mini_root(root: str | os.PathLike, seed: int = 0) -> Path:
 
     Independent of the sample generator; used by the data-layer tests and benchmarks.
     """
-    from features.collections import COLLECTIONS, SPLITS
+    from tpurank.collections import COLLECTIONS, SPLITS
 
     root = Path(root)
     for i, coll in enumerate(COLLECTIONS):

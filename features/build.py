@@ -36,10 +36,10 @@ from typing import Any, Callable, Iterable
 import numpy as np
 from tqdm import tqdm
 
-from features import __version__
-from features.atomic import save_npz, write_json
-from features.collections import Collection, get_collection, parse_collections, pb_dir, npz_dir
-from features.config import StageConfig, parse_config, save_run_config
+from tpurank import __version__
+from tpurank.atomic import save_npz, write_json
+from tpurank.collections import Collection, get_collection, parse_collections, pb_dir, npz_dir
+from tpurank.config import StageConfig, parse_config, save_run_config
 from features.dotdims import DotDims
 from features.io import Graph, GraphFile, discover, load_graph
 from features.processed import (ProcessedGraph, graph_dir, norm_path, save_processed,
@@ -669,7 +669,7 @@ def _remove_stale(features_dir: Path, colls: list[Collection], splits: list[str]
 def load_build_config(features_dir: str | os.PathLike, collection: Collection | str) -> BuildConfig:
     """The :class:`BuildConfig` a feature directory was built with (to featurize new graphs the
     same way, e.g. ``process_graph(graph, coll, "test", stem, load_norm(...), cfg)``)."""
-    from features.config import load_run_config
+    from tpurank.config import load_run_config
 
     coll = get_collection(collection) if isinstance(collection, str) else collection
     return load_run_config(BuildConfig, Path(features_dir) / coll.slug / "build.json")

@@ -40,7 +40,7 @@ from typing import IO, Iterable
 import numpy as np
 from tqdm import tqdm
 
-from features.collections import parse_collections
+from tpurank.collections import parse_collections
 from features.io import (DEFAULT_CHUNK_BYTES, LAYOUT_KEYS, TILE_KEYS, BadGraphError, Graph,
                          discover, graph_from_arrays, iter_npz_chunks, npz_headers, open_npz,
                          read_npz_member)

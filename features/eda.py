@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 from matplotlib.figure import Figure
 
-from features.collections import COLLECTIONS, SPLITS, Collection, parse_collections
+from tpurank.collections import COLLECTIONS, SPLITS, Collection, parse_collections
 from features.io import GraphFile, discover, npz_headers, read_npz_member
 
 STAT_COLUMNS = ("collection", "split", "stem", "nodes", "edges", "configs", "configurable_nodes",

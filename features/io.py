@@ -24,7 +24,7 @@ from typing import IO, Iterable, Iterator
 
 import numpy as np
 
-from features.collections import COLLECTIONS, SPLITS, Collection
+from tpurank.collections import COLLECTIONS, SPLITS, Collection
 
 TILE_KEYS = ("node_feat", "node_opcode", "edge_index", "config_feat", "config_runtime",
              "config_runtime_normalizers")
@@ -176,7 +176,7 @@ def read_hidden_runtimes(root: str | os.PathLike) -> dict[str, np.ndarray] | Non
     Values are what is ranked: runtime/normalizer for tile, runtime for layout (float64).
     Kaggle data never has them; the sample generator writes them apart from the npz files.
     """
-    from features.collections import hidden_runtimes_path
+    from tpurank.collections import hidden_runtimes_path
 
     path = hidden_runtimes_path(root)
     if not path.is_file():

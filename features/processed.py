@@ -25,8 +25,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from features.atomic import write_json
-from features.collections import Collection
+from tpurank.atomic import write_json
+from tpurank.collections import Collection
 
 ARRAYS = ("node_feat", "node_opcode", "edge_index", "orig_node_ids", "config_feat",
           "config_node_pos", "target", "config_index")

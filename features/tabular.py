@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from features import heuristic
-from features.atomic import atomic_path
+from tpurank.atomic import atomic_path
 from features.io import Graph
 from features.transforms import (MAX_RANK, SHAPE_DIMS, node_depths, opcode_ids, producers_csr,
                                  prune_graph, repad_tile_config, tensor_rank)

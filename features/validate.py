@@ -44,8 +44,8 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from features.atomic import write_json
-from features.collections import COLLECTIONS, SPLITS, parse_collections
+from tpurank.atomic import write_json
+from tpurank.collections import COLLECTIONS, SPLITS, parse_collections
 from features.io import (LAYOUT_CONFIG_DIM, LAYOUT_KEYS, NODE_FEAT_DIM, TILE_CONFIG_DIM, TILE_KEYS,
                          BadGraphError, Graph, NpyHeader, discover, iter_npz_chunks, npz_headers,
                          open_npz, read_npz_member)

@@ -108,7 +108,7 @@ def build_code(out: Path) -> None:
     run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
          "-w", str(out), str(REPO)])
     sys.path.insert(0, str(REPO))
-    from features.config import git_sha
+    from tpurank.config import git_sha
 
     info = {"git_sha": git_sha(REPO), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "wheels": sorted(p.name for p in out.glob("*.whl"))}

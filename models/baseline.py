@@ -25,8 +25,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from features.collections import parse_collections
-from features.config import StageConfig, parse_config, save_run_config
+from tpurank.collections import parse_collections
+from tpurank.config import StageConfig, parse_config, save_run_config
 from features.heuristic import graph_costs  # also imported from here by ensemble.real, models.gnn
 from features.io import discover
 from models.predictions import predictions_path, write_predictions

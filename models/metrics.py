@@ -10,7 +10,7 @@ from typing import Mapping
 import numpy as np
 from scipy.stats import kendalltau
 
-from features.collections import Collection
+from tpurank.collections import Collection
 
 TILE_TOP_K = 5
 

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from features.atomic import save_npz
-from features.collections import Collection
+from tpurank.atomic import save_npz
+from tpurank.collections import Collection
 
 
 def predictions_path(preds_dir: str | os.PathLike, model: str, collection: Collection,

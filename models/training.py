@@ -20,7 +20,7 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 
-from features.atomic import atomic_path
+from tpurank.atomic import atomic_path
 
 
 def seed_everything(seed: int, deterministic: bool = False) -> None:

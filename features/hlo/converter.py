@@ -10,8 +10,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from features.atomic import save_npz
-from features.collections import Collection, get_collection
+from tpurank.atomic import save_npz
+from tpurank.collections import Collection, get_collection
 from features.hlo.convert import (LAYOUT_CONFIG_DIM, is_layout_record, is_tile_record,
                                   layout_record_arrays, module_arrays, opcode_ids,
                                   tile_record_arrays)

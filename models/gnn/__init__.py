@@ -14,9 +14,9 @@ from typing import Any
 
 def __getattr__(name: str) -> Any:  # lazy: importing the package does not import torch
     if name in ("load_trained", "predict_costs"):
-        from models.gnn import train
+        from models.gnn import infer
 
-        return getattr(train, name)
+        return getattr(infer, name)
     raise AttributeError(name)
 
 

@@ -13,7 +13,7 @@ import importlib
 import sys
 from pathlib import Path
 
-from features.config import parse_config
+from tpurank.config import parse_config
 
 
 def _with_default_preset(argv: list[str]) -> list[str]:
@@ -39,7 +39,7 @@ def train_main(argv: list[str]) -> int:
 
 def predict_main(argv: list[str]) -> int:
     from models.gnn.config import GnnConfig
-    from models.gnn.train import predict_collection
+    from models.gnn.infer import predict_collection
 
     cfg = parse_config(GnnConfig, _with_default_preset(argv), prog="python -m models.gnn predict")
     for coll in cfg.collection_list():

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from features.collections import Collection
-from features.config import StageConfig
+from tpurank.collections import Collection
+from tpurank.config import StageConfig
 
 
 @dataclass
@@ -68,7 +68,7 @@ class GnnConfig(StageConfig):
     }
 
     def collection_list(self) -> list[Collection]:
-        from features.collections import parse_collections
+        from tpurank.collections import parse_collections
 
         return parse_collections(self.collection or self.collections)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from features.collections import Collection, get_collection
+from tpurank.collections import Collection, get_collection
 from features.processed import ProcessedGraph, iter_processed
 
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from features.atomic import write_json, write_text
-from features.collections import Collection
-from features.config import apply_overrides, config_from_args, add_config_arguments
+from tpurank.atomic import write_json, write_text
+from tpurank.collections import Collection
+from tpurank.config import apply_overrides, config_from_args, add_config_arguments
 from features.io import discover, load_graph
 from models import metrics
 from models.gnn.config import GnnConfig

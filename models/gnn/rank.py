@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from features.collections import Collection, get_collection
+from tpurank.collections import Collection, get_collection
 
 DEFAULT_COLLECTION = "layout:xla:random"
 
@@ -56,7 +56,7 @@ def load_pipeline(work: str | Path, collection: Collection, seed: int | None = N
                   device: str = "cpu") -> tuple[Any, Any, Any, Any]:
     """``(model, gnn_cfg, build_cfg, norm)`` of the trained pipeline under ``work``."""
     from features.build import BuildConfig, load_norm
-    from features.config import load_run_config
+    from tpurank.config import load_run_config
     from models.gnn import load_trained
 
     work = Path(work)
@@ -139,7 +139,7 @@ def format_table(result: RankResult, top: int = 10) -> str:
 
 def write_csv(result: RankResult, path: str | Path) -> None:
     """All candidates, best first: rank, candidate, cost, and the 18 values of every node."""
-    from features.atomic import atomic_path
+    from tpurank.atomic import atomic_path
 
     with atomic_path(path, suffix=".csv") as tmp, open(tmp, "w", newline="") as fh:
         w = csv.writer(fh)

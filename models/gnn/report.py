@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from features.atomic import atomic_path  # noqa: E402
+from tpurank.atomic import atomic_path  # noqa: E402
 
 
 def _save(fig: plt.Figure, path: Path) -> None:

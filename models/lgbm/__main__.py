@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from features.config import parse_config
+from tpurank.config import parse_config
 from models.lgbm.config import LgbmConfig
 
 USAGE = __doc__

@@ -6,8 +6,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from features.collections import Collection, parse_collections
-from features.config import StageConfig
+from tpurank.collections import Collection, parse_collections
+from tpurank.config import StageConfig
 from models.predictions import run_name
 
 MODEL_NAME = "lgbm"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from features.atomic import write_json
-from features.collections import parse_collections
+from tpurank.atomic import write_json
+from tpurank.collections import parse_collections
 from features.processed import tabular_path
 from models.lgbm.data import truth_by_graph
 from models.metrics import score_collection

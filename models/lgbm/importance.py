@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from features.atomic import atomic_path, write_json, write_text
+from tpurank.atomic import atomic_path, write_json, write_text
 from models.lgbm.model import RankerModel
 
 TOP_PLOTTED = 30

@@ -15,7 +15,7 @@ import lightgbm as lgb
 import numpy as np
 from tqdm.auto import tqdm
 
-from features.atomic import atomic_path, write_json
+from tpurank.atomic import atomic_path, write_json
 from models.lgbm.data import (Keys, assemble_costs, feature_columns, graph_runs, iter_batches,
                               read_keys, read_rows)
 from models.lgbm.pairwise import choose_refs, pairwise_scores

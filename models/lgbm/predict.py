@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from features.collections import Collection
+from tpurank.collections import Collection
 from features.io import discover
 from features.processed import tabular_path
 from models.lgbm.config import LgbmConfig

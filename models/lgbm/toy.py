@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from features.collections import COLLECTIONS, Collection
+from tpurank.collections import COLLECTIONS, Collection
 from features.processed import tabular_path
 
 

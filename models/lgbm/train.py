@@ -21,9 +21,9 @@ import lightgbm as lgb
 import numpy as np
 from tqdm.auto import tqdm
 
-from features.atomic import write_json
-from features.collections import Collection
-from features.config import save_run_config
+from tpurank.atomic import write_json
+from tpurank.collections import Collection
+from tpurank.config import save_run_config
 from features.processed import tabular_path
 from models.lgbm.config import LgbmConfig
 from models.lgbm.data import (Rows, chunk_groups, concat_rows, feature_columns, graph_runs, load_rows,

@@ -15,7 +15,7 @@ import numpy as np
 
 from ensemble.blend import fit_weights
 from ensemble.submission import check_file, submission_rows, write_submission
-from features.collections import COLLECTIONS, get_collection
+from tpurank.collections import COLLECTIONS, get_collection
 from models.predictions import normalise_costs
 
 

@@ -46,7 +46,7 @@ def measured_build(args: list[str]) -> dict[str, float]:
 
 def big_root() -> Path:
     from features.bigfile import write_layout_npz
-    from features.collections import get_collection
+    from tpurank.collections import get_collection
 
     root = BENCH_DIR / f"root-{NODES}-{CONFIGS}-{CONFIG_NODES}"
     path = get_collection("layout:xla:random").split_dir(root, "train") / "big.npz"

@@ -10,8 +10,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from features.collections import get_collection
-from features.config import with_preset
+from tpurank.collections import get_collection
+from tpurank.config import with_preset
 from features.processed import tabular_path
 from models.lgbm.config import LgbmConfig
 from models.lgbm.data import load_rows

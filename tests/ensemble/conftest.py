@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from features.collections import COLLECTIONS, hidden_runtimes_path
+from tpurank.collections import COLLECTIONS, hidden_runtimes_path
 
 N_GRAPHS = {"valid": 4, "test": 3}
 

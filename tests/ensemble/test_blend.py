@@ -9,8 +9,8 @@ import pytest
 
 from ensemble.blend import BlendConfig, fit_weights, run_blend, simplex_grid
 from ensemble.submission import check_file, read_submission
-from features.collections import get_collection
-from features.config import parse_config
+from tpurank.collections import get_collection
+from tpurank.config import parse_config
 from models.metrics import kendall_tau
 from models.predictions import (normalise_costs, predictions_path, read_predictions,
                                 write_predictions)
@@ -100,7 +100,7 @@ def test_tile_fit_uses_top5_score():
 def _write_model(fake_root, work, name, transform, seed):
     rng = np.random.default_rng(seed)
     from ensemble.truth import truth as read_truth
-    from features.collections import COLLECTIONS
+    from tpurank.collections import COLLECTIONS
     from features.io import discover
     for coll in COLLECTIONS:
         for split in ("valid", "test"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from features.collections import get_collection
+from tpurank.collections import get_collection
 from models.predictions import (model_runs, normalise_costs, predictions_path,
                                 read_model_predictions, run_name, write_predictions)
 

@@ -8,8 +8,8 @@ import numpy as np
 
 from ensemble.blend import BlendConfig, run_blend
 from ensemble.report import ReportConfig, main as report_main
-from features.collections import COLLECTIONS
-from features.config import parse_config
+from tpurank.collections import COLLECTIONS
+from tpurank.config import parse_config
 from features.io import discover
 from models.predictions import predictions_path, write_predictions
 

@@ -11,7 +11,7 @@ from ensemble import score, submit
 from ensemble.__main__ import main as ensemble_main
 from ensemble.submission import submission_rows, write_submission
 from ensemble.truth import truth
-from features.collections import COLLECTIONS
+from tpurank.collections import COLLECTIONS
 from models.metrics import kendall_tau
 
 

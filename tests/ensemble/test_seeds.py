@@ -8,7 +8,7 @@ import numpy as np
 
 from ensemble.seeds import main
 from ensemble.truth import truth as read_truth
-from features.collections import COLLECTIONS
+from tpurank.collections import COLLECTIONS
 from features.io import discover
 from models.predictions import predictions_path, write_predictions
 

@@ -8,7 +8,7 @@ import pytest
 from ensemble.submission import (check_file, check_text, expected_rows, format_submission,
                                  main, read_submission, submission_rows, write_submission)
 from ensemble.truth import config_count
-from features.collections import get_collection
+from tpurank.collections import get_collection
 from features.io import discover
 
 TILE = get_collection("tile:xla")

@@ -13,7 +13,7 @@ import pytest
 from features.bigfile import layout_arrays, write_mini_root
 from features.build import (BuildConfig, build_features, load_build_config, load_norm,
                             node_feature_names, process_graph)
-from features.collections import COLLECTIONS, get_collection
+from tpurank.collections import COLLECTIONS, get_collection
 from features.heuristic import log_costs, rank_fraction
 from features.io import discover, load_graph
 from features import tabular as tab

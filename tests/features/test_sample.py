@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from features import sample
-from features.collections import COLLECTIONS, hidden_runtimes_path
+from features.sample.motifs import _relu
+from tpurank.collections import COLLECTIONS, hidden_runtimes_path
 from features.io import LAYOUT_KEYS, TILE_KEYS, discover, load_npz, read_hidden_runtimes
 
 VALID_OPCODES = set(sample.OPCODE_IDS.values())
@@ -197,7 +198,7 @@ def test_tile_normalizers_differ_per_row(tiny_root: Path) -> None:
 def _conv_graph(batch: int = 8, cin: int = 128, cout: int = 128) -> sample.FlatGraph:
     b = sample.HloBuilder()
     x = b.param((batch, 32, 32, cin))
-    y = sample._relu(b, b.conv(x, b.param((3, 3, cin, cout))))
+    y = _relu(b, b.conv(x, b.param((3, 3, cin, cout))))
     r = b.reshape(y, (batch * 32 * 32, cout))
     b.tuple_([r])
     return b.finalize()

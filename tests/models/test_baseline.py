@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from features.collections import COLLECTIONS
+from tpurank.collections import COLLECTIONS
 from features.heuristic import graph_costs
 from features.io import discover
 from models.baseline import main

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import kendalltau
 
-from features.collections import get_collection
+from tpurank.collections import get_collection
 from models.metrics import (final_score, graph_score, kendall_tau, score_collection,
                             tau_from_ranking, tile_score, tile_score_from_ranking)
 

@@ -11,7 +11,7 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from features.collections import Collection, get_collection
+from tpurank.collections import Collection, get_collection
 from features.processed import ProcessedGraph, graph_dir, save_processed
 
 NODE_DIM = 6

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from features.collections import get_collection
+from tpurank.collections import get_collection
 from models.gnn.data import config_rows, graph_tensors, sample_configs
 from models.gnn.model import CrossConfigAttention, ModelArgs, RankerGNN
 

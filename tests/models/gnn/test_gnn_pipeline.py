@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from features.collections import COLLECTIONS
+from tpurank.collections import COLLECTIONS
 from features.io import discover
 from models.gnn.__main__ import main as gnn_main
 from models.predictions import predictions_path, read_predictions

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from features.collections import get_collection
+from tpurank.collections import get_collection
 from features.processed import iter_processed
 from models.gnn.__main__ import main as gnn_main
 from models.gnn.config import GnnConfig
-from models.gnn.train import (load_trained, load_trained_dir, predict_collection, predict_costs,
-                              train_collection)
+from models.gnn.infer import load_trained, load_trained_dir, predict_collection, predict_costs
+from models.gnn.train import train_collection
 from models.predictions import read_predictions
 from models.training import load_checkpoint
 
@@ -107,7 +107,7 @@ def test_missing_features_error_names_the_directory(tmp_path):
 
 
 def test_source_order_restores_file_order_and_rejects_dedup(graph_factory):
-    from models.gnn.train import source_order
+    from models.gnn.infer import source_order
 
     g = graph_factory(get_collection("tile:xla"), "test", "x", seed=1, configs=4)
     g.config_index = np.array([2, 0, 3, 1])

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from features.collections import COLLECTIONS
+from tpurank.collections import COLLECTIONS
 from models.lgbm.toy import write_toy_features
 
 

@@ -9,8 +9,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from features.collections import get_collection
-from features.config import with_preset
+from tpurank.collections import get_collection
+from tpurank.config import with_preset
 from features.processed import tabular_path
 from models.lgbm.__main__ import main
 from models.lgbm.config import LgbmConfig

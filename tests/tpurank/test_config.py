@@ -8,7 +8,7 @@ from typing import ClassVar
 
 import pytest
 
-from features.config import (StageConfig, load_run_config, parse_config, save_run_config,
+from tpurank.config import (StageConfig, load_run_config, parse_config, save_run_config,
                              with_preset)
 
 

@@ -24,8 +24,8 @@ import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
-from features import __version__
-from features.atomic import write_json
+from tpurank import __version__
+from tpurank.atomic import write_json
 
 T = TypeVar("T")
 

@@ -1,0 +1,63 @@
+"""Constants: opcodes, element types, hardware (part of the sample generator, see ``features.sample``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+_OPCODE_TSV = Path(__file__).resolve().parent.parent / "data" / "hlo_opcodes.tsv"
+
+
+def _load_opcodes() -> dict[str, int]:
+    ids: dict[str, int] = {}
+    for line in _OPCODE_TSV.read_text().splitlines()[1:]:
+        parts = line.split("\t")
+        if len(parts) >= 2 and parts[0].strip().isdigit():
+            ids[parts[1].strip()] = int(parts[0])
+    return ids
+
+
+OPCODE_IDS = _load_opcodes()
+ELEMENT_TYPES = ("invalid", "pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "f16",
+                 "f32", "f64", "bf16", "c64", "c128", "tuple", "opaque", "token")
+TYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4,
+              "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
+#: ops whose output takes the layout of their first operand (layout propagation)
+PROPAGATING = frozenset({"add", "subtract", "multiply", "divide", "maximum", "minimum",
+                         "exponential", "tanh", "rsqrt", "sqrt", "negate", "abs", "log",
+                         "convert", "select", "compare", "power", "logistic", "clamp"})
+NO_COST = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast"})
+
+PEAK_FLOP_PER_NS = 1.2e5  # ~120 TFLOP/s
+HBM_BYTES_PER_NS = 1.0e3  # ~1 TB/s
+OP_OVERHEAD_NS = 350.0
+COPY_OVERHEAD_NS = 900.0
+FUSED_ELEMENTWISE = 0.35  # elementwise ops are fused: they pay a fraction of their bytes
+VMEM_BUDGET = 16 * 2 ** 20
+LAYOUT_NOISE = 0.0015
+TILE_NOISE = 0.005
+MACHINE_SPEED = (1.0, 1.04, 0.965)
+
+
+@dataclass(frozen=True)
+class ScaleSpec:
+    """Sizes of one scale (see the README ``sample`` section)."""
+
+    tile_counts: tuple[int, int, int]
+    tile_nodes: tuple[int, int]
+    tile_configs: tuple[int, int]
+    layout_counts: tuple[int, int, int]
+    nlp_nodes: tuple[int, int]
+    xla_nodes: tuple[int, int]
+    configurable: tuple[int, int]
+    layout_configs: tuple[int, int]
+    test_configs: int | None  # None: same range as train
+
+
+SCALES: dict[str, ScaleSpec] = {
+    "tiny": ScaleSpec((12, 4, 4), (5, 40), (15, 40), (4, 2, 2), (60, 300), (60, 300), (3, 12),
+                      (24, 48), None),
+    "small": ScaleSpec((160, 32, 32), (3, 60), (20, 120), (20, 6, 6), (300, 1500), (400, 2500),
+                       (8, 60), (200, 600), 300),
+}

@@ -1,0 +1,272 @@
+"""HLO builder and featurizer (part of the sample generator, see ``features.sample``)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+import numpy as np
+
+from features.sample.constants import ELEMENT_TYPES
+
+
+@dataclass
+class Node:
+    op: str
+    shape: tuple[int, ...]
+    dtype: str = "f32"
+    operands: tuple[int, ...] = ()
+    attrs: dict = field(default_factory=dict)
+    calls: tuple[int, ...] = ()
+    layout: tuple[int, ...] | None = None  # minor_to_major; None = row-major (descending)
+
+
+def row_major(rank: int) -> tuple[int, ...]:
+    return tuple(range(rank - 1, -1, -1))
+
+
+class HloBuilder:
+    """Builds computations op by op; :meth:`finalize` flattens them into a graph."""
+
+    def __init__(self) -> None:
+        self.comps: list[list[Node]] = []
+        self.entry = self.new_comp()
+        self.cur = self.entry
+        #: forward convolutions (x, w, conv, activation or None, stride, lhs_dilation) when
+        #: a training graph records them for its backward pass
+        self.trace: list[tuple[int, int, int, int | None, int, int]] | None = None
+        #: dense layers (x, w, dot) of a training transformer, for its backward pass
+        self.dense_trace: list[tuple[int, int, int]] | None = None
+        #: ALBERT-style cross-layer weight sharing: weights by (slot in layer, shape)
+        self.shared: dict[tuple, int] | None = None
+        self.layer_slot = 0
+
+    # -- structure ------------------------------------------------------------------------
+    def new_comp(self) -> int:
+        self.comps.append([])
+        return len(self.comps) - 1
+
+    def add(self, op: str, shape: Sequence[int], operands: Sequence[int] = (), dtype: str = "f32",
+            comp: int | None = None, calls: Sequence[int] = (),
+            layout: Sequence[int] | None = None, **attrs) -> int:
+        nodes = self.comps[self.cur if comp is None else comp]
+        nodes.append(Node(op, tuple(int(s) for s in shape), dtype, tuple(operands), attrs,
+                          tuple(calls), tuple(layout) if layout is not None else None))
+        return len(nodes) - 1
+
+    def node(self, i: int) -> Node:
+        return self.comps[self.cur][i]
+
+    def shape(self, i: int) -> tuple[int, ...]:
+        return self.comps[self.cur][i].shape
+
+    def dtype(self, i: int) -> str:
+        return self.comps[self.cur][i].dtype
+
+    def num_nodes(self) -> int:
+        return sum(len(c) for c in self.comps)
+
+    # -- ops ------------------------------------------------------------------------------
+    def param(self, shape: Sequence[int], dtype: str = "f32", **kw) -> int:
+        n = sum(1 for x in self.comps[self.cur] if x.op == "parameter")
+        return self.add("parameter", shape, (), dtype, parameter_number=n, **kw)
+
+    def const(self, shape: Sequence[int] = (), dtype: str = "f32") -> int:
+        return self.add("constant", shape, (), dtype)
+
+    def bcast(self, x: int, shape: Sequence[int], dims: Sequence[int]) -> int:
+        return self.add("broadcast", shape, (x,), self.dtype(x), dimensions=tuple(dims))
+
+    def scalar_bcast(self, shape: Sequence[int], dtype: str = "f32") -> int:
+        return self.bcast(self.const((), dtype), shape, ())
+
+    def ew(self, op: str, *xs: int, dtype: str | None = None) -> int:
+        return self.add(op, self.shape(xs[0]), xs, dtype or self.dtype(xs[0]))
+
+    def reshape(self, x: int, shape: Sequence[int]) -> int:
+        assert math.prod(shape) == math.prod(self.shape(x)), (shape, self.shape(x))
+        return self.add("reshape", shape, (x,), self.dtype(x))
+
+    def transpose(self, x: int, perm: Sequence[int]) -> int:
+        s = self.shape(x)
+        return self.add("transpose", [s[p] for p in perm], (x,), self.dtype(x),
+                        dimensions=tuple(perm))
+
+    def dot(self, a: int, b: int, lc: Sequence[int], rc: Sequence[int], lb: Sequence[int] = (),
+            rb: Sequence[int] = ()) -> int:
+        sa, sb = self.shape(a), self.shape(b)
+        out = [sa[i] for i in lb] + [sa[i] for i in range(len(sa)) if i not in lc and i not in lb]
+        out += [sb[i] for i in range(len(sb)) if i not in rc and i not in rb]
+        return self.add("dot", out, (a, b), self.dtype(a),
+                        dot=dict(lc=tuple(lc), rc=tuple(rc), lb=tuple(lb), rb=tuple(rb)))
+
+    def conv(self, x: int, w: int, stride: int = 1, pad: int | None = None,
+             lhs_dilation: int = 1) -> int:
+        """NHWC / NDHWC convolution with an HWIO kernel (``b01f_01io->b01f``)."""
+        sx, sw = self.shape(x), self.shape(w)
+        nsp = len(sx) - 2
+        ks = sw[:nsp]
+        pads = [k // 2 if pad is None else pad for k in ks]
+        spatial = []
+        for d in range(nsp):
+            size = (sx[1 + d] - 1) * lhs_dilation + 1
+            spatial.append((size + 2 * pads[d] - ks[d]) // stride + 1)
+        win = dict(size=list(ks), stride=[stride] * nsp, pad_lo=pads, pad_hi=pads,
+                   wdil=[1] * nsp, bdil=[lhs_dilation] * nsp)
+        dn = dict(ib=0, if_=nsp + 1, isp=list(range(1, nsp + 1)), ki=nsp, ko=nsp + 1,
+                  ksp=list(range(nsp)), ob=0, of=nsp + 1)
+        return self.add("convolution", [sx[0], *spatial, sw[-1]], (x, w), self.dtype(x),
+                        window=win, conv=dn, feature_group_count=1, batch_group_count=1)
+
+    def conv_general(self, x: int, w: int, out_shape: Sequence[int], size: Sequence[int],
+                     pad: int, dn: dict, wdil: int = 1, bdil: int = 1) -> int:
+        """A convolution with explicit dimension numbers (backward-pass convolutions)."""
+        nsp = len(size)
+        win = dict(size=list(size), stride=[1] * nsp, pad_lo=[pad] * nsp, pad_hi=[pad] * nsp,
+                   wdil=[wdil] * nsp, bdil=[bdil] * nsp)
+        return self.add("convolution", out_shape, (x, w), self.dtype(x), window=win, conv=dn,
+                        feature_group_count=1, batch_group_count=1)
+
+    def reverse(self, x: int, dims: Sequence[int]) -> int:
+        return self.add("reverse", self.shape(x), (x,), self.dtype(x), dimensions=tuple(dims))
+
+    def reducer(self, kind: str = "add", dtype: str = "f32") -> int:
+        c = self.new_comp()
+        a = self.add("parameter", (), (), dtype, comp=c, parameter_number=0)
+        b = self.add("parameter", (), (), dtype, comp=c, parameter_number=1)
+        self.add(kind, (), (a, b), dtype, comp=c)
+        return c
+
+    def reduce(self, x: int, dims: Sequence[int], kind: str = "add") -> int:
+        s, dt = self.shape(x), self.dtype(x)
+        out = [v for i, v in enumerate(s) if i not in dims]
+        init = self.const((), dt)
+        return self.add("reduce", out, (x, init), dt, calls=(self.reducer(kind, dt),),
+                        dimensions=tuple(dims))
+
+    def reduce_window(self, x: int, k: int, stride: int) -> int:
+        s, dt = self.shape(x), self.dtype(x)
+        nsp = len(s) - 2
+        out = [s[0]] + [(v - k) // stride + 1 for v in s[1:-1]] + [s[-1]]
+        r = len(s)
+        win = dict(size=[1] + [k] * nsp + [1], stride=[1] + [stride] * nsp + [1],
+                   pad_lo=[0] * r, pad_hi=[0] * r, wdil=[1] * r, bdil=[1] * r)
+        init = self.const((), dt)
+        return self.add("reduce-window", out, (x, init), dt, calls=(self.reducer("maximum", dt),),
+                        window=win)
+
+    def concat(self, xs: Sequence[int], dim: int) -> int:
+        s = list(self.shape(xs[0]))
+        s[dim] = sum(self.shape(x)[dim] for x in xs)
+        return self.add("concatenate", s, xs, self.dtype(xs[0]), dimensions=(dim,))
+
+    def slice(self, x: int, starts: Sequence[int], limits: Sequence[int]) -> int:
+        out = [hi - lo for lo, hi in zip(starts, limits)]
+        return self.add("slice", out, (x,), self.dtype(x),
+                        slice=dict(start=list(starts), stride=[1] * len(out), limit=list(limits)))
+
+    def tuple_(self, xs: Sequence[int]) -> int:
+        return self.add("tuple", (), xs, "tuple", tuple_size=len(xs))
+
+    # -- flattening -----------------------------------------------------------------------
+    def finalize(self) -> "FlatGraph":
+        order: list[int] = []
+        seen: set[int] = set()
+
+        def visit(c: int) -> None:  # callees before callers (proto order is topological)
+            if c in seen:
+                return
+            seen.add(c)
+            for nd in self.comps[c]:
+                for cc in nd.calls:
+                    visit(cc)
+            order.append(c)
+
+        visit(self.entry)
+        offset, start = {}, 0
+        for c in order:
+            offset[c] = start
+            start += len(self.comps[c])
+        nodes: list[Node] = []
+        edges: list[tuple[int, int]] = []
+        roots: list[int] = []
+        for c in order:
+            base = offset[c]
+            for i, nd in enumerate(self.comps[c]):
+                u = base + i
+                for v in dict.fromkeys(nd.operands):
+                    edges.append((u, base + v))
+                for cc in nd.calls:
+                    edges.append((u, offset[cc] + len(self.comps[cc]) - 1))
+                nodes.append(nd)
+            roots.append(base + len(self.comps[c]) - 1)
+        big = [offset[c] for c in order if len(self.comps[c]) >= 4]
+        splits = sorted({0, *big, len(nodes)})
+        return FlatGraph(nodes, np.array(edges, np.int64).reshape(-1, 2), set(roots),
+                         np.array(splits, np.int64), offset[self.entry])
+
+
+@dataclass
+class FlatGraph:
+    nodes: list[Node]
+    edges: np.ndarray  # (m, 2) [consumer, producer]
+    roots: set[int]
+    splits: np.ndarray
+    entry_start: int
+
+    def operands(self, u: int) -> list[int]:
+        """Global indices of the operands of node ``u`` (entry-relative mapping)."""
+        return self._ops[u]
+
+    def __post_init__(self) -> None:
+        self._ops: list[list[int]] = [[] for _ in self.nodes]
+        for u, v in self.edges.tolist():
+            self._ops[u].append(v)
+
+
+def _put_dims(f: np.ndarray, start: int, values: Sequence[int], width: int = 6,
+              agg: bool = True) -> None:
+    vals = list(values)[:width]
+    f[start:start + len(vals)] = vals
+    if agg:
+        f[start + width] = sum(vals)
+        f[start + width + 1] = math.prod(vals)
+
+
+def featurize(fg: FlatGraph) -> np.ndarray:
+    """node_feat (n, 140) float32 following SPEC §4 and the reference arrays' conventions."""
+    feat = np.zeros((len(fg.nodes), 140), np.float32)
+    for i, nd in enumerate(fg.nodes):
+        f = feat[i]
+        f[0] = float(i in fg.roots)
+        f[2 + ELEMENT_TYPES.index(nd.dtype)] = 1.0
+        _put_dims(f, 21, nd.shape)
+        f[29] = nd.attrs.get("tuple_size", 0)
+        f[30] = nd.attrs.get("parameter_number", 0)
+        f[31:31 + len(nd.attrs.get("dimensions", ()))] = nd.attrs.get("dimensions", ())
+        win = nd.attrs.get("window")
+        for k, key in enumerate(("size", "stride", "pad_lo", "pad_hi", "wdil", "bdil")):
+            _put_dims(f, 37 + 8 * k, win[key] if win else ())
+        if win:
+            f[92] = len(win["size"])  # reversal false count (nothing reversed)
+        dn = nd.attrs.get("conv")
+        if dn:
+            f[93], f[94] = dn["ib"], dn["if_"]
+            f[95:95 + len(dn["isp"])] = dn["isp"]
+            f[99], f[100] = dn["ki"], dn["ko"]
+            f[101:101 + len(dn["ksp"])] = dn["ksp"]
+            f[105], f[106] = dn["ob"], dn["of"]
+            f[107] = nd.attrs.get("feature_group_count", 1)
+            f[108] = nd.attrs.get("batch_group_count", 1)
+        sl = nd.attrs.get("slice", {})
+        for k, key in enumerate(("start", "stride", "limit")):
+            _put_dims(f, 109 + 4 * k, sl.get(key, ())[:2], width=2)
+        _put_dims(f, 121, nd.attrs.get("dyn_sizes", ()), width=2)
+        pad = nd.attrs.get("pad", {})
+        _put_dims(f, 125, pad.get("lo", ()), width=2)
+        _put_dims(f, 129, pad.get("hi", ()), width=2)
+        f[133] = nd.attrs.get("is_stable", 0)
+        if nd.shape:
+            lay = nd.layout or row_major(len(nd.shape))
+            f[134:134 + len(lay)] = lay
+    return feat

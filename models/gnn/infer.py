@@ -1,0 +1,168 @@
+"""Inference for the GNN ranker: config costs of a graph, validation scores, trained-model loading
+and prediction files.
+
+``train_costs`` is the seam the training loop calls for the costs of a step's configs; Graph
+Segment Training plugs in there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from tpurank.collections import Collection
+from tpurank.config import load_run_config
+from features.processed import ProcessedGraph
+from models import metrics
+from models.gnn.config import GnnConfig
+from models.gnn.data import GraphTensors, config_rows, graph_tensors, load_graphs
+from models.gnn.model import ModelArgs, RankerGNN
+from models.training import choose_device, eval_mode, load_checkpoint, set_cpu_threads
+
+MODEL_NAME = "gnn"
+
+
+class TensorCache:
+    """Config-independent tensors of each graph, built once per graph and kept."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self._cache: dict[int, GraphTensors] = {}
+
+    def get(self, g: ProcessedGraph) -> GraphTensors:
+        key = id(g)
+        if key not in self._cache:
+            self._cache[key] = graph_tensors(g, self.device)
+        return self._cache[key]
+
+
+def forward_configs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
+                    device: torch.device) -> torch.Tensor:
+    """Costs of configs ``idx`` of graph ``g`` (one batch)."""
+    feats = config_rows(g, idx, device)
+    return model(tensors.node_feat, tensors.node_opcode, tensors.edge_index, feats,
+                 tensors.config_node_pos)
+
+
+def predict_costs(model: RankerGNN, g: ProcessedGraph, batch_size: int = 64,
+                  idx: np.ndarray | None = None, cache: TensorCache | None = None) -> np.ndarray:
+    """Predicted cost (lower = faster) of every config of ``g`` (or of ``idx``), in that order.
+
+    Configs are split into near-equal consecutive chunks of at most ``batch_size``, so that
+    cross-configuration attention always sees a full-size context.
+    """
+    device = next(model.parameters()).device
+    tensors = (cache or TensorCache(device)).get(g)
+    idx = np.arange(g.num_configs) if idx is None else np.asarray(idx)
+    if len(idx) == 0:
+        return np.zeros(0, dtype=np.float64)
+    chunks = np.array_split(idx, math.ceil(len(idx) / max(1, batch_size)))
+    out = []
+    with eval_mode(model):
+        for chunk in chunks:
+            out.append(forward_configs(model, g, tensors, chunk, device).float().cpu().numpy())
+    return np.concatenate(out).astype(np.float64)
+
+
+def validation_subset(g: ProcessedGraph, max_configs: int, seed: int) -> np.ndarray:
+    """A fixed subset of a valid graph's configs used for early stopping (all when small)."""
+    if max_configs <= 0 or g.num_configs <= max_configs:
+        return np.arange(g.num_configs)
+    rng = np.random.default_rng([seed, 7919, g.num_configs])
+    return np.sort(rng.choice(g.num_configs, size=max_configs, replace=False))
+
+
+def evaluate(model: RankerGNN, collection: Collection, graphs: list[ProcessedGraph], cfg: GnnConfig,
+             cache: TensorCache | None = None, max_configs: int = 0) -> dict[str, Any]:
+    """Official per-graph scores (τ or tile top-5 score) on valid graphs with targets."""
+    preds, truth = {}, {}
+    for g in graphs:
+        if g.target is None or g.num_configs < 2:
+            continue
+        idx = validation_subset(g, max_configs, cfg.seed)
+        preds[g.stem] = predict_costs(model, g, cfg.predict_batch, idx, cache)
+        truth[g.stem] = np.asarray(g.target, dtype=np.float64)[idx]
+    if not truth:
+        return {"collection": collection.name, "score": float("nan"), "n_graphs": 0, "per_graph": {}}
+    return metrics.score_collection(collection, preds, truth)
+
+
+def train_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
+                device: torch.device, cfg: GnnConfig, step: int) -> torch.Tensor:
+    """Costs of a training step's configs ``idx`` of ``g`` (with gradient)."""
+    return forward_configs(model, g, tensors, idx, device)
+
+
+def load_trained_dir(model_dir: str | Path, device: torch.device | str = "cpu"
+                     ) -> tuple[RankerGNN, GnnConfig]:
+    """Model (best weights, eval mode) and config saved in ``model_dir``."""
+    model_dir = Path(model_dir)
+    state = load_checkpoint(model_dir / "best.pt", device)
+    model = RankerGNN(ModelArgs(**state["model_args"])).to(device)
+    model.load_state_dict(state["model"])
+    model.eval()
+    cfg_path = model_dir / "config.json"
+    cfg = load_run_config(GnnConfig, cfg_path) if cfg_path.is_file() else GnnConfig()
+    return model, cfg
+
+
+def load_trained(work: str | Path, collection: Collection | str, seed: int | None = None,
+                 tag: str = "", device: str = "auto") -> tuple[RankerGNN, GnnConfig]:
+    """Public API: the trained model of ``collection`` under ``WORK/models/gnn/`` and its config.
+
+    ``seed=None`` takes the lowest trained seed.
+    """
+    from tpurank.collections import get_collection
+
+    coll = get_collection(collection) if isinstance(collection, str) else collection
+    base = dataclasses.replace(GnnConfig(), work=str(work), tag=tag).collection_dir(coll)
+    if seed is None:
+        seeds = sorted(int(p.name[4:]) for p in base.glob("seed*")
+                       if p.name[4:].isdigit() and (p / "best.pt").is_file())
+        if not seeds:
+            raise FileNotFoundError(f"{base}: no trained GNN (seed*/best.pt); run "
+                                    f"`python -m models.gnn train --work {work} --collection {coll.name}`")
+        seed = seeds[0]
+    return load_trained_dir(base / f"seed{seed}", choose_device(device))
+
+
+def predict_collection(cfg: GnnConfig, collection: Collection, splits=("valid", "test")
+                       ) -> dict[str, Path]:
+    """Write ``WORK/preds/gnn/<slug>/<split>.npz`` for every graph and config of each split."""
+    from models.predictions import predictions_path, run_name, write_predictions
+
+    set_cpu_threads(cfg.threads)
+    device = choose_device(cfg.device)
+    model, saved = load_trained_dir(cfg.model_dir(collection), device)
+    written = {}
+    for split in splits:
+        graphs = load_graphs(cfg.features_dir(), collection, split)
+        costs = {g.stem: source_order(g, predict_costs(model, g, saved.predict_batch or cfg.predict_batch))
+                 for g in tqdm(graphs, desc=f"predict {collection.name}/{split}", leave=False)}
+        model_name = MODEL_NAME + (f"-{cfg.tag}" if cfg.tag else "")  # tagged runs stay apart
+        path = predictions_path(cfg.preds_dir(), run_name(model_name, cfg.seed), collection, split)
+        write_predictions(path, costs)
+        written[split] = path
+    return written
+
+
+def source_order(g: ProcessedGraph, cost: np.ndarray) -> np.ndarray:
+    """Costs in the source file's config order (``config_index``); valid/test graphs must keep
+    every config exactly once."""
+    index = np.asarray(g.config_index, dtype=np.int64)
+    if np.array_equal(index, np.arange(len(index))):
+        return cost
+    if not np.array_equal(np.sort(index), np.arange(len(index))):
+        raise ValueError(f"{g.collection}/{g.split}/{g.stem}: config_index is not a permutation of "
+                         f"all configs (deduplicated?); predictions need one cost per source config")
+    out = np.empty_like(cost)
+    out[index] = cost
+    return out
+
+
