@@ -11,6 +11,13 @@ columns) are encoded and either joined at every node before message passing (``t
 one graph copy per config, as for layout) or joined with the embedding of the kernel graph after
 pooling (``"late"``: one message passing per graph, config and graph embeddings combined with
 their product so the MLP can model kernel-specific preferences).
+
+The model has two parts: :meth:`RankerGNN.embed` (node encoder, config join, message passing,
+pooling: one vector per config, chunkable over configs and over graph segments, see
+``models.gnn.gst``) and the scoring part :meth:`RankerGNN.config_vectors` + :meth:`RankerGNN.score`
+(cross-configuration attention over a set of config vectors, then the MLP head). ``forward`` is
+the two in a row with the batch as its own attention context; inference can instead give every
+config the same fixed context (``models.gnn.infer.predict_costs``).
 """
 
 from __future__ import annotations
@@ -123,6 +130,26 @@ class Pool(nn.Module):
         weights = torch.softmax(self.gate(h).squeeze(-1), dim=1)
         return torch.einsum("bn,bnd->bd", weights, h)
 
+    def combine(self, parts: torch.Tensor, weights: torch.Tensor, mode: str = "pool") -> torch.Tensor:
+        """Pooled segment vectors ``parts`` (B, K, out_dim) -> one vector per config (B, out_dim).
+
+        ``weights`` (B, K) are the segments' node counts, 0 for a segment left out (stale
+        embedding dropout). ``mode="pool"`` combines like the pooling itself: size-weighted mean
+        of the mean half and max of the max half for ``meanmax`` (so segments that cut no edge
+        reproduce whole-graph pooling exactly), size-weighted mean for ``attention``;
+        ``mode="mean"`` is the size-weighted mean of whole vectors.
+        """
+        if mode not in ("pool", "mean"):
+            raise ValueError(f"unknown segment combine {mode!r}; expected pool or mean")
+        w = weights.to(parts.dtype)
+        mean = (parts * w[..., None]).sum(dim=1) / w.sum(dim=1, keepdim=True).clamp_min(1e-12)
+        if mode == "mean" or self.gate is not None:
+            return mean
+        half = parts.shape[-1] // 2
+        present = (weights > 0)[..., None]
+        top = parts[..., half:].masked_fill(~present, float("-inf")).amax(dim=1)
+        return torch.cat([mean[..., :half], top], dim=-1)
+
 
 class CrossConfigAttention(nn.Module):
     """Lets the ``B`` configs of one graph attend to each other (SPEC §7): a pre-norm transformer
@@ -138,9 +165,12 @@ class CrossConfigAttention(nn.Module):
         self.norm2 = nn.LayerNorm(dim)
         self.ffn = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:  # (B, d)
+    def forward(self, z: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
+        """``z`` (B, d) queries; keys and values from ``context`` (C, d), by default ``z`` itself.
+        A fixed context makes a config's output independent of the other queries."""
         q = self.norm1(z)[None]
-        z = z + self.attn(q, q, q, need_weights=False)[0][0]
+        kv = q if context is None else self.norm1(context)[None]
+        z = z + self.attn(q, kv, kv, need_weights=False)[0][0]
         return z + self.ffn(self.norm2(z))
 
 
@@ -214,7 +244,19 @@ class RankerGNN(nn.Module):
     def forward(self, node_feat: torch.Tensor, node_opcode: torch.Tensor, edge_index: torch.Tensor,
                 config_feat: torch.Tensor, config_node_pos: torch.Tensor | None = None) -> torch.Tensor:
         """``node_feat`` (n, F), ``node_opcode`` (n,), ``edge_index`` (2, m) producer->consumer,
-        ``config_feat`` layout (B, nc, 18) / tile (B, Ft), ``config_node_pos`` (nc,) for layout."""
+        ``config_feat`` layout (B, nc, 18) / tile (B, Ft), ``config_node_pos`` (nc,) for layout.
+        The configs of the batch are each other's attention context."""
+        pooled = self.embed(node_feat, node_opcode, edge_index, config_feat, config_node_pos)
+        return self.score(self.config_vectors(pooled, config_feat))
+
+    # --- embedding part: chunkable over configs (and over graph segments)
+    def embed(self, node_feat: torch.Tensor, node_opcode: torch.Tensor, edge_index: torch.Tensor,
+              config_feat: torch.Tensor, config_node_pos: torch.Tensor | None = None,
+              pool_nodes: int | None = None) -> torch.Tensor:
+        """Pooled graph embedding of each config, (B, P) with ``P = pool.out_dim``; for a late-join
+        tile model the config-independent (1, P) embedding of the kernel graph.
+
+        ``pool_nodes`` pools only the first nodes (a segment's own nodes, ahead of its halo)."""
         base = self.encode_nodes(node_feat, node_opcode)  # (n, d)
         batch = config_feat.shape[0]
         n, d = base.shape
@@ -223,18 +265,28 @@ class RankerGNN(nn.Module):
                 raise ValueError("layout model needs config_node_pos")
             cfg = self.no_config.expand(batch, n, d).clone()
             cfg[:, config_node_pos] = self.config_encoder(config_feat).to(cfg.dtype)
+        elif self.late_join:
+            h = self._message_passing(base[None], edge_index)
+            return self.pool(h[:, :pool_nodes] if pool_nodes is not None else h)
         else:
             t = self.tile_encoder(signed_log1p(config_feat.float()))  # (B, d)
-            if self.late_join:
-                g = self.graph_proj(self.pool(self._message_passing(base[None], edge_index)))
-                g = g.expand(batch, -1)
-                return self._score(torch.cat([g, t, g * t], dim=-1))
             cfg = t[:, None, :].expand(batch, n, d)
-        h = self.join(torch.cat([base.expand(batch, n, d), cfg], dim=-1))
-        return self._score(self.pool(self._message_passing(h, edge_index)))
+        h = self._message_passing(self.join(torch.cat([base.expand(batch, n, d), cfg], dim=-1)),
+                                  edge_index)
+        return self.pool(h[:, :pool_nodes] if pool_nodes is not None else h)
 
-    def _score(self, z: torch.Tensor) -> torch.Tensor:
-        z = self.z_proj(z)
+    # --- scoring part: cross-configuration attention over a set of config vectors -> costs
+    def config_vectors(self, pooled: torch.Tensor, config_feat: torch.Tensor) -> torch.Tensor:
+        """Pooled embeddings (B, P) (late tile: (1, P)) -> (B, hidden) inputs of the attention."""
+        if self.late_join:
+            t = self.tile_encoder(signed_log1p(config_feat.float()))  # (B, d)
+            g = self.graph_proj(pooled).expand(t.shape[0], -1)
+            return self.z_proj(torch.cat([g, t, g * t], dim=-1))
+        return self.z_proj(pooled)
+
+    def score(self, z: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
+        """Costs (B,) of config vectors ``z`` (B, hidden), attending to ``context`` (C, hidden)
+        (default: to each other)."""
         if self.cross is not None:
-            z = self.cross(z)
+            z = self.cross(z, context)
         return self.head(z).squeeze(-1)
