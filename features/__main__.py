@@ -6,7 +6,7 @@ import importlib
 import sys
 
 COMMANDS = {
-    "validate": ("features.validate", "main", "check every npz file under a data root"),
+    "validate": ("features.validate_root", "main", "check every npz file under a data root"),
     "build": ("features.build", "main", "build pruned graph features and tabular features"),
     "sample": ("features.sample", "main", "write the generated sample dataset"),
     "cache": ("features.cache", "main", "convert npz files to the memory-mappable cache"),

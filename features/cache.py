@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
 
     files = discover(args.data, parse_collections(args.collections))
     if args.report:
-        from features.validate import load_bad_files
+        from features.validate_report import load_bad_files
 
         bad = load_bad_files(args.report)
         files = [f for f in files if str(f.path.resolve()) not in bad]

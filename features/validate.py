@@ -23,38 +23,32 @@ What is checked, per file:
 
 ``node_config_feat`` (several GB for a 100k-config graph) is never loaded whole: its header is
 read from the zip and its values are checked in bounded chunks streamed from the member.
+
+The walk over a data root, the JSON report and the CLI are in :mod:`features.validate_root` and
+:mod:`features.validate_report`.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import sys
-import time
 import zipfile
-from collections import defaultdict
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
-from tqdm import tqdm
 
-from tpurank.atomic import write_json
-from tpurank.collections import COLLECTIONS, SPLITS, parse_collections
+from tpurank.collections import SPLITS
 from features.io import (LAYOUT_CONFIG_DIM, LAYOUT_KEYS, NODE_FEAT_DIM, TILE_CONFIG_DIM, TILE_KEYS,
-                         BadGraphError, Graph, NpyHeader, discover, iter_npz_chunks, npz_headers,
-                         open_npz, read_npz_member)
+                         BadGraphError, Graph, NpyHeader, iter_npz_chunks, npz_headers, open_npz,
+                         read_npz_member)
+from features.validate_report import load_bad_files  # re-exported: callers read it from here
 
-__all__ = ["BadGraphError", "validate_file", "validate_graph", "check_file", "load_bad_files",
-           "FileReport", "validate_root", "main"]
+__all__ = ["BadGraphError", "validate_file", "validate_graph", "check_file", "load_bad_files"]
 
 LAYOUT_VALUE_MIN, LAYOUT_VALUE_MAX = -1, 5
-DEFAULT_REPORT = Path("work") / "validate_report.json"
 #: members checked chunk-wise instead of being loaded (they can be GBs)
 STREAMED_KEYS = ("node_config_feat",)
 INT_KEYS = ("node_opcode", "edge_index", "node_config_ids", "node_splits")
@@ -357,147 +351,3 @@ def check_file(path: str | os.PathLike) -> None:
     problems = validate_file(path)
     if problems:
         raise BadGraphError(path, "; ".join(problems))
-
-
-@dataclass
-class FileReport:
-    """Validation result of one file with the sizes used for the summary table."""
-
-    path: str
-    collection: str
-    split: str
-    stem: str
-    problems: list[str] = field(default_factory=list)
-    nodes: int = 0
-    configs: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-
-def _validate_one(args: tuple[str, str, str, str]) -> FileReport:
-    path, collection, split, stem = args
-    report = FileReport(path, collection, split, stem, validate_file(path))
-    try:
-        headers = npz_headers(path)
-        report.nodes = headers["node_feat"].shape[0] if "node_feat" in headers else 0
-        rt = headers.get("config_runtime")
-        report.configs = rt.shape[0] if rt is not None and rt.shape else 0
-    except BadGraphError:
-        pass
-    return report
-
-
-def validate_root(root: str | os.PathLike, collections: str | Sequence[str] | None = "all",
-                  jobs: int = 1, progress: bool = True) -> list[FileReport]:
-    """Validate every npz file under ``root`` (Kaggle layout), in parallel with ``jobs`` > 1."""
-    files = discover(root, parse_collections(collections))
-    tasks = [(str(f.path.resolve()), f.collection.name, f.split, f.stem) for f in files]
-    bar = tqdm(total=len(tasks), desc="validate", unit="file", disable=not progress,
-               file=sys.stderr)
-    if jobs > 1 and len(tasks) > 1:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            reports = []
-            for report in pool.map(_validate_one, tasks, chunksize=4):
-                reports.append(report)
-                bar.update()
-    else:
-        reports = []
-        for task in tasks:
-            reports.append(_validate_one(task))
-            bar.update()
-    bar.close()
-    return reports
-
-
-def summary_rows(reports: Iterable[FileReport]) -> list[dict[str, object]]:
-    """One row per (collection, split): files, ok, bad, nodes, configs."""
-    rows: dict[tuple[str, str], dict[str, object]] = defaultdict(
-        lambda: {"files": 0, "ok": 0, "bad": 0, "nodes": 0, "configs": 0})
-    for r in reports:
-        row = rows[(r.collection, r.split)]
-        row["files"] += 1
-        row["ok" if r.ok else "bad"] += 1
-        row["nodes"] += r.nodes
-        row["configs"] += r.configs
-    split_order = {s: i for i, s in enumerate(SPLITS)}
-    coll_order = {c.name: i for i, c in enumerate(COLLECTIONS)}
-    ordered = sorted(rows.items(), key=lambda kv: (coll_order.get(kv[0][0], 9), kv[0][0],
-                                                   split_order.get(kv[0][1], 9)))
-    return [{"collection": c, "split": s, **v} for (c, s), v in ordered]
-
-
-def format_summary(rows: list[dict[str, object]]) -> str:
-    head = f"{'collection':20s} {'split':6s} {'files':>6s} {'ok':>6s} {'bad':>5s} " \
-           f"{'nodes':>11s} {'configs':>11s}"
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        lines.append(f"{r['collection']:20s} {r['split']:6s} {r['files']:6d} {r['ok']:6d} "
-                     f"{r['bad']:5d} {r['nodes']:11,d} {r['configs']:11,d}")
-    return "\n".join(lines)
-
-
-def write_report(path: str | os.PathLike, root: str | os.PathLike,
-                 reports: list[FileReport], skip_bad: bool) -> None:
-    """The JSON report read back by :func:`load_bad_files` (and by ``features build``)."""
-    bad = [r for r in reports if not r.ok]
-    write_json(path, {
-        "root": str(Path(root).resolve()),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "skip_bad": skip_bad,
-        "n_files": len(reports),
-        "n_bad": len(bad),
-        "summary": summary_rows(reports),
-        "bad_files": [{"path": r.path, "collection": r.collection, "split": r.split,
-                       "stem": r.stem, "problems": r.problems} for r in bad],
-    })
-
-
-def load_bad_files(report_path: str | os.PathLike) -> set[str]:
-    """Resolved paths (``str(Path(p).resolve())``) of the bad files listed in a report.
-
-    A missing report means nothing was found bad: returns an empty set.
-    """
-    report_path = Path(report_path)
-    if not report_path.is_file():
-        return set()
-    data = json.loads(report_path.read_text())
-    return {str(Path(entry["path"]).resolve()) for entry in data.get("bad_files", [])}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """CLI: exit 1 listing bad files, or 0 with ``--skip-bad`` (bad files go to the report)."""
-    parser = argparse.ArgumentParser(prog="python -m features validate", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", required=True, help="data root (contains npz_all/npz)")
-    parser.add_argument("--collections", default="all", help="'all' or e.g. tile:xla,layout:nlp:random")
-    parser.add_argument("--skip-bad", action="store_true",
-                        help="record bad files in the report and exit 0")
-    parser.add_argument("--report", default=str(DEFAULT_REPORT),
-                        help=f"JSON report path (default: {DEFAULT_REPORT})")
-    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
-    parser.add_argument("--no-progress", action="store_true")
-    args = parser.parse_args(argv)
-
-    reports = validate_root(args.data, args.collections, jobs=args.jobs,
-                            progress=not args.no_progress)
-    if not reports:
-        print(f"no npz files found under {args.data} (expected ROOT/npz_all/npz/...)",
-              file=sys.stderr)
-        return 1
-    print(format_summary(summary_rows(reports)))
-    write_report(args.report, args.data, reports, args.skip_bad)
-    bad = [r for r in reports if not r.ok]
-    for r in bad:
-        for problem in r.problems:
-            print(f"BAD {r.path}: {problem}", file=sys.stderr)
-    print(f"{len(reports)} files, {len(bad)} bad; report: {args.report}")
-    if bad and not args.skip_bad:
-        print("bad files found (rerun with --skip-bad to record them and go on)", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,92 @@
+"""The JSON report of ``features validate``: per-file results, the summary table, bad-file lists.
+
+Kept apart from the checks so that readers of a report (``features.cache``, ``features.build``)
+import only this module, which depends on nothing of the feature stage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from tpurank.atomic import write_json
+from tpurank.collections import COLLECTIONS, SPLITS
+
+DEFAULT_REPORT = Path("work") / "validate_report.json"
+
+
+@dataclass
+class FileReport:
+    """Validation result of one file with the sizes used for the summary table."""
+
+    path: str
+    collection: str
+    split: str
+    stem: str
+    problems: list[str] = field(default_factory=list)
+    nodes: int = 0
+    configs: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def summary_rows(reports: Iterable[FileReport]) -> list[dict[str, object]]:
+    """One row per (collection, split): files, ok, bad, nodes, configs."""
+    rows: dict[tuple[str, str], dict[str, object]] = defaultdict(
+        lambda: {"files": 0, "ok": 0, "bad": 0, "nodes": 0, "configs": 0})
+    for r in reports:
+        row = rows[(r.collection, r.split)]
+        row["files"] += 1
+        row["ok" if r.ok else "bad"] += 1
+        row["nodes"] += r.nodes
+        row["configs"] += r.configs
+    split_order = {s: i for i, s in enumerate(SPLITS)}
+    coll_order = {c.name: i for i, c in enumerate(COLLECTIONS)}
+    ordered = sorted(rows.items(), key=lambda kv: (coll_order.get(kv[0][0], 9), kv[0][0],
+                                                   split_order.get(kv[0][1], 9)))
+    return [{"collection": c, "split": s, **v} for (c, s), v in ordered]
+
+
+def format_summary(rows: list[dict[str, object]]) -> str:
+    head = f"{'collection':20s} {'split':6s} {'files':>6s} {'ok':>6s} {'bad':>5s} " \
+           f"{'nodes':>11s} {'configs':>11s}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['collection']:20s} {r['split']:6s} {r['files']:6d} {r['ok']:6d} "
+                     f"{r['bad']:5d} {r['nodes']:11,d} {r['configs']:11,d}")
+    return "\n".join(lines)
+
+
+def write_report(path: str | os.PathLike, root: str | os.PathLike,
+                 reports: list[FileReport], skip_bad: bool) -> None:
+    """The JSON report read back by :func:`load_bad_files` (and by ``features build``)."""
+    bad = [r for r in reports if not r.ok]
+    write_json(path, {
+        "root": str(Path(root).resolve()),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "skip_bad": skip_bad,
+        "n_files": len(reports),
+        "n_bad": len(bad),
+        "summary": summary_rows(reports),
+        "bad_files": [{"path": r.path, "collection": r.collection, "split": r.split,
+                       "stem": r.stem, "problems": r.problems} for r in bad],
+    })
+
+
+def load_bad_files(report_path: str | os.PathLike) -> set[str]:
+    """Resolved paths (``str(Path(p).resolve())``) of the bad files listed in a report.
+
+    A missing report means nothing was found bad: returns an empty set.
+    """
+    report_path = Path(report_path)
+    if not report_path.is_file():
+        return set()
+    data = json.loads(report_path.read_text())
+    return {str(Path(entry["path"]).resolve()) for entry in data.get("bad_files", [])}
