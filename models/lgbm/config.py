@@ -67,6 +67,19 @@ class LgbmConfig(StageConfig):
     max_pairs_total: int = 2_000_000  # memory cap: pairs_per_graph shrinks to fit (2 x F float32 each)
     valid_pairs_per_graph: int = 5000
     pair_refs: int = 32  # reference configs per graph when scoring pairs back into a ranking
+    # pair rows LightGBM samples to place its bin boundaries (the only pair rows held at once
+    # besides one batch: 2F float64 each)
+    pair_bin_sample: int = 20000
+
+    # --- protocol ---
+    # grouped cross-validation over the labelled graphs (train + valid, models.cv.fold_plan):
+    # K >= 2 trains K fold models (out-of-fold predictions, a fold-averaged test prediction);
+    # 0 = train on train, early-stop (and choose --mode auto) on valid
+    folds: int = 0
+    # wall-clock seconds for training all selected collections (0 = no limit): shared out in
+    # proportion to their training rows with a floor (models.lgbm.budget); boosting stops at
+    # the best iteration so far when a collection's (fold's) share is spent
+    time_budget: float = 0.0
 
     # --- runtime ---
     threads: int = 0  # 0 = all cores
@@ -78,11 +91,12 @@ class LgbmConfig(StageConfig):
                   "learning_rate": 0.1, "num_leaves": 31, "max_train_configs_per_graph": 1000,
                   "eval_every": 5,
                   "max_valid_configs_per_graph": 1000, "pairs_per_graph": 4000,
-                  "valid_pairs_per_graph": 2000, "pair_refs": 16},
+                  "valid_pairs_per_graph": 2000, "pair_refs": 16, "folds": 3,
+                  "time_budget": 240.0},
         "full": {"num_boost_round": 5000, "early_stopping_rounds": 200, "min_rounds": 100,
                  "learning_rate": 0.03, "num_leaves": 63, "max_train_configs_per_graph": 10000,
                  "max_valid_configs_per_graph": 5000, "pairs_per_graph": 20000,
-                 "valid_pairs_per_graph": 10000, "pair_refs": 32},
+                 "valid_pairs_per_graph": 10000, "pair_refs": 32, "folds": 5},
     }
 
     def selected_collections(self) -> list[Collection]:

@@ -12,13 +12,23 @@ from the difference).
 Scoring back into a ranking: every config ``i`` is compared with ``R`` reference configs of the
 same graph (a seeded uniform sample); its score is the mean over references of the symmetrised
 margin ``(m(i, r) - m(r, i)) / 2``, a Borda-style count. Higher score = predicted faster.
+
+Memory: the pair matrix (2F float32 per pair) is never materialised whole. Training feeds
+LightGBM a :class:`PairSequence` that computes pair rows batch by batch from the config rows
+and two int32 index vectors (8 bytes per pair); scoring evaluates a bounded number of pairs at
+a time (:func:`pairwise_scores`, ``max_bytes``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+import lightgbm as lgb
+
 from models.lgbm.data import graph_runs
+
+# Bytes of pair features (forward and backward matrices together) evaluated per predict call.
+SCORE_BATCH_BYTES = 32 << 20
 
 
 def pair_feature_names(names: list[str]) -> list[str]:
@@ -58,16 +68,46 @@ def pair_matrix(X: np.ndarray, a: np.ndarray, b: np.ndarray,
     return np.concatenate([xa - xb, 0.5 * (xa + xb)], axis=1).astype(np.float32, copy=False)
 
 
+class PairSequence(lgb.Sequence):
+    """The pair matrix ``pair_matrix(X, a, b)`` as a LightGBM :class:`lightgbm.Sequence`.
+
+    LightGBM reads a sample of single rows (bin boundaries, ``bin_construct_sample_cnt``) and
+    then consecutive slices of ``batch_size`` rows, which it bins into its own compact
+    (one byte per feature per row) storage; at no point is the float32 pair matrix whole.
+    """
+
+    def __init__(self, X: np.ndarray, a: np.ndarray, b: np.ndarray, batch_size: int = 4096) -> None:
+        if len(a) != len(b):
+            raise ValueError(f"PairSequence: {len(a)} first and {len(b)} second indices")
+        self.X = X
+        self.a = np.asarray(a, np.int32 if len(X) < 2**31 else np.int64)
+        self.b = np.asarray(b, self.a.dtype)
+        self.batch_size = max(1, int(batch_size))
+        self.width = 2 * X.shape[1]
+
+    def __len__(self) -> int:
+        return len(self.a)
+
+    def __getitem__(self, idx: int | slice | list[int]) -> np.ndarray:
+        if isinstance(idx, (int, np.integer)):  # bin sampling: LightGBM wants float64 rows
+            return pair_matrix(self.X, self.a[idx:idx + 1], self.b[idx:idx + 1])[0].astype(np.float64)
+        if isinstance(idx, (slice, list, np.ndarray)):
+            return pair_matrix(self.X, self.a[idx], self.b[idx])
+        raise TypeError(f"PairSequence index must be int, slice or list, got {type(idx).__name__}")
+
+
 def choose_refs(n: int, n_refs: int, rng: np.random.Generator) -> np.ndarray:
     """Indices of the reference configs of a graph with ``n`` configs."""
     return np.sort(rng.choice(n, size=min(n, n_refs), replace=False))
 
 
 def pairwise_scores(predict_margin, X: np.ndarray, X_refs: np.ndarray,
-                    batch_pairs: int = 262144) -> np.ndarray:
+                    batch_pairs: int = 0, max_bytes: int = SCORE_BATCH_BYTES) -> np.ndarray:
     """Score each row of ``X`` (one graph) against ``X_refs``; higher = predicted faster.
 
     ``predict_margin`` maps a pair matrix to raw margins (``booster.predict(..., raw_score=True)``).
+    At most ``batch_pairs`` pairs (default: as many as fit ``max_bytes`` of forward plus
+    backward pair features, at least one row's ``len(X_refs)`` pairs) are evaluated at once.
     """
     n, r = len(X), len(X_refs)
     if n == 0:
@@ -75,6 +115,8 @@ def pairwise_scores(predict_margin, X: np.ndarray, X_refs: np.ndarray,
     if r == 0:
         return np.zeros(n, np.float64)
     scores = np.empty(n, np.float64)
+    if batch_pairs <= 0:
+        batch_pairs = max(1, max_bytes // (2 * 2 * X.shape[1] * 4))
     per_batch = max(1, batch_pairs // r)
     ref_idx = np.arange(r)
     for start in range(0, n, per_batch):

@@ -30,7 +30,7 @@ from models.lgbm.data import (Rows, chunk_groups, concat_rows, feature_columns, 
                               truth_by_graph)
 from models.lgbm.importance import save_importance
 from models.lgbm.model import ModelInfo, RankerModel
-from models.lgbm.pairwise import pair_feature_names, pair_matrix, sample_pairs
+from models.lgbm.pairwise import PairSequence, pair_feature_names, sample_pairs
 from models.metrics import graph_score, score_collection
 
 
@@ -198,9 +198,10 @@ def fit_regression(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection:
 
 def _pair_dataset(rows: Rows, pairs_per_graph: int, max_total: int, rng: np.random.Generator,
                   reference: lgb.Dataset | None = None) -> lgb.Dataset:
+    """Pairs of ``rows`` as a LightGBM Dataset fed by a :class:`PairSequence` (bounded memory)."""
     per_graph = max(1, min(pairs_per_graph, max_total // max(1, len(rows.graphs))))
     a, b, label = sample_pairs(rows.graph_code, rows.target, per_graph, rng)
-    return lgb.Dataset(pair_matrix(rows.X, a, b), label=label, reference=reference,
+    return lgb.Dataset(PairSequence(rows.X, a, b), label=label, reference=reference,
                        feature_name=safe_names(pair_feature_names(rows.feature_names)),
                        free_raw_data=True)
 
@@ -214,7 +215,8 @@ def fit_pairwise(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: C
     if valid is not None and len(valid):
         valid_set = _pair_dataset(valid, cfg.valid_pairs_per_graph, cfg.max_pairs_total // 4, rng,
                                   reference=train_set)
-    params = booster_params(cfg, seed) | {"objective": "binary"}
+    params = booster_params(cfg, seed) | {"objective": "binary",
+                                          "bin_construct_sample_cnt": cfg.pair_bin_sample}
     return _train(params, train_set, valid_set, cfg, f"{collection.name} pairwise",
                   logloss_feval(cfg.min_rounds))
 
