@@ -64,6 +64,21 @@ def ranking(cost: np.ndarray) -> np.ndarray:
 
 
 SEED_SEPARATOR = "@seed"
+OOF_SPLIT = "oof"
+FOLD_AVERAGE_NORM = "zscore"
+
+
+def fold_split(k: int) -> str:
+    """Prediction-split name of fold model ``k`` on the test graphs: ``test-fold<k>``."""
+    return f"test-fold{int(k)}"
+
+
+def fold_splits(preds_dir: str | os.PathLike, run: str, collection: Collection) -> list[str]:
+    """The ``test-fold<k>`` splits a run wrote for a collection, by fold number."""
+    d = Path(preds_dir) / run / collection.slug
+    found = [(int(m.group(1)), m.group(0)) for p in (d.glob("test-fold*.npz") if d.is_dir() else [])
+             if (m := re.fullmatch(r"test-fold(\d+)", p.stem))]
+    return [name for _, name in sorted(found)]
 NORMALISATIONS = ("rank", "minmax", "zscore")
 
 
@@ -140,3 +155,45 @@ def read_model_predictions(preds_dir: str | os.PathLike, model: str, collection:
     # order of float64 additions
     return {stem: (cost / len(paths)).astype(np.float32).astype(np.float64)
             for stem, cost in total.items()}
+
+
+def average_folds(fold_costs: list[dict[str, np.ndarray]],
+                  norm: str = FOLD_AVERAGE_NORM) -> dict[str, np.ndarray]:
+    """The fold ensemble of one run: each fold model's costs normalised per graph (``zscore``
+    by default), then averaged. All folds must predict the same graphs with the same config
+    counts (ValueError naming the first difference)."""
+    if not fold_costs:
+        raise ValueError("no fold predictions to average")
+    stems = set(fold_costs[0])
+    for k, preds in enumerate(fold_costs[1:], start=1):
+        if set(preds) != stems:
+            diff = sorted(set(preds) ^ stems)
+            raise ValueError(f"fold {k} predicts other graphs than fold 0 (e.g. {diff[:3]})")
+    out = {}
+    for stem in sorted(stems):
+        sizes = {np.asarray(p[stem]).size for p in fold_costs}
+        if len(sizes) != 1:
+            raise ValueError(f"graph {stem!r}: folds predict different config counts {sorted(sizes)}")
+        out[stem] = np.mean([normalise_costs(p[stem], norm) for p in fold_costs], axis=0)
+    return out
+
+
+def write_fold_average(preds_dir: str | os.PathLike, run: str, collection: Collection,
+                       folds: int | None = None, norm: str = FOLD_AVERAGE_NORM) -> Path:
+    """Write ``test.npz`` of ``run`` as the average of its ``test-fold<k>.npz`` files (all of
+    them, or exactly ``folds`` of them: FileNotFoundError naming the missing one). Returns the
+    path written."""
+    names = fold_splits(preds_dir, run, collection)
+    if folds is not None:
+        wanted = [fold_split(k) for k in range(folds)]
+        missing = [n for n in wanted if n not in names]
+        if missing:
+            raise FileNotFoundError(f"{predictions_path(preds_dir, run, collection, missing[0])}: "
+                                    f"missing fold prediction ({len(missing)} of {folds} missing)")
+        names = wanted
+    if not names:
+        raise FileNotFoundError(f"{Path(preds_dir) / run / collection.slug}: no test-fold<k>.npz")
+    costs = [read_predictions(predictions_path(preds_dir, run, collection, n)) for n in names]
+    path = predictions_path(preds_dir, run, collection, "test")
+    write_predictions(path, average_folds(costs, norm))
+    return path
