@@ -1,0 +1,166 @@
+"""Graph partitions for Graph Segment Training (SPEC §7): segments of about ``size`` nodes.
+
+Two methods:
+
+- ``contiguous``: contiguous ranges of the topological node order, ``n // size + 1`` parts (what
+  the organisers' TpuGraphs loader does).
+- ``metis``: a balanced min-cut partition into the same number of parts through ``pymetis``
+  (edges taken as undirected); empty parts are dropped.
+
+A partition is returned as :class:`Segmentation` (each node in exactly one segment). Boundaries
+are cached on disk next to the features by :func:`cached_segmentation`, keyed by the graph's
+identity (collection, split, stem and a fingerprint of its nodes and edges), the method and the
+size, so a rebuilt graph never reuses a stale partition.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from features.processed import ProcessedGraph
+from tpurank.atomic import save_npz
+
+METHODS = ("contiguous", "metis")
+
+
+@dataclass(frozen=True)
+class Segmentation:
+    """``nodes[starts[s]:starts[s + 1]]`` are the node ids of segment ``s`` (sorted ascending)."""
+
+    nodes: np.ndarray  # (n,) int64, a permutation of 0..n-1 grouped by segment
+    starts: np.ndarray  # (k + 1,) int64, starts[0] = 0, starts[-1] = n
+
+    @property
+    def num_segments(self) -> int:
+        return len(self.starts) - 1
+
+    def segment(self, s: int) -> np.ndarray:
+        return self.nodes[self.starts[s]:self.starts[s + 1]]
+
+    def assignment(self) -> np.ndarray:
+        """(n,) segment id of every node."""
+        out = np.empty(len(self.nodes), dtype=np.int64)
+        for s in range(self.num_segments):
+            out[self.segment(s)] = s
+        return out
+
+
+def num_parts(num_nodes: int, size: int) -> int:
+    """The organisers' count: ``n // size + 1`` (never more parts than nodes)."""
+    if size <= 0:
+        raise ValueError(f"segment size must be positive, got {size}")
+    return max(1, min(num_nodes, num_nodes // size + 1))
+
+
+def topological_order(num_nodes: int, edge_index: np.ndarray) -> np.ndarray:
+    """Kahn's order of a producer -> consumer DAG, ties broken by node id (an already sorted
+    graph keeps its order). Nodes on a cycle, if any, follow in id order."""
+    src, dst = np.asarray(edge_index, dtype=np.int64).reshape(2, -1)
+    indeg = np.bincount(dst, minlength=num_nodes)
+    order_by_src = np.argsort(src, kind="stable")
+    succ_starts = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=num_nodes))])
+    succ = dst[order_by_src]
+    import heapq
+
+    ready = [int(v) for v in np.flatnonzero(indeg == 0)]
+    heapq.heapify(ready)
+    out: list[int] = []
+    while ready:
+        v = heapq.heappop(ready)
+        out.append(v)
+        for w in succ[succ_starts[v]:succ_starts[v + 1]]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                heapq.heappush(ready, int(w))
+    if len(out) < num_nodes:  # a cycle: keep the rest in id order rather than fail
+        seen = np.zeros(num_nodes, dtype=bool)
+        seen[out] = True
+        out.extend(int(v) for v in np.flatnonzero(~seen))
+    return np.asarray(out, dtype=np.int64)
+
+
+def _from_assignment(assign: np.ndarray, rank: np.ndarray) -> Segmentation:
+    """Group nodes by segment id (empty ids dropped); within a segment, by ``rank``."""
+    order = np.lexsort((rank, assign))
+    counts = np.bincount(assign)
+    counts = counts[counts > 0]
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return Segmentation(nodes=order.astype(np.int64), starts=starts)
+
+
+def contiguous_segments(num_nodes: int, edge_index: np.ndarray, size: int) -> Segmentation:
+    order = topological_order(num_nodes, edge_index)
+    assign = np.empty(num_nodes, dtype=np.int64)
+    for s, part in enumerate(np.array_split(order, num_parts(num_nodes, size))):
+        assign[part] = s
+    return _from_assignment(assign, np.arange(num_nodes))
+
+
+def metis_segments(num_nodes: int, edge_index: np.ndarray, size: int) -> Segmentation:
+    try:
+        import pymetis
+    except ImportError as exc:  # pragma: no cover - pymetis is in install_requires
+        raise RuntimeError("segment method 'metis' needs pymetis (pip install pymetis)") from exc
+    parts = num_parts(num_nodes, size)
+    if parts == 1:
+        return _from_assignment(np.zeros(num_nodes, dtype=np.int64), np.arange(num_nodes))
+    src, dst = np.asarray(edge_index, dtype=np.int64).reshape(2, -1)
+    keep = src != dst
+    und = np.unique(np.concatenate([np.stack([src[keep], dst[keep]]),
+                                    np.stack([dst[keep], src[keep]])], axis=1), axis=1)
+    xadj = np.concatenate([[0], np.cumsum(np.bincount(und[0], minlength=num_nodes))])
+    adjacency = pymetis.CSRAdjacency(xadj.astype(np.int64), und[1].astype(np.int64))
+    _, membership = pymetis.part_graph(parts, adjacency=adjacency)
+    return _from_assignment(np.asarray(membership, dtype=np.int64), np.arange(num_nodes))
+
+
+def segment_graph(num_nodes: int, edge_index: np.ndarray, size: int,
+                  method: str = "contiguous") -> Segmentation:
+    """Partition a graph of ``num_nodes`` nodes into segments of about ``size`` nodes."""
+    if method == "contiguous":
+        return contiguous_segments(num_nodes, edge_index, size)
+    if method == "metis":
+        return metis_segments(num_nodes, edge_index, size)
+    raise ValueError(f"unknown segment method {method!r}; expected one of {METHODS}")
+
+
+def graph_fingerprint(g: ProcessedGraph) -> str:
+    """Identity of a processed graph's structure: name, node count and a hash of its edges."""
+    h = hashlib.sha1(np.ascontiguousarray(np.asarray(g.edge_index, dtype=np.int64)).tobytes())
+    h.update(str(g.num_nodes).encode())
+    return f"{g.stem}-{g.num_nodes}-{h.hexdigest()[:16]}"
+
+
+def segments_path(features_dir: str | Path, g: ProcessedGraph, method: str, size: int) -> Path:
+    """``FEATURES/<slug>/segments/<split>/<fingerprint>/<method>-<size>.npz``."""
+    from tpurank.collections import get_collection
+
+    return (Path(features_dir) / get_collection(g.collection).slug / "segments" / g.split / graph_fingerprint(g)
+            / f"{method}-{size}.npz")
+
+
+def cached_segmentation(g: ProcessedGraph, size: int, method: str = "contiguous",
+                        features_dir: str | Path | None = None) -> Segmentation:
+    """The partition of ``g``, read from / written to the feature directory when one is given and
+    exists (atomic write; an unreadable or inconsistent cache file is recomputed and replaced)."""
+    use_disk = features_dir is not None and Path(features_dir).is_dir()
+    path = segments_path(features_dir, g, method, size) if use_disk else None
+    if path is not None and path.is_file():
+        try:
+            with np.load(path) as z:
+                seg = Segmentation(nodes=z["nodes"].astype(np.int64), starts=z["starts"].astype(np.int64))
+            if len(seg.nodes) == g.num_nodes and seg.starts[-1] == g.num_nodes:
+                return seg
+        except (OSError, ValueError, KeyError):
+            pass
+    seg = segment_graph(g.num_nodes, np.asarray(g.edge_index), size, method)
+    if path is not None:
+        try:
+            save_npz(path, nodes=seg.nodes, starts=seg.starts)
+        except OSError:  # a read-only feature directory: the partition is cheap to recompute
+            pass
+    return seg
