@@ -13,6 +13,7 @@ import contextlib
 import math
 import os
 import random
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -182,3 +183,187 @@ def peak_memory_mb(device: torch.device) -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     except (ImportError, OSError):
         return float("nan")
+
+
+# --- multi-process (torchrun) training -------------------------------------------------------
+
+
+@dataclass
+class DistContext:
+    """Where this process sits in a ``torchrun`` job (``world_size == 1``: a plain process)."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def active(self) -> bool:
+        return self.world_size > 1
+
+
+def torchrun_env() -> DistContext:
+    """The job layout from torchrun's ``RANK`` / ``WORLD_SIZE`` / ``LOCAL_RANK`` (all absent:
+    single process)."""
+    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    if world <= 1:
+        return DistContext()
+    if "RANK" not in os.environ:
+        raise RuntimeError("WORLD_SIZE > 1 but RANK is unset; start multi-process training with "
+                           "`torchrun --nproc_per_node N -m models.gnn train ...`")
+    return DistContext(rank=int(os.environ["RANK"]), world_size=world,
+                       local_rank=int(os.environ.get("LOCAL_RANK", os.environ["RANK"])))
+
+
+def init_distributed(preference: str = "auto") -> tuple[DistContext, torch.device]:
+    """Join the torchrun process group (``nccl`` on CUDA, ``gloo`` on CPU) when the torchrun
+    environment says so; returns the context and this rank's device (``cuda:LOCAL_RANK``)."""
+    import torch.distributed as dist
+
+    ctx = torchrun_env()
+    device = choose_device(preference)
+    if not ctx.active:
+        return ctx, device
+    if device.type == "cuda":
+        device = torch.device("cuda", ctx.local_rank)
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", init_method="env://")
+    return ctx, device
+
+
+def broadcast_floats(values: list[float], ctx: DistContext, device: torch.device) -> list[float]:
+    """Rank 0's ``values`` on every rank (identity in a single process)."""
+    if not ctx.active:
+        return list(values)
+    import torch.distributed as dist
+
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.broadcast(tensor, src=0)
+    return [float(v) for v in tensor.cpu()]
+
+
+def mean_over_ranks(value: float, ctx: DistContext, device: torch.device) -> float:
+    """Average of ``value`` over all ranks (identity in a single process)."""
+    if not ctx.active:
+        return float(value)
+    import torch.distributed as dist
+
+    tensor = torch.tensor([value], dtype=torch.float64, device=device)
+    dist.all_reduce(tensor)
+    return float(tensor.item()) / ctx.world_size
+
+
+def broadcast_object(obj: Any, ctx: DistContext) -> Any:
+    """Rank 0's picklable ``obj`` on every rank (identity in a single process)."""
+    if not ctx.active:
+        return obj
+    import torch.distributed as dist
+
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def barrier(ctx: DistContext) -> None:
+    if ctx.active:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+
+def shutdown_distributed(ctx: DistContext) -> None:
+    """Barrier, then leave the process group (so no rank exits while another still writes)."""
+    if ctx.active:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.barrier()
+            dist.destroy_process_group()
+
+
+# --- time budget ------------------------------------------------------------------------------
+
+
+class TimeBudget:
+    """Wall-clock seconds for a whole invocation, shared by the runs it makes (collections,
+    folds): each run gets an equal share of what is left, so time a run leaves unused carries
+    over to the next ones. ``seconds <= 0``: no limit (every share is infinite)."""
+
+    def __init__(self, seconds: float, clock=time.monotonic):
+        self.seconds = float(seconds)
+        self.clock = clock
+        self.start = clock()
+
+    @property
+    def limited(self) -> bool:
+        return self.seconds > 0
+
+    def remaining(self) -> float:
+        if not self.limited:
+            return math.inf
+        return max(0.0, self.seconds - (self.clock() - self.start))
+
+    def share(self, runs_left: int) -> float:
+        """Seconds for the next run when ``runs_left`` runs (this one included) remain."""
+        return self.remaining() / max(1, runs_left)
+
+
+class StepHorizon:
+    """The number of steps the LR schedule decays over. Fixed (``steps``) without a time limit;
+    under a time limit it is re-estimated from the measured seconds per step, so the cosine
+    reaches its floor when the time runs out rather than at a step count never reached."""
+
+    def __init__(self, steps: int):
+        self.max_steps = int(steps)
+        self.total = int(steps)
+
+    def update(self, done: int, seconds_per_step: float, seconds_left: float) -> int:
+        if math.isfinite(seconds_left) and seconds_per_step > 0:
+            projected = done + int(seconds_left / seconds_per_step)
+            self.total = max(done + 1, min(self.max_steps, projected))
+        return self.total
+
+
+def make_horizon_scheduler(optimizer: torch.optim.Optimizer, horizon: StepHorizon,
+                           warmup_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """:func:`make_scheduler` whose total step count is read from ``horizon`` at every step."""
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: warmup_cosine(s, horizon.total, warmup_steps))
+
+
+# --- activation checkpointing -----------------------------------------------------------------
+
+
+def checkpoint_module_lists(model: torch.nn.Module, name: str = "layers") -> int:
+    """Recompute the activations of every module in each ``nn.ModuleList`` called ``name``
+    (``torch.utils.checkpoint``, non-reentrant) during backward instead of keeping them.
+
+    Only each layer's input stays alive between forward and backward, so a stack of L layers
+    holds about 1 + 1/L of one layer's activations instead of L (at about one extra forward of
+    compute). The modules' ``forward`` is wrapped on the instance: parameters, ``state_dict``
+    keys and checkpoints are unchanged. Returns the number of wrapped modules.
+    """
+    from torch.utils.checkpoint import checkpoint
+
+    wrapped = 0
+    for mod_name, module in model.named_modules():
+        if not (isinstance(module, torch.nn.ModuleList) and mod_name.split(".")[-1] == name):
+            continue
+        for layer in module:
+            original = layer.forward
+
+            def forward(*args, _original=original, **kwargs):
+                if torch.is_grad_enabled():
+                    return checkpoint(_original, *args, use_reentrant=False, **kwargs)
+                return _original(*args, **kwargs)
+
+            layer.forward = forward
+            wrapped += 1
+    if not wrapped:
+        raise ValueError(f"{type(model).__name__}: no nn.ModuleList named {name!r} to checkpoint; "
+                         f"use --activation-checkpointing false")
+    return wrapped

@@ -5,6 +5,11 @@ first, then overrides), e.g.::
 
     python -m models.gnn train --data data/sample-small --work work/x --preset quick --seed 0
     python -m models.gnn predict --data data/sample-small --work work/x --preset quick --collection tile:xla
+    torchrun --nproc_per_node 2 -m models.gnn train --data data/sample-small --work work/x
+
+``--time-budget SECONDS`` bounds the whole ``train`` invocation (shared by its collections and
+folds); with ``--folds K`` train also writes the out-of-fold and fold-ensemble predictions
+(``models.gnn.folds``), so ``predict`` is then not needed.
 """
 
 from __future__ import annotations
@@ -23,17 +28,37 @@ def _with_default_preset(argv: list[str]) -> list[str]:
 
 
 def train_main(argv: list[str]) -> int:
+    """Train every selected collection (or its ``--folds`` fold models) within ``--time-budget``;
+    under ``torchrun`` every rank runs this and rank 0 alone prints and writes summaries."""
     from models.gnn.config import GnnConfig
     from models.gnn.train import dump_summary, summary_line, train_collection
+    from models.training import TimeBudget, init_distributed, set_cpu_threads, shutdown_distributed
 
     cfg = parse_config(GnnConfig, _with_default_preset(argv), prog="python -m models.gnn train")
-    reports = []
-    for coll in cfg.collection_list():
-        report = train_collection(cfg, coll)
-        print(summary_line(report), flush=True)
-        reports.append(report)
-    tag = f"-{cfg.tag}" if cfg.tag else ""
-    dump_summary(Path(cfg.work) / "models" / "gnn" / f"summary{tag}-seed{cfg.seed}.json", reports)
+    set_cpu_threads(cfg.threads)
+    ctx, device = init_distributed(cfg.device)
+    budget = TimeBudget(cfg.time_budget)
+    try:
+        reports = []
+        collections = cfg.collection_list()
+        runs_per_collection = max(1, cfg.folds) if cfg.folds >= 2 else 1
+        for i, coll in enumerate(collections):
+            runs_left = (len(collections) - i) * runs_per_collection
+            if cfg.folds >= 2:
+                from models.gnn.folds import train_folds
+
+                report = train_folds(cfg, coll, budget, runs_left, ctx, device)
+            else:
+                report = train_collection(cfg, coll, budget.share(runs_left), ctx, device)
+            if ctx.is_main:
+                print(summary_line(report), flush=True)
+            reports.append(report)
+        if ctx.is_main:
+            tag = f"-{cfg.tag}" if cfg.tag else ""
+            dump_summary(Path(cfg.work) / "models" / "gnn" / f"summary{tag}-seed{cfg.seed}.json",
+                         reports)
+    finally:
+        shutdown_distributed(ctx)
     return 0
 
 

@@ -55,6 +55,27 @@ class GnnConfig(StageConfig):
     predict_batch: int = 64  # configs per forward pass at prediction time
     resume: bool = True  # continue from WORK/models/gnn/<slug>/seed<k>/last.pt when it exists
     step_budget: int = 0  # stop this invocation after this many steps (resume later); 0 = no limit
+    time_budget: float = 0.0  # wall seconds for the whole train invocation, shared by its collections and folds (0 = no limit)
+
+    # --- memory and processes
+    node_budget: int = 0  # per-step ceiling on kept nodes x configs (graph copies); 0 = configs_per_step as is
+    min_configs_per_step: int = 8  # floor of configs per step under --node-budget
+    activation_checkpointing: bool = False  # recompute message-passing activations in backward (less memory, more compute)
+    find_unused_parameters: bool = True  # torchrun/DDP: allow parameters a step does not use (e.g. tile vs layout paths)
+
+    # --- cross-validation (issue 12)
+    folds: int = 0  # K >= 2: K grouped folds of train+valid graphs (models.cv), OOF predictions; 0 = train/valid split
+
+    # --- graph segment training
+    segment_size: int = 0  # GST: about this many nodes per graph segment (0 = off: whole graph per step)
+    segments_per_step: int = 1  # GST: segments trained (forward + backward) per graph and step
+    stale_dropout: float = 0.5  # GST: probability of leaving out each stale (historical) segment embedding
+    segment_method: str = "contiguous"  # GST partition: contiguous (topological ranges) | metis
+    segment_halo: int = 0  # GST: hops of neighbours kept around a segment as boundary inputs (0 = cut edges dropped)
+    segment_combine: str = "pool"  # GST segments -> graph: pool (like the model's pooling) | mean
+    history_max_bytes: int = 268435456  # GST historical embedding table limit in bytes (oldest evicted)
+    predict_context: int = 0  # inference attention context: 0 = all configs, N = a fixed seeded subset of N, -1 = chunks of predict_batch
+    predict_tta: int = 0  # inference: average the costs over this many random contexts (0 = one fixed context)
 
     PRESETS: ClassVar[dict[str, dict[str, object]]] = {
         # quick: measured on sample-small valid, 3 seeds, against hidden 32 / 2 layers / 32 configs /
@@ -90,3 +111,17 @@ class GnnConfig(StageConfig):
 
     def preds_dir(self) -> Path:
         return Path(self.work) / "preds"
+
+    def configs_per_step_for(self, num_nodes: int, is_tile: bool) -> int:
+        """Configs sampled from a graph of ``num_nodes`` kept nodes in one step.
+
+        With ``node_budget`` > 0 the step's graph copies (nodes x configs) stay within the budget,
+        which bounds activation memory (see ``models.gnn.train``), but never below
+        ``min_configs_per_step``. Tile models with ``tile_join="late"`` run message passing once
+        per graph whatever the config count, so the budget does not apply to them.
+        """
+        wanted = self.configs_per_step
+        if self.node_budget <= 0 or (is_tile and self.tile_join == "late"):
+            return wanted
+        fits = self.node_budget // max(1, num_nodes)
+        return max(min(self.min_configs_per_step, wanted), min(wanted, fits))

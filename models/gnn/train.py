@@ -1,38 +1,63 @@
-"""Training, validation and prediction for one collection.
+"""Training, validation and prediction for one collection, in one process or under ``torchrun``.
 
-Files under ``WORK/models/gnn/<slug>[-tag]/``:
-``config.json`` (run config + git SHA), ``last.pt`` (everything to resume), ``best.pt`` (model
-weights of the best validation score), ``report.json`` (per-graph validation scores),
-``valid_scores.png`` and ``curves.png``.
+Files under ``WORK/models/gnn/<slug>[-tag]/seed<k>/`` (``.../fold<j>/`` with ``--folds``):
+``config.json`` (run config + git SHA + ``world_size``), ``last.pt`` (everything to resume),
+``best.pt`` (model weights of the best validation score), ``report.json`` (per-graph validation
+scores), ``valid_scores.png`` and ``curves.png``.
+
+**Processes.** ``torchrun --nproc_per_node N -m models.gnn train ...`` trains one model with
+``DistributedDataParallel``: the train graphs are sharded across ranks (rank ``r`` keeps graphs
+``r, r+N, ...``), each rank samples its own graphs and configs per step from
+``step_rng(seed, step, rank)``, gradients are averaged by DDP, and rank 0 alone evaluates,
+writes checkpoints (the single-process format) and broadcasts the early-stopping and time-budget
+decisions, so every rank stops at the same step.
+
+**Time.** ``--time-budget`` seconds cover the whole ``train`` invocation; each collection (fold)
+gets an equal share of what is left (:class:`models.training.TimeBudget`). A run stops when its
+share minus an estimate of its final full-valid evaluation is spent, then evaluates,
+checkpoints and reports its best weights as usual. Under a time limit the cosine LR schedule
+decays over the projected number of steps (:class:`models.training.StepHorizon`).
+
+**Memory model** (per training step, CPU float32, SAGE layers, measured by
+``tests/bench/bench_gnn.py memory``): a layout step (or a tile step with ``tile_join="early"``)
+runs message passing over ``B`` copies of the ``n`` kept nodes, so its activations are about
+``A ~= alpha * n * B * d`` bytes for hidden size ``d``, where ``alpha`` grows linearly with the
+number of layers ``L`` (``alpha ~= alpha0 + alpha1 * L``; both fitted and written to
+``benchmarks/gnn_memory.json``). With ``--activation-checkpointing`` only each layer's input
+(4 bytes per value) is kept plus one layer's working set. ``--node-budget NB`` caps ``n * B``
+(:meth:`GnnConfig.configs_per_step_for`), so a step needs about ``alpha * NB * d`` bytes
+whatever the graph size.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import math
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 from tqdm import tqdm
 
 from tpurank.atomic import write_json
 from tpurank.collections import Collection
-from tpurank.config import load_run_config, save_run_config
+from tpurank.config import run_metadata
 from features.processed import ProcessedGraph
-from models import metrics
 from models.gnn.config import GnnConfig
-from models.gnn.data import (GraphTensors, config_rows, graph_tensors, joint_collections,
-                             load_graphs, sample_configs, trainable)
-from models.gnn.infer import (MODEL_NAME, TensorCache, evaluate, load_trained, load_trained_dir,
-                              predict_collection, predict_costs, source_order, train_costs)
+from models.gnn.data import joint_collections, load_graphs, sample_configs, trainable
+from models.gnn.infer import TensorCache, evaluate, load_trained_dir, train_costs
 from models.gnn.model import ModelArgs, RankerGNN
 from models.losses import get_loss
-from models.training import (EarlyStopping, autocast, choose_device, eval_mode, load_checkpoint,
-                             make_grad_scaler, make_optimizer, make_scheduler, save_checkpoint,
-                             seed_everything, set_cpu_threads, step_rng)
+from models.training import (DistContext, EarlyStopping, StepHorizon, autocast, broadcast_floats,
+                             broadcast_object, barrier, checkpoint_module_lists, load_checkpoint,
+                             make_grad_scaler, make_horizon_scheduler, make_optimizer,
+                             mean_over_ranks, save_checkpoint, seed_everything, set_cpu_threads,
+                             step_rng)
+
 
 def model_args_for(cfg: GnnConfig, g: ProcessedGraph) -> ModelArgs:
     """Model shape from the config and the data's feature widths."""
@@ -45,127 +70,307 @@ def model_args_for(cfg: GnnConfig, g: ProcessedGraph) -> ModelArgs:
                      tile_join=cfg.tile_join)
 
 
-def _train_step(model: RankerGNN, graphs: list[ProcessedGraph], cache: TensorCache, cfg: GnnConfig,
-                step: int, device: torch.device, loss_fn, optimizer, scheduler, scaler,
-                graphs_per_step: int) -> float:
-    rng = step_rng(cfg.seed, step)
-    torch.manual_seed(cfg.seed * 1_000_003 + step)  # dropout depends only on (seed, step)
-    optimizer.zero_grad(set_to_none=True)
-    total = 0.0
+class StepModule(nn.Module):
+    """What DDP wraps: one call = the costs of a step's configs via :func:`infer.train_costs`.
+
+    Wrapping the *call* rather than the model keeps DDP's gradient hooks correct whatever
+    ``train_costs`` does inside (whole-graph forward, Graph Segment Training, ...).
+    """
+
+    def __init__(self, model: RankerGNN):
+        super().__init__()
+        self.model = model
+
+    def forward(self, g, tensors, idx, device, cfg, step):  # noqa: D102 (see class)
+        return train_costs(self.model, g, tensors, idx, device, cfg, step)
+
+
+@dataclass
+class Trainer:
+    """The moving parts of one training run."""
+
+    cfg: GnnConfig
+    ctx: DistContext
+    device: torch.device
+    model: RankerGNN
+    step_model: nn.Module  # StepModule, DDP-wrapped under torchrun
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    scaler: torch.amp.GradScaler
+    stopper: EarlyStopping
+    horizon: StepHorizon
+    args: ModelArgs
+    history: list[dict[str, float]] = field(default_factory=list)
+    stopped_by: str = ""  # set when a run ended for good (a resumed run then trains no more)
+
+    def state(self, step: int) -> dict:
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
+                "early_stopping": self.stopper.state_dict(), "step": step,
+                "model_args": self.args.to_dict(), "history": self.history,
+                "stopped_by": self.stopped_by}
+
+    def restore(self, path: Path) -> int:
+        """Load everything saved in ``last.pt``; returns the next step."""
+        state = load_checkpoint(path, self.device)
+        if state["model_args"] != self.args.to_dict():
+            raise RuntimeError(f"{path}: saved model shape differs from this config; "
+                               f"use --resume false or another --tag")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.stopper.load_state_dict(state["early_stopping"])
+        self.history = list(state["history"])
+        self.stopped_by = str(state.get("stopped_by", ""))
+        return int(state["step"])
+
+    def no_sync(self, last: bool) -> contextlib.AbstractContextManager:
+        """Skip DDP's gradient all-reduce on all but the last backward of a step."""
+        if last or not hasattr(self.step_model, "no_sync"):
+            return contextlib.nullcontext()
+        return self.step_model.no_sync()
+
+
+def make_trainer(cfg: GnnConfig, ctx: DistContext, device: torch.device,
+                 example: ProcessedGraph) -> Trainer:
+    args = model_args_for(cfg, example)
+    model = RankerGNN(args).to(device)
+    if cfg.activation_checkpointing:
+        checkpoint_module_lists(model, "layers")
+    step_model: nn.Module = StepModule(model)
+    if ctx.active:
+        step_model = nn.parallel.DistributedDataParallel(
+            step_model, device_ids=[device.index] if device.type == "cuda" else None,
+            find_unused_parameters=cfg.find_unused_parameters,
+            broadcast_buffers=False)  # the model's buffers are constants
+    optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
+    horizon = StepHorizon(cfg.steps)
+    return Trainer(cfg=cfg, ctx=ctx, device=device, model=model, step_model=step_model,
+                   optimizer=optimizer,
+                   scheduler=make_horizon_scheduler(optimizer, horizon, cfg.warmup_steps),
+                   scaler=make_grad_scaler(device, cfg.amp), stopper=EarlyStopping(cfg.patience),
+                   horizon=horizon, args=args)
+
+
+def train_step(tr: Trainer, graphs: list[ProcessedGraph], cache: TensorCache, step: int,
+               loss_fn, graphs_per_step: int) -> tuple[float, int]:
+    """One optimiser step on this rank's graphs; returns (loss, configs used)."""
+    cfg, rank = tr.cfg, tr.ctx.rank
+    rng = step_rng(cfg.seed, step, rank)
+    torch.manual_seed(cfg.seed * 1_000_003 + step + rank * 1_000_000_007)  # dropout: (seed, step, rank)
+    tr.optimizer.zero_grad(set_to_none=True)
+    total, configs = 0.0, 0
     chosen = rng.choice(len(graphs), size=min(graphs_per_step, len(graphs)), replace=False)
-    for gi in chosen:
+    for k, gi in enumerate(chosen):
         g = graphs[int(gi)]
         target = np.asarray(g.target, dtype=np.float64)
-        idx = sample_configs(rng, target, cfg.configs_per_step, cfg.close_bias)
-        with autocast(device, cfg.amp):
-            cost = train_costs(model, g, cache.get(g), idx, device, cfg, step)
-        y = torch.as_tensor(target[idx], device=device)
-        kwargs = {"margin": cfg.margin} if cfg.loss == "hinge" else {}
-        loss = loss_fn(cost.float(), y, **kwargs) / len(chosen)
-        scaler.scale(loss).backward()
+        size = cfg.configs_per_step_for(g.num_nodes, g.is_tile)
+        idx = sample_configs(rng, target, size, cfg.close_bias)
+        with tr.no_sync(last=k == len(chosen) - 1):
+            with autocast(tr.device, cfg.amp):
+                cost = tr.step_model(g, cache.get(g), idx, tr.device, cfg, step)
+            y = torch.as_tensor(target[idx], device=tr.device)
+            kwargs = {"margin": cfg.margin} if cfg.loss == "hinge" else {}
+            loss = loss_fn(cost.float(), y, **kwargs) / len(chosen)
+            tr.scaler.scale(loss).backward()
         total += float(loss.detach())
-    scaler.unscale_(optimizer)
-    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-    scaler.step(optimizer)
-    scaler.update()
-    scheduler.step()
-    return total
+        configs += len(idx)
+    tr.scaler.unscale_(tr.optimizer)
+    torch.nn.utils.clip_grad_norm_(tr.model.parameters(), cfg.grad_clip)
+    tr.scaler.step(tr.optimizer)
+    tr.scaler.update()
+    tr.scheduler.step()
+    return total, configs
 
 
-def _train_graphs(cfg: GnnConfig, collection: Collection) -> list[ProcessedGraph]:
+def train_graphs(cfg: GnnConfig, collection: Collection) -> list[ProcessedGraph]:
+    """The usable train graphs of ``collection`` (plus the other search with ``joint_search``)."""
     sources = joint_collections(collection) if cfg.joint_search else [collection]
     graphs = [g for c in sources for g in load_graphs(cfg.features_dir(), c, "train") if trainable(g)]
     if not graphs:
         raise RuntimeError(f"{collection.name}: no usable train graphs under {cfg.features_dir()}")
+    return limit_graphs(cfg, graphs)
+
+
+def limit_graphs(cfg: GnnConfig, graphs: list[ProcessedGraph]) -> list[ProcessedGraph]:
     if cfg.max_train_graphs > 0 and len(graphs) > cfg.max_train_graphs:
         keep = np.random.default_rng(cfg.seed).choice(len(graphs), cfg.max_train_graphs, replace=False)
         graphs = [graphs[i] for i in sorted(keep)]
     return graphs
 
 
-def _checkpoint_state(model, optimizer, scheduler, scaler, stopper, step, args, history) -> dict:
-    return {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),
-            "early_stopping": stopper.state_dict(), "step": step, "model_args": args.to_dict(),
-            "history": history}
+def shard(graphs: list[ProcessedGraph], ctx: DistContext) -> list[ProcessedGraph]:
+    """This rank's train graphs: every ``world_size``-th, from ``rank`` (all when too few)."""
+    if not ctx.active or len(graphs) < ctx.world_size:
+        return graphs
+    return graphs[ctx.rank::ctx.world_size]
 
 
-def _restore(path: Path, args: ModelArgs, device: torch.device, model, optimizer, scheduler,
-             scaler, stopper: EarlyStopping) -> tuple[list[dict[str, float]], int]:
-    """Load everything saved in ``last.pt``; returns (history, next step)."""
-    state = load_checkpoint(path, device)
-    if state["model_args"] != args.to_dict():
-        raise RuntimeError(f"{path}: saved model shape differs from this config; "
-                           f"use --resume false or another --tag")
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
-    scaler.load_state_dict(state["scaler"])
-    stopper.load_state_dict(state["early_stopping"])
-    return list(state["history"]), int(state["step"])
+def final_eval_share(graphs: list[ProcessedGraph], max_configs: int) -> float:
+    """Configs of the final (all-config) evaluation per config of a periodic one."""
+    full = sum(g.num_configs for g in graphs if g.target is not None)
+    part = sum(min(g.num_configs, max_configs) if max_configs > 0 else g.num_configs
+               for g in graphs if g.target is not None)
+    return full / part if part else 1.0
 
 
-def train_collection(cfg: GnnConfig, collection: Collection) -> dict[str, Any]:
-    """Train (or resume) one collection's model; returns the final validation report."""
+def train_collection(cfg: GnnConfig, collection: Collection, seconds: float = math.inf,
+                     ctx: DistContext | None = None, device: torch.device | None = None
+                     ) -> dict[str, Any]:
+    """Train (or resume) one collection's model on its train split, early-stopped on valid;
+    returns the final validation report. ``seconds`` is this run's share of the time budget
+    (default: ``cfg.time_budget`` when set, else no limit)."""
+    from models.training import choose_device
+
+    if math.isinf(seconds) and cfg.time_budget > 0:
+        seconds = cfg.time_budget
+    train = train_graphs(cfg, collection)
+    valid = load_graphs(cfg.features_dir(), collection, "valid")
+    return fit(cfg, collection, train, valid, cfg.model_dir(collection), seconds,
+               ctx or DistContext(), device or choose_device(cfg.device))
+
+
+def _write_config(cfg: GnnConfig, out: Path, ctx: DistContext, extra: dict | None) -> None:
+    meta = run_metadata(cfg)
+    meta["world_size"] = ctx.world_size
+    meta.update(extra or {})
+    write_json(out / "config.json", meta)
+
+
+def fit(cfg: GnnConfig, collection: Collection, train: list[ProcessedGraph],
+        valid: list[ProcessedGraph], out: Path, seconds: float, ctx: DistContext,
+        device: torch.device, extra_config: dict | None = None) -> dict[str, Any]:
+    """Train on ``train``, early-stop on ``valid``, write ``out/`` and return the report."""
+    t_start = time.monotonic()
     seed_everything(cfg.seed)
     set_cpu_threads(cfg.threads)
-    device = choose_device(cfg.device)
-    out = cfg.model_dir(collection)
     out.mkdir(parents=True, exist_ok=True)
-    train = _train_graphs(cfg, collection)
-    valid = load_graphs(cfg.features_dir(), collection, "valid")
-    args = model_args_for(cfg, train[0])
-    model = RankerGNN(args).to(device)
-    optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
-    scheduler = make_scheduler(optimizer, cfg.steps, cfg.warmup_steps)
-    scaler = make_grad_scaler(device, cfg.amp)
-    stopper = EarlyStopping(cfg.patience)
-    history: list[dict[str, float]] = []
+    mine = shard(train, ctx)
+    tr = make_trainer(cfg, ctx, device, train[0])
     start = 0
     if cfg.resume and (out / "last.pt").is_file():
-        history, start = _restore(out / "last.pt", args, device, model, optimizer, scheduler,
-                                  scaler, stopper)
-    else:  # a fresh run must never report an older run's best weights
+        start = tr.restore(out / "last.pt")
+    elif ctx.is_main:  # a fresh run must never report an older run's best weights
         (out / "best.pt").unlink(missing_ok=True)
-    save_run_config(cfg, out)
+    if ctx.is_main:
+        _write_config(cfg, out, ctx, extra_config)
+    barrier(ctx)
+    loop = _loop(tr, collection, mine, valid, out, start, seconds - (time.monotonic() - t_start))
+    report = None
+    if ctx.is_main:
+        report = _final_report(tr, collection, valid, out, loop, len(train))
+    return broadcast_object(report, ctx)
+
+
+STOP_REASONS = ("early_stopping", "step_budget", "time_budget")
+
+
+@dataclass
+class LoopResult:
+    seconds: float
+    configs: int
+    last_step: int
+    stopped_by: str
+
+
+def _loop(tr: Trainer, collection: Collection, graphs: list[ProcessedGraph],
+          valid: list[ProcessedGraph], out: Path, start: int, seconds: float) -> LoopResult:
+    """Steps until ``cfg.steps``, early stopping, ``step_budget`` or the time share is spent."""
+    cfg, ctx = tr.cfg, tr.ctx
     loss_fn = get_loss(cfg.loss)
-    graphs_per_step = cfg.graphs_per_step_for(collection)
-    cache = TensorCache(device)
-    t0, configs_seen = time.perf_counter(), 0
-    bar = tqdm(range(start, cfg.steps), desc=f"gnn {collection.name}", initial=start,
-               total=cfg.steps, mininterval=5.0, leave=False)
-    running = []
-    for step in bar:
-        if stopper.should_stop or (cfg.step_budget > 0 and step - start >= cfg.step_budget):
+    # every rank must run the same number of forward/backward passes per step (DDP collectives)
+    per_step_graphs = min(cfg.graphs_per_step_for(collection), len(graphs))
+    if ctx.active:
+        per_step_graphs = _min_over_ranks(per_step_graphs, ctx, tr.device)
+    cache, valid_cache = TensorCache(tr.device), TensorCache(tr.device)
+    eval_ratio = final_eval_share(valid, cfg.val_max_configs)
+    t0, configs, running, reserve = time.monotonic(), 0, [], 0.0
+    bar = tqdm(total=cfg.steps, initial=start, desc=f"gnn {collection.name}", mininterval=5.0,
+               leave=False, disable=not ctx.is_main)
+    step, evaluated, stopped_by = start, start, tr.stopped_by or "steps"
+    while step < cfg.steps and not tr.stopped_by:
+        spent = time.monotonic() - t0
+        per_step = spent / (step - start) if step > start else 0.0
+        left = seconds - spent - reserve
+        stop = (tr.stopper.should_stop, cfg.step_budget > 0 and step - start >= cfg.step_budget,
+                left <= per_step * 0.5)
+        code = next((i + 1 for i, s in enumerate(stop) if s), 0)
+        code, total = broadcast_floats([float(code), float(tr.horizon.update(step, per_step, left))],
+                                       ctx, tr.device)
+        tr.horizon.total = int(total)
+        if code:
+            stopped_by = STOP_REASONS[int(code) - 1]
             break
-        model.train()
-        running.append(_train_step(model, train, cache, cfg, step, device, loss_fn, optimizer,
-                                   scheduler, scaler, graphs_per_step))
-        configs_seen += cfg.configs_per_step * graphs_per_step
-        done = step + 1
-        if done % cfg.eval_every == 0 or done == cfg.steps:
-            score = evaluate(model, collection, valid, cfg, cache, cfg.val_max_configs)["score"]
-            score = -math.inf if not np.isfinite(score) else score
-            improved = stopper.update(score, done)
-            history.append({"step": done, "loss": float(np.mean(running)), "valid": float(score),
-                            "seconds": time.perf_counter() - t0})
-            running = []
-            bar.set_postfix(loss=f"{history[-1]['loss']:.4f}", valid=f"{score:.4f}")
-            if improved:
-                save_checkpoint(out / "best.pt", {"model": model.state_dict(),
-                                                  "model_args": args.to_dict(), "step": done})
-            save_checkpoint(out / "last.pt", _checkpoint_state(model, optimizer, scheduler, scaler,
-                                                               stopper, done, args, history))
+        tr.step_model.train()
+        loss, used = train_step(tr, graphs, cache, step, loss_fn, per_step_graphs)
+        running.append(mean_over_ranks(loss, ctx, tr.device))
+        configs += used
+        step += 1
+        bar.total = tr.horizon.total
+        bar.update(1)
+        if step % cfg.eval_every == 0 or step == cfg.steps:
+            t_eval = time.monotonic()
+            _evaluate_and_save(tr, collection, valid, valid_cache, out, step, running,
+                               time.monotonic() - t0, bar)
+            reserve = (time.monotonic() - t_eval) * eval_ratio  # the final all-config evaluation
+            running, evaluated = [], step
+    if stopped_by == "time_budget" and not tr.stopped_by:
+        tr.stopped_by = stopped_by  # final: a rerun resumes into the report, not more training
+        if step > evaluated and running:  # keep what was trained since the last evaluation
+            _evaluate_and_save(tr, collection, valid, valid_cache, out, step, running,
+                               time.monotonic() - t0, bar)
+        elif ctx.is_main:
+            save_checkpoint(out / "last.pt", tr.state(step))
     bar.close()
-    elapsed = time.perf_counter() - t0
+    return LoopResult(seconds=time.monotonic() - t0, configs=int(mean_over_ranks(
+        configs, tr.ctx, tr.device) * tr.ctx.world_size), last_step=step, stopped_by=stopped_by)
+
+
+def _min_over_ranks(value: int, ctx: DistContext, device: torch.device) -> int:
+    import torch.distributed as dist
+
+    tensor = torch.tensor([value], dtype=torch.int64, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MIN)
+    return int(tensor.item())
+
+
+def _evaluate_and_save(tr: Trainer, collection: Collection, valid: list[ProcessedGraph],
+                       cache: TensorCache, out: Path, step: int, running: list[float],
+                       elapsed: float, bar) -> None:
+    """Rank 0 scores ``valid``; every rank records the broadcast score (same early stopping)."""
+    cfg = tr.cfg
+    score = math.nan
+    if tr.ctx.is_main:
+        score = evaluate(tr.model, collection, valid, cfg, cache, cfg.val_max_configs)["score"]
+    score = broadcast_floats([score], tr.ctx, tr.device)[0]
+    score = -math.inf if not np.isfinite(score) else score
+    improved = tr.stopper.update(score, step)
+    tr.history.append({"step": step, "loss": float(np.mean(running)), "valid": float(score),
+                       "seconds": elapsed})
+    bar.set_postfix(loss=f"{tr.history[-1]['loss']:.4f}", valid=f"{score:.4f}")
+    if tr.ctx.is_main:
+        if improved:
+            save_checkpoint(out / "best.pt", {"model": tr.model.state_dict(),
+                                              "model_args": tr.args.to_dict(), "step": step})
+        save_checkpoint(out / "last.pt", tr.state(step))
+
+
+def _final_report(tr: Trainer, collection: Collection, valid: list[ProcessedGraph], out: Path,
+                  loop: LoopResult, n_train: int) -> dict[str, Any]:
+    cfg = tr.cfg
     if not (out / "best.pt").is_file():  # no evaluation ran (e.g. steps == 0): keep current weights
-        save_checkpoint(out / "best.pt", {"model": model.state_dict(), "model_args": args.to_dict(),
-                                          "step": start})
-    model, _ = load_trained_dir(out, device)
-    report = evaluate(model, collection, valid, cfg, TensorCache(device), max_configs=0)
-    report.update({"seed": cfg.seed, "best_step": stopper.best_step, "train_seconds": elapsed,
-                   "train_configs_per_s": configs_seen / elapsed if elapsed > 0 else float("nan"),
-                   "n_train_graphs": len(train), "history": history,
+        save_checkpoint(out / "best.pt", {"model": tr.model.state_dict(),
+                                          "model_args": tr.args.to_dict(), "step": loop.last_step})
+    model, _ = load_trained_dir(out, tr.device)
+    t_eval = time.monotonic()
+    report = evaluate(model, collection, valid, cfg, TensorCache(tr.device), max_configs=0)
+    elapsed = loop.seconds
+    report.update({"seed": cfg.seed, "best_step": tr.stopper.best_step, "train_seconds": elapsed,
+                   "final_eval_seconds": time.monotonic() - t_eval, "last_step": loop.last_step,
+                   "stopped_by": loop.stopped_by, "world_size": tr.ctx.world_size,
+                   "train_configs_per_s": loop.configs / elapsed if elapsed > 0 else float("nan"),
+                   "n_train_graphs": n_train, "history": tr.history,
                    "cross_attn": cfg.cross_attn, "joint_search": cfg.joint_search})
     write_json(out / "report.json", report)
     from models.gnn.report import plot_report
@@ -177,11 +382,12 @@ def train_collection(cfg: GnnConfig, collection: Collection) -> dict[str, Any]:
 def summary_line(report: dict[str, Any]) -> str:
     return (f"{report['collection']}: valid {report['score']:.4f} over {report['n_graphs']} graphs "
             f"(best step {report['best_step']}, {report['train_seconds']:.0f} s, "
-            f"{report['train_configs_per_s']:.0f} configs/s)")
+            f"{report['train_configs_per_s']:.0f} configs/s, stopped by {report['stopped_by']})")
 
 
 def dump_summary(path: Path, reports: list[dict[str, Any]]) -> None:
-    slim = [{k: r[k] for k in ("collection", "score", "n_graphs", "seed", "best_step",
-                               "train_seconds", "cross_attn", "joint_search")} for r in reports]
+    keys = ("collection", "score", "n_graphs", "seed", "best_step", "train_seconds", "stopped_by",
+            "world_size", "cross_attn", "joint_search")
+    slim = [{k: r.get(k) for k in keys} for r in reports]
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json(path, slim)
