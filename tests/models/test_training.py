@@ -76,3 +76,53 @@ def test_checkpoint_roundtrip_and_safe_loading(tmp_path):
         load_checkpoint(tmp_path / "evil.pt")
     with pytest.raises(FileNotFoundError):
         load_checkpoint(tmp_path / "missing.pt")
+
+
+def test_time_budget_shares_carry_over():
+    from models.training import TimeBudget
+
+    now = [0.0]
+    budget = TimeBudget(100.0, clock=lambda: now[0])
+    assert budget.share(4) == pytest.approx(25.0)
+    now[0] = 10.0  # the first run used 10 s of its 25
+    assert budget.share(3) == pytest.approx(30.0)
+    now[0] = 200.0
+    assert budget.remaining() == 0.0
+    assert TimeBudget(0).share(3) == float("inf")
+
+
+def test_step_horizon_follows_measured_speed():
+    from models.training import StepHorizon
+
+    horizon = StepHorizon(1000)
+    assert horizon.update(10, 0.5, float("inf")) == 1000
+    assert horizon.update(10, 0.5, 20.0) == 50
+    assert horizon.update(10, 0.001, 20.0) == 1000  # never past --steps
+
+
+def test_checkpointed_layers_give_the_same_gradients():
+    from models.training import checkpoint_module_lists
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = torch.nn.functional.gelu(layer(x))
+            return x.sum()
+
+    torch.manual_seed(0)
+    a = Net()
+    b = Net()
+    b.load_state_dict(a.state_dict())
+    assert checkpoint_module_lists(b) == 3
+    x = torch.randn(5, 4)
+    a(x).backward()
+    b(x).backward()
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        torch.testing.assert_close(pa.grad, pb.grad)
+    assert list(a.state_dict()) == list(b.state_dict())
+    with pytest.raises(ValueError, match="ModuleList"):
+        checkpoint_module_lists(torch.nn.Linear(2, 2))

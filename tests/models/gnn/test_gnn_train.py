@@ -115,3 +115,34 @@ def test_source_order_restores_file_order_and_rejects_dedup(graph_factory):
     g.config_index = np.array([0, 0, 1, 2])
     with pytest.raises(ValueError, match="permutation"):
         source_order(g, np.zeros(4))
+
+
+def test_time_budget_stops_cleanly_and_a_rerun_does_not_train_more(tmp_path, toy_features):
+    coll = get_collection("layout:xla:default")
+    cfg = _cfg(tmp_path, toy_features, steps=10**6, eval_every=10**5, time_budget=3.0)
+    report = train_collection(cfg, coll)
+    assert report["stopped_by"] == "time_budget" and report["last_step"] > 1
+    assert report["train_seconds"] < 3.0 + 1.5
+    assert report["history"] and report["history"][-1]["step"] == report["last_step"]
+    state = load_checkpoint(cfg.model_dir(coll) / "last.pt")
+    assert state["step"] == report["last_step"] and state["stopped_by"] == "time_budget"
+    again = train_collection(cfg, coll)
+    assert again["last_step"] == report["last_step"] and again["score"] == report["score"]
+
+
+def test_node_budget_bounds_configs_per_step():
+    cfg = dataclasses.replace(GnnConfig(), configs_per_step=64, node_budget=100_000,
+                              min_configs_per_step=8)
+    assert cfg.configs_per_step_for(1_000, is_tile=False) == 64
+    assert cfg.configs_per_step_for(10_000, is_tile=False) == 10
+    assert cfg.configs_per_step_for(40_000, is_tile=False) == 8  # floor
+    assert cfg.configs_per_step_for(40_000, is_tile=True) == 64  # late tile join: one graph pass
+    assert dataclasses.replace(cfg, node_budget=0).configs_per_step_for(40_000, False) == 64
+
+
+def test_activation_checkpointing_trains_like_plain(tmp_path, toy_features):
+    coll = get_collection("layout:xla:random")
+    plain = train_collection(_cfg(tmp_path / "a", toy_features, steps=4, eval_every=4), coll)
+    ckpt = train_collection(_cfg(tmp_path / "b", toy_features, steps=4, eval_every=4,
+                                 activation_checkpointing=True), coll)
+    assert plain["history"][-1]["loss"] == pytest.approx(ckpt["history"][-1]["loss"], rel=1e-5)
