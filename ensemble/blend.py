@@ -4,20 +4,29 @@ Per collection:
 
 1. each model's costs are normalised per graph (``--norm rank|minmax|zscore``); the seed runs of
    a model (``gnn@seed0``, ``gnn@seed1``, ...) are averaged first (:mod:`models.predictions`);
-2. blend weights are fitted on the *valid* split to maximise the official metric, the mean
-   per-graph score (tile top-5 score / Kendall τ);
+2. blend weights are fitted to maximise the official metric, the mean per-graph score (tile
+   top-5 score / Kendall τ), on
+   * the models' **out-of-fold predictions** (``oof``: every labelled graph, train + valid,
+     predicted by a fold model that did not see it) when every model has them — the default
+     protocol with ``--folds K`` models (:mod:`ensemble.oof`). The reported blend score is
+     *nested*: leave-one-fold-out (weights fitted on the other folds, scored on the left-out
+     fold), mean ± sd over folds; the official valid graphs are scored with the weights of the
+     fold that held them out;
+   * otherwise (``--protocol valid``, or models without ``oof``) the *valid* split, as before
+     cross-validation existed. The blend's valid score is then **in-sample** (its weights were
+     fitted on those graphs, and the models early-stopped on them) and is labelled so;
 3. the test costs are the weighted sums; the submission holds every test graph of the data root.
 
-Guarding against overfitting a handful of valid graphs (4-20 per layout collection): weights are
-searched on a coarse simplex grid (step ``--grid-step``, 0.1 by default) and then shrunk toward
-equal weights, ``w = (1 - a) * w_best + a * equal``. The shrinkage ``a`` is picked from
-``--alphas`` by leave-one-graph-out: for each valid graph, the grid optimum of the *other*
-graphs is shrunk and scored on the held-out graph; the ``a`` with the best held-out mean wins
-(within ``HELD_OUT_TOLERANCE`` = 0.001 of the best, the most shrinkage wins). ``a = 1``
-(equal weights) wins whenever fitting does not help on held-out graphs, which is what a noisy
-fit on 7 graphs usually deserves; with fewer than ``MIN_GRAPHS_TO_FIT`` valid graphs the
-weights are simply equal. ``summary.json`` records the
-in-sample and held-out score of every ``a`` so the effect of the choice is visible.
+Guarding against overfitting few graphs: weights are searched on a coarse simplex grid (step
+``--grid-step``, 0.1 by default) and then shrunk toward equal weights,
+``w = (1 - a) * w_best + a * equal``. The shrinkage ``a`` is picked from ``--alphas`` by
+leave-one-graph-out over the graphs being fitted: for each graph, the grid optimum of the
+*other* graphs is shrunk and scored on it; the ``a`` with the best leave-one-graph-out mean wins
+(within ``LOO_TOLERANCE`` = 0.001 of the best, the most shrinkage wins). ``a = 1`` (equal
+weights) wins whenever fitting does not help on left-out graphs; with fewer than
+``MIN_GRAPHS_TO_FIT`` graphs the weights are simply equal. ``summary.json`` records the
+in-sample and leave-one-graph-out score of every ``a`` (the leave-one-graph-out number of the
+chosen ``a`` is itself optimistic: ``a`` was chosen by it).
 
 Test runtimes are never read here.
 """
@@ -47,20 +56,22 @@ from ensemble.truth import config_count, split_truth
 
 BLEND_MODEL = "blend"
 MIN_GRAPHS_TO_FIT = 3
-#: held-out differences below this are noise: among near-ties the most shrinkage wins
-HELD_OUT_TOLERANCE = 1e-3
+#: leave-one-graph-out differences below this are noise: among near-ties the most shrinkage wins
+LOO_TOLERANCE = 1e-3
 
 
 @dataclass
 class BlendConfig(StageConfig):
     """Blend model predictions and write the submission (python -m ensemble blend)."""
 
-    models: str = "gnn,lgbm"
-    submission: str = "submissions/submission.csv"
+    models: str = "gnn,lgbm"  # comma list of the models whose predictions are blended (WORK/preds/<model>)
+    submission: str = "submissions/submission.csv"  # submission CSV written (and checked)
     norm: str = "minmax"  # chosen on sample-small valid (3 seeds): rank loses on tile, see README
-    grid_step: float = 0.1
-    alphas: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
-    max_fit_configs: int = 20_000
+    grid_step: float = 0.1  # step of the simplex grid the blend weights are searched on
+    alphas: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)  # shrinkages toward equal weights, picked by leave-one-graph-out
+    max_fit_configs: int = 20_000  # graphs with more configs are scored on a fixed random subset of this many
+    protocol: str = "auto"  # oof | valid | auto (oof when every model has OOF predictions)
+    folds: int = 0  # K of the models' fold plan; 0 = count their test-fold<k> files
 
     PRESETS = {"quick": {}, "full": {}}
 
@@ -85,8 +96,8 @@ class FitResult:
     alpha: float
     best_grid_weights: list[float]
     n_graphs: int
-    in_sample: dict[str, float] = field(default_factory=dict)  # alpha -> mean valid score
-    held_out: dict[str, float] = field(default_factory=dict)  # alpha -> leave-one-graph-out score
+    in_sample: dict[str, float] = field(default_factory=dict)  # alpha -> mean score, fitted graphs
+    loo: dict[str, float] = field(default_factory=dict)  # alpha -> leave-one-graph-out score
     method: str = "loo-shrinkage"
 
 
@@ -112,8 +123,32 @@ def blend_costs(normed: Sequence[Mapping[str, np.ndarray]], weights: Sequence[fl
             .astype(np.float32).astype(np.float64) for s in stems}
 
 
-def _score(coll: Collection, normed, weights, stem: str, truth: Mapping[str, np.ndarray]) -> float:
-    return graph_score(coll, blend_costs(normed, weights, [stem])[stem], truth[stem])
+class GraphScorer:
+    """Per-graph scores of weighted blends, memoised by (weights, graph).
+
+    Nested fits (leave-one-fold-out, leave-one-graph-out) score the same grid points on the same
+    graphs over and over; with the cache each (weights, graph) pair is scored once. For layout
+    graphs with more than ``max_configs`` configs, τ is computed on a fixed random subset of that
+    many configs (an unbiased estimate with a standard error of about ``1/sqrt(max_configs)``).
+    """
+
+    def __init__(self, coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
+                 truth: Mapping[str, np.ndarray], max_configs: int = 20_000) -> None:
+        if not coll.is_tile:
+            normed, truth = _subsample(normed, truth, max_configs)
+        self.coll, self.normed, self.truth = coll, list(normed), dict(truth)
+        self._cache: dict[tuple[tuple[float, ...], str], float] = {}
+
+    def score(self, weights: Sequence[float], stem: str) -> float:
+        key = (tuple(np.round(np.asarray(weights, dtype=np.float64), 9).tolist()), stem)
+        if key not in self._cache:
+            cost = blend_costs(self.normed, weights, [stem])[stem]
+            self._cache[key] = graph_score(self.coll, cost, self.truth[stem])
+        return self._cache[key]
+
+    def matrix(self, grid: np.ndarray, stems: Sequence[str]) -> np.ndarray:
+        """Scores of every grid point on every graph, shape (points, graphs)."""
+        return np.array([[self.score(w, s) for s in stems] for w in grid])
 
 
 def _best_index(mean_scores: np.ndarray, grid: np.ndarray) -> int:
@@ -126,37 +161,35 @@ def _best_index(mean_scores: np.ndarray, grid: np.ndarray) -> int:
 def fit_weights(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
                 truth: Mapping[str, np.ndarray], grid_step: float = 0.1,
                 alphas: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0),
-                max_configs: int = 20_000) -> FitResult:
-    """Weights maximising the mean valid score, shrunk toward equal by leave-one-graph-out.
+                max_configs: int = 20_000, stems: Sequence[str] | None = None,
+                scorer: GraphScorer | None = None) -> FitResult:
+    """Weights maximising the mean score over ``stems`` (default: every graph of ``truth``),
+    shrunk toward equal by leave-one-graph-out; only those graphs are looked at.
 
-    For layout graphs with more than ``max_configs`` configs, τ is computed on a fixed random
-    subset of that many configs (an unbiased estimate with a standard error of about
-    ``1/sqrt(max_configs)``), which keeps fitting on 100k-config graphs fast.
+    ``scorer`` shares scores between fits on overlapping graph sets (nested schemes).
     """
     k = len(normed)
     equal = np.full(k, 1.0 / k)
-    stems = sorted(truth)
+    stems = sorted(truth if stems is None else stems)
     if k == 1 or len(stems) < MIN_GRAPHS_TO_FIT:
-        reason = "single model" if k == 1 else f"fewer than {MIN_GRAPHS_TO_FIT} valid graphs"
+        reason = "single model" if k == 1 else f"fewer than {MIN_GRAPHS_TO_FIT} graphs to fit on"
         return FitResult(equal.tolist(), 1.0, equal.tolist(), len(stems), method=f"equal ({reason})")
-    if not coll.is_tile:  # τ on a fixed random subset of configs: same estimate, bounded cost
-        normed, truth = _subsample(normed, truth, max_configs)
+    scorer = scorer or GraphScorer(coll, normed, truth, max_configs)
     grid = simplex_grid(k, grid_step)
-    scores = np.array([[_score(coll, normed, w, s, truth) for s in stems] for w in grid])  # (p, g)
+    scores = scorer.matrix(grid, stems)  # (p, g)
     best_all = grid[_best_index(scores.mean(axis=1), grid)]
     result = FitResult([], 0.0, best_all.tolist(), len(stems))
     totals = scores.sum(axis=1)
     for alpha in alphas:
-        held = []
+        loo = []
         for g, stem in enumerate(stems):
             best_rest = grid[_best_index((totals - scores[:, g]) / (len(stems) - 1), grid)]
-            held.append(_score(coll, normed, (1 - alpha) * best_rest + alpha * equal, stem, truth))
+            loo.append(scorer.score((1 - alpha) * best_rest + alpha * equal, stem))
         w_alpha = (1 - alpha) * best_all + alpha * equal
-        result.in_sample[f"{alpha:g}"] = float(np.mean(
-            [_score(coll, normed, w_alpha, s, truth) for s in stems]))
-        result.held_out[f"{alpha:g}"] = float(np.mean(held))
-    top = max(result.held_out.values())
-    result.alpha = max(float(a) for a, v in result.held_out.items() if v >= top - HELD_OUT_TOLERANCE)
+        result.in_sample[f"{alpha:g}"] = float(np.mean([scorer.score(w_alpha, s) for s in stems]))
+        result.loo[f"{alpha:g}"] = float(np.mean(loo))
+    top = max(result.loo.values())
+    result.alpha = max(float(a) for a, v in result.loo.items() if v >= top - LOO_TOLERANCE)
     result.weights = ((1 - result.alpha) * best_all + result.alpha * equal).tolist()
     return result
 
@@ -197,8 +230,27 @@ def _require(preds: Mapping[str, np.ndarray], sizes: Mapping[str, int], what: st
                          f"configs ({len(wrong)} such graph(s); stale predictions? re-run predict)")
 
 
+PROTOCOLS = ("auto", "oof", "valid")
+
+
 def blend_collection(cfg: BlendConfig, coll: Collection) -> tuple[dict, dict[str, np.ndarray]]:
-    """Fit weights on valid, blend valid and test; returns (summary, test costs)."""
+    """Blend one collection by the configured protocol; returns (summary, test costs)."""
+    from ensemble.oof import blend_collection_oof, has_oof
+
+    lacking = has_oof(cfg.preds_dir, cfg.model_list, coll) if cfg.protocol != "valid" else []
+    if cfg.protocol == "oof" and lacking:
+        raise FileNotFoundError(f"{coll.name}: --protocol oof but no oof predictions of "
+                                f"{lacking} under {cfg.preds_dir} (train them with --folds K)")
+    if cfg.protocol != "valid" and not lacking:
+        return blend_collection_oof(cfg, coll)
+    summary, test_costs = blend_collection_valid(cfg, coll)
+    if lacking:
+        summary["note"] = f"no oof predictions of {', '.join(lacking)}: blend fitted on valid"
+    return summary, test_costs
+
+
+def blend_collection_valid(cfg: BlendConfig, coll: Collection) -> tuple[dict, dict[str, np.ndarray]]:
+    """Fit weights on valid, blend valid and test; the blend's valid score is in-sample."""
     truth = split_truth(cfg.data, coll, "valid")
     valid_normed = _load_normed(cfg, coll, "valid") if truth else []
     for model, preds in zip(cfg.model_list, valid_normed):
@@ -211,7 +263,8 @@ def blend_collection(cfg: BlendConfig, coll: Collection) -> tuple[dict, dict[str
     for model, preds in zip(cfg.model_list, test_normed):
         _require(preds, test_sizes, f"{coll.name}/test, model {model}")
     test_costs = blend_costs(test_normed, fit.weights, sorted(test_sizes)) if test_sizes else {}
-    summary = {"weights": dict(zip(cfg.model_list, fit.weights)), "fit": dataclasses.asdict(fit),
+    summary = {"protocol": "valid (in-sample)",
+               "weights": dict(zip(cfg.model_list, fit.weights)), "fit": dataclasses.asdict(fit),
                "valid_score": {}, "n_valid": len(truth), "n_test": len(test_sizes)}
     if truth:
         valid_costs = blend_costs(valid_normed, fit.weights, sorted(truth))
@@ -230,6 +283,8 @@ def run_id(cfg: BlendConfig) -> str:
 
 def run_blend(cfg: BlendConfig) -> dict:
     """Blend every collection, write the submission (+ a copy in ``submissions/<run>/``), check it."""
+    if cfg.protocol not in PROTOCOLS:
+        raise ValueError(f"--protocol must be one of {PROTOCOLS}, got {cfg.protocol!r}")
     if cfg.norm not in NORMALISATIONS:
         raise ValueError(f"--norm must be one of {NORMALISATIONS}, got {cfg.norm!r}")
     if not cfg.model_list:
@@ -252,6 +307,7 @@ def run_blend(cfg: BlendConfig) -> dict:
                    for m in cfg.model_list + [BLEND_MODEL]
                    if any(m in s["valid_score"] for s in summary["collections"].values())}
     summary["valid_final"] = valid_final
+    summary["oof_final"] = oof_final(summary["collections"])
     submission = write_submission(cfg.submission, rows)
     run_dir = submission.parent / rid
     write_submission(run_dir / "submission.csv", rows)
@@ -266,19 +322,45 @@ def run_blend(cfg: BlendConfig) -> dict:
     return summary
 
 
+def oof_scores(coll_summary: dict) -> dict[str, dict]:
+    """``{model-or-blend: fold_scores}`` of one collection summary (empty without OOF)."""
+    oof = coll_summary.get("oof")
+    if not oof:
+        return {}
+    return dict(oof["models"], **{BLEND_MODEL: oof["blend"]["scores"]})
+
+
+def oof_final(collections: dict[str, dict]) -> dict[str, float]:
+    """Mean over collections of each model's OOF mean, when every collection has OOF scores."""
+    per = [oof_scores(s) for s in collections.values()]
+    if not per or not all(per):
+        return {}
+    names = [m for m in per[0] if all(m in p for p in per)]
+    return {m: final_score({str(i): p[m]["mean"] for i, p in enumerate(per)}) for m in names}
+
+
 def _print_collection(coll: Collection, s: dict) -> None:
     weights = ", ".join(f"{m}={w:.2f}" for m, w in s["weights"].items())
     scores = ", ".join(f"{m}={v:.4f}" for m, v in s["valid_score"].items())
-    print(f"{coll.name:22s} valid graphs={s['n_valid']:4d} test graphs={s['n_test']:4d} "
-          f"weights: {weights} ({s['fit']['method']}, shrink={s['fit']['alpha']:g})"
-          + (f" | valid: {scores}" if scores else ""), flush=True)
+    oof = ", ".join(f"{m}={v['mean']:.4f}±{v['sd']:.4f}" for m, v in oof_scores(s).items())
+    label = "valid (blend nested)" if s["protocol"] == "oof" else "valid (blend in-sample)"
+    print(f"{coll.name:22s} [{s['protocol']}] valid graphs={s['n_valid']:4d} "
+          f"test graphs={s['n_test']:4d} weights: {weights} ({s['fit']['method']}, "
+          f"shrink={s['fit']['alpha']:g})"
+          + (f" | OOF over {s['oof']['n_graphs']} graphs, {s['oof']['folds']} folds "
+             f"(blend leave-one-fold-out): {oof}" if oof else "")
+          + (f" | {label}: {scores}" if scores else "")
+          + (f" | note: {s['note']}" if s.get("note") else ""), flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     cfg = parse_config(BlendConfig, argv, prog="python -m ensemble blend")
     summary = run_blend(cfg)
     finals = ", ".join(f"{m}={v:.4f}" for m, v in summary["valid_final"].items())
-    print(f"valid final (mean of collections): {finals}")
+    if summary["oof_final"]:
+        oof = ", ".join(f"{m}={v:.4f}" for m, v in summary["oof_final"].items())
+        print(f"OOF final (mean of collections; blend nested leave-one-fold-out): {oof}")
+    print(f"official valid final (mean of collections): {finals}")
     print(f"wrote {summary['submission']} (checked OK) and {summary['run_dir']}/ [run {summary['run_id']}]")
     return 0
 

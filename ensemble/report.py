@@ -3,7 +3,12 @@
 Reads what ``blend`` left (``WORK/blend/summary.json``: run id, weights, fit evidence) and the
 prediction files, and writes ``submissions/<run>/report.{md,html,json}`` plus PNG plots:
 
-* per-collection valid score of every model, the baseline and the blend;
+* out-of-fold (OOF) scores per collection when the models were cross-validated: every model's
+  OOF mean ± sd over folds (and over seed runs × folds), the blend's nested
+  leave-one-fold-out score, with the number of graphs (``ensemble.oof``);
+* per-collection official-valid score of every model, the baseline and the blend, with the
+  number of graphs and what the blend's number is (nested, or in-sample when the blend was
+  fitted on valid);
 * per-graph scores (τ for layout, top-5 score for tile) per collection;
 * predicted-vs-true rank scatter of the blend for a few valid graphs;
 * the blend weights and the shrinkage evidence (in-sample vs leave-one-graph-out);
@@ -42,7 +47,7 @@ MAX_SCATTER_POINTS = 5000
 class ReportConfig(BlendConfig):
     """Write the run report beside the submission (python -m ensemble report)."""
 
-    scatter_graphs: int = 3
+    scatter_graphs: int = 3  # largest graphs per collection drawn as predicted-vs-true scatter plots
 
 
 Block = tuple  # ("h2", text) | ("p", text) | ("table", header, rows) | ("img", file, caption) | ("pre", text)
@@ -139,12 +144,67 @@ def plot_rank_scatter(coll: Collection, preds: Mapping[str, np.ndarray], truth: 
     _save(fig, path)
 
 
-def _mean_table(scores: Mapping[str, Mapping[str, float]], models: Sequence[str]) -> tuple:
-    rows = [[c] + [f"{scores[c][m]:.4f}" if m in scores[c] else "—" for m in models] for c in scores]
+def _mean_table(scores: Mapping[str, Mapping[str, float]], models: Sequence[str],
+                n_graphs: Mapping[str, int] | None = None) -> tuple:
+    def graphs(c: str) -> list[str]:
+        return [str(n_graphs.get(c, "—"))] if n_graphs is not None else []
+
+    rows = [[c] + graphs(c) + [f"{scores[c][m]:.4f}" if m in scores[c] else "—" for m in models]
+            for c in scores]
     finals = [np.mean([scores[c][m] for c in scores]) if all(m in scores[c] for c in scores) else None
               for m in models]
-    rows.append(["**final (mean)**"] + [f"**{f:.4f}**" if f is not None else "—" for f in finals])
-    return ("table", ["collection"] + list(models), rows)
+    rows.append(["**final (mean)**"] + ([""] if n_graphs is not None else [])
+                + [f"**{f:.4f}**" if f is not None else "—" for f in finals])
+    return ("table", ["collection"] + (["graphs"] if n_graphs is not None else []) + list(models), rows)
+
+
+def _valid_note(summary: dict) -> str:
+    protocols = {s.get("protocol", "valid (in-sample)") for s in summary["collections"].values()}
+    if protocols == {"oof"}:
+        return ("Models: out-of-fold predictions of the official valid graphs (each from the fold "
+                "model that did not see it). Blend: each valid graph blended with the weights "
+                "fitted on the other folds (nested), so no number here was fitted on its graph.")
+    return ("**In-sample numbers.** The models early-stopped and chose their options on these "
+            "graphs and the blend weights were fitted on them"
+            + (" (in the collections without OOF predictions)" if "oof" in protocols else "")
+            + ": these scores are optimistic. Train with `--folds K` for out-of-fold scores.")
+
+
+def _oof_blocks(summary: dict, models: Sequence[str], run_dir: Path) -> list[Block]:
+    """The OOF table: per collection graphs, folds, each model's mean ± sd over folds (and
+    over seed runs × folds), the blend's leave-one-fold-out mean ± sd."""
+    colls = {c: s["oof"] for c, s in summary["collections"].items() if s.get("oof")}
+    if not colls:
+        return [("h2", "Out-of-fold scores"),
+                ("p", "No out-of-fold predictions (models trained without `--folds K`): only the "
+                      "in-sample valid table below is available.")]
+    header = ["collection", "graphs", "folds"] + [f"{m} (± sd over folds)" for m in models] + \
+             [f"{m} (± sd over seed runs × folds)" for m in models] + \
+             [f"{BLEND_MODEL} (nested, ± sd over folds)"]
+    rows, means = [], {}
+    for c, o in colls.items():
+        cells = [c, str(o["n_graphs"]), str(o["folds"])]
+        for m in models:
+            v = o["models"][m]
+            cells.append(f"{v['mean']:.4f} ± {v['sd']:.4f}")
+        for m in models:
+            sp = o["runs"].get(m, {}).get("spread")
+            cells.append(f"{sp['mean']:.4f} ± {sp['sd']:.4f} ({sp['runs']}×)" if sp else "—")
+        b = o["blend"]["scores"]
+        cells.append(f"{b['mean']:.4f} ± {b['sd']:.4f}")
+        rows.append(cells)
+        means[c] = dict({m: o["models"][m]["mean"] for m in models}, **{BLEND_MODEL: b["mean"]})
+    finals = ["**final (mean)**", str(sum(o["n_graphs"] for o in colls.values())), ""]
+    finals += [f"**{np.mean([means[c][m] for c in means]):.4f}**" for m in models]
+    finals += [""] * len(models) + [f"**{np.mean([means[c][BLEND_MODEL] for c in means]):.4f}**"]
+    rows.append(finals)
+    plot_collection_scores(means, "out-of-fold (blend: nested)", run_dir / "scores_oof.png")
+    return [("h2", "Out-of-fold scores (every labelled graph: train + valid)"),
+            ("p", "Each graph is scored on the prediction of the fold model that did not see it. "
+                  "The blend is scored leave-one-fold-out: its weights (and shrinkage) are fitted on "
+                  "the other folds' OOF predictions and applied to the left-out fold. Mean over "
+                  "folds of the per-fold mean score, ± the sd over folds."),
+            ("table", header, rows), ("img", "scores_oof.png", "OOF score per collection")]
 
 
 def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
@@ -182,16 +242,21 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
             graph_blocks.append(("img", f"scatter_{coll.slug}.png", f"{name}: blend rank vs true rank"))
         if test:
             test_means[name] = {m: float(np.mean(list(v.values()))) for m, v in test.items()}
-    blocks.append(("h2", "Validation scores (mean per-graph official metric)"))
+    blocks += _oof_blocks(summary, models, run_dir)
+    blocks.append(("h2", "Official valid split (mean per-graph official metric)"))
     if valid_means:
         plot_collection_scores(valid_means, "valid", run_dir / "scores_valid.png")
-        blocks += [_mean_table(valid_means, shown), ("img", "scores_valid.png", "valid score per collection")]
+        n_valid = {c: s["n_valid"] for c, s in summary["collections"].items()}
+        blocks += [("p", _valid_note(summary)), _mean_table(valid_means, shown, n_valid),
+                   ("img", "scores_valid.png", "official valid score per collection")]
     else:
         blocks.append(("p", "No valid graphs with runtimes under the data root."))
     blocks += [("h2", "Blend weights"), _weights_table(summary, models),
-               ("p", "Weights: coarse simplex grid optimum on valid, shrunk toward equal weights by "
-                     "`a`; `a` chosen by leave-one-graph-out (held-out mean below). Rows = candidate "
-                     "`a`: in-sample valid score / leave-one-graph-out score."),
+               ("p", "Weights: coarse simplex grid optimum on the fitted graphs (OOF predictions of "
+                     "every labelled graph, or the valid split), shrunk toward equal weights by "
+                     "`a`; `a` chosen by leave-one-graph-out over the fitted graphs. Rows = "
+                     "candidate `a`: in-sample score / leave-one-graph-out score (the latter is "
+                     "optimistic for the chosen `a`, which was picked by it)."),
                _shrink_table(summary)]
     if test_means:
         plot_collection_scores(test_means, "hidden test (sample only)", run_dir / "scores_test.png")
@@ -204,24 +269,38 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
     blocks += [("h2", "Run configuration"),
                ("p", f"git SHA `{summary['metadata']['git_sha']}`"),
                ("pre", json.dumps(meta, indent=2, sort_keys=True, default=str))]
-    data = {"run_id": summary["run_id"], "valid": valid_means, "hidden_test": test_means,
+    oof = {c: {"n_graphs": s["oof"]["n_graphs"], "folds": s["oof"]["folds"],
+               "models": {m: {k: v[k] for k in ("mean", "sd", "pooled", "n_graphs")}
+                          for m, v in s["oof"]["models"].items()},
+               "blend_nested": {k: s["oof"]["blend"]["scores"][k]
+                                for k in ("mean", "sd", "pooled", "n_graphs")}}
+           for c, s in summary["collections"].items() if s.get("oof")}
+    data = {"run_id": summary["run_id"], "oof": oof, "valid": valid_means,
+            "valid_protocol": {c: s.get("protocol", "valid (in-sample)")
+                               for c, s in summary["collections"].items()},
+            "hidden_test": test_means,
             "per_graph": details, "weights": {c: s["weights"] for c, s in summary["collections"].items()}}
     return blocks, data
 
 
 def _weights_table(summary: dict, models: Sequence[str]) -> tuple:
-    rows = [[c, s["fit"]["method"], str(s["n_valid"])] + [f"{s['weights'][m]:.2f}" for m in models]
+    rows = [[c, "OOF" if s.get("protocol") == "oof" else "valid", s["fit"]["method"],
+             str(s["fit"]["n_graphs"])] + [f"{s['weights'][m]:.2f}" for m in models]
             + [f"{s['fit']['alpha']:g}"] for c, s in summary["collections"].items()]
-    return ("table", ["collection", "method", "valid graphs"] + list(models) + ["shrink a"], rows)
+    return ("table", ["collection", "fitted on", "method", "graphs"] + list(models) + ["shrink a"], rows)
+
+
+def _loo(fit: dict) -> dict:
+    return fit.get("loo", fit.get("held_out", {}))  # summaries written before the rename
 
 
 def _shrink_table(summary: dict) -> tuple:
-    alphas = sorted({a for s in summary["collections"].values() for a in s["fit"]["held_out"]}, key=float)
+    alphas = sorted({a for s in summary["collections"].values() for a in _loo(s["fit"])}, key=float)
     rows = []
     for c, s in summary["collections"].items():
-        fit = s["fit"]
-        rows.append([c] + [f"{fit['in_sample'][a]:.4f} / {fit['held_out'][a]:.4f}"
-                           if a in fit["held_out"] else "—" for a in alphas])
+        fit, loo = s["fit"], _loo(s["fit"])
+        rows.append([c] + [f"{fit['in_sample'][a]:.4f} / {loo[a]:.4f}"
+                           if a in loo else "—" for a in alphas])
     return ("table", ["collection"] + [f"a={a}" for a in alphas], rows)
 
 

@@ -36,11 +36,11 @@ def _graph_arrays(rng: np.random.Generator, is_tile: bool, n_configs: int) -> di
     return arrays
 
 
-def make_root(root: Path, seed: int = 0) -> Path:
+def make_root(root: Path, seed: int = 0, counts: dict[str, int] | None = None) -> Path:
     rng = np.random.default_rng(seed)
     hidden = {}
     for coll in COLLECTIONS:
-        for split, count in N_GRAPHS.items():
+        for split, count in (counts or N_GRAPHS).items():
             d = coll.split_dir(root, split)
             d.mkdir(parents=True, exist_ok=True)
             for i in range(count):
@@ -62,3 +62,10 @@ def make_root(root: Path, seed: int = 0) -> Path:
 @pytest.fixture(scope="session")
 def fake_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_root(tmp_path_factory.mktemp("fake") / "root")
+
+
+@pytest.fixture(scope="session")
+def cv_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Like ``fake_root`` with a train split too (7 train, 3 valid, 3 test graphs each)."""
+    return make_root(tmp_path_factory.mktemp("cv") / "root", seed=3,
+                     counts={"train": 7, "valid": 3, "test": 3})

@@ -47,8 +47,8 @@ def test_fit_puts_all_weight_on_the_perfect_model():
     # the perfect model wins on every held-out graph, so no shrinkage is chosen
     assert fit.alpha == 0.0
     assert fit.weights == pytest.approx([0.0, 1.0, 0.0])
-    assert fit.held_out["0"] == pytest.approx(1.0)
-    assert fit.held_out["0"] > fit.held_out["1"]
+    assert fit.loo["0"] == pytest.approx(1.0)
+    assert fit.loo["0"] > fit.loo["1"]
 
 
 def test_fit_on_a_config_subset_finds_the_same_answer():
@@ -94,7 +94,7 @@ def test_tile_fit_uses_top5_score():
     # one of those (it keeps the one closest to equal weights), and equal weights (a tie) must lose
     assert fit.weights[1] > 0.5
     assert fit.in_sample[f"{fit.alpha:g}"] == pytest.approx(1.0)
-    assert fit.held_out["1"] < 1.0
+    assert fit.loo["1"] < 1.0
 
 
 def _write_model(fake_root, work, name, transform, seed):

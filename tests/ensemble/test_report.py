@@ -34,7 +34,8 @@ def test_report_files_created(fake_root, tmp_path):
         assert (run_dir / name).is_file() and (run_dir / name).stat().st_size > 0, name
     md = (run_dir / "report.md").read_text()
     assert "Blend weights" in md and "git SHA" in md and "generated sample only" in md
-    assert "| m1 | m2 | baseline | blend |" in md
+    assert "| graphs | m1 | m2 | baseline | blend |" in md and "In-sample numbers" in md
+    assert "No out-of-fold predictions" in md
     html = (run_dir / "report.html").read_text()
     assert '<img src="scores_valid.png"' in html
     data = json.loads((run_dir / "report.json").read_text())

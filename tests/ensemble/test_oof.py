@@ -1,0 +1,151 @@
+"""Blending on out-of-fold predictions: nested (leave-one-fold-out) score, fold-ensemble test
+predictions, complete checked submission, fold-manifest leak check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ensemble.oof as oof_mod
+from ensemble.blend import BlendConfig, run_blend
+from ensemble.submission import check_file, expected_rows, read_submission
+from ensemble.truth import split_truth
+from ensemble.truth import test_truth as hidden_truth
+from models.cv import fold_plan, write_fold_manifest
+from models.predictions import (fold_split, predictions_path, read_predictions,
+                                write_fold_average, write_predictions)
+from tpurank.collections import COLLECTIONS
+
+K = 3
+
+
+def _write_cv_model(root: Path, work: Path, run: str, noise: float, seed: int) -> None:
+    """A fake K-fold model: OOF = truth + noise per held-out graph, K test-fold files, their
+    average, the valid split's OOF, and a folds.json manifest."""
+    rng = np.random.default_rng(seed)
+    for coll in COLLECTIONS:
+        plan = fold_plan(work, work / "features", coll, folds=K, seed=0, data=root)
+        truth = {**split_truth(root, coll, "train"), **split_truth(root, coll, "valid")}
+        oof = {}
+        for k in range(K):
+            for _, stem in plan.held_out(k):
+                t = truth[stem]
+                oof[stem] = t + noise * t.std() * rng.normal(size=t.shape)
+        preds = work / "preds"
+        write_predictions(predictions_path(preds, run, coll, "oof"), oof)
+        valid = split_truth(root, coll, "valid")
+        write_predictions(predictions_path(preds, run, coll, "valid"), {s: oof[s] for s in valid})
+        hidden = hidden_truth(root, coll)
+        for k in range(K):
+            write_predictions(predictions_path(preds, run, coll, fold_split(k)),
+                              {s: t + noise * t.std() * rng.normal(size=t.shape)
+                               for s, t in hidden.items()})
+        write_fold_average(preds, run, coll, folds=K)
+        write_fold_manifest(work / "models" / run / coll.slug / "folds.json", plan)
+
+
+@pytest.fixture(scope="module")
+def cv_work(cv_root, tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("cvwork")
+    _write_cv_model(cv_root, work, "good@seed0", 0.3, 0)
+    _write_cv_model(cv_root, work, "noise@seed0", 50.0, 1)
+    return work
+
+
+def _cfg(root, work, **kw) -> BlendConfig:
+    return BlendConfig(data=str(root), work=str(work), models="good,noise",
+                       submission=str(work / "sub" / "submission.csv"), **kw)
+
+
+def test_blend_on_oof_is_nested_complete_and_checked(cv_root, cv_work, monkeypatch):
+    fitted_on: list[set[str]] = []
+    real_fit = oof_mod.fit_weights
+
+    def spy(*args, stems=None, **kw):
+        fitted_on.append(set(stems) if stems is not None else set(args[2]))
+        return real_fit(*args, stems=stems, **kw)
+
+    monkeypatch.setattr(oof_mod, "fit_weights", spy)
+    summary = run_blend(_cfg(cv_root, cv_work))
+    assert summary["check"] == "ok"
+    rows = read_submission(summary["submission"])
+    assert set(rows) == set(expected_rows(cv_root))  # every test graph of every collection
+    assert check_file(summary["submission"], cv_root) == []
+    assert set(summary["oof_final"]) == {"good", "noise", "blend"}
+    for name, s in summary["collections"].items():
+        assert s["protocol"] == "oof"
+        oof = s["oof"]
+        assert oof["folds"] == K and oof["n_graphs"] == 10 and len(oof["manifests"]) == 2
+        if not name.startswith("tile"):  # tile graphs here have <= 8 configs: top-5 is always 1
+            assert s["weights"]["good"] > s["weights"]["noise"]
+            assert oof["models"]["good"]["mean"] > oof["models"]["noise"]["mean"] + 0.5
+        assert sum(oof["blend"]["scores"]["n_per_fold"].values()) == 10
+    # every nested fit leaves its scored fold out; one fit per fold and one on all graphs
+    coll = COLLECTIONS[1]
+    plan = fold_plan(cv_work, cv_work / "features", coll, folds=K, seed=0, data=cv_root)
+    nested_sets = [f for f in fitted_on if len(f) < 10]
+    assert len(nested_sets) == K * len(COLLECTIONS)
+    all_folds = [{st for _, st in plan.held_out(k)} for k in range(K)]
+    mine = [f for f in nested_sets if f <= {st for _, st in plan.graphs()}]
+    assert len(mine) == K
+    for fitted, held in zip(mine, all_folds):
+        assert not fitted & held and fitted | held == {st for _, st in plan.graphs()}
+
+
+def test_valid_blend_uses_the_weights_of_its_fold(cv_root, cv_work):
+    summary = run_blend(_cfg(cv_root, cv_work))
+    coll = COLLECTIONS[3]
+    s = summary["collections"][coll.name]
+    plan = fold_plan(cv_work, cv_work / "features", coll, folds=K, seed=0, data=cv_root)
+    fold_of = oof_mod.stem_folds(plan)
+    from ensemble.blend import _load_normed, blend_costs
+
+    cfg = _cfg(cv_root, cv_work)
+    normed = _load_normed(cfg, coll, "valid")
+    blend_valid = read_predictions(predictions_path(cv_work / "preds", "blend", coll, "valid"))
+    for stem, cost in blend_valid.items():
+        w = s["oof"]["blend"]["weights"][str(fold_of[stem])]
+        assert np.allclose(cost, blend_costs(normed, w, [stem])[stem], atol=1e-6)
+
+
+def test_fold_average_and_protocol_valid_fallback(cv_root, cv_work):
+    summary = run_blend(_cfg(cv_root, cv_work, protocol="valid"))
+    for s in summary["collections"].values():
+        assert s["protocol"] == "valid (in-sample)" and "oof" not in s
+    assert summary["oof_final"] == {}
+
+
+def test_leaky_manifest_fails_the_blend(cv_root, tmp_path):
+    work = tmp_path / "w"
+    _write_cv_model(cv_root, work, "good@seed0", 0.3, 0)
+    _write_cv_model(cv_root, work, "noise@seed0", 50.0, 1)
+    coll = COLLECTIONS[0]
+    path = work / "models" / "good@seed0" / coll.slug / "folds.json"
+    manifest = json.loads(path.read_text())
+    plan = fold_plan(work, work / "features", coll, folds=K, seed=0, data=cv_root)
+    sp, st = plan.held_out(0)[0]
+    manifest["seen"]["0"].append(f"{sp}/{st}")
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match="in-sample"):
+        run_blend(_cfg(cv_root, work))
+
+
+def test_report_shows_oof_and_official_valid_tables(cv_root, cv_work):
+    from ensemble.report import ReportConfig, write_report
+
+    cfg = _cfg(cv_root, cv_work)
+    run_blend(cfg)
+    rcfg = ReportConfig(data=cfg.data, work=cfg.work, models=cfg.models, submission=cfg.submission)
+    run_dir = write_report(rcfg)
+    md = (run_dir / "report.md").read_text()
+    assert "Out-of-fold scores" in md and "Official valid split" in md
+    assert "| layout:xla:random | 10 | 3 |" in md  # graphs and folds beside the OOF scores
+    assert "blend (nested, ± sd over folds)" in md and "In-sample" not in md
+    assert "held-out" not in md.lower()
+    data = json.loads((run_dir / "report.json").read_text())
+    assert data["valid_protocol"]["tile:xla"] == "oof"
+    assert data["oof"]["layout:nlp:random"]["n_graphs"] == 10
+    assert (run_dir / "scores_oof.png").is_file()
