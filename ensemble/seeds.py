@@ -32,7 +32,7 @@ from ensemble.truth import truth as read_truth
 class SeedsConfig(BlendConfig):
     """Per-seed scores of each model and of their blend (python -m ensemble seeds)."""
 
-    seeds: str = "0,1,2"
+    seeds: str = "0,1,2"  # comma list of the seeds whose runs are scored
 
 
 def evaluate(cfg: SeedsConfig, coll: Collection, runs: list[str]) -> dict[str, dict[str, float]]:

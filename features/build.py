@@ -54,7 +54,7 @@ NORM_EPS = 1e-6
 class BuildConfig(StageConfig):
     """Feature build: pruning, -1 padding, engineered and dot-general features, tabular rows."""
 
-    splits: str = "train,valid,test"
+    splits: str = "train,valid,test"  # comma list of the splits to build
     out: str = ""  # features directory; default WORK/features
     jobs: int = 0  # worker processes; 0 = all cores
     prune_hops: int = 1  # k of the k-hop neighbourhood kept around configurable nodes; -1 = no pruning
@@ -71,7 +71,7 @@ class BuildConfig(StageConfig):
     config_chunk: int = 2048  # configs processed at a time (memory bound)
     use_cache: bool = True  # read npz through WORK/cache (memory-mapped, int8 configs)
     skip_bad_report: str = ""  # validate report: skip the files it lists as bad
-    progress: bool = True
+    progress: bool = True  # progress bars on stderr
 
     PRESETS = {"quick": {"max_train_configs": 4000}, "full": {"max_train_configs": 0}}
 

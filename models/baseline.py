@@ -38,7 +38,7 @@ MODEL_NAME = "baseline"
 class BaselineConfig(StageConfig):
     """Heuristic (training-free) baseline ranking: python -m models.baseline predict."""
 
-    splits: str = "valid,test"
+    splits: str = "valid,test"  # comma list of the splits to predict
 
     PRESETS = {"quick": {}, "full": {}}
 

@@ -6,28 +6,48 @@ Usage in a stage's ``__main__``::
     save_run_config(cfg, out_dir)                # out_dir/config.json with git SHA, seed, versions
 
 Presets: a config class may define ``PRESETS = {"quick": {...}, "full": {...}}``; ``--preset``
-applies one before the other overrides.
+applies one before the other overrides. ``--work`` left out means ``work/<data-name>-<preset>``,
+as the Makefile spells it.
+
+Help: every option's one-line help text is the trailing ``# comment`` of its field (or the
+comment lines right above it, or ``field(metadata={"help": ...})``); ``--help`` adds the type, the
+default and what each preset sets. Why argparse and not a dataclass-CLI library: tyro 1.0.17
+(the best fit, it reads field comments) was tried on these configs and rejects ``--amp true`` /
+``--rewire false`` (booleans become ``--amp/--no-amp`` flags, or case-sensitive ``True|False``)
+and ``--alphas 0,0.5,1`` (tuples become space-separated), the syntax that the tests, the
+Makefile, the experiment specs and the saved-overrides of every stage use; showing per-option
+preset values would need a generated ``Annotated`` copy of each class. Reading the comments
+ourselves is ~60 lines and keeps the CLI syntax.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
+import difflib
+import functools
+import inspect
+import io
 import json
 import os
 import platform
 import subprocess
 import sys
+import textwrap
 import time
+import tokenize
 import types
 import typing
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
 from tpurank import __version__
 from tpurank.atomic import write_json
 
 T = TypeVar("T")
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
 
 
 @dataclasses.dataclass
@@ -35,11 +55,17 @@ class StageConfig:
     """The options every stage shares: the CLI contract of ``make run`` (``--data --work --preset
     --seed --collections``). Stage configs subclass it and add their own fields."""
 
-    data: str = "data/sample-small"
-    work: str = "work/sample-small-quick"
-    preset: str = "quick"
-    seed: int = 0
-    collections: str = "all"
+    data: str = "data/sample-small"  # data root: holds npz_all/npz/{tile,layout}/... (Kaggle layout)
+    work: str = "work/sample-small-quick"  # run directory; left out on the command line: work/<data-name>-<preset>
+    preset: str = "quick"  # named set of defaults applied before the other options (see each option)
+    seed: int = 0  # random seed of everything the stage samples or initialises
+    collections: str = "all"  # 'all' or a comma list, e.g. tile:xla,layout:nlp:random
+
+
+def default_work(data: str, preset: str | None) -> str:
+    """``work/<data-name>-<preset>`` (``work/<data-name>`` without a preset), as the Makefile does."""
+    name = os.path.basename(os.path.abspath(data)) or "data"
+    return f"work/{name}-{preset}" if preset else f"work/{name}"
 
 
 def git_sha(cwd: str | os.PathLike | None = None) -> str:
@@ -57,12 +83,79 @@ def git_sha(cwd: str | os.PathLike | None = None) -> str:
         return "unknown"
 
 
+# --- field comments ----------------------------------------------------------------------------
+
+def _class_comments(klass: type) -> dict[str, str]:
+    """``{field: comment}`` from the source of one class body (empty when there is no source).
+
+    A field's help is its trailing ``# comment``, else the block of ``#`` comment lines right
+    above it (section rules such as ``# --- boosting ---`` are skipped).
+    """
+    try:
+        source = textwrap.dedent(inspect.getsource(klass))
+    except (OSError, TypeError):
+        return {}
+    lines = source.splitlines()
+    trailing: dict[int, str] = {}
+    own_line: dict[int, str] = {}
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            whole = lines[tok.start[0] - 1].strip().startswith("#")
+            (own_line if whole else trailing)[tok.start[0]] = tok.string.lstrip("#:").strip()
+    body = ast.parse(source).body[0]
+    found: dict[str, str] = {}
+    for node in getattr(body, "body", []):
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            continue
+        text = trailing.get(node.end_lineno or node.lineno, "")
+        if not text:
+            above, row = [], node.lineno - 1
+            while row in own_line and not own_line[row].startswith("---"):
+                above.insert(0, own_line[row])
+                row -= 1
+            text = " ".join(above)
+        if text:
+            found[node.target.id] = text
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def field_help(cls: type) -> dict[str, str]:
+    """One-line help of every field of dataclass ``cls``; a subclass's comment wins over its base's."""
+    helps: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(klass):
+            helps.update(_class_comments(klass))
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("help"):
+            helps[f.name] = str(f.metadata["help"])
+    return {f.name: helps.get(f.name, "") for f in dataclasses.fields(cls)}
+
+
+# --- types and values --------------------------------------------------------------------------
+
 def _field_type(cls: type, field: dataclasses.Field) -> Any:
-    hints = typing.get_type_hints(cls)
-    return hints.get(field.name, str)
+    return typing.get_type_hints(cls).get(field.name, str)
+
+
+def _choices(tp: Any) -> tuple[Any, ...] | None:
+    return typing.get_args(tp) if typing.get_origin(tp) is typing.Literal else None
+
+
+def type_label(tp: Any) -> str:
+    """What ``--help`` shows as an option's type: ``int``, ``bool``, ``float,...``, ``{a,b}``."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return type_label(next(a for a in args if a is not type(None))) + " or none"
+    if origin is typing.Literal:
+        return "{" + ",".join(map(str, args)) + "}"
+    if origin in (list, tuple):
+        return (type_label(args[0]) if args else "str") + ",..."
+    return getattr(tp, "__name__", str(tp))
 
 
 def _convert(value: str, tp: Any) -> Any:
+    """``value`` as type ``tp``; a ``ValueError`` names the expected values."""
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
@@ -70,19 +163,27 @@ def _convert(value: str, tp: Any) -> Any:
         if value.lower() in ("none", "null", ""):
             return None
         return _convert(value, non_none[0])
+    if origin is typing.Literal:
+        for choice in args:
+            if str(choice) == value:
+                return choice
+        raise ValueError(f"expected one of {', '.join(map(str, args))}; got {value!r}")
     if tp is bool:
-        if value.lower() in ("1", "true", "yes", "on"):
+        if value.lower() in TRUE_WORDS:
             return True
-        if value.lower() in ("0", "false", "no", "off"):
+        if value.lower() in FALSE_WORDS:
             return False
-        raise ValueError(f"expected a boolean, got {value!r}")
+        raise ValueError(f"expected a boolean ({'/'.join(TRUE_WORDS)} or {'/'.join(FALSE_WORDS)}); "
+                         f"got {value!r}")
     if origin in (list, tuple):
-        items = [v for v in value.split(",") if v != ""]
         inner = args[0] if args else str
-        converted = [_convert(v, inner) for v in items]
+        converted = [_convert(v, inner) for v in value.split(",") if v != ""]
         return tuple(converted) if origin is tuple else converted
-    if tp in (int, float, str):
-        return tp(value)
+    if tp in (int, float):
+        try:
+            return tp(value)
+        except ValueError:
+            raise ValueError(f"expected {'an integer' if tp is int else 'a number'}; got {value!r}") from None
     return value
 
 
@@ -96,31 +197,90 @@ def apply_overrides(cfg: T, overrides: dict[str, Any]) -> T:
             raise ValueError(f"{type(cfg).__name__} has no option {key!r}; "
                              f"known: {', '.join(sorted(fields))}")
         tp = _field_type(type(cfg), fields[key])
-        changes[key] = _convert(value, tp) if isinstance(value, str) else value
+        if isinstance(value, str) and tp is not str:
+            try:
+                value = _convert(value, tp)
+            except ValueError as exc:
+                raise ValueError(f"--{key.replace('_', '-')}: {exc}") from None
+        changes[key] = value
     return dataclasses.replace(cfg, **changes)
 
 
 def with_preset(cls: type[T], preset: str | None, **overrides: Any) -> T:
-    """Build ``cls()`` with a named preset (``cls.PRESETS[preset]``) and then ``overrides``."""
+    """Build ``cls()`` with a named preset (``cls.PRESETS[preset]``) and then ``overrides``.
+
+    ``work`` not given (neither in ``overrides`` nor by the preset) becomes
+    :func:`default_work` of the final ``data`` and ``preset``.
+    """
     cfg = cls()
     presets: dict[str, dict[str, Any]] = getattr(cls, "PRESETS", {})
+    names = {f.name for f in dataclasses.fields(cfg)}
+    given = {k.replace("-", "_") for k in overrides}
     if preset:
         if preset not in presets:
             raise ValueError(f"{cls.__name__}: unknown preset {preset!r}; known: {sorted(presets)}")
+        given |= set(presets[preset])
         cfg = apply_overrides(cfg, dict(presets[preset]))
-        if "preset" in {f.name for f in dataclasses.fields(cfg)}:
+        if "preset" in names:
             cfg = dataclasses.replace(cfg, preset=preset)
-    return apply_overrides(cfg, overrides)
+    cfg = apply_overrides(cfg, overrides)
+    if {"work", "data"} <= names and "work" not in given:
+        cfg = dataclasses.replace(cfg, work=default_work(cfg.data, preset))
+    return cfg
+
+
+# --- the command line --------------------------------------------------------------------------
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    if isinstance(value, bool):
+        return str(value).lower()
+    return "''" if value == "" else str(value)
+
+
+def option_help(cls: type, name: str) -> str:
+    """``help text [default: X; quick: Y, full: Z]`` of one field (the type is its metavar)."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    parts = [f"default: {_shown(_default(f))}"]
+    presets: dict[str, dict[str, Any]] = getattr(cls, "PRESETS", {})
+    set_by = [f"{p}: {_shown(values[name])}" for p, values in presets.items() if name in values]
+    if set_by:
+        parts.append(", ".join(set_by))
+    return f"{field_help(cls)[name]} [{'; '.join(parts)}]"
+
+
+def _arg_type(key: str, tp: Any) -> Callable[[str], Any]:
+    def convert(value: str) -> Any:
+        try:
+            return _convert(value, tp)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    convert.__name__ = type_label(tp)
+    return convert
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
-    """Add one ``--option`` per dataclass field (values parsed later by :func:`config_from_args`)."""
+    """Add one ``--option`` per dataclass field, typed, with its help text and preset values."""
     for f in dataclasses.fields(cls):
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        tp = _field_type(cls, f)
         flag = "--" + f.name.replace("_", "-")
-        parser.add_argument(flag, dest=f.name, default=argparse.SUPPRESS, metavar="VALUE",
-                            help=f"(default: {default})")
+        kwargs: dict[str, Any] = {"metavar": type_label(tp).upper()}
+        if f.name == "preset" and getattr(cls, "PRESETS", None):
+            kwargs["choices"] = list(cls.PRESETS)
+            kwargs["metavar"] = "{" + ",".join(cls.PRESETS) + "}"
+        elif tp is not str:
+            kwargs["type"] = _arg_type(f.name, tp)
+        parser.add_argument(flag, dest=f.name, default=argparse.SUPPRESS,
+                            help=option_help(cls, f.name).replace("%", "%%"), **kwargs)
 
 
 def config_from_args(cls: type[T], args: argparse.Namespace) -> T:
@@ -130,12 +290,44 @@ def config_from_args(cls: type[T], args: argparse.Namespace) -> T:
     return with_preset(cls, preset, **values)
 
 
+class _ConfigParser(argparse.ArgumentParser):
+    """An unknown option is named with the closest known ones, not only 'unrecognized arguments'."""
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            known = [o for a in self._actions for o in a.option_strings
+                     if o.startswith("--") and o != "--help"]
+            unknown = [a.split("=")[0] for a in extra if a.startswith("-")] or extra
+            close = difflib.get_close_matches(unknown[0], known, n=3)
+            hint = f"; did you mean {' or '.join(close)}?" if close else "; see --help for the options"
+            self.error(f"unknown option {' '.join(unknown)}{hint}")
+        return parsed
+
+
+def build_parser(cls: type, prog: str | None = None) -> argparse.ArgumentParser:
+    """The argparse parser of a stage config (what :func:`parse_config` uses; tests build it too)."""
+    doc = inspect.cleandoc(cls.__doc__ or "")
+    parser = _ConfigParser(prog=prog, description=doc, usage="%(prog)s [--option VALUE ...]",
+                           formatter_class=argparse.RawDescriptionHelpFormatter,
+                           epilog="Presets apply first, then the options given. Booleans take "
+                                  "true/false; lists are comma-separated.")
+    add_config_arguments(parser, cls)
+    return parser
+
+
 def parse_config(cls: type[T], argv: list[str] | None = None, prog: str | None = None) -> T:
     """Parse ``--field value`` options for dataclass ``cls`` (presets applied first)."""
-    parser = argparse.ArgumentParser(prog=prog, description=(cls.__doc__ or "").strip())
-    add_config_arguments(parser, cls)
-    return config_from_args(cls, parser.parse_args(argv))
+    parser = build_parser(cls, prog)
+    args = parser.parse_args(argv)
+    try:
+        return config_from_args(cls, args)
+    except ValueError as exc:
+        parser.error(str(exc))
+        raise  # unreachable: error() exits
 
+
+# --- what is saved beside outputs --------------------------------------------------------------
 
 def run_metadata(cfg: Any = None) -> dict[str, Any]:
     """What is saved with every output: config, git SHA, seed, versions, machine, time."""

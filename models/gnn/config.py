@@ -23,16 +23,16 @@ class GnnConfig(StageConfig):
 
     # --- model
     conv: str = "sage"  # sage | gatv2
-    hidden: int = 64
-    layers: int = 3
+    hidden: int = 64  # node embedding width of every message-passing layer
+    layers: int = 3  # message-passing layers
     heads: int = 2  # GATv2 heads
-    opcode_dim: int = 16
+    opcode_dim: int = 16  # embedding size of the HLO opcode id
     layout_value_dim: int = 4  # embedding size of one layout value (x18 per node)
     norm: str = "instance"  # instance (over nodes, per config copy) | layer | none
     pool: str = "meanmax"  # meanmax | attention
-    dropout: float = 0.0
+    dropout: float = 0.0  # dropout in message passing and cross-configuration attention
     cross_attn: bool = True  # cross-configuration attention between the configs of a batch
-    cross_heads: int = 4
+    cross_heads: int = 4  # attention heads of the cross-configuration attention
     tile_join: str = "late"  # tile: config joined after pooling (late) or at every node (early)
 
     # --- training
@@ -42,13 +42,13 @@ class GnnConfig(StageConfig):
     graphs_per_step: int = 0  # graphs per optimiser step (losses averaged); 0 = 4 tile, 1 layout
     close_bias: float = 0.0  # probability that a step samples configs of close runtimes
     joint_search: bool = False  # layout: also train on the other search (default+random) of the source
-    steps: int = 400
-    lr: float = 2e-3
-    weight_decay: float = 1e-4
-    warmup_steps: int = 20
-    grad_clip: float = 1.0
+    steps: int = 400  # optimiser steps per collection (the horizon of the warmup-cosine schedule)
+    lr: float = 2e-3  # AdamW peak learning rate
+    weight_decay: float = 1e-4  # AdamW weight decay
+    warmup_steps: int = 20  # linear learning-rate warmup steps before the cosine decay
+    grad_clip: float = 1.0  # gradient norm clipped to this value
     amp: bool = True  # mixed precision (CUDA only)
-    eval_every: int = 50
+    eval_every: int = 50  # validation scoring (early stopping, best checkpoint) every this many steps
     patience: int = 4  # evaluations without improvement before stopping (0 = never)
     val_max_configs: int = 256  # configs per valid graph scored during training (0 = all)
     max_train_graphs: int = 0  # 0 = all

@@ -50,22 +50,22 @@ class LgbmConfig(StageConfig):
     truncation_level: int = 0  # lambdarank_truncation_level; 0 = auto (tile 20, layout whole group)
 
     # --- boosting ---
-    num_boost_round: int = 3000
-    early_stopping_rounds: int = 100
+    num_boost_round: int = 3000  # boosting rounds at most (early stopping usually ends sooner)
+    early_stopping_rounds: int = 100  # stop after this many rounds without a better validation score
     min_rounds: int = 100  # early stopping never picks an earlier iteration
-    learning_rate: float = 0.05
-    num_leaves: int = 63
-    min_data_in_leaf: int = 50
-    feature_fraction: float = 0.8
-    bagging_fraction: float = 0.8
-    bagging_freq: int = 1
-    lambda_l2: float = 1.0
-    max_bin: int = 255
+    learning_rate: float = 0.05  # LightGBM learning_rate (shrinkage)
+    num_leaves: int = 63  # LightGBM num_leaves per tree
+    min_data_in_leaf: int = 50  # LightGBM min_data_in_leaf
+    feature_fraction: float = 0.8  # LightGBM feature_fraction: features sampled per tree
+    bagging_fraction: float = 0.8  # LightGBM bagging_fraction: rows sampled per bagging round
+    bagging_freq: int = 1  # LightGBM bagging_freq: resample rows every k iterations (0 = no bagging)
+    lambda_l2: float = 1.0  # LightGBM lambda_l2 (L2 regularisation of leaf values)
+    max_bin: int = 255  # LightGBM max_bin: histogram bins per feature
 
     # --- pairwise mode ---
     pairs_per_graph: int = 20000  # sampled config pairs per train graph
     max_pairs_total: int = 2_000_000  # memory cap: pairs_per_graph shrinks to fit (2 x F float32 each)
-    valid_pairs_per_graph: int = 5000
+    valid_pairs_per_graph: int = 5000  # sampled config pairs per valid graph (pairwise early stopping)
     pair_refs: int = 32  # reference configs per graph when scoring pairs back into a ranking
     # pair rows LightGBM samples to place its bin boundaries (the only pair rows held at once
     # besides one batch: 2F float64 each)
@@ -83,7 +83,7 @@ class LgbmConfig(StageConfig):
 
     # --- runtime ---
     threads: int = 0  # 0 = all cores
-    predict_batch_rows: int = 65536
+    predict_batch_rows: int = 65536  # rows per predict call (memory bound)
     eval_every: int = 1  # official validation metric every k iterations (early stopping)
 
     PRESETS = {
