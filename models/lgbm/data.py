@@ -172,13 +172,15 @@ def concat_rows(parts: list[Rows]) -> Rows:
 
 
 def sample_per_graph(keys: Keys, max_per_graph: int, rng: np.random.Generator,
-                     require_target: bool = True) -> np.ndarray:
+                     require_target: bool = True, graphs: set[str] | None = None) -> np.ndarray:
     """Row numbers of a uniform random subsample of at most ``max_per_graph`` rows per graph.
 
-    Rows without a finite target are dropped when ``require_target`` (they cannot be graded).
-    Returned sorted (file order).
+    Rows without a finite target are dropped when ``require_target`` (they cannot be graded);
+    with ``graphs``, rows of other graphs too. Returned sorted (file order).
     """
     valid = np.isfinite(keys.target) if require_target else np.ones(len(keys), bool)
+    if graphs is not None:
+        valid &= subset_keys(keys, graphs)[1]
     rows = np.flatnonzero(valid)
     kept = []
     for run in graph_runs(keys.code[rows]) if len(rows) else []:
@@ -189,10 +191,12 @@ def sample_per_graph(keys: Keys, max_per_graph: int, rng: np.random.Generator,
 
 
 def load_rows(path: str | os.PathLike, max_per_graph: int = 0, seed: int = 0,
-              feature_names: list[str] | None = None, chunk_rows: int = 65536) -> Rows:
+              feature_names: list[str] | None = None, chunk_rows: int = 65536,
+              graphs: set[str] | None = None) -> Rows:
     """Read (a per-graph subsample of) the graded rows of a tabular parquet file.
 
-    ``max_per_graph <= 0`` keeps every row with a target. Features are read in row slices of
+    ``max_per_graph <= 0`` keeps every row with a target; ``graphs`` (stems) keeps only the
+    rows of those graphs (cross-validation folds). Features are read in row slices of
     ``chunk_rows`` and only the kept rows of each slice are retained, so a file with 100k-config
     graphs never has to fit in memory (peak: the key columns, one slice and the kept rows).
     """
@@ -201,7 +205,7 @@ def load_rows(path: str | os.PathLike, max_per_graph: int = 0, seed: int = 0,
         raise FileNotFoundError(f"{path}: tabular features not found (run `python -m features build`)")
     names = feature_names or feature_columns(path)
     keys = read_keys(path)
-    kept = sample_per_graph(keys, max_per_graph, np.random.default_rng(seed))
+    kept = sample_per_graph(keys, max_per_graph, np.random.default_rng(seed), graphs=graphs)
     X = read_rows(path, kept, names, chunk_rows)
     used, code = np.unique(keys.code[kept], return_inverse=True)
     target = keys.target[kept]
@@ -223,24 +227,42 @@ def read_rows(path: str | os.PathLike, rows: np.ndarray, names: list[str],
 
 
 def iter_slices(path: str | os.PathLike, columns: list[str], chunk_rows: int,
-                stop: int | None = None) -> Iterator[tuple[int, pl.DataFrame]]:
+                stop: int | None = None,
+                wanted: np.ndarray | None = None) -> Iterator[tuple[int, pl.DataFrame]]:
     """``(offset, frame)`` for consecutive row slices of ``columns``; memory = one slice.
 
-    (A plain polars scan with a filter decodes several row groups at once; slicing keeps the
-    peak at one slice.)
+    With ``wanted`` (a boolean mask over the file's rows), slices without a wanted row are not
+    read at all. (A plain polars scan with a filter decodes several row groups at once; slicing
+    keeps the peak at one slice.)
     """
     lf = pl.scan_parquet(path)
     n = lf.select(pl.len()).collect().item() if stop is None else stop
     for offset in range(0, n, max(1, chunk_rows)):
-        yield offset, lf.slice(offset, min(chunk_rows, n - offset)).select(columns).collect()
+        end = min(n, offset + chunk_rows)
+        if wanted is not None and not wanted[offset:end].any():
+            continue
+        yield offset, lf.slice(offset, end - offset).select(columns).collect()
 
 
-def iter_batches(path: str | os.PathLike, feature_names: list[str],
-                 batch_rows: int) -> Iterator[tuple[int, np.ndarray]]:
+def iter_batches(path: str | os.PathLike, feature_names: list[str], batch_rows: int,
+                 wanted: np.ndarray | None = None) -> Iterator[tuple[int, np.ndarray]]:
     """Stream ``(offset, X)`` feature batches of a tabular file in file order (prediction)."""
-    for offset, df in iter_slices(path, feature_names, batch_rows):
+    for offset, df in iter_slices(path, feature_names, batch_rows, wanted=wanted):
         if df.height:
             yield offset, np.ascontiguousarray(df.to_numpy().astype(np.float32, copy=False))
+
+
+def subset_keys(keys: Keys, graphs: set[str] | None) -> tuple[Keys, np.ndarray]:
+    """Keys of the rows of ``graphs`` only (all when None) and the boolean row mask."""
+    if graphs is None:
+        return keys, np.ones(len(keys), bool)
+    keep = np.array([g in graphs for g in keys.graphs], bool)
+    mask = keep[keys.code] if len(keys) else np.zeros(0, bool)
+    used = np.flatnonzero(keep)
+    recode = np.full(len(keys.graphs), -1, np.int64)
+    recode[used] = np.arange(len(used))
+    return Keys(code=recode[keys.code[mask]], graphs=[keys.graphs[u] for u in used],
+                config=keys.config[mask], target=keys.target[mask]), mask
 
 
 def assemble_costs(path: str | os.PathLike, keys: Keys, cost: np.ndarray) -> dict[str, np.ndarray]:

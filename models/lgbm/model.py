@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from tqdm.auto import tqdm
 
 from tpurank.atomic import atomic_path, write_json
 from models.lgbm.data import (Keys, assemble_costs, feature_columns, graph_runs, iter_batches,
-                              read_keys, read_rows)
+                              read_keys, read_rows, subset_keys)
 from models.lgbm.pairwise import choose_refs, pairwise_scores
 
 MODEL_FILE = "model.txt"
@@ -79,11 +80,12 @@ class RankerModel:
         return pairwise_scores(self.margin, X, X_refs)
 
     def predict_file(self, path: str | os.PathLike, batch_rows: int = 65536,
-                     progress: bool = True) -> dict[str, np.ndarray]:
-        """Costs (lower = faster) for every config of every graph of a tabular file.
+                     progress: bool = True, graphs: set[str] | None = None) -> dict[str, np.ndarray]:
+        """Costs (lower = faster) for every config of every graph (or of ``graphs``) of a file.
 
         Streams the file in row slices, so memory holds the key columns, one slice of features
-        and one score per row (plus, for pairwise models, ``pair_refs`` rows per graph).
+        and one score per row (plus, for pairwise models, ``pair_refs`` rows per graph); slices
+        holding none of ``graphs`` are not read.
         """
         path = Path(path)
         names = self.info.feature_names
@@ -91,12 +93,16 @@ class RankerModel:
         if missing:
             raise ValueError(f"{path}: {len(missing)} feature column(s) the model was trained on are "
                              f"missing, e.g. {missing[:3]}; rebuild features with the same settings")
-        keys = read_keys(path)
-        refs = self._reference_rows(path, keys) if self.is_pairwise else {}
+        keys, mask = subset_keys(read_keys(path), graphs)
+        row_of = np.flatnonzero(mask)  # file row of each kept row
+        refs = self._reference_rows(path, keys, row_of) if self.is_pairwise else {}
         score = np.zeros(len(keys), np.float64)
         bar = tqdm(total=len(keys), desc=f"lgbm predict {path.parent.parent.name}/{path.stem}",
                    unit="row", leave=False, **({} if progress else {"disable": True}))
-        for offset, X in iter_batches(path, names, batch_rows):
+        for offset, X in iter_batches(path, names, batch_rows, None if graphs is None else mask):
+            if graphs is not None:  # keep the batch's rows of the wanted graphs
+                X = X[mask[offset:offset + len(X)]]
+                offset = int(np.searchsorted(row_of, offset))
             rows = slice(offset, offset + len(X))
             if self.is_pairwise:
                 codes = keys.code[rows]
@@ -111,11 +117,19 @@ class RankerModel:
         bar.close()
         return assemble_costs(path, keys, -score)
 
-    def _reference_rows(self, path: Path, keys: Keys) -> dict[int, np.ndarray]:
-        """``pair_refs`` seeded random rows of each graph (by graph code) for pairwise scoring."""
-        rng = np.random.default_rng(self.info.seed + 7919)
+    def _ref_rng(self, graph: str) -> np.random.Generator:
+        return np.random.default_rng([self.info.seed + 7919, zlib.crc32(graph.encode())])
+
+    def _reference_rows(self, path: Path, keys: Keys, row_of: np.ndarray) -> dict[int, np.ndarray]:
+        """``pair_refs`` seeded random rows of each graph (by graph code) for pairwise scoring.
+
+        ``row_of`` maps the rows of ``keys`` to file rows (``keys`` may be a subset of graphs).
+        Each graph's references are seeded by its name, so they do not depend on which other
+        graphs are predicted with it.
+        """
         runs = graph_runs(keys.code) if len(keys) else []
-        chosen = [run[choose_refs(len(run), self.info.pair_refs, rng)] for run in runs]
+        chosen = [row_of[run[choose_refs(len(run), self.info.pair_refs, self._ref_rng(name))]]
+                  for name, run in zip(keys.graphs, runs)]
         flat = np.concatenate(chosen) if chosen else np.zeros(0, np.int64)
         order = np.argsort(flat, kind="stable")
         X = np.empty((len(flat), len(self.info.feature_names)), np.float32)

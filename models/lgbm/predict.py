@@ -18,35 +18,56 @@ from models.lgbm.config import LgbmConfig
 from models.lgbm.model import RankerModel
 from models.lgbm.data import truth_by_graph
 from models.metrics import score_collection
-from models.predictions import predictions_path, write_predictions
+from models.lgbm import ledger
+from models.predictions import predictions_path, read_predictions
 
 SPLITS = ("valid", "test")
 
 
 def predict_collection(cfg: LgbmConfig, collection: Collection) -> dict[str, dict]:
-    """Write ``WORK/preds/lgbm[-tag]@seed<k>/<slug>/{valid,test}.npz``; returns a summary per split."""
-    model = RankerModel.load(cfg.model_dir(collection))
+    """Write ``WORK/preds/lgbm[-tag]@seed<k>/<slug>/{valid,test}.npz``; returns a summary per split.
+
+    A file already written by the same model from the same tabular input (``train`` writes the
+    valid split; see :mod:`models.lgbm.ledger`) is reused, not predicted again. With
+    ``--folds K`` the fold models' files are checked/completed by :mod:`models.lgbm.folds`.
+    """
+    if cfg.folds >= 2:
+        from models.lgbm.folds import predict_folds
+        return predict_folds(cfg, collection)
+    model_dir = cfg.model_dir(collection)
+    model: RankerModel | None = None
     summary: dict[str, dict] = {}
     for split in SPLITS:
         path = tabular_path(cfg.feature_root(), collection, split)
         if not path.is_file():
             print(f"[lgbm] {collection.name} {split}: no tabular file at {path}; skipped", flush=True)
             continue
-        costs = model.predict_file(path, cfg.predict_batch_rows)
-        missing = missing_graphs(cfg, collection, split, costs)
-        if missing:
-            print(f"[lgbm] WARNING {collection.name} {split}: {len(missing)} source graph(s) of "
-                  f"{cfg.data} have no tabular rows (skipped as bad by the feature build?), e.g. "
-                  f"{missing[:3]}", flush=True)
         out = predictions_path(cfg.preds_dir(), cfg.run_name(), collection, split)
-        write_predictions(out, costs)
-        info: dict = {"graphs": len(costs), "configs": int(sum(len(c) for c in costs.values())),
-                      "path": str(out)}
-        truth = truth_by_graph(path) if split == "valid" else {}
-        if truth:
-            info["score"] = score_collection(collection, costs, truth)["score"]
-        summary[split] = info
+        reused = ledger.is_current(model_dir, out, [path])
+        if reused:
+            costs = read_predictions(out)
+        else:
+            model = model or RankerModel.load(model_dir)
+            costs = model.predict_file(path, cfg.predict_batch_rows)
+            ledger.record(model_dir, out, costs, [path])
+        summary[split] = summarise(cfg, collection, split, path, out, costs) | {"reused": reused}
     return summary
+
+
+def summarise(cfg: LgbmConfig, collection: Collection, split: str, path: Path, out: Path,
+              costs: dict[str, np.ndarray]) -> dict:
+    """Counts (and the official score where the split has targets) of one prediction file."""
+    missing = missing_graphs(cfg, collection, split, costs)
+    if missing:
+        print(f"[lgbm] WARNING {collection.name} {split}: {len(missing)} source graph(s) of "
+              f"{cfg.data} have no tabular rows (skipped as bad by the feature build?), e.g. "
+              f"{missing[:3]}", flush=True)
+    info: dict = {"graphs": len(costs), "configs": int(sum(len(c) for c in costs.values())),
+                  "path": str(out)}
+    truth = truth_by_graph(path) if split == "valid" else {}
+    if truth:
+        info["score"] = score_collection(collection, costs, truth)["score"]
+    return info
 
 
 def missing_graphs(cfg: LgbmConfig, collection: Collection, split: str,
@@ -64,6 +85,7 @@ def predict_all(cfg: LgbmConfig) -> dict[str, dict]:
         summary = predict_collection(cfg, collection)
         for split, info in summary.items():
             extra = f" valid score {info['score']:.4f}" if "score" in info else ""
+            extra += " (reused, not predicted again)" if info.get("reused") else ""
             print(f"[lgbm] {collection.name:20s} {split:5s}: {info['graphs']} graphs, "
                   f"{info['configs']} configs -> {info['path']}{extra}", flush=True)
         out[collection.name] = summary

@@ -1,252 +1,83 @@
-"""Training: LambdaRank / rank_xendcg on graded query groups, or the explicit pairwise classifier.
+"""Training orchestration: every selected collection, resumable, within a time budget.
 
-Per collection (``train_collection``):
+Per collection (``train_collection``; with ``--folds K >= 2`` see :mod:`models.lgbm.folds`):
 
 1. read a seeded per-graph subsample of the train rows (``max_train_configs_per_graph``) and of
    the valid rows (``max_valid_configs_per_graph``, early stopping only);
-2. fit with early stopping on the validation graphs: ranking modes stop on the *official* metric
-   (tile top-5 score / layout Kendall τ, mean over validation graphs); the pairwise mode stops on
-   the binary log-loss of sampled validation pairs;
-3. score *every* validation config (streamed) with the official metric (``metrics.json``);
-4. save the model (LightGBM text), its gain importance (CSV, JSON, PNG) and ``config.json``.
+2. fit each candidate mode (:mod:`models.lgbm.fit`) with early stopping on the validation
+   graphs and a deadline from the time budget (:mod:`models.lgbm.budget`);
+3. score *every* validation config (streamed) with the official metric (``metrics.json``) and
+   write those predictions once, in the common format (``PREDS/<run>/<slug>/valid.npz``,
+   recorded in :mod:`models.lgbm.ledger` so ``predict`` does not predict them again);
+4. save the model (LightGBM text), its gain importance (CSV, JSON, PNG) and ``config.json``,
+   and last, atomically, ``done.json``: a rerun after a kill skips every collection whose
+   marker matches the current settings (:func:`fingerprint`) and redoes the others.
 """
 
 from __future__ import annotations
 
-import re
+import dataclasses
+import hashlib
+import json
 import time
-from typing import Callable
+from pathlib import Path
 
-import lightgbm as lgb
 import numpy as np
-from tqdm.auto import tqdm
 
 from tpurank.atomic import write_json
 from tpurank.collections import Collection
 from tpurank.config import save_run_config
 from features.processed import tabular_path
+from models.lgbm import ledger
+from models.lgbm.budget import Slicer, TimeBudget, training_weight
 from models.lgbm.config import LgbmConfig
-from models.lgbm.data import (Rows, chunk_groups, concat_rows, feature_columns, graph_runs, load_rows,
-                              truth_by_graph)
+from models.lgbm.data import Rows, concat_rows, feature_columns, load_rows, truth_by_graph
+from models.lgbm.fit import fit_model, safe_names  # noqa: F401  (re-exported)
 from models.lgbm.importance import save_importance
-from models.lgbm.model import ModelInfo, RankerModel
-from models.lgbm.pairwise import PairSequence, pair_feature_names, sample_pairs
-from models.metrics import graph_score, score_collection
+from models.lgbm.model import RankerModel
+from models.metrics import score_collection
+from models.predictions import predictions_path
+
+DONE_FILE = "done.json"
+# settings that do not change a trained model: a finished collection is kept whatever they are
+RUNTIME_FIELDS = ("threads", "collections", "collection", "predict_batch_rows", "time_budget",
+                  "data", "preset")
 
 
-def safe_names(names: list[str]) -> list[str]:
-    """Feature names LightGBM accepts (no JSON special characters); originals stay in ModelInfo."""
-    return [re.sub(r"[^0-9A-Za-z_.\-]", "_", n) for n in names]
+def fingerprint(cfg: LgbmConfig) -> str:
+    """Hash of the settings that define the trained models (not :data:`RUNTIME_FIELDS`)."""
+    fields = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in RUNTIME_FIELDS}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def booster_params(cfg: LgbmConfig, seed: int) -> dict:
-    """LightGBM parameters shared by every mode (deterministic for a given seed)."""
-    return {
-        "learning_rate": cfg.learning_rate, "num_leaves": cfg.num_leaves,
-        "min_data_in_leaf": cfg.min_data_in_leaf, "feature_fraction": cfg.feature_fraction,
-        "bagging_fraction": cfg.bagging_fraction, "bagging_freq": cfg.bagging_freq,
-        "lambda_l2": cfg.lambda_l2, "max_bin": cfg.max_bin, "seed": seed,
-        "deterministic": True, "force_col_wise": True, "num_threads": cfg.num_threads(),
-        "verbosity": -1, "metric": "None",
-    }
-
-
-def ranking_params(cfg: LgbmConfig, collection: Collection, objective: str) -> dict:
-    """Objective-specific settings: label gain and truncation follow what the metric rewards.
-
-    Tile is scored on the top 5 only: exponential gain (LightGBM's default 2^g - 1) and a short
-    truncation focus the model on the fastest configs. Layout is scored by Kendall τ over all
-    configs: linear gain and no truncation weigh every pair of a group alike.
-    """
-    params = {"objective": objective}
-    if objective == "lambdarank":
-        if collection.is_tile:
-            params["label_gain"] = [float(2 ** g - 1) for g in range(cfg.n_grades)]
-            params["lambdarank_truncation_level"] = cfg.truncation_level or 20
-        else:
-            params["label_gain"] = [float(g) for g in range(cfg.n_grades)]
-            params["lambdarank_truncation_level"] = cfg.truncation_level or cfg.max_group_size
-    return params
-
-
-def _warmup_value(calls: int, higher_is_better: bool) -> float:
-    """A placeholder metric that improves every round: early stopping cannot pick (or stop at)
-    an iteration before ``min_rounds`` (small validation sets are noisy, and the first rounds
-    of a ranking model can score well by luck)."""
-    return -1e9 + calls if higher_is_better else 1e9 - calls
-
-
-def official_feval(collection: Collection, valid: Rows, every: int = 1, warmup: int = 0) -> Callable:
-    """A LightGBM ``feval``: mean official score over the validation graphs (higher = better).
-
-    Computed every ``every`` iterations; in between the last value is repeated, which early
-    stopping never counts as an improvement, so the best iteration is always a scored one.
-    """
-    runs = [r for r in graph_runs(valid.graph_code) if len(r) > 1]
-    target = valid.target
-    name = "top5" if collection.is_tile else "tau"
-    state = {"calls": 0, "last": -np.inf}
-
-    def feval(preds: np.ndarray, _data: lgb.Dataset) -> tuple[str, float, bool]:
-        state["calls"] += 1
-        calls = state["calls"]
-        if calls < warmup:
-            return name, _warmup_value(calls, True), True
-        if calls == warmup or (calls - warmup) % max(1, every) == 0:
-            scores = [graph_score(collection, -preds[r], target[r]) for r in runs]
-            state["last"] = float(np.mean(scores)) if scores else 0.0
-        return name, state["last"], True
-
-    return feval
-
-
-def logloss_feval(warmup: int = 0) -> Callable:
-    """Binary log-loss of the validation pairs (lower = better), with the same warm-up."""
-    state = {"calls": 0}
-
-    def feval(preds: np.ndarray, data: lgb.Dataset) -> tuple[str, float, bool]:
-        state["calls"] += 1
-        if state["calls"] < warmup:
-            return "pair_logloss", _warmup_value(state["calls"], False), False
-        p = np.clip(preds, 1e-7, 1 - 1e-7)
-        y = data.get_label()
-        return "pair_logloss", float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p))), False
-
-    return feval
-
-
-class TqdmCallback:
-    """Boosting progress bar showing the latest validation metric."""
-
-    def __init__(self, total: int, desc: str, every: int = 10) -> None:
-        self.bar = tqdm(total=total, desc=desc, unit="it", leave=False, mininterval=1.0)
-        self.every = every
-
-    def __call__(self, env: lgb.callback.CallbackEnv) -> None:
-        self.bar.update(1)
-        if env.evaluation_result_list and env.iteration % self.every == 0:
-            _, metric, value, *_ = env.evaluation_result_list[0]
-            shown = "warm-up" if abs(value) >= 1e8 else f"{value:.4f}"  # see _warmup_value
-            self.bar.set_postfix({metric: shown}, refresh=False)
-
-    def close(self) -> None:
-        self.bar.close()
-
-
-def _train(params: dict, train_set: lgb.Dataset, valid_set: lgb.Dataset | None, cfg: LgbmConfig,
-           desc: str, feval: Callable | None = None) -> lgb.Booster:
-    bar = TqdmCallback(cfg.num_boost_round, desc)
-    callbacks: list = [bar]
-    valid_sets = []
-    if valid_set is not None:
-        valid_sets = [valid_set]
-        callbacks.append(lgb.early_stopping(cfg.early_stopping_rounds, first_metric_only=True,
-                                            verbose=False))
+def read_done(out_dir: Path, cfg: LgbmConfig) -> dict | None:
+    """The metrics of a finished run in ``out_dir`` with the same settings, else None."""
+    path = out_dir / DONE_FILE
+    if not path.is_file():
+        return None
     try:
-        return lgb.train(params, train_set, num_boost_round=cfg.num_boost_round,
-                         valid_sets=valid_sets, valid_names=["valid"] * len(valid_sets),
-                         feval=feval if valid_sets else None, callbacks=callbacks)
-    finally:
-        bar.close()
+        marker = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return None
+    return marker.get("metrics") if marker.get("fingerprint") == fingerprint(cfg) else None
 
 
-def fit_ranker(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: Collection,
-               objective: str, seed: int) -> lgb.Booster:
-    """LambdaRank / rank_xendcg with one query group per graph chunk (see ``chunk_groups``)."""
-    rng = np.random.default_rng(seed)
-    grades = train.grades(cfg.n_grades)
-    order, sizes, _ = chunk_groups(train.graph_code, cfg.max_group_size, rng)
-    train_set = lgb.Dataset(train.X[order], label=grades[order], group=sizes,
-                            feature_name=safe_names(train.feature_names), free_raw_data=True)
-    valid_set = None
-    if valid is not None and len(valid):
-        valid_set = lgb.Dataset(valid.X, label=valid.grades(cfg.n_grades), reference=train_set)
-    params = booster_params(cfg, seed) | ranking_params(cfg, collection, objective)
-    feval = (official_feval(collection, valid, cfg.eval_every, cfg.min_rounds)
-             if valid_set is not None else None)
-    return _train(params, train_set, valid_set, cfg, f"{collection.name} {objective}", feval)
-
-
-def speed_labels(rows: Rows) -> np.ndarray:
-    """Regression labels: minus the log runtime, centred per graph (higher = faster).
-
-    Unlike rank grades these keep *how much* slower a config is, so a 50x slower config costs
-    far more than a 2x slower one (what the tile top-5 score punishes).
-    """
-    if rows.target is None:
-        raise ValueError("regression labels need targets")
-    log_rt = np.log(np.maximum(rows.target, 1e-30))
-    out = np.empty(len(rows), np.float64)
-    for run in graph_runs(rows.graph_code):
-        out[run] = -(log_rt[run] - log_rt[run].mean())
-    return out
-
-
-def fit_regression(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: Collection,
-                   seed: int) -> lgb.Booster:
-    """Pointwise L2 regression on :func:`speed_labels`, early-stopped on the official metric."""
-    train_set = lgb.Dataset(train.X, label=speed_labels(train),
-                            feature_name=safe_names(train.feature_names), free_raw_data=True)
-    valid_set = None
-    if valid is not None and len(valid):
-        valid_set = lgb.Dataset(valid.X, label=speed_labels(valid), reference=train_set)
-    params = booster_params(cfg, seed) | {"objective": "regression"}
-    feval = (official_feval(collection, valid, cfg.eval_every, cfg.min_rounds)
-             if valid_set is not None else None)
-    return _train(params, train_set, valid_set, cfg, f"{collection.name} regression", feval)
-
-
-def _pair_dataset(rows: Rows, pairs_per_graph: int, max_total: int, rng: np.random.Generator,
-                  reference: lgb.Dataset | None = None) -> lgb.Dataset:
-    """Pairs of ``rows`` as a LightGBM Dataset fed by a :class:`PairSequence` (bounded memory)."""
-    per_graph = max(1, min(pairs_per_graph, max_total // max(1, len(rows.graphs))))
-    a, b, label = sample_pairs(rows.graph_code, rows.target, per_graph, rng)
-    return lgb.Dataset(PairSequence(rows.X, a, b), label=label, reference=reference,
-                       feature_name=safe_names(pair_feature_names(rows.feature_names)),
-                       free_raw_data=True)
-
-
-def fit_pairwise(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: Collection,
-                 seed: int) -> lgb.Booster:
-    """Binary classifier ``a faster than b`` on sampled same-graph pairs (see ``pairwise``)."""
-    rng = np.random.default_rng(seed)
-    train_set = _pair_dataset(train, cfg.pairs_per_graph, cfg.max_pairs_total, rng)
-    valid_set = None
-    if valid is not None and len(valid):
-        valid_set = _pair_dataset(valid, cfg.valid_pairs_per_graph, cfg.max_pairs_total // 4, rng,
-                                  reference=train_set)
-    params = booster_params(cfg, seed) | {"objective": "binary",
-                                          "bin_construct_sample_cnt": cfg.pair_bin_sample}
-    return _train(params, train_set, valid_set, cfg, f"{collection.name} pairwise",
-                  logloss_feval(cfg.min_rounds))
-
-
-def fit_model(mode: str, train: Rows, valid: Rows | None, cfg: LgbmConfig,
-              collection: Collection) -> RankerModel:
-    seed = cfg.seed
-    if mode == "pairwise":
-        booster = fit_pairwise(train, valid, cfg, collection, seed)
-    elif mode == "regression":
-        booster = fit_regression(train, valid, cfg, collection, seed)
-    else:
-        booster = fit_ranker(train, valid, cfg, collection, mode, seed)
-    info = ModelInfo(mode=mode, feature_names=list(train.feature_names), collection=collection.name,
-                     seed=seed, pair_refs=cfg.pair_refs,
-                     best_iteration=int(booster.best_iteration or booster.current_iteration()))
-    return RankerModel(booster=booster, info=info)
+def write_done(out_dir: Path, cfg: LgbmConfig, metrics: dict) -> None:
+    """The completion marker: written last, atomically (``tpurank.atomic``)."""
+    write_json(out_dir / DONE_FILE, {"fingerprint": fingerprint(cfg), "metrics": metrics})
 
 
 def evaluate_model(model: RankerModel, cfg: LgbmConfig, collection: Collection,
-                   split: str = "valid") -> dict | None:
-    """Official score of ``model`` on every config of ``split`` (None if no graded rows)."""
+                   split: str = "valid") -> tuple[dict | None, dict[str, np.ndarray] | None]:
+    """``(score, costs)`` of ``model`` on every config of ``split`` (Nones without graded rows)."""
     path = tabular_path(cfg.feature_root(), collection, split)
     if not path.is_file():
-        return None
+        return None, None
     truth = truth_by_graph(path)
     if not truth:
-        return None
-    preds = model.predict_file(path, cfg.predict_batch_rows)
-    return score_collection(collection, preds, truth)
+        return None, None
+    costs = model.predict_file(path, cfg.predict_batch_rows)
+    return score_collection(collection, costs, truth), costs
 
 
 def sibling(collection: Collection) -> Collection | None:
@@ -257,7 +88,7 @@ def sibling(collection: Collection) -> Collection | None:
     return Collection(collection.kind, collection.source, other)
 
 
-def _add_sibling_train(cfg: LgbmConfig, collection: Collection, train: Rows) -> Rows:
+def add_sibling_train(cfg: LgbmConfig, collection: Collection, train: Rows) -> Rows:
     """With ``joint_search``, add the sibling collection's train graphs (own query groups)."""
     other = sibling(collection) if cfg.joint_search else None
     path = tabular_path(cfg.feature_root(), other, "train") if other else None
@@ -276,8 +107,35 @@ def _load_valid(cfg: LgbmConfig, collection: Collection, names: list[str]) -> Ro
     return rows if len(rows) and rows.target is not None else None
 
 
-def train_collection(cfg: LgbmConfig, collection: Collection) -> dict:
-    """Train, evaluate and save the model of one collection; returns its metrics."""
+def candidates(cfg: LgbmConfig, collection: Collection) -> list[str]:
+    mode = cfg.resolved_mode(collection)
+    return ["lambdarank", "pairwise"] if mode == "auto" else [mode]
+
+
+def choose(results: dict[str, dict], key: str = "valid_score") -> str:
+    """The candidate with the best ``key`` score (the first one when none was scored)."""
+    scored = {m: r[key] for m, r in results.items() if r.get(key) is not None}
+    if not scored:
+        return next(iter(results))
+    return max(scored, key=lambda m: scored[m])
+
+
+def save_model(model: RankerModel, out_dir: Path, cfg: LgbmConfig, title: str) -> list:
+    """Model text + meta, importance files and ``config.json``; returns the importance rows."""
+    model.save(out_dir)
+    importance = save_importance(model, out_dir, title=title)
+    save_run_config(cfg, out_dir)
+    return importance
+
+
+def train_collection(cfg: LgbmConfig, collection: Collection,
+                     seconds: float = float("inf")) -> dict:
+    """Train, evaluate and save the model(s) of one collection within ``seconds``; its metrics."""
+    if cfg.folds >= 2:
+        from models.lgbm.folds import train_folds
+        return train_folds(cfg, collection, seconds)
+    if cfg.folds == 1 or cfg.folds < 0:
+        raise ValueError(f"--folds {cfg.folds}: use 0 (train/valid split) or K >= 2")
     out_dir = cfg.model_dir(collection)
     out_dir.mkdir(parents=True, exist_ok=True)
     train_path = tabular_path(cfg.feature_root(), collection, "train")
@@ -286,56 +144,68 @@ def train_collection(cfg: LgbmConfig, collection: Collection) -> dict:
     train = load_rows(train_path, cfg.max_train_configs_per_graph, cfg.seed, names or None)
     if not len(train):
         raise ValueError(f"{train_path}: no train rows with a target")
-    train = _add_sibling_train(cfg, collection, train)
+    train = add_sibling_train(cfg, collection, train)
     valid = _load_valid(cfg, collection, train.feature_names)
     load_s = time.perf_counter() - start
-    mode = cfg.resolved_mode(collection)
-    candidates = ["lambdarank", "pairwise"] if mode == "auto" else [mode]
+    modes = candidates(cfg, collection)
+    slicer = Slicer(max(0.0, seconds - load_s), len(modes))
     results: dict[str, dict] = {}
-    models: dict[str, RankerModel] = {}
-    for m in candidates:
+    models: dict[str, tuple[RankerModel, dict | None]] = {}
+    for m in modes:
         t0 = time.perf_counter()
-        model = fit_model(m, train, valid, cfg, collection)
+        model = fit_model(m, train, valid, cfg, collection, deadline=slicer.deadline())
         fit_s = time.perf_counter() - t0
-        scored = evaluate_model(model, cfg, collection, "valid")
+        scored, costs = evaluate_model(model, cfg, collection, "valid")
         results[m] = {"fit_s": round(fit_s, 2), "best_iteration": model.info.best_iteration,
+                      "stopped_by_time_budget_at": model.info.extra.get("stopped_by_time_budget_at"),
                       "valid_score": None if scored is None else scored["score"],
                       "valid_per_graph": None if scored is None else scored["per_graph"]}
-        models[m] = model
-    chosen = _choose(results)
-    model = models[chosen]
-    model.info.extra = {"candidates": {m: r["valid_score"] for m, r in results.items()}}
-    model.save(out_dir)
-    importance = save_importance(model, out_dir, title=f"{collection.name} ({chosen})")
-    metrics = {"collection": collection.name, "mode": chosen, "seed": cfg.seed,
+        models[m] = (model, costs)
+    chosen = choose(results)
+    model, costs = models[chosen]
+    model.info.extra["candidates"] = {m: r["valid_score"] for m, r in results.items()}
+    importance = save_model(model, out_dir, cfg, f"{collection.name} ({chosen})")
+    if costs is not None:  # predicted once here; `predict` reuses it
+        ledger.record(out_dir, predictions_path(cfg.preds_dir(), cfg.run_name(), collection, "valid"),
+                      costs, [tabular_path(cfg.feature_root(), collection, "valid")])
+    metrics = {"collection": collection.name, "mode": chosen, "seed": cfg.seed, "folds": 0,
                "train_rows": len(train), "train_graphs": len(train.graphs),
                "valid_rows_early_stopping": 0 if valid is None else len(valid),
                "load_s": round(load_s, 2), "total_s": round(time.perf_counter() - start, 2),
+               "budget_s": None if seconds == float("inf") else round(seconds, 2),
                "valid_score": results[chosen]["valid_score"], "results": results,
+               "best_iteration": results[chosen]["best_iteration"],
                "top_features": importance[:10]}
     write_json(out_dir / "metrics.json", metrics)
-    save_run_config(cfg, out_dir)
+    write_done(out_dir, cfg, metrics)
     return metrics
 
 
-def _choose(results: dict[str, dict]) -> str:
-    """The candidate with the best validation score (the first one when none was scored)."""
-    scored = {m: r["valid_score"] for m, r in results.items() if r["valid_score"] is not None}
-    if not scored:
-        return next(iter(results))
-    return max(scored, key=lambda m: scored[m])
+def collection_weight(cfg: LgbmConfig, collection: Collection) -> float:
+    """Training rows of ``collection`` (for sharing the time budget)."""
+    splits = ("train", "valid") if cfg.folds >= 2 else ("train",)
+    return sum(training_weight(tabular_path(cfg.feature_root(), collection, s),
+                               cfg.max_train_configs_per_graph) for s in splits)
 
 
 def train_all(cfg: LgbmConfig) -> dict[str, dict]:
-    """Train every selected collection; prints one summary line per collection."""
+    """Train every selected collection not already done; prints one line per collection."""
+    collections = cfg.selected_collections()
+    done = {c.name: read_done(cfg.model_dir(c), cfg) for c in collections}
+    todo = [c for c in collections if done[c.name] is None]
+    budget = TimeBudget(cfg.time_budget, {c.name: collection_weight(cfg, c) for c in todo}
+                        if cfg.time_budget > 0 else {c.name: 1.0 for c in todo})
     out = {}
-    for collection in cfg.selected_collections():
-        metrics = train_collection(cfg, collection)
+    for collection in collections:
+        metrics = done[collection.name]
+        resumed = metrics is not None
+        if not resumed:
+            metrics = train_collection(cfg, collection, budget.claim(collection.name))
         score = metrics["valid_score"]
         print(f"[lgbm] {collection.name:20s} mode={metrics['mode']:11s} "
               f"valid={'n/a' if score is None else f'{score:.4f}'} "
-              f"iters={metrics['results'][metrics['mode']]['best_iteration']} "
-              f"time={metrics['total_s']:.1f}s", flush=True)
+              f"iters={metrics.get('best_iteration')} time={metrics['total_s']:.1f}s"
+              + (f" (done before: {cfg.model_dir(collection) / DONE_FILE})" if resumed else ""),
+              flush=True)
         out[collection.name] = metrics
     return out
-

@@ -11,7 +11,7 @@ from tpurank.config import with_preset
 from models.lgbm.config import LgbmConfig
 from models.lgbm.data import Rows
 from models.lgbm.pairwise import PairSequence, pair_matrix, pairwise_scores, sample_pairs
-from models.lgbm.train import fit_pairwise
+from models.lgbm.fit import fit_pairwise
 
 LAYOUT = get_collection("layout:xla:random")
 F = 50  # pair rows: 2F float32 = 400 bytes

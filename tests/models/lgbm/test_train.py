@@ -24,7 +24,7 @@ from models.predictions import predictions_path, read_predictions
 TILE = get_collection("tile:xla")
 LAYOUT = get_collection("layout:xla:random")
 FAST = {"num_boost_round": 40, "early_stopping_rounds": 10, "min_rounds": 5, "threads": 1, "pair_refs": 8,
-        "pairs_per_graph": 1000, "valid_pairs_per_graph": 300, "max_group_size": 32}
+        "pairs_per_graph": 1000, "valid_pairs_per_graph": 300, "max_group_size": 32, "folds": 0}
 
 
 def _cfg(work: Path, **changes) -> LgbmConfig:

@@ -1,0 +1,232 @@
+"""Fitting one LightGBM model: LambdaRank / rank_xendcg on graded query groups, pointwise
+regression, or the explicit pairwise classifier (:mod:`models.lgbm.pairwise`).
+
+Ranking modes early-stop on the *official* metric (tile top-5 score / layout Kendall τ, mean
+over the early-stopping graphs); the pairwise mode on the binary log-loss of sampled pairs of
+those graphs. An optional deadline (:class:`models.lgbm.budget.DeadlineCallback`) stops boosting
+when the time budget is spent, keeping the best iteration so far.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+import lightgbm as lgb
+import numpy as np
+from tqdm.auto import tqdm
+
+from tpurank.collections import Collection
+from models.lgbm.budget import DeadlineCallback
+from models.lgbm.config import LgbmConfig
+from models.lgbm.data import Rows, chunk_groups, graph_runs
+from models.lgbm.model import ModelInfo, RankerModel
+from models.lgbm.pairwise import PairSequence, pair_feature_names, sample_pairs
+from models.metrics import graph_score
+
+
+def safe_names(names: list[str]) -> list[str]:
+    """Feature names LightGBM accepts (no JSON special characters); originals stay in ModelInfo."""
+    return [re.sub(r"[^0-9A-Za-z_.\-]", "_", n) for n in names]
+
+
+def booster_params(cfg: LgbmConfig, seed: int) -> dict:
+    """LightGBM parameters shared by every mode (deterministic for a given seed)."""
+    return {
+        "learning_rate": cfg.learning_rate, "num_leaves": cfg.num_leaves,
+        "min_data_in_leaf": cfg.min_data_in_leaf, "feature_fraction": cfg.feature_fraction,
+        "bagging_fraction": cfg.bagging_fraction, "bagging_freq": cfg.bagging_freq,
+        "lambda_l2": cfg.lambda_l2, "max_bin": cfg.max_bin, "seed": seed,
+        "deterministic": True, "force_col_wise": True, "num_threads": cfg.num_threads(),
+        "verbosity": -1, "metric": "None",
+    }
+
+
+def ranking_params(cfg: LgbmConfig, collection: Collection, objective: str) -> dict:
+    """Objective-specific settings: label gain and truncation follow what the metric rewards.
+
+    Tile is scored on the top 5 only: exponential gain (LightGBM's default 2^g - 1) and a short
+    truncation focus the model on the fastest configs. Layout is scored by Kendall τ over all
+    configs: linear gain and no truncation weigh every pair of a group alike.
+    """
+    params = {"objective": objective}
+    if objective == "lambdarank":
+        if collection.is_tile:
+            params["label_gain"] = [float(2 ** g - 1) for g in range(cfg.n_grades)]
+            params["lambdarank_truncation_level"] = cfg.truncation_level or 20
+        else:
+            params["label_gain"] = [float(g) for g in range(cfg.n_grades)]
+            params["lambdarank_truncation_level"] = cfg.truncation_level or cfg.max_group_size
+    return params
+
+
+def _warmup_value(calls: int, higher_is_better: bool) -> float:
+    """A placeholder metric that improves every round: early stopping cannot pick (or stop at)
+    an iteration before ``min_rounds`` (small validation sets are noisy, and the first rounds
+    of a ranking model can score well by luck)."""
+    return -1e9 + calls if higher_is_better else 1e9 - calls
+
+
+def official_feval(collection: Collection, valid: Rows, every: int = 1, warmup: int = 0) -> Callable:
+    """A LightGBM ``feval``: mean official score over the validation graphs (higher = better).
+
+    Computed every ``every`` iterations; in between the last value is repeated, which early
+    stopping never counts as an improvement, so the best iteration is always a scored one.
+    """
+    runs = [r for r in graph_runs(valid.graph_code) if len(r) > 1]
+    target = valid.target
+    name = "top5" if collection.is_tile else "tau"
+    state = {"calls": 0, "last": -np.inf}
+
+    def feval(preds: np.ndarray, _data: lgb.Dataset) -> tuple[str, float, bool]:
+        state["calls"] += 1
+        calls = state["calls"]
+        if calls < warmup:
+            return name, _warmup_value(calls, True), True
+        if calls == warmup or (calls - warmup) % max(1, every) == 0:
+            scores = [graph_score(collection, -preds[r], target[r]) for r in runs]
+            state["last"] = float(np.mean(scores)) if scores else 0.0
+        return name, state["last"], True
+
+    return feval
+
+
+def logloss_feval(warmup: int = 0) -> Callable:
+    """Binary log-loss of the validation pairs (lower = better), with the same warm-up."""
+    state = {"calls": 0}
+
+    def feval(preds: np.ndarray, data: lgb.Dataset) -> tuple[str, float, bool]:
+        state["calls"] += 1
+        if state["calls"] < warmup:
+            return "pair_logloss", _warmup_value(state["calls"], False), False
+        p = np.clip(preds, 1e-7, 1 - 1e-7)
+        y = data.get_label()
+        return "pair_logloss", float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p))), False
+
+    return feval
+
+
+class TqdmCallback:
+    """Boosting progress bar showing the latest validation metric."""
+
+    def __init__(self, total: int, desc: str, every: int = 10) -> None:
+        self.bar = tqdm(total=total, desc=desc, unit="it", leave=False, mininterval=1.0)
+        self.every = every
+
+    def __call__(self, env: lgb.callback.CallbackEnv) -> None:
+        self.bar.update(1)
+        if env.evaluation_result_list and env.iteration % self.every == 0:
+            _, metric, value, *_ = env.evaluation_result_list[0]
+            shown = "warm-up" if abs(value) >= 1e8 else f"{value:.4f}"  # see _warmup_value
+            self.bar.set_postfix({metric: shown}, refresh=False)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _train(params: dict, train_set: lgb.Dataset, valid_set: lgb.Dataset | None, cfg: LgbmConfig,
+           desc: str, feval: Callable | None = None,
+           stop: DeadlineCallback | None = None) -> lgb.Booster:
+    bar = TqdmCallback(cfg.num_boost_round, desc)
+    callbacks: list = [bar] + ([stop] if stop is not None else [])
+    valid_sets = []
+    if valid_set is not None:
+        valid_sets = [valid_set]
+        callbacks.append(lgb.early_stopping(cfg.early_stopping_rounds, first_metric_only=True,
+                                            verbose=False))
+    try:
+        return lgb.train(params, train_set, num_boost_round=cfg.num_boost_round,
+                         valid_sets=valid_sets, valid_names=["valid"] * len(valid_sets),
+                         feval=feval if valid_sets else None, callbacks=callbacks)
+    finally:
+        bar.close()
+
+
+def fit_ranker(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: Collection,
+               objective: str, seed: int, stop: DeadlineCallback | None = None) -> lgb.Booster:
+    """LambdaRank / rank_xendcg with one query group per graph chunk (see ``chunk_groups``)."""
+    rng = np.random.default_rng(seed)
+    grades = train.grades(cfg.n_grades)
+    order, sizes, _ = chunk_groups(train.graph_code, cfg.max_group_size, rng)
+    train_set = lgb.Dataset(train.X[order], label=grades[order], group=sizes,
+                            feature_name=safe_names(train.feature_names), free_raw_data=True)
+    valid_set = None
+    if valid is not None and len(valid):
+        valid_set = lgb.Dataset(valid.X, label=valid.grades(cfg.n_grades), reference=train_set)
+    params = booster_params(cfg, seed) | ranking_params(cfg, collection, objective)
+    feval = (official_feval(collection, valid, cfg.eval_every, cfg.min_rounds)
+             if valid_set is not None else None)
+    return _train(params, train_set, valid_set, cfg, f"{collection.name} {objective}", feval, stop)
+
+
+def speed_labels(rows: Rows) -> np.ndarray:
+    """Regression labels: minus the log runtime, centred per graph (higher = faster).
+
+    Unlike rank grades these keep *how much* slower a config is, so a 50x slower config costs
+    far more than a 2x slower one (what the tile top-5 score punishes).
+    """
+    if rows.target is None:
+        raise ValueError("regression labels need targets")
+    log_rt = np.log(np.maximum(rows.target, 1e-30))
+    out = np.empty(len(rows), np.float64)
+    for run in graph_runs(rows.graph_code):
+        out[run] = -(log_rt[run] - log_rt[run].mean())
+    return out
+
+
+def fit_regression(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: Collection,
+                   seed: int, stop: DeadlineCallback | None = None) -> lgb.Booster:
+    """Pointwise L2 regression on :func:`speed_labels`, early-stopped on the official metric."""
+    train_set = lgb.Dataset(train.X, label=speed_labels(train),
+                            feature_name=safe_names(train.feature_names), free_raw_data=True)
+    valid_set = None
+    if valid is not None and len(valid):
+        valid_set = lgb.Dataset(valid.X, label=speed_labels(valid), reference=train_set)
+    params = booster_params(cfg, seed) | {"objective": "regression"}
+    feval = (official_feval(collection, valid, cfg.eval_every, cfg.min_rounds)
+             if valid_set is not None else None)
+    return _train(params, train_set, valid_set, cfg, f"{collection.name} regression", feval, stop)
+
+
+def _pair_dataset(rows: Rows, pairs_per_graph: int, max_total: int, rng: np.random.Generator,
+                  reference: lgb.Dataset | None = None) -> lgb.Dataset:
+    """Pairs of ``rows`` as a LightGBM Dataset fed by a :class:`PairSequence` (bounded memory)."""
+    per_graph = max(1, min(pairs_per_graph, max_total // max(1, len(rows.graphs))))
+    a, b, label = sample_pairs(rows.graph_code, rows.target, per_graph, rng)
+    return lgb.Dataset(PairSequence(rows.X, a, b), label=label, reference=reference,
+                       feature_name=safe_names(pair_feature_names(rows.feature_names)),
+                       free_raw_data=True)
+
+
+def fit_pairwise(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: Collection,
+                 seed: int, stop: DeadlineCallback | None = None) -> lgb.Booster:
+    """Binary classifier ``a faster than b`` on sampled same-graph pairs (see ``pairwise``)."""
+    rng = np.random.default_rng(seed)
+    train_set = _pair_dataset(train, cfg.pairs_per_graph, cfg.max_pairs_total, rng)
+    valid_set = None
+    if valid is not None and len(valid):
+        valid_set = _pair_dataset(valid, cfg.valid_pairs_per_graph, cfg.max_pairs_total // 4, rng,
+                                  reference=train_set)
+    params = booster_params(cfg, seed) | {"objective": "binary",
+                                          "bin_construct_sample_cnt": cfg.pair_bin_sample}
+    return _train(params, train_set, valid_set, cfg, f"{collection.name} pairwise",
+                  logloss_feval(cfg.min_rounds), stop)
+
+
+def fit_model(mode: str, train: Rows, valid: Rows | None, cfg: LgbmConfig,
+              collection: Collection, deadline: float = float("inf")) -> RankerModel:
+    """Fit one ``mode`` model; boosting stops at ``deadline`` (``time.monotonic()``) if earlier."""
+    seed = cfg.seed
+    stop = DeadlineCallback(deadline) if deadline != float("inf") else None
+    if mode == "pairwise":
+        booster = fit_pairwise(train, valid, cfg, collection, seed, stop)
+    elif mode == "regression":
+        booster = fit_regression(train, valid, cfg, collection, seed, stop)
+    else:
+        booster = fit_ranker(train, valid, cfg, collection, mode, seed, stop)
+    info = ModelInfo(mode=mode, feature_names=list(train.feature_names), collection=collection.name,
+                     seed=seed, pair_refs=cfg.pair_refs,
+                     best_iteration=int(booster.best_iteration or booster.current_iteration()))
+    if stop is not None and stop.stopped_at is not None:
+        info.extra["stopped_by_time_budget_at"] = stop.stopped_at
+    return RankerModel(booster=booster, info=info)
