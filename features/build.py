@@ -18,13 +18,11 @@ rerun only redoes what is missing or stale.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -41,7 +39,8 @@ from tpurank.atomic import save_npz, write_json
 from tpurank.collections import Collection, get_collection, parse_collections, pb_dir, npz_dir
 from tpurank.config import StageConfig, parse_config, save_run_config
 from features.dotdims import DotDims
-from features.io import Graph, GraphFile, discover, load_graph
+from features.configcodes import CodedConfigs, encode_array, load_coded
+from features.io import Graph, GraphFile, discover
 from features.processed import (ProcessedGraph, graph_dir, norm_path, save_processed,
                                 tabular_path)
 from features import tabular as tab
@@ -67,20 +66,23 @@ class BuildConfig(StageConfig):
     dedup: bool = True  # average the runtimes of identical train configs
     max_train_configs: int = 0  # random subset of (deduplicated) train configs per graph; 0 = all
     tabular: bool = True  # also write the LightGBM parquet
+    tabular_max_train_rows: int = 2000  # LightGBM train rows per graph (random subset); 0 = all. Valid/test: all
     heuristic: bool = True  # tabular f_heur_cost / f_heur_rank (features.heuristic padding cost)
     config_chunk: int = 2048  # configs processed at a time (memory bound)
-    use_cache: bool = True  # read npz through WORK/cache (memory-mapped, int8 configs)
+    use_cache: bool = False  # read npz through WORK/cache (a second, int8 copy: off by default)
     skip_bad_report: str = ""  # validate report: skip the files it lists as bad
     progress: bool = True  # progress bars on stderr
 
-    PRESETS = {"quick": {"max_train_configs": 4000}, "full": {"max_train_configs": 0}}
+    PRESETS = {"quick": {"max_train_configs": 4000, "tabular_max_train_rows": 2000},
+               "full": {"max_train_configs": 0, "tabular_max_train_rows": 8000}}
 
     def transform_params(self) -> dict[str, Any]:
         """What changes the outputs (part of every cache key)."""
         keys = ("prune_hops", "rewire", "rewire_max_sources", "pad_minus_one", "engineered",
-                "dot_features", "exact_dot", "dedup", "max_train_configs", "tabular", "heuristic")
+                "dot_features", "exact_dot", "dedup", "max_train_configs", "tabular", "heuristic",
+                "tabular_max_train_rows")
         params = {k: getattr(self, k) for k in keys}
-        if self.max_train_configs:
+        if self.max_train_configs or self.tabular_max_train_rows:
             params["seed"] = self.seed
         return params
 
@@ -271,7 +273,8 @@ TILE_CONFIG_NAMES = tuple(tab.tile_feature_names()[len(tab.GRAPH_FEATURES):])
 def process_graph(graph: Graph, collection: Collection | str, split: str, stem: str,
                   norm: NormStats | None, cfg: BuildConfig, exact_dot: dict[int, DotDims] | None = None,
                   *, config_out: Path | None = None,
-                  tabular_sink: Callable[[np.ndarray, np.ndarray], None] | None = None) -> ProcessedGraph:
+                  tabular_sink: Callable[[np.ndarray, np.ndarray], None] | None = None,
+                  stage: NodeStage | None = None) -> ProcessedGraph:
     """Featurize one graph (e.g. a brand-new program for ``models.gnn rank --hlo``).
 
     ``norm`` = :func:`load_norm` of the training build (None: unnormalised). ``config_out``: write
@@ -279,7 +282,7 @@ def process_graph(graph: Graph, collection: Collection | str, split: str, stem: 
     ``tabular_sink(config_index_chunk, feature_chunk)`` receives tabular rows chunk by chunk.
     """
     coll = get_collection(collection) if isinstance(collection, str) else collection
-    ns = node_stage(graph, cfg, exact_dot if cfg.dot_features else None)
+    ns = stage if stage is not None else node_stage(graph, cfg, exact_dot if cfg.dot_features else None)
     node_feat = _apply(ns.node_feat, *(norm.node_mean, norm.node_std) if norm else (None, None))
     sel = select_configs(graph, split, cfg, seed_key=f"{coll.slug}/{stem}")
     meta: dict[str, Any] = {"node_feature_names": ns.names, "prune": ns.stats,
@@ -316,36 +319,38 @@ def _with_heuristic(sink: Callable[[np.ndarray, np.ndarray], None],
 
 def _layout_configs(graph: Graph, rows: np.ndarray, cfg: BuildConfig, config_out: Path | None,
                     tabular_sink: Callable[[np.ndarray, np.ndarray], None] | None,
-                    exact_dot: dict[int, DotDims] | None = None) -> np.ndarray:
-    """Layout configs of ``rows`` as int8 (RAM, or streamed to ``config_out``), chunk by chunk,
-    feeding the tabular rows of each chunk to ``tabular_sink``."""
-    nc = len(graph.node_config_ids)
-    shape = (len(rows), nc, 18)
-    out = None if config_out is not None else np.empty(shape, np.int8)
+                    exact_dot: dict[int, DotDims] | None = None) -> CodedConfigs:
+    """Layout configs of ``rows`` as codes (:mod:`features.configcodes`), chunk by chunk,
+    feeding the tabular rows of each chunk to ``tabular_sink``. ``config_out`` is accepted for
+    compatibility and ignored: the codes are small enough for RAM (c x nc x 1-2 bytes)."""
+    del config_out
     ctx = None
     if tabular_sink is not None:
         dots = tf.dot_dims_for_graph(np.asarray(graph.node_feat), graph.node_opcode, graph.edge_index,
                                      exact_dot) if cfg.dot_features else None
         ctx = tab.layout_context(graph, dots, cfg.rewire_max_sources)
-    pos = 0
-    with contextlib.ExitStack() as stack:
-        fp = None
-        if config_out is not None:  # plain appends: written pages do not count in our RSS
-            fp = stack.enter_context(open(config_out, "wb"))
-            np.lib.format.write_array_header_2_0(
-                fp, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.int8)), "fortran_order": False,
-                     "shape": shape})
+    src = graph.node_config_feat
+    if isinstance(src, CodedConfigs):  # streamed from the npz: keep the table, slice the codes
+        coded = CodedConfigs(np.asarray(src.codes)[rows], src.table)
+    else:
+        coded = encode_array(_RowsView(graph, rows, cfg.config_chunk), cfg.config_chunk)
+    if ctx is not None:
         for idx, block in _config_chunks(graph, rows, cfg.config_chunk):
-            if fp is not None:
-                fp.write(np.ascontiguousarray(block, np.int8).tobytes())
-            else:
-                out[pos:pos + len(idx)] = block
-            pos += len(idx)
-            if ctx is not None:
-                tabular_sink(idx, tab.layout_chunk_features(ctx, block))
-    if config_out is not None:
-        return np.load(config_out, mmap_mode="r")
-    return out
+            tabular_sink(idx, tab.layout_chunk_features(ctx, block))
+    return coded
+
+
+class _RowsView:
+    """Rows ``rows`` of a graph's layout configs as an int8 array-like (for :func:`encode_array`)."""
+
+    def __init__(self, graph: Graph, rows: np.ndarray, chunk: int) -> None:
+        self.graph, self.rows, self.chunk = graph, rows, chunk
+        self.shape = (len(rows),) + tuple(graph.node_config_feat.shape[1:])
+
+    def __getitem__(self, sl: slice) -> np.ndarray:
+        idx = self.rows[sl]
+        return next(iter(_config_chunks(self.graph, idx, max(1, len(idx)))))[1] if len(idx) else \
+            np.zeros((0,) + self.shape[1:], np.int8)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -378,10 +383,16 @@ def _exact_dims(cfg: BuildConfig, gf: GraphFile) -> tuple[dict[int, DotDims] | N
     return exact_dot_dims(pb), _identity(pb)
 
 
-def _load(cfg: BuildConfig, path: Path) -> Graph:
-    cache = Path(cfg.work) / "cache" if cfg.use_cache else None
+def _load(cfg: BuildConfig, path: Path, configs: bool = True) -> Graph:
+    """The graph, layout configs streamed out of the npz into codes (or, with ``use_cache``,
+    memory-mapped from the int8 ``WORK/cache`` copy, made on first use). ``configs=False``:
+    nodes only (the norm pass), the big member is not even decompressed."""
     try:
-        return load_graph(path, cache_dir=cache)
+        if cfg.use_cache:
+            from features.cache import load_cached
+
+            return load_cached(path, Path(cfg.work) / "cache")
+        return load_coded(path, cfg.config_chunk, configs=configs)
     except Exception as exc:  # the message must name the file
         if str(path) in str(exc):
             raise
@@ -437,15 +448,48 @@ def _norm_task(task: Task) -> dict[str, Any]:
     path = Path(task.path)
     gf = GraphFile(coll, task.split, task.stem, path)
     key, marker, npz = _norm_key(task)
-    graph = _load(cfg, path)
+    graph = _load(cfg, path, configs=False)
     exact, _ = _exact_dims(cfg, gf)
     ns = node_stage(graph, cfg, exact)
     arrays = {"node": _moments(ns.node_feat)}
     if graph.is_tile:
         arrays["config"] = _moments(tile_config_feat(graph, np.arange(graph.num_configs), cfg))
+    _save_stage(task, key, ns)  # the graph pass reuses it: the node stage runs once per graph
     save_npz(npz, **arrays)
     write_json(marker, {"key": key})
     return {"stem": task.stem, "collection": coll.name, "cached": False, "npz": str(npz)}
+
+
+def _stage_path(task: Task) -> Path:
+    coll = get_collection(task.collection)
+    return _marker(task.features_dir, coll, task.split, task.stem, "norm_parts").with_suffix(".stage.npz")
+
+
+def _save_stage(task: Task, key: str, ns: NodeStage) -> None:
+    arrays = {"node_feat": ns.node_feat, "node_opcode": ns.node_opcode, "edge_index": ns.edge_index,
+              "orig_node_ids": ns.orig_node_ids, "key": np.array(key),
+              "stats": np.array(json.dumps(ns.stats))}
+    if ns.config_node_pos is not None:
+        arrays["config_node_pos"] = ns.config_node_pos
+    save_npz(_stage_path(task), **arrays)
+
+
+def _load_stage(task: Task) -> NodeStage | None:
+    """The node stage the norm pass computed for this train graph (None when absent or stale)."""
+    path = _stage_path(task)
+    if not path.is_file():
+        return None
+    key = _norm_key(task)[0]
+    try:
+        with np.load(path, allow_pickle=False) as d:
+            if str(d["key"]) != key:
+                return None
+            return NodeStage(d["node_feat"], node_feature_names(task.cfg), d["node_opcode"],
+                             d["edge_index"], d["orig_node_ids"],
+                             d["config_node_pos"] if "config_node_pos" in d.files else None,
+                             json.loads(str(d["stats"])))
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def _graph_key(task: Task) -> tuple[str, Path, Path, Path]:
@@ -487,27 +531,35 @@ def _graph_task(task: Task) -> dict[str, Any]:
     def sink(idx: np.ndarray, feats: np.ndarray) -> None:
         frames.append((idx, feats))
 
+    stage = _load_stage(task) if task.split == "train" else None
+    pg = process_graph(graph, coll, task.split, task.stem, norm, cfg, exact,
+                       tabular_sink=sink if cfg.tabular else None, stage=stage)
+    pg.meta["source"] = _identity(path)
+    pg.meta["exact_dot"] = exact is not None
+    pg.meta["node_stage_reused"] = stage is not None
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out_dir.parent, prefix=f".{task.stem}.cfg-") as scratch:
-        cfg_file = Path(scratch) / "config_feat.npy"
-        pg = process_graph(graph, coll, task.split, task.stem, norm, cfg, exact,
-                           config_out=None if graph.is_tile else cfg_file,
-                           tabular_sink=sink if cfg.tabular else None)
-        pg.meta["source"] = _identity(path)
-        pg.meta["exact_dot"] = exact is not None
-        prewritten = {} if graph.is_tile else {"config_feat": cfg_file}
-        save_processed(pg, out_dir, prewritten=prewritten)
+    save_processed(pg, out_dir)
     if cfg.tabular:
         idx_all = np.concatenate([f[0] for f in frames]) if frames else np.zeros(0, np.int64)
         feats = np.concatenate([f[1] for f in frames]) if frames else np.zeros((0, len(names)), np.float32)
         target = None if task.split == "test" else pg.target
+        if task.split == "train" and cfg.tabular_max_train_rows and len(idx_all) > cfg.tabular_max_train_rows:
+            keep = _subsample(len(idx_all), cfg.tabular_max_train_rows, cfg.seed, f"tab/{coll.slug}/{task.stem}")
+            idx_all, feats, target = idx_all[keep], feats[keep], target[keep]
         tab.write_parquet(tab.make_frame(task.stem, idx_all, target, feats, names), part)
     summary = dict(pg.meta["prune"], configs=int(len(pg.config_index)),
                    source_configs=int(pg.meta["num_source_configs"]),
                    duplicates=int(pg.meta["num_duplicates"]), stem=task.stem, split=task.split,
                    collection=coll.name, seconds=round(time.perf_counter() - start, 3))
     write_json(marker, {"key": key, "summary": summary})
+    _stage_path(task).unlink(missing_ok=True)  # used once: the graph is done
     return dict(summary, cached=False)
+
+
+def _subsample(n: int, k: int, seed: int, key: str) -> np.ndarray:
+    """Sorted ``k`` of ``n`` positions, deterministic per (seed, key)."""
+    s = int.from_bytes(hashlib.sha256(f"{seed}:{key}".encode()).digest()[:8], "little")
+    return np.sort(np.random.default_rng(s).choice(n, k, replace=False))
 
 
 def part_path(features_dir: str | os.PathLike, coll: Collection, split: str, stem: str) -> Path:

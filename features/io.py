@@ -1,7 +1,8 @@
 """Discover and load TpuGraphs npz files (SPEC §3).
 
 ``discover(root)`` lists graph files in the Kaggle layout; ``load_graph(path)`` returns a
-:class:`Graph` whose large arrays may be memory-mapped (see :mod:`features.cache`).
+:class:`Graph` (in RAM; :mod:`features.cache` memory-maps, :mod:`features.configcodes` streams
+layout configs into compact codes — both build on this module, never the reverse).
 
 Conventions kept from the npz files: ``edge_index`` rows are ``[consumer, producer]``;
 ``node_splits`` is always returned 1-D; integer arrays are int64 (float runtimes, as other
@@ -161,13 +162,14 @@ def load_npz(path: str | os.PathLike) -> Graph:
         raise BadGraphError(path, f"missing required key {exc.args[0]!r}") from None
 
 
-def load_graph(path: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> Graph:
-    """Load a graph; with ``cache_dir`` the arrays come memory-mapped from the on-disk cache."""
-    if cache_dir is None:
-        return load_npz(path)
-    from features.cache import load_cached
+def load_graph(path: str | os.PathLike) -> Graph:
+    """Load a graph from its npz (everything in RAM).
 
-    return load_cached(path, cache_dir)
+    Data flows one way, io -> cache -> build: for memory-mapped arrays use
+    :func:`features.cache.load_cached`, for layout configs as compact codes streamed out of the
+    npz :func:`features.configcodes.load_coded`.
+    """
+    return load_npz(path)
 
 
 def read_hidden_runtimes(root: str | os.PathLike) -> dict[str, np.ndarray] | None:

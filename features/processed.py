@@ -5,13 +5,23 @@ Layout of a feature directory (``FEATURES`` = ``<work>/features`` by default)::
     FEATURES/<collection-slug>/
         build.json                       # config + git SHA + versions of the build
         norm.npz                         # node-feature normalisation stats (fitted on train only)
-        graphs/<split>/<stem>/           # one ProcessedGraph, one .npy per array (memory-mappable)
+        graphs/<split>/<stem>/           # one ProcessedGraph, one .npy per array
             meta.json
             node_feat.npy  node_opcode.npy  edge_index.npy  orig_node_ids.npy
-            config_feat.npy  [config_node_pos.npy]  [target.npy]  config_index.npy
+            [config_node_pos.npy]  [target.npy]  config_index.npy
+            tile:   config_feat.npy                       (c, Ft) float32
+            layout: config_codes.npy  config_table.npy   (c, nc) codes into (t, 18) int8 vectors
         tabular/<split>.parquet          # LightGBM rows: graph, config, target, f_* features
 
 Array conventions (see :class:`ProcessedGraph`).
+
+Open files stay bounded whatever the number of graphs: :func:`load_processed` reads the small
+arrays into RAM (their files closed at once) and leaves ``config_feat`` lazy — a
+:class:`LazyNpy` (tile) or a :class:`features.configcodes.CodedConfigs` over a :class:`LazyNpy`
+of codes (layout) that memory-maps its file on access through one process-wide LRU of at most
+:data:`MAX_OPEN_MAPS` maps (``TPURANK_MAX_OPEN_MAPS``). A memory map holds a file descriptor,
+so a process holding every graph of a 5.7k-graph split holds at most that many descriptors.
+Layout configs are stored once, as codes (:mod:`features.configcodes`, 9–18× smaller than int8).
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -27,9 +38,65 @@ import numpy as np
 
 from tpurank.atomic import write_json
 from tpurank.collections import Collection
+from features.configcodes import CodedConfigs, encode_array
+from features.io import _read_npy_header
 
 ARRAYS = ("node_feat", "node_opcode", "edge_index", "orig_node_ids", "config_feat",
           "config_node_pos", "target", "config_index")
+SMALL_ARRAYS = tuple(a for a in ARRAYS if a != "config_feat")
+MAX_OPEN_MAPS = int(os.environ.get("TPURANK_MAX_OPEN_MAPS", "32"))
+_OPEN_MAPS: "OrderedDict[str, np.ndarray]" = OrderedDict()
+
+
+def _mapped(path: str) -> np.ndarray:
+    """The memory map of ``path`` from the process-wide LRU (opened, and the least recently
+    used one closed, as needed)."""
+    mm = _OPEN_MAPS.get(path)
+    if mm is not None:
+        _OPEN_MAPS.move_to_end(path)
+        return mm
+    mm = np.load(path, mmap_mode="r", allow_pickle=False)
+    _OPEN_MAPS[path] = mm
+    while len(_OPEN_MAPS) > max(1, MAX_OPEN_MAPS):
+        _OPEN_MAPS.popitem(last=False)  # its mmap (and descriptor) closes with the last reference
+    return mm
+
+
+def close_open_maps() -> None:
+    """Drop every cached memory map (e.g. before deleting or replacing feature files)."""
+    _OPEN_MAPS.clear()
+
+
+class LazyNpy:
+    """A read-only ``.npy`` whose data is memory-mapped only while it is being read.
+
+    ``shape``/``dtype`` come from the header; ``x[idx]`` returns a copy (never a view that would
+    keep the map, and its descriptor, alive).
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = str(path)
+        with open(self.path, "rb") as fp:
+            shape, _, dtype = _read_npy_header(fp)
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, idx: Any) -> np.ndarray:
+        return np.array(_mapped(self.path)[idx])
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self[...]
+        return out if dtype is None else out.astype(dtype)
+
+    def __repr__(self) -> str:
+        return f"LazyNpy({self.path!r}, shape={self.shape}, dtype={self.dtype})"
 
 
 @dataclass
@@ -40,7 +107,9 @@ class ProcessedGraph:
     - ``node_opcode``: (n,) int64 opcode ids (for embeddings).
     - ``edge_index``: (2, m) int64, PyG convention **source = producer (operand), target = consumer**.
     - ``orig_node_ids``: (n,) int64 node ids in the source npz.
-    - ``config_feat``: tile (c, Ft) float32; layout (c, nc, 18) int8 (values -1..5), may be a memmap.
+    - ``config_feat``: tile (c, Ft) float32; layout (c, nc, 18) int8 (values -1..5). Loaded graphs
+      hold an array-like (``shape``, ``config_feat[idx]`` -> ndarray): :class:`LazyNpy` or
+      :class:`~features.configcodes.CodedConfigs`; use ``np.asarray`` for a whole array.
     - ``config_node_pos``: layout only, (nc,) int64 positions in this graph of the configurable nodes
       (same order as the last-but-one axis of ``config_feat``).
     - ``target``: (c,) float64 runtime to rank (tile: runtime/normalizer), None for test.
@@ -90,8 +159,9 @@ def save_processed(g: ProcessedGraph, out_dir: str | os.PathLike,
                    prewritten: dict[str, str | os.PathLike] | None = None) -> None:
     """Write ``g`` as a directory of .npy files, atomically (temp dir + rename).
 
-    ``prewritten`` maps array names to ``.npy`` files already on disk (e.g. a large memmap filled
-    chunk by chunk, on the same file system): they are moved in instead of copied.
+    Layout configs are written as codes + table (an int8 array is encoded first).
+    ``prewritten`` maps array names to ``.npy`` files already on disk (same file system): they
+    are moved in instead of copied (a layout ``config_feat`` file is encoded, then dropped).
     """
     out_dir = Path(out_dir)
     tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
@@ -99,38 +169,65 @@ def save_processed(g: ProcessedGraph, out_dir: str | os.PathLike,
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     prewritten = dict(prewritten or {})
-    for name in ARRAYS:
+    for name in SMALL_ARRAYS:
         if name in prewritten:
             os.replace(prewritten[name], tmp / f"{name}.npy")
             continue
         arr = getattr(g, name)
         if arr is not None:
             np.save(tmp / f"{name}.npy", np.ascontiguousarray(arr), allow_pickle=False)
+    cfg = g.config_feat
+    if "config_feat" in prewritten:
+        cfg = np.load(prewritten["config_feat"], mmap_mode="r")
+    if g.is_tile:
+        np.save(tmp / "config_feat.npy", np.ascontiguousarray(np.asarray(cfg)), allow_pickle=False)
+    else:
+        coded = cfg if isinstance(cfg, CodedConfigs) else encode_array(cfg)
+        np.save(tmp / "config_codes.npy", np.ascontiguousarray(np.asarray(coded.codes)),
+                allow_pickle=False)
+        np.save(tmp / "config_table.npy", coded.table, allow_pickle=False)
+    del cfg
     meta = dict(g.meta, collection=g.collection, split=g.split, stem=g.stem)
     write_json(tmp / "meta.json", meta)
+    close_open_maps()  # no stale map of a replaced entry
     if out_dir.exists():
         shutil.rmtree(out_dir)
     os.replace(tmp, out_dir)
 
 
+def _config_feat(in_dir: Path, lazy: bool) -> Any:
+    codes, feat = in_dir / "config_codes.npy", in_dir / "config_feat.npy"
+    if codes.is_file():
+        table = np.load(in_dir / "config_table.npy", allow_pickle=False)
+        return CodedConfigs(LazyNpy(codes) if lazy else np.load(codes), table)
+    if feat.is_file():
+        return LazyNpy(feat) if lazy else np.load(feat)
+    raise FileNotFoundError(f"{in_dir}: no config_feat.npy / config_codes.npy; rebuild features")
+
+
 def load_processed(in_dir: str | os.PathLike, mmap: bool = True) -> ProcessedGraph:
-    """Read a graph written by :func:`save_processed`; large arrays memory-mapped by default."""
+    """Read a graph written by :func:`save_processed`.
+
+    Small arrays are read into RAM (files closed); ``config_feat`` is lazy (``mmap=True``: memory
+    maps through the bounded LRU, opened on access) or fully in RAM (``mmap=False``).
+    """
     in_dir = Path(in_dir)
     meta_file = in_dir / "meta.json"
     if not meta_file.is_file():
         raise FileNotFoundError(f"{in_dir}: not a processed graph (no meta.json); rebuild features")
     meta = json.loads(meta_file.read_text())
-    arrays: dict[str, np.ndarray | None] = {}
-    for name in ARRAYS:
+    arrays: dict[str, Any] = {}
+    for name in SMALL_ARRAYS:
         p = in_dir / f"{name}.npy"
-        arrays[name] = np.load(p, mmap_mode="r" if mmap else None) if p.is_file() else None
+        arrays[name] = np.load(p, allow_pickle=False) if p.is_file() else None
+    arrays["config_feat"] = _config_feat(in_dir, mmap)
     return ProcessedGraph(collection=meta["collection"], split=meta["split"], stem=meta["stem"],
                           meta=meta, **arrays)  # type: ignore[arg-type]
 
 
 def iter_processed(features_dir: str | os.PathLike, collection: Collection, split: str,
                    mmap: bool = True) -> Iterator[ProcessedGraph]:
-    """All processed graphs of one collection/split, sorted by stem."""
+    """All processed graphs of one collection/split, sorted by stem (O(1) open files each)."""
     base = Path(features_dir) / collection.slug / "graphs" / split
     if not base.is_dir():
         return

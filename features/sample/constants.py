@@ -61,3 +61,33 @@ SCALES: dict[str, ScaleSpec] = {
     "small": ScaleSpec((160, 32, 32), (3, 60), (20, 120), (20, 6, 6), (300, 1500), (400, 2500),
                        (8, 60), (200, 600), 300),
 }
+
+
+@dataclass(frozen=True)
+class KaggleSpec:
+    """The real data's shape (SPEC §2–§3), for ``--scale kaggle`` (see ``features.sample.kaggle``).
+
+    Counts are (train, valid, test) graphs per collection; node counts are drawn from a gamma
+    distribution with the published mean and standard deviation, clipped to ``node_range``.
+    """
+
+    tile_counts: tuple[int, int, int] = (5709, 676, 844)
+    layout_counts: tuple[tuple[str, str, tuple[int, int, int]], ...] = (
+        ("xla", "default", (61, 7, 8)), ("xla", "random", (69, 7, 8)),
+        ("nlp", "default", (198, 20, 17)), ("nlp", "random", (207, 20, 17)))
+    node_moments: tuple[tuple[str, float, float], ...] = (("xla", 13_900.0, 9_700.0),
+                                                          ("nlp", 5_700.0, 5_000.0))
+    node_range: tuple[int, int] = (600, 44_000)
+    configurable_mean: float = 350.0
+    configurable_sd: float = 150.0
+    layout_configs: tuple[int, int] = (20, 100_000)  # train/valid, before the config fraction
+    max_config_share: float = 0.25  # share of layout files at the maximum count (nlp:default)
+    test_configs: int = 1000
+    tile_configs: tuple[int, int] = (10, 8_000)  # before the config fraction
+    tile_nodes: tuple[int, int] = (3, 120)
+    tiny_test_tiles: int = 16  # test kernels with only 2-4 configs
+    dup_heavy_share: float = 0.04  # layout train files that are almost all duplicates
+    chunk_configs: int = 4096  # configs generated (and held) at a time
+
+
+KAGGLE = KaggleSpec()

@@ -68,7 +68,11 @@ class HloBuilder:
 
     # -- ops ------------------------------------------------------------------------------
     def param(self, shape: Sequence[int], dtype: str = "f32", **kw) -> int:
-        n = sum(1 for x in self.comps[self.cur] if x.op == "parameter")
+        nodes = self.comps[self.cur]  # parameters counted incrementally: O(1) per call, not O(n)
+        scan = self.__dict__.setdefault("_param_scan", {})
+        seen, n = scan.get(self.cur, (0, 0))
+        n += sum(1 for x in nodes[seen:] if x.op == "parameter")
+        scan[self.cur] = (len(nodes), n)
         return self.add("parameter", shape, (), dtype, parameter_number=n, **kw)
 
     def const(self, shape: Sequence[int] = (), dtype: str = "f32") -> int:

@@ -11,91 +11,16 @@ import sys
 import tempfile
 import time
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 import numpy as np
 from tpurank.collections import COLLECTIONS, hidden_runtimes_path, npz_dir
 
-from features.sample.constants import LAYOUT_NOISE, MACHINE_SPEED, OPCODE_IDS, SCALES, ScaleSpec, TILE_NOISE
-from features.sample.hlo import FlatGraph, featurize
-from features.sample.motifs import build_layout_graph, build_tile_kernel
-from features.sample.layout_cost import LayoutCostModel
-from features.sample.layout_search import _slot_spaces, encode_node_config_feat, sample_layout_configs
-from features.sample.tile_cost import sample_tile_configs, sample_tile_configs_default, tile_runtime
-
-
-def _rng(seed: int, *key: object) -> np.random.Generator:
-    h = zlib.crc32("/".join(map(str, key)).encode())
-    return np.random.default_rng(np.random.SeedSequence([seed, h]))
-
-
-def _int_dtype(rng: np.random.Generator) -> type:
-    return np.int32 if rng.random() < 0.3 else np.int64  # real files mix int32 and int64
-
-
-def _graph_arrays(fg: FlatGraph, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    it = _int_dtype(rng)
-    ops = np.array([OPCODE_IDS[nd.op] for nd in fg.nodes], it)
-    return {"node_feat": featurize(fg), "node_opcode": ops, "edge_index": fg.edges.astype(it)}
-
-
-def _choose_configurable(fg: FlatGraph, rng: np.random.Generator, lo: int, hi: int,
-                         ops: frozenset[str]) -> np.ndarray:
-    cands = [u for u in range(fg.entry_start, len(fg.nodes))
-             if fg.nodes[u].op in ops and fg.nodes[u].shape]
-    if not cands:
-        raise RuntimeError("graph has no configurable node")
-    k = min(len(cands), int(rng.integers(lo, hi + 1)))
-    return np.sort(rng.choice(cands, size=k, replace=False))
-
-
-@dataclass
-class LayoutGraph:
-    stem: str
-    fg: FlatGraph
-    base: dict[str, np.ndarray]
-
-
-def make_layout_file(lg: LayoutGraph, search: str, n_configs: int, spec: ScaleSpec,
-                     rng: np.random.Generator,
-                     configurable_ops: frozenset[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Arrays of one layout npz and the true runtimes (ns, float)."""
-    ids = _choose_configurable(lg.fg, rng, *spec.configurable, configurable_ops)
-    spaces = _slot_spaces(lg.fg, ids)
-    cfg = sample_layout_configs(rng, spaces, n_configs, search)
-    cfg = cfg[rng.permutation(n_configs)]  # no positional leak (the pure default is not first)
-    model = LayoutCostModel(lg.fg, ids)
-    true = model.runtimes(cfg[:, :, 0], cfg[:, :, 1], cfg[:, :, 2])
-    measured = true * np.exp(rng.normal(0.0, LAYOUT_NOISE, size=len(true)))
-    it = _int_dtype(rng)
-    splits = lg.fg.splits.astype(np.int64)
-    arrays = dict(lg.base)
-    arrays.update(
-        node_config_ids=ids.astype(it),
-        node_config_feat=encode_node_config_feat(cfg, spaces),
-        config_runtime=np.round(measured).astype(np.int64),
-        node_splits=splits.reshape(1, -1) if rng.random() < 0.5 else splits,
-    )
-    return arrays, arrays["config_runtime"].astype(np.float64)
-
-
-def make_tile_file(rng: np.random.Generator, spec: ScaleSpec) -> tuple[str, dict, np.ndarray]:
-    b, info = build_tile_kernel(rng, int(rng.integers(spec.tile_nodes[0], spec.tile_nodes[1] + 1)))
-    fg = b.finalize()
-    n = int(rng.integers(spec.tile_configs[0], spec.tile_configs[1] + 1))
-    feats = sample_tile_configs(rng, info, n)
-    feats = feats[rng.permutation(n)]  # the default row is not at a fixed position
-    true = tile_runtime(info, feats)
-    default_true = float(tile_runtime(info, sample_tile_configs_default(info))[0])
-    machine = rng.integers(len(MACHINE_SPEED), size=n)
-    speed = np.array(MACHINE_SPEED)[machine]
-    runtime = np.round(true * speed * np.exp(rng.normal(0.0, TILE_NOISE, n))).astype(np.int64)
-    norm = np.round(default_true * speed).astype(np.int64)
-    arrays = _graph_arrays(fg, rng)
-    arrays.update(config_feat=feats, config_runtime=runtime, config_runtime_normalizers=norm,
-                  node_splits=fg.splits.astype(np.int64))
-    return info["kind"], arrays, runtime / norm
+from features.sample.constants import SCALES, ScaleSpec
+from features.sample.files import (LayoutGraph, _choose_configurable, _graph_arrays, _int_dtype, _rng,
+                                   make_layout_file, make_tile_file)
+from features.sample.hlo import FlatGraph
+from features.sample.motifs import build_layout_graph
 
 
 def _save(path: Path, arrays: dict[str, np.ndarray]) -> None:
@@ -165,17 +90,26 @@ def _write_layout(root: Path, spec: ScaleSpec, seed: int, hidden: dict, rows: li
                     _save(coll.split_dir(root, split) / f"{stem}.npz", arrays)
 
 
+ALL_SCALES = (*sorted(SCALES), "kaggle")
+
+
 def generate_dataset(out_dir: str | os.PathLike, scale: str = "tiny", seed: int = 0,
-                     configurable_ops: Sequence[str] = ("convolution", "dot", "reshape")) -> Path:
+                     configurable_ops: Sequence[str] = ("convolution", "dot", "reshape"),
+                     config_fraction: float | None = None, graph_fraction: float | None = None,
+                     jobs: int = 1, progress: bool = False) -> Path:
     """Write a complete sample dataset (Kaggle layout) to ``out_dir`` and return its path.
+
+    ``scale="kaggle"`` writes the real data's shape (:mod:`features.sample.kaggle`, a stress
+    dataset) with ``config_fraction`` of the real config counts and ``graph_fraction`` of the
+    real graph counts, over ``jobs`` worker processes (0 = all cores).
 
     The tree is written into a temporary sibling directory and renamed into place with
     ``.complete`` already inside, so an interrupted run leaves nothing half-written. An existing
     ``out_dir`` is replaced only if it is empty or a previous sample (has ``.complete`` or
     ``npz_all``).
     """
-    if scale not in SCALES:
-        raise ValueError(f"unknown scale {scale!r}; expected one of {sorted(SCALES)}")
+    if scale not in ALL_SCALES:
+        raise ValueError(f"unknown scale {scale!r}; expected one of {list(ALL_SCALES)}")
     out = Path(out_dir)
     if out.exists() and any(out.iterdir()) and not ((out / ".complete").exists()
                                                      or (out / "npz_all").exists()):
@@ -183,12 +117,21 @@ def generate_dataset(out_dir: str | os.PathLike, scale: str = "tiny", seed: int 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
-        spec = SCALES[scale]
         hidden: dict[str, np.ndarray] = {}
         rows: list[tuple[str, str]] = []
         ops = frozenset(configurable_ops)
-        _write_tile(tmp, spec, seed, hidden, rows)
-        _write_layout(tmp, spec, seed, hidden, rows, ops)
+        if scale == "kaggle":
+            from features.sample import kaggle
+
+            cf = kaggle.DEFAULT_CONFIG_FRACTION if config_fraction is None else config_fraction
+            gf = kaggle.DEFAULT_GRAPH_FRACTION if graph_fraction is None else graph_fraction
+            hidden, rows = kaggle.write_kaggle(tmp, seed, cf, gf, tuple(sorted(ops)), jobs,
+                                               progress)
+            scale = f"kaggle config_fraction={cf:g} graph_fraction={gf:g}"
+        else:
+            spec = SCALES[scale]
+            _write_tile(tmp, spec, seed, hidden, rows)
+            _write_layout(tmp, spec, seed, hidden, rows, ops)
         hp = hidden_runtimes_path(tmp)
         hp.parent.mkdir(parents=True, exist_ok=True)
         with open(hp, "wb") as fh:
@@ -216,14 +159,21 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m features.sample",
                                 description="Write the generated TpuGraphs-like sample dataset.")
     p.add_argument("--out", required=True, help="output data root (Kaggle layout)")
-    p.add_argument("--scale", default="tiny", choices=sorted(SCALES))
+    p.add_argument("--scale", default="tiny", choices=ALL_SCALES,
+                   help="tiny | small (quality samples) | kaggle (the real shape: a stress dataset)")
+    p.add_argument("--config-fraction", type=float, default=None,
+                   help="kaggle: share of the real config counts (default 1/8)")
+    p.add_argument("--graph-fraction", type=float, default=None,
+                   help="kaggle: share of the real graph counts (default 1)")
+    p.add_argument("--jobs", type=int, default=0, help="kaggle: worker processes (0 = all cores)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--configurable-ops", default="convolution,dot,reshape",
                    help="comma-separated opcodes that may be configurable in layout graphs")
     a = p.parse_args(argv)
     t0 = time.time()
     out = generate_dataset(a.out, a.scale, a.seed,
-                           tuple(s.strip() for s in a.configurable_ops.split(",") if s.strip()))
+                           tuple(s.strip() for s in a.configurable_ops.split(",") if s.strip()),
+                           a.config_fraction, a.graph_fraction, a.jobs, progress=True)
     n = sum(1 for _ in npz_dir(out).rglob("*.npz"))
     print(f"wrote {n} graph files to {out} ({a.scale}, seed {a.seed}) in {time.time() - t0:.1f}s")
     return 0

@@ -89,7 +89,10 @@ def test_log_costs_of_a_loaded_graph_match_the_file_costs(tmp_path):
     path = layout_file(tmp_path / "g.npz", [[1, 0], [0, 1], [], [1], [0]])
     expected = np.log1p(graph_costs(path, is_tile=False))
     assert np.allclose(log_costs(load_graph(path), rows=2), expected)
-    assert np.allclose(log_costs(load_graph(path, cache_dir=tmp_path / "cache"), rows=3), expected)
+    from features.cache import load_cached
+    from features.configcodes import load_coded
+    assert np.allclose(log_costs(load_cached(path, tmp_path / "cache"), rows=3), expected)
+    assert np.allclose(log_costs(load_coded(path, chunk=2), rows=3), expected)
 
 
 def test_rank_fraction_spans_zero_to_one_with_shared_ties():

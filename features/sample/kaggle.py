@@ -1,0 +1,279 @@
+"""``--scale kaggle``: a dataset with the real data's counts and shapes — a stress dataset.
+
+It exists to exercise the pipeline at the real volume (file counts, graph sizes, config counts,
+compressed bytes), **not** to measure model quality: graphs come from the same motif generator
+and cost model as the small scales, scaled up (more layers and blocks), and many configs of one
+file are cheap variations of each other. Use ``small`` (or the real download) to compare models.
+
+What it reproduces (SPEC §2–§3, :class:`features.sample.constants.KaggleSpec`):
+
+* per collection and split the real graph counts (xla:default 61/7/8, xla:random 69/7/8,
+  nlp:default 198/20/17, nlp:random 207/20/17, tile 5709/676/844), times ``graph_fraction``
+  (at least one graph per split); default and random files of a source share stems (the same
+  program, the same configurable nodes);
+* layout node counts drawn around the published means (xla 13.9k ± 9.7k, nlp 5.7k ± 5.0k, at
+  most 44k) and about 350 configurable nodes a graph (fewer when a small graph has fewer
+  candidates);
+* train/valid config counts log-uniform over 20 .. 100k × ``config_fraction``, a quarter of the
+  files at the maximum (nlp:default often has 100k), 1,000 configs per layout test file, some
+  train files almost all duplicates (a small pool of configs re-measured), re-measured duplicates
+  everywhere; tile 10 .. 8k × ``config_fraction`` configs, 16 test kernels with only 2–4;
+* deflate-compressed members, as ``np.savez_compressed`` writes them.
+
+Memory: one graph per worker at a time; ``node_config_feat`` is generated, costed, encoded and
+deflated ``chunk_configs`` configs at a time straight into its zip member, so a worker holds
+about ``chunk_configs × nc × 18 × 4`` bytes of configs whatever the file's size. Across graphs only
+the test files' hidden targets and submission rows are kept (small).
+
+Determinism: every graph draws from its own seed (as the other scales), so the output does not
+depend on ``jobs`` or on the order in which workers finish.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import zipfile
+import zlib
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+from tqdm import tqdm
+
+from tpurank.collections import COLLECTIONS, Collection
+from features.sample.constants import KAGGLE, LAYOUT_NOISE, KaggleSpec, ScaleSpec
+from features.sample.hlo import FlatGraph
+from features.sample.layout_cost import LayoutCostModel
+from features.sample.layout_search import _slot_spaces, encode_node_config_feat, sample_layout_configs
+from features.sample.motifs import build_layout_graph
+from features.sample.files import _choose_configurable, _graph_arrays, _rng, make_tile_file
+
+__all__ = ["KaggleJob", "kaggle_jobs", "run_job", "write_kaggle", "DEFAULT_CONFIG_FRACTION",
+           "DEFAULT_GRAPH_FRACTION"]
+
+DEFAULT_CONFIG_FRACTION = 1 / 8
+DEFAULT_GRAPH_FRACTION = 1.0
+SPLITS = ("train", "valid", "test")
+
+
+@dataclass(frozen=True)
+class KaggleJob:
+    """One unit of work: a tile kernel, or one layout program (its default and random files)."""
+
+    kind: str  # "tile" | "layout"
+    source: str  # "xla" | "nlp" (layout) or "xla" (tile)
+    split: str
+    index: int
+    searches: tuple[str, ...] = ()  # layout: which searches have a file for this program
+
+
+def _scaled(count: int, fraction: float) -> int:
+    return max(1, int(round(count * fraction)))
+
+
+def kaggle_jobs(graph_fraction: float, spec: KaggleSpec = KAGGLE) -> list[KaggleJob]:
+    """Every job of a dataset, the big (layout) ones first so the pool finishes evenly."""
+    jobs: list[KaggleJob] = []
+    for source in ("xla", "nlp"):
+        counts = {search: c for s, search, c in spec.layout_counts if s == source}
+        for k, split in enumerate(SPLITS):
+            per = {search: _scaled(c[k], graph_fraction) for search, c in counts.items()}
+            for i in range(max(per.values())):
+                jobs.append(KaggleJob("layout", source, split, i,
+                                      tuple(s for s in ("default", "random") if i < per[s])))
+    for k, split in enumerate(SPLITS):
+        jobs += [KaggleJob("tile", "xla", split, i)
+                 for i in range(_scaled(spec.tile_counts[k], graph_fraction))]
+    return jobs
+
+
+def _collection(source: str, search: str | None) -> Collection:
+    if search is None:
+        return next(c for c in COLLECTIONS if c.is_tile)
+    return next(c for c in COLLECTIONS if c.source == source and c.search == search)
+
+
+def _num_nodes(rng: np.random.Generator, source: str, spec: KaggleSpec) -> int:
+    mean, sd = next((m, s) for name, m, s in spec.node_moments if name == source)
+    shape = (mean / sd) ** 2
+    return int(np.clip(rng.gamma(shape, mean / shape), *spec.node_range))
+
+
+def _candidates(fg: FlatGraph, ops: frozenset[str]) -> int:
+    return sum(1 for u in range(fg.entry_start, len(fg.nodes))
+               if fg.nodes[u].op in ops and fg.nodes[u].shape)
+
+
+def _program(rng: np.random.Generator, source: str, spec: KaggleSpec,
+             ops: frozenset[str]) -> tuple[FlatGraph, str]:
+    """A layout program of about the drawn size (redrawn a few times when a family misses)."""
+    target = _num_nodes(rng, source, spec)
+    fg, family = None, ""
+    for _ in range(6):
+        b, family = build_layout_graph(source, rng, target)
+        fg = b.finalize()
+        if 0.6 * target <= len(fg.nodes) <= 1.5 * target and _candidates(fg, ops) >= 20:
+            break
+    assert fg is not None
+    return fg, family
+
+
+def _config_count(rng: np.random.Generator, split: str, spec: KaggleSpec, fraction: float) -> int:
+    if split == "test":
+        return spec.test_configs
+    lo, hi = spec.layout_configs[0], max(spec.layout_configs[0] + 1,
+                                         int(spec.layout_configs[1] * fraction))
+    if rng.random() < spec.max_config_share:
+        return hi
+    return int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
+
+
+def _config_chunks(rng: np.random.Generator, spaces, n: int, search: str, dup_heavy: bool,
+                   chunk: int) -> Iterator[np.ndarray]:
+    """(k, nc, 3) perm-id chunks summing to ``n`` configs; a dup-heavy file repeats a small pool."""
+    pool = sample_layout_configs(rng, spaces, int(rng.integers(4, 40)), search) if dup_heavy \
+        else None
+    done = 0
+    while done < n:
+        k = min(chunk, n - done)
+        if pool is not None:
+            cfg = pool[rng.integers(len(pool), size=k)]
+        else:
+            cfg = sample_layout_configs(rng, spaces, k, search) if k > 1 else \
+                sample_layout_configs(rng, spaces, 2, search)[1:]
+            cfg = cfg[rng.permutation(k)]  # the pure default (row 0 of a chunk) moves
+        done += k
+        yield cfg
+
+
+def _write_member(zf: zipfile.ZipFile, key: str, array: np.ndarray) -> None:
+    with zf.open(key + ".npy", "w", force_zip64=True) as fp:
+        np.lib.format.write_array(fp, np.ascontiguousarray(array), allow_pickle=False)
+
+
+def _write_layout_file(path: Path, base: dict[str, np.ndarray], ids: np.ndarray,
+                       splits: np.ndarray, rng: np.random.Generator, fg: FlatGraph, spaces,
+                       model: LayoutCostModel, n: int, search: str, dup_heavy: bool,
+                       chunk: int, test: bool) -> np.ndarray:
+    """Stream one layout npz (deflate members); returns the true runtimes (float64)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    measured = np.empty(n, np.float64)
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False,
+              "shape": (n, len(ids), 18)}
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as zf:
+        for key, arr in base.items():
+            _write_member(zf, key, arr)
+        it = np.int32 if rng.random() < 0.3 else np.int64
+        _write_member(zf, "node_config_ids", ids.astype(it))
+        _write_member(zf, "node_splits", splits.reshape(1, -1) if rng.random() < 0.5 else splits)
+        pos = 0
+        with zf.open("node_config_feat.npy", "w", force_zip64=True) as fp:
+            np.lib.format.write_array_header_1_0(fp, header)
+            for cfg in _config_chunks(rng, spaces, n, search, dup_heavy, chunk):
+                fp.write(encode_node_config_feat(cfg, spaces).tobytes())
+                true = model.runtimes(cfg[:, :, 0], cfg[:, :, 1], cfg[:, :, 2])
+                measured[pos:pos + len(cfg)] = true * np.exp(rng.normal(0.0, LAYOUT_NOISE, len(cfg)))
+                pos += len(cfg)
+        runtime = np.round(measured).astype(np.int64)
+        _write_member(zf, "config_runtime", np.zeros_like(runtime) if test else runtime)
+    return runtime.astype(np.float64)
+
+
+def _layout_job(job: KaggleJob, root: Path, seed: int, fraction: float, spec: KaggleSpec,
+                ops: frozenset[str]) -> tuple[dict[str, np.ndarray], list[tuple[str, str]], int]:
+    rng = _rng(seed, "kaggle-layout", job.source, job.split, job.index)
+    fg, family = _program(rng, job.source, spec, ops)
+    stem = f"{family}_{job.index:03d}_{zlib.crc32(f'{seed}{job.source}{job.split}{job.index}'.encode()):08x}"
+    base = _graph_arrays(fg, rng)
+    lo = int(np.clip(rng.normal(spec.configurable_mean, spec.configurable_sd), 20, 2000))
+    ids = _choose_configurable(fg, rng, lo, lo, ops)
+    spaces = _slot_spaces(fg, ids)
+    model = LayoutCostModel(fg, ids)
+    splits = fg.splits.astype(np.int64)
+    hidden: dict[str, np.ndarray] = {}
+    rows: list[tuple[str, str]] = []
+    configs = 0
+    for search in job.searches:
+        coll = _collection(job.source, search)
+        srng = _rng(seed, "kaggle", coll.name, job.split, job.index)
+        n = _config_count(srng, job.split, spec, fraction)
+        dup_heavy = job.split == "train" and srng.random() < spec.dup_heavy_share
+        test = job.split == "test"
+        target = _write_layout_file(coll.split_dir(root, job.split) / f"{stem}.npz", base, ids,
+                                    splits, srng, fg, spaces, model, n, search, dup_heavy,
+                                    spec.chunk_configs, test)
+        configs += n
+        if test:
+            hidden[coll.submission_id(stem)] = target
+            rows.append((coll.submission_id(stem), ";".join(map(str, range(n)))))
+    return hidden, rows, configs
+
+
+def _tile_job(job: KaggleJob, root: Path, seed: int, fraction: float, spec: KaggleSpec
+              ) -> tuple[dict[str, np.ndarray], list[tuple[str, str]], int]:
+    rng = _rng(seed, "kaggle-tile", job.split, job.index)
+    lo, hi = spec.tile_configs[0], max(spec.tile_configs[0] + 1, int(spec.tile_configs[1] * fraction))
+    n = int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
+    if job.split == "test" and job.index < spec.tiny_test_tiles:
+        n = int(rng.integers(2, 5))
+    scale = ScaleSpec((0, 0, 0), spec.tile_nodes, (n, n), (0, 0, 0), (0, 0), (0, 0), (0, 0),
+                      (0, 0), None)
+    kind, arrays, target = make_tile_file(rng, scale)
+    coll = _collection("xla", None)
+    stem = f"{kind}_{job.index:04d}_{zlib.crc32(f'{seed}{job.split}{job.index}'.encode()):08x}"
+    hidden: dict[str, np.ndarray] = {}
+    rows: list[tuple[str, str]] = []
+    if job.split == "test":
+        hidden[coll.submission_id(stem)] = target.astype(np.float64)
+        arrays["config_runtime"] = np.zeros_like(arrays["config_runtime"])
+        rows.append((coll.submission_id(stem), "0;1;2;3;4"))
+    path = coll.split_dir(root, job.split) / f"{stem}.npz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
+    return hidden, rows, n
+
+
+def run_job(args: tuple[KaggleJob, str, int, float, tuple[str, ...]]
+            ) -> tuple[dict[str, np.ndarray], list[tuple[str, str]], int]:
+    """Write the files of one job under ``root``; returns (hidden targets, submission rows,
+    configs written)."""
+    job, root, seed, fraction, ops = args
+    if job.kind == "tile":
+        return _tile_job(job, Path(root), seed, fraction, KAGGLE)
+    return _layout_job(job, Path(root), seed, fraction, KAGGLE, frozenset(ops))
+
+
+def write_kaggle(root: Path, seed: int, config_fraction: float, graph_fraction: float,
+                 configurable_ops: tuple[str, ...], jobs: int = 0, progress: bool = True
+                 ) -> tuple[dict[str, np.ndarray], list[tuple[str, str]]]:
+    """Write every graph file of a kaggle-shaped dataset under ``root`` (a temporary tree);
+    returns the hidden test targets and the sample-submission rows."""
+    if not 0 < config_fraction <= 1 or not 0 < graph_fraction <= 1:
+        raise ValueError("config and graph fractions must be in (0, 1]")
+    work = [(j, str(root), seed, config_fraction, tuple(configurable_ops))
+            for j in kaggle_jobs(graph_fraction)]
+    hidden: dict[str, np.ndarray] = {}
+    rows: list[tuple[str, str]] = []
+    jobs = jobs or os.cpu_count() or 1
+    bar = tqdm(total=len(work), desc="sample kaggle", unit="graph", disable=not progress,
+               file=sys.stderr)
+    if jobs <= 1:
+        results = map(run_job, work)
+    else:
+        pool = ProcessPoolExecutor(max_workers=jobs)
+        results = pool.map(run_job, work, chunksize=1)
+    try:
+        for h, r, _ in results:
+            hidden.update(h)
+            rows += r
+            bar.update()
+    finally:
+        if jobs > 1:
+            pool.shutdown(cancel_futures=True)
+        bar.close()
+    return hidden, rows
