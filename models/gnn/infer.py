@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from features.processed import ProcessedGraph
 from models import metrics
 from models.gnn.config import GnnConfig
 from models.gnn.data import GraphTensors, config_rows, graph_tensors, load_graphs
+from models.gnn.gst import GstState, SegmentCache, SegmentSpec, gst_costs, segmented_embed
 from models.gnn.model import ModelArgs, RankerGNN
 from models.training import choose_device, eval_mode, load_checkpoint, set_cpu_threads
 
@@ -42,32 +44,95 @@ class TensorCache:
         return self._cache[key]
 
 
+@dataclass(frozen=True)
+class InferenceOptions:
+    """How :func:`predict_costs` scores a graph's configs (from a run's config).
+
+    ``context``: the cross-configuration attention context every config attends to: 0 = all the
+    configs being ranked, N > 0 = a fixed seeded random subset of at most N of them (the same for
+    all), -1 = the old behaviour (each chunk of ``batch`` configs is its own context).
+    ``tta`` > 0 averages the costs over that many random contexts of ``context`` configs
+    (``batch`` when ``context`` is 0). ``segments``: Graph Segment Training models are embedded
+    segment by segment (every segment fresh), as they were trained.
+    """
+
+    context: int = 0
+    tta: int = 0
+    seed: int = 0
+    segments: SegmentSpec | None = None
+    features_dir: str | None = None  # where segment boundaries are cached (optional)
+
+    @classmethod
+    def from_config(cls, cfg: GnnConfig) -> "InferenceOptions":
+        features = str(cfg.features_dir()) if cfg.work or cfg.features else None
+        return cls(context=int(getattr(cfg, "predict_context", 0)),
+                   tta=int(getattr(cfg, "predict_tta", 0)), seed=int(cfg.seed),
+                   segments=SegmentSpec.from_config(cfg), features_dir=features)
+
+
+_SEGMENTS = SegmentCache(max_graphs=256)  # inference-time segment tensors, per graph object
+
+
 def forward_configs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
                     device: torch.device) -> torch.Tensor:
-    """Costs of configs ``idx`` of graph ``g`` (one batch)."""
+    """Costs of configs ``idx`` of graph ``g`` (one batch, the batch as attention context)."""
     feats = config_rows(g, idx, device)
     return model(tensors.node_feat, tensors.node_opcode, tensors.edge_index, feats,
                  tensors.config_node_pos)
 
 
+def embed_configs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
+                  device: torch.device, options: InferenceOptions) -> torch.Tensor:
+    """Attention inputs (len(idx), hidden) of configs ``idx`` (one chunk): the embedding part."""
+    feats = config_rows(g, idx, device)
+    if options.segments is not None:
+        segs = _SEGMENTS.get(g, tensors, options.segments, options.features_dir)
+        pooled = segmented_embed(model, segs, feats, options.segments.combine)
+    else:
+        pooled = model.embed(tensors.node_feat, tensors.node_opcode, tensors.edge_index, feats,
+                             tensors.config_node_pos)
+    return model.config_vectors(pooled, feats)
+
+
+def context_subset(n: int, size: int, seed: int, round_: int = 0) -> np.ndarray:
+    """Positions (sorted) of a seeded random context of ``size`` among ``n`` configs (all when
+    ``size`` is 0 or at least ``n``)."""
+    if size <= 0 or size >= n:
+        return np.arange(n)
+    rng = np.random.default_rng([seed, 7727, n, round_])
+    return np.sort(rng.choice(n, size=size, replace=False))
+
+
 def predict_costs(model: RankerGNN, g: ProcessedGraph, batch_size: int = 64,
-                  idx: np.ndarray | None = None, cache: TensorCache | None = None) -> np.ndarray:
+                  idx: np.ndarray | None = None, cache: TensorCache | None = None,
+                  options: InferenceOptions | None = None) -> np.ndarray:
     """Predicted cost (lower = faster) of every config of ``g`` (or of ``idx``), in that order.
 
-    Configs are split into near-equal consecutive chunks of at most ``batch_size``, so that
-    cross-configuration attention always sees a full-size context.
+    Configs are embedded in chunks of at most ``batch_size`` (memory-bounded), then every config
+    attends to the same context (``options.context``), so a cost does not depend on the chunk a
+    config landed in. ``options`` default to the ones a loaded model carries
+    (``model.inference_options``, set by :func:`load_trained_dir`), else all-config context.
     """
+    model = getattr(model, "module", model)  # a DistributedDataParallel wrapper
+    options = options or getattr(model, "inference_options", None) or InferenceOptions()
     device = next(model.parameters()).device
     tensors = (cache or TensorCache(device)).get(g)
     idx = np.arange(g.num_configs) if idx is None else np.asarray(idx)
     if len(idx) == 0:
         return np.zeros(0, dtype=np.float64)
-    chunks = np.array_split(idx, math.ceil(len(idx) / max(1, batch_size)))
-    out = []
-    with eval_mode(model):
-        for chunk in chunks:
-            out.append(forward_configs(model, g, tensors, chunk, device).float().cpu().numpy())
-    return np.concatenate(out).astype(np.float64)
+    chunks = np.array_split(np.arange(len(idx)), math.ceil(len(idx) / max(1, batch_size)))
+    with eval_mode(model), torch.no_grad():
+        if options.context < 0:  # legacy: each near-equal chunk is its own context
+            out = [forward_configs(model, g, tensors, idx[c], device).float() for c in chunks]
+            return torch.cat(out).cpu().numpy().astype(np.float64)
+        z = torch.cat([embed_configs(model, g, tensors, idx[c], device, options) for c in chunks])
+        rounds = max(1, options.tta)
+        size = options.context if options.context > 0 or options.tta <= 0 else batch_size
+        total = torch.zeros(len(idx), dtype=torch.float64, device=z.device)
+        for r in range(rounds):
+            ctx = z[torch.as_tensor(context_subset(len(idx), size, options.seed, r), device=z.device)]
+            total += torch.cat([model.score(z[c], ctx).double() for c in chunks])
+    return (total / rounds).cpu().numpy()
 
 
 def validation_subset(g: ProcessedGraph, max_configs: int, seed: int) -> np.ndarray:
@@ -86,7 +151,8 @@ def evaluate(model: RankerGNN, collection: Collection, graphs: list[ProcessedGra
         if g.target is None or g.num_configs < 2:
             continue
         idx = validation_subset(g, max_configs, cfg.seed)
-        preds[g.stem] = predict_costs(model, g, cfg.predict_batch, idx, cache)
+        preds[g.stem] = predict_costs(model, g, cfg.predict_batch, idx, cache,
+                                      InferenceOptions.from_config(cfg))
         truth[g.stem] = np.asarray(g.target, dtype=np.float64)[idx]
     if not truth:
         return {"collection": collection.name, "score": float("nan"), "n_graphs": 0, "per_graph": {}}
@@ -94,9 +160,23 @@ def evaluate(model: RankerGNN, collection: Collection, graphs: list[ProcessedGra
 
 
 def train_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
-                device: torch.device, cfg: GnnConfig, step: int) -> torch.Tensor:
-    """Costs of a training step's configs ``idx`` of ``g`` (with gradient)."""
-    return forward_configs(model, g, tensors, idx, device)
+                device: torch.device, cfg: GnnConfig, step: int,
+                state: GstState | None = None) -> torch.Tensor:
+    """Costs of a training step's configs ``idx`` of ``g`` (with gradient).
+
+    With ``cfg.segment_size > 0``: a Graph Segment Training step (:func:`models.gnn.gst.gst_costs`)
+    whose history lives in ``state``, by default one :class:`GstState` kept on the model (created
+    on first use). ``model`` may be wrapped in DistributedDataParallel: the step always goes
+    through the wrapper's forward.
+    """
+    if SegmentSpec.from_config(cfg) is None:
+        return forward_configs(model, g, tensors, idx, device)
+    core = model.module if hasattr(model, "module") else model
+    if state is None:
+        state = core.__dict__.get("_gst_state")
+        if state is None:
+            state = core.__dict__["_gst_state"] = GstState(cfg.history_max_bytes)
+    return model(run=lambda m: gst_costs(m, g, tensors, idx, device, cfg, step, state))
 
 
 def load_trained_dir(model_dir: str | Path, device: torch.device | str = "cpu"
@@ -109,6 +189,7 @@ def load_trained_dir(model_dir: str | Path, device: torch.device | str = "cpu"
     model.eval()
     cfg_path = model_dir / "config.json"
     cfg = load_run_config(GnnConfig, cfg_path) if cfg_path.is_file() else GnnConfig()
+    model.inference_options = InferenceOptions.from_config(cfg)  # used by predict_costs
     return model, cfg
 
 

@@ -23,6 +23,7 @@ config the same fixed context (``models.gnn.infer.predict_costs``).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Callable
 
 import torch
 from torch import nn
@@ -241,11 +242,20 @@ class RankerGNN(nn.Module):
             h = layer(h, edge_index)
         return h
 
-    def forward(self, node_feat: torch.Tensor, node_opcode: torch.Tensor, edge_index: torch.Tensor,
-                config_feat: torch.Tensor, config_node_pos: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, node_feat: torch.Tensor | None = None, node_opcode: torch.Tensor | None = None,
+                edge_index: torch.Tensor | None = None, config_feat: torch.Tensor | None = None,
+                config_node_pos: torch.Tensor | None = None, *,
+                run: Callable[["RankerGNN"], torch.Tensor] | None = None) -> torch.Tensor:
         """``node_feat`` (n, F), ``node_opcode`` (n,), ``edge_index`` (2, m) producer->consumer,
         ``config_feat`` layout (B, nc, 18) / tile (B, Ft), ``config_node_pos`` (nc,) for layout.
-        The configs of the batch are each other's attention context."""
+        The configs of the batch are each other's attention context.
+
+        ``run``: compute ``run(self)`` instead (e.g. a Graph Segment Training step built from the
+        parts below), so that a DistributedDataParallel wrapper still sees a forward call."""
+        if run is not None:
+            return run(self)
+        if node_feat is None or node_opcode is None or edge_index is None or config_feat is None:
+            raise ValueError("RankerGNN.forward needs node_feat, node_opcode, edge_index, config_feat")
         pooled = self.embed(node_feat, node_opcode, edge_index, config_feat, config_node_pos)
         return self.score(self.config_vectors(pooled, config_feat))
 

@@ -99,3 +99,47 @@ def test_sample_configs_distinct_and_close_bias():
     spread = target[close].max() - target[close].min()
     assert spread < 4 * 16  # drawn from a window of 64 adjacent runtimes
     assert len(sample_configs(rng, target[:5], 16)) == 5
+
+
+def _trained_like(graph_factory, seed: int = 8):
+    g = graph_factory(get_collection("layout:xla:random"), "valid", "x", seed=seed, configs=50)
+    torch.manual_seed(0)
+    model = RankerGNN(ModelArgs(kind="layout", node_dim=g.node_feat.shape[1], config_dim=18,
+                                hidden=16, layers=2, cross_heads=2))
+    return g, model
+
+
+def test_full_context_prediction_is_deterministic_and_chunk_independent(graph_factory):
+    from models.gnn.infer import InferenceOptions, predict_costs
+
+    g, model = _trained_like(graph_factory)
+    for options in (InferenceOptions(), InferenceOptions(context=16, seed=3),
+                    InferenceOptions(context=16, tta=3)):
+        ref = predict_costs(model, g, 64, options=options)
+        assert ref.shape == (50,) and np.isfinite(ref).all()
+        for batch in (1, 7, 13, 50):
+            np.testing.assert_allclose(predict_costs(model, g, batch, options=options), ref,
+                                       rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(predict_costs(model, g, 64, options=options), ref)
+    # the old chunked context does depend on the chunking
+    legacy = InferenceOptions(context=-1)
+    assert not np.allclose(predict_costs(model, g, 7, options=legacy),
+                           predict_costs(model, g, 50, options=legacy), atol=1e-6)
+    # one chunk holding every config: full context == the batch attending to itself
+    np.testing.assert_allclose(predict_costs(model, g, 50, options=legacy),
+                               predict_costs(model, g, 64), rtol=1e-5, atol=1e-6)
+
+
+def test_fixed_context_makes_a_config_independent_of_the_others(graph_factory):
+    g, model = _trained_like(graph_factory, seed=9)
+    t = graph_tensors(g, torch.device("cpu"))
+    feats = config_rows(g, np.arange(10), torch.device("cpu"))
+    with torch.no_grad():
+        z = model.config_vectors(model.embed(t.node_feat, t.node_opcode, t.edge_index, feats,
+                                             t.config_node_pos), feats)
+        ctx = z[:6]
+        both = model.score(z, ctx)
+        alone = model.score(z[8:9], ctx)
+        assert torch.allclose(both[8:9], alone, atol=1e-6)
+        assert torch.allclose(model.score(z), model(t.node_feat, t.node_opcode, t.edge_index,
+                                                    feats, t.config_node_pos), atol=1e-6)
