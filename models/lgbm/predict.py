@@ -84,7 +84,7 @@ def predict_all(cfg: LgbmConfig) -> dict[str, dict]:
     for collection in cfg.selected_collections():
         summary = predict_collection(cfg, collection)
         for split, info in summary.items():
-            extra = f" valid score {info['score']:.4f}" if "score" in info else ""
+            extra = f" score {info['score']:.4f}" if "score" in info else ""
             extra += " (reused, not predicted again)" if info.get("reused") else ""
             print(f"[lgbm] {collection.name:20s} {split:5s}: {info['graphs']} graphs, "
                   f"{info['configs']} configs -> {info['path']}{extra}", flush=True)

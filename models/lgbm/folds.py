@@ -1,0 +1,292 @@
+"""Grouped K-fold cross-validation of the LightGBM ranker (``--folds K``, K >= 2).
+
+The folds are :func:`models.cv.fold_plan`'s (shared with every other model: grouped by stem,
+default/random twins together). For fold ``k`` of a collection:
+
+- train on ``plan.training(k)`` (rows of the train *and* valid tabular files; with
+  ``joint_search``, plus the sibling search's ``training(k)`` graphs), early-stop on
+  ``plan.inner_valid(k)``; with ``--mode auto`` both candidates are fitted and the one with the
+  better official score on the inner-valid graphs (every config) is kept — never on a
+  held-out graph;
+- predict every config of ``plan.held_out(k)`` (out-of-fold) and of the test split.
+
+Files (``RUN`` = ``lgbm[-tag]@seed<s>``, ``M`` = ``WORK/models/lgbm[-tag]/<slug>/seed<s>``)::
+
+    M/fold<k>/model.txt, model.json, metrics.json, held_out.npz, done.json   # one per fold
+    M/folds.json        # per fold: the graphs the fold model saw (models.cv.fold_manifest) + mode
+    M/metrics.json, M/done.json
+    PREDS/RUN/<slug>/oof.npz          # every labelled graph (train + valid), key = stem
+    PREDS/RUN/<slug>/valid.npz        # the official valid graphs' OOF predictions
+    PREDS/RUN/<slug>/test-fold<k>.npz # fold model k on the test split
+    PREDS/RUN/<slug>/test.npz         # mean over folds of the z-normalised test-fold costs
+
+A killed run resumes fold by fold (``fold<k>/done.json``, written last).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tpurank.atomic import write_json
+from tpurank.collections import Collection
+from features.processed import tabular_path
+from models.lgbm import ledger
+from models.lgbm.budget import Slicer
+from models.lgbm.config import LgbmConfig
+from models.lgbm.data import Rows, concat_rows, feature_columns, load_rows, truth_by_graph
+from models.lgbm.fit import fit_model
+from models.lgbm.model import RankerModel
+from models.lgbm.train import (candidates, choose, read_done, save_model, sibling, write_done)
+from models.metrics import score_collection
+from models.predictions import (normalise_costs, predictions_path, read_predictions,
+                                write_predictions)
+
+FOLDS_FILE = "folds.json"
+HELD_OUT_FILE = "held_out.npz"
+LABELLED = ("train", "valid")
+Key = tuple[str, str]
+
+
+def fold_dir(cfg: LgbmConfig, collection: Collection, k: int) -> Path:
+    return cfg.model_dir(collection) / f"fold{k}"
+
+
+def get_plan(cfg: LgbmConfig, collection: Collection):
+    from models.cv import fold_plan
+
+    return fold_plan(cfg.work, cfg.feature_root(), collection, folds=cfg.folds, seed=cfg.seed)
+
+
+def _stems_by_split(keys: list[Key]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for split, stem in keys:
+        out.setdefault(split, set()).add(stem)
+    return out
+
+
+def load_graphs(cfg: LgbmConfig, collection: Collection, keys: list[Key], max_per_graph: int,
+                seed: int, names: list[str], prefix: str = "") -> Rows | None:
+    """Graded rows of the graphs ``keys`` ((split, stem) pairs) of ``collection``."""
+    parts = []
+    for split, stems in sorted(_stems_by_split(keys).items()):
+        path = tabular_path(cfg.feature_root(), collection, split)
+        if not path.is_file():
+            continue
+        rows = load_rows(path, max_per_graph, seed + LABELLED.index(split), names, graphs=stems)
+        if len(rows) and rows.target is not None:
+            rows.graphs = [prefix + g for g in rows.graphs]
+            parts.append(rows)
+    return concat_rows(parts) if parts else None
+
+
+def predict_graphs(model: RankerModel, cfg: LgbmConfig, collection: Collection,
+                   keys: list[Key]) -> dict[str, np.ndarray]:
+    """Costs of every config of the graphs ``keys`` (streamed, only their slices are read)."""
+    out: dict[str, np.ndarray] = {}
+    for split, stems in sorted(_stems_by_split(keys).items()):
+        path = tabular_path(cfg.feature_root(), collection, split)
+        if path.is_file():
+            out.update(model.predict_file(path, cfg.predict_batch_rows, graphs=stems))
+    return out
+
+
+def labelled_truth(cfg: LgbmConfig, collection: Collection) -> dict[str, np.ndarray]:
+    truth: dict[str, np.ndarray] = {}
+    for split in LABELLED:
+        truth.update(truth_by_graph(tabular_path(cfg.feature_root(), collection, split)))
+    return truth
+
+
+def _score(collection: Collection, costs: dict[str, np.ndarray],
+           truth: dict[str, np.ndarray]) -> float | None:
+    common = {s: c for s, c in costs.items() if s in truth}
+    if not common:
+        return None
+    return score_collection(collection, common, {s: truth[s] for s in common})["score"]
+
+
+def _training_rows(cfg: LgbmConfig, collection: Collection, plan, k: int,
+                   names: list[str]) -> tuple[Rows, list[Key]]:
+    """Fold ``k``'s training rows and the (split, stem) keys they came from."""
+    seen = list(plan.training(k))
+    train = load_graphs(cfg, collection, seen, cfg.max_train_configs_per_graph, cfg.seed, names)
+    if train is None:
+        raise ValueError(f"{collection.name} fold {k}: no training rows in "
+                         f"{cfg.feature_root() / collection.slug / 'tabular'}")
+    other = sibling(collection) if cfg.joint_search else None
+    if other is not None and tabular_path(cfg.feature_root(), other, "train").is_file():
+        sib_plan = get_plan(cfg, other)
+        extra = load_graphs(cfg, other, sib_plan.training(k), cfg.max_train_configs_per_graph,
+                            cfg.seed + 2, names, prefix=f"{other.search}/")
+        if extra is not None:
+            train = concat_rows([train, extra])
+            seen += list(sib_plan.training(k))
+    return train, seen
+
+
+def train_fold(cfg: LgbmConfig, collection: Collection, plan, k: int, names: list[str],
+               truth: dict[str, np.ndarray], slicer: Slicer) -> dict:
+    """Fit fold ``k``, write its held-out and test predictions; returns its metrics."""
+    out_dir = fold_dir(cfg, collection, k)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    train, seen = _training_rows(cfg, collection, plan, k, names)
+    inner_keys = plan.inner_valid(k)
+    inner = load_graphs(cfg, collection, inner_keys, cfg.max_valid_configs_per_graph,
+                        cfg.seed + 10, names)
+    modes = candidates(cfg, collection)
+    results: dict[str, dict] = {}
+    models: dict[str, RankerModel] = {}
+    for m in modes:
+        model = fit_model(m, train, inner, cfg, collection, deadline=slicer.deadline())
+        inner_score = None
+        if len(modes) > 1 and inner is not None:  # the mode choice: inner-valid graphs only
+            inner_score = _score(collection, predict_graphs(model, cfg, collection, inner_keys),
+                                 truth)
+        results[m] = {"best_iteration": model.info.best_iteration, "inner_score": inner_score,
+                      "stopped_by_time_budget_at": model.info.extra.get("stopped_by_time_budget_at")}
+        models[m] = model
+    chosen = choose(results, "inner_score")
+    model = models[chosen]
+    model.info.extra["candidates"] = {m: r["inner_score"] for m, r in results.items()}
+    save_model(model, out_dir, cfg, f"{collection.name} fold {k} ({chosen})")
+    held = plan.held_out(k)
+    labelled_paths = [tabular_path(cfg.feature_root(), collection, s) for s in LABELLED]
+    held_costs = predict_graphs(model, cfg, collection, held)
+    ledger.record(out_dir, out_dir / HELD_OUT_FILE, held_costs, labelled_paths,
+                  sorted(s for _, s in held))
+    test_path = tabular_path(cfg.feature_root(), collection, "test")
+    if test_path.is_file():
+        ledger.record(out_dir, test_fold_path(cfg, collection, k),
+                      model.predict_file(test_path, cfg.predict_batch_rows), [test_path])
+    metrics = {"fold": k, "mode": chosen, "results": results,
+               "best_iteration": results[chosen]["best_iteration"],
+               "held_out_score": _score(collection, held_costs, truth),
+               "held_out_graphs": len(held_costs), "train_rows": len(train),
+               "train_graphs": len(train.graphs), "inner_graphs": len(inner_keys),
+               "seen": sorted(f"{sp}/{st}" for sp, st in seen + list(inner_keys)),
+               "total_s": round(time.perf_counter() - start, 2)}
+    write_json(out_dir / "metrics.json", metrics)
+    write_done(out_dir, cfg, metrics)
+    return metrics
+
+
+def test_fold_path(cfg: LgbmConfig, collection: Collection, k: int) -> Path:
+    return predictions_path(cfg.preds_dir(), cfg.run_name(), collection, f"test-fold{k}")
+
+
+def write_test_average(cfg: LgbmConfig, collection: Collection) -> Path | None:
+    """``test.npz``: per graph, the mean of the fold models' z-normalised costs."""
+    paths = [test_fold_path(cfg, collection, k) for k in range(cfg.folds)]
+    if not all(p.is_file() for p in paths):
+        return None
+    total: dict[str, np.ndarray] = {}
+    for p in paths:
+        for stem, cost in read_predictions(p).items():
+            total[stem] = total.get(stem, 0.0) + normalise_costs(cost, "zscore")
+    out = predictions_path(cfg.preds_dir(), cfg.run_name(), collection, "test")
+    write_predictions(out, {s: c / len(paths) for s, c in total.items()})
+    return out
+
+
+def write_oof(cfg: LgbmConfig, collection: Collection, plan) -> dict[str, np.ndarray]:
+    """``oof.npz`` (every labelled graph) and ``valid.npz`` (the official valid graphs)."""
+    oof: dict[str, np.ndarray] = {}
+    for k in range(cfg.folds):
+        for stem, cost in read_predictions(fold_dir(cfg, collection, k) / HELD_OUT_FILE).items():
+            if stem in oof:
+                raise ValueError(f"{collection.name}: graph {stem!r} held out by two folds")
+            oof[stem] = cost
+    write_predictions(predictions_path(cfg.preds_dir(), cfg.run_name(), collection, "oof"), oof)
+    valid_stems = {st for sp, st in plan.graphs() if sp == "valid"}
+    valid = {s: c for s, c in oof.items() if s in valid_stems}
+    if valid:
+        write_predictions(predictions_path(cfg.preds_dir(), cfg.run_name(), collection, "valid"),
+                          valid)
+    return oof
+
+
+def write_manifest(cfg: LgbmConfig, collection: Collection, plan, folds: list[dict]) -> dict:
+    """``folds.json``: what each fold model saw, checked against the plan (no OOF leak)."""
+    from models.cv import check_manifest, fold_manifest
+
+    seen = {m["fold"]: [tuple(s.split("/", 1)) for s in m["seen"]] for m in folds}
+    manifest = fold_manifest(plan, seen)
+    manifest["held_out"] = {str(k): sorted(f"{sp}/{st}" for sp, st in plan.held_out(k))
+                            for k in range(plan.folds)}
+    manifest["modes"] = {str(m["fold"]): m["mode"] for m in folds}
+    manifest["models"] = {str(k): str(fold_dir(cfg, collection, k)) for k in range(plan.folds)}
+    check_manifest(manifest, plan)
+    write_json(cfg.model_dir(collection) / FOLDS_FILE, manifest)
+    return manifest
+
+
+def train_folds(cfg: LgbmConfig, collection: Collection, seconds: float = float("inf")) -> dict:
+    """All folds of one collection (each resumed when done), then OOF/test files and metrics."""
+    start = time.perf_counter()
+    plan = get_plan(cfg, collection)
+    train_path = tabular_path(cfg.feature_root(), collection, "train")
+    names = feature_columns(train_path)
+    truth = labelled_truth(cfg, collection)
+    pending = [k for k in range(cfg.folds) if read_done(fold_dir(cfg, collection, k), cfg) is None]
+    slicer = Slicer(seconds, max(1, len(pending) * len(candidates(cfg, collection))))
+    folds = []
+    for k in range(cfg.folds):
+        done = read_done(fold_dir(cfg, collection, k), cfg)
+        folds.append(done if done is not None else
+                     train_fold(cfg, collection, plan, k, names, truth, slicer))
+    oof = write_oof(cfg, collection, plan)
+    write_test_average(cfg, collection)
+    write_manifest(cfg, collection, plan, folds)
+    valid_truth = {st: truth[st] for sp, st in plan.graphs() if sp == "valid" and st in truth}
+    fold_scores = [f["held_out_score"] for f in folds if f["held_out_score"] is not None]
+    modes = [f["mode"] for f in folds]
+    metrics = {"collection": collection.name, "seed": cfg.seed, "folds": cfg.folds,
+               "mode": max(set(modes), key=modes.count), "modes": modes,
+               "oof_score": _score(collection, oof, truth), "oof_graphs": len(oof),
+               "fold_scores": fold_scores,
+               "fold_mean": float(np.mean(fold_scores)) if fold_scores else None,
+               "fold_sd": float(np.std(fold_scores)) if fold_scores else None,
+               "valid_score": _score(collection, oof, valid_truth), "valid_graphs": len(valid_truth),
+               "best_iteration": [f["best_iteration"] for f in folds],
+               "budget_s": None if seconds == float("inf") else round(seconds, 2),
+               "total_s": round(time.perf_counter() - start, 2)}
+    write_json(cfg.model_dir(collection) / "metrics.json", metrics)
+    write_done(cfg.model_dir(collection), cfg, metrics)
+    return metrics
+
+
+def predict_folds(cfg: LgbmConfig, collection: Collection) -> dict[str, dict]:
+    """Check (and complete, if a test-fold file is missing or stale) the fold predictions."""
+    if read_done(cfg.model_dir(collection), cfg) is None:
+        raise FileNotFoundError(f"{cfg.model_dir(collection)}: no finished {cfg.folds}-fold run "
+                                "with these settings (run `python -m models.lgbm train` first)")
+    test_path = tabular_path(cfg.feature_root(), collection, "test")
+    refreshed = 0
+    for k in range(cfg.folds):
+        out = test_fold_path(cfg, collection, k)
+        if test_path.is_file() and not ledger.is_current(fold_dir(cfg, collection, k), out,
+                                                         [test_path]):
+            model = RankerModel.load(fold_dir(cfg, collection, k))
+            ledger.record(fold_dir(cfg, collection, k), out,
+                          model.predict_file(test_path, cfg.predict_batch_rows), [test_path])
+            refreshed += 1
+    if refreshed or not predictions_path(cfg.preds_dir(), cfg.run_name(), collection, "test").is_file():
+        write_test_average(cfg, collection)
+    summary: dict[str, dict] = {}
+    for split in ("oof", "valid", "test"):
+        out = predictions_path(cfg.preds_dir(), cfg.run_name(), collection, split)
+        if not out.is_file():
+            continue
+        costs = read_predictions(out)
+        info = {"graphs": len(costs), "configs": int(sum(len(c) for c in costs.values())),
+                "path": str(out), "reused": not (split == "test" and refreshed)}
+        truth = labelled_truth(cfg, collection) if split != "test" else {}
+        score = _score(collection, costs, truth) if truth else None
+        if score is not None:
+            info["score"] = score
+        summary[split] = info
+    return summary
