@@ -21,6 +21,7 @@ from features.sample.files import (LayoutGraph, _choose_configurable, _graph_arr
                                    make_layout_file, make_tile_file)
 from features.sample.hlo import FlatGraph
 from features.sample.motifs import build_layout_graph
+from features.sample.physics_alt import PHYSICS
 
 
 def _save(path: Path, arrays: dict[str, np.ndarray]) -> None:
@@ -33,12 +34,13 @@ def _split_counts(counts: tuple[int, int, int]) -> dict[str, int]:
     return dict(zip(("train", "valid", "test"), counts))
 
 
-def _write_tile(root: Path, spec: ScaleSpec, seed: int, hidden: dict, rows: list) -> None:
+def _write_tile(root: Path, spec: ScaleSpec, seed: int, hidden: dict, rows: list,
+                physics: str = "tpu") -> None:
     coll = next(c for c in COLLECTIONS if c.is_tile)
     for split, count in _split_counts(spec.tile_counts).items():
         for i in range(count):
             rng = _rng(seed, coll.name, split, i)
-            kind, arrays, target = make_tile_file(rng, spec)
+            kind, arrays, target = make_tile_file(rng, spec, physics)
             stem = f"{kind}_{i:04d}_{zlib.crc32(f'{seed}{split}{i}'.encode()):08x}"
             if split == "test":
                 hidden[coll.submission_id(stem)] = target.astype(np.float64)
@@ -64,7 +66,7 @@ def _sized_layout_graph(source: str, rng: np.random.Generator, node_range: tuple
 
 
 def _write_layout(root: Path, spec: ScaleSpec, seed: int, hidden: dict, rows: list,
-                  configurable_ops: frozenset[str]) -> None:
+                  configurable_ops: frozenset[str], physics: str = "tpu") -> None:
     for source in ("xla", "nlp"):
         node_range = spec.nlp_nodes if source == "nlp" else spec.xla_nodes
         for split, count in _split_counts(spec.layout_counts).items():
@@ -81,7 +83,7 @@ def _write_layout(root: Path, spec: ScaleSpec, seed: int, hidden: dict, rows: li
                     n = spec.test_configs if split == "test" and spec.test_configs else \
                         int(srng.integers(lo, hi + 1))
                     arrays, target_rt = make_layout_file(lg, search, n, spec, srng,
-                                                         configurable_ops)
+                                                         configurable_ops, physics)
                     if split == "test":
                         sid = coll.submission_id(stem)
                         hidden[sid] = target_rt
@@ -96,7 +98,7 @@ ALL_SCALES = (*sorted(SCALES), "kaggle")
 def generate_dataset(out_dir: str | os.PathLike, scale: str = "tiny", seed: int = 0,
                      configurable_ops: Sequence[str] = ("convolution", "dot", "reshape"),
                      config_fraction: float | None = None, graph_fraction: float | None = None,
-                     jobs: int = 1, progress: bool = False) -> Path:
+                     jobs: int = 1, progress: bool = False, physics: str = "tpu") -> Path:
     """Write a complete sample dataset (Kaggle layout) to ``out_dir`` and return its path.
 
     ``scale="kaggle"`` writes the real data's shape (:mod:`features.sample.kaggle`, a stress
@@ -110,6 +112,8 @@ def generate_dataset(out_dir: str | os.PathLike, scale: str = "tiny", seed: int 
     """
     if scale not in ALL_SCALES:
         raise ValueError(f"unknown scale {scale!r}; expected one of {list(ALL_SCALES)}")
+    if physics not in PHYSICS or (physics != "tpu" and scale == "kaggle"):
+        raise ValueError(f"physics {physics!r}: expected one of {PHYSICS} (kaggle scale: tpu only)")
     out = Path(out_dir)
     if out.exists() and any(out.iterdir()) and not ((out / ".complete").exists()
                                                      or (out / "npz_all").exists()):
@@ -130,8 +134,8 @@ def generate_dataset(out_dir: str | os.PathLike, scale: str = "tiny", seed: int 
             scale = f"kaggle config_fraction={cf:g} graph_fraction={gf:g}"
         else:
             spec = SCALES[scale]
-            _write_tile(tmp, spec, seed, hidden, rows)
-            _write_layout(tmp, spec, seed, hidden, rows, ops)
+            _write_tile(tmp, spec, seed, hidden, rows, physics)
+            _write_layout(tmp, spec, seed, hidden, rows, ops, physics)
         hp = hidden_runtimes_path(tmp)
         hp.parent.mkdir(parents=True, exist_ok=True)
         with open(hp, "wb") as fh:
@@ -141,7 +145,8 @@ def generate_dataset(out_dir: str | os.PathLike, scale: str = "tiny", seed: int 
         w.writerow(["ID", "TopConfigs"])
         w.writerows(sorted(rows))
         (tmp / "sample_submission.csv").write_text(buf.getvalue())
-        (tmp / ".complete").write_text(f"scale={scale} seed={seed}\n")
+        (tmp / ".complete").write_text(f"scale={scale} seed={seed}"
+                                       + (f" physics={physics}" if physics != "tpu" else "") + "\n")
         if out.exists():
             old = out.with_name(f".{out.name}.old-{os.getpid()}")
             os.replace(out, old)
@@ -162,18 +167,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scale", default="tiny", choices=ALL_SCALES,
                    help="tiny | small (quality samples) | kaggle (the real shape: a stress dataset)")
     p.add_argument("--config-fraction", type=float, default=None,
-                   help="kaggle: share of the real config counts (default 1/8)")
+                   help="kaggle: share of the real config counts (default 1/32)")
     p.add_argument("--graph-fraction", type=float, default=None,
                    help="kaggle: share of the real graph counts (default 1)")
     p.add_argument("--jobs", type=int, default=0, help="kaggle: worker processes (0 = all cores)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--physics", default="tpu", choices=PHYSICS,
+                   help="cost model of the runtimes: tpu, or alt (features.sample.physics_alt)")
     p.add_argument("--configurable-ops", default="convolution,dot,reshape",
                    help="comma-separated opcodes that may be configurable in layout graphs")
     a = p.parse_args(argv)
     t0 = time.time()
     out = generate_dataset(a.out, a.scale, a.seed,
                            tuple(s.strip() for s in a.configurable_ops.split(",") if s.strip()),
-                           a.config_fraction, a.graph_fraction, a.jobs, progress=True)
+                           a.config_fraction, a.graph_fraction, a.jobs, progress=True,
+                           physics=a.physics)
     n = sum(1 for _ in npz_dir(out).rglob("*.npz"))
     print(f"wrote {n} graph files to {out} ({a.scale}, seed {a.seed}) in {time.time() - t0:.1f}s")
     return 0

@@ -237,3 +237,71 @@ def test_build_on_generated_sample(tiny_root: Path, tmp_path: Path) -> None:
             frame = pl.read_parquet(tabular_path(fd, coll, split))
             assert frame.height == sum(g.num_configs for g in iter_processed(fd, coll, split)) > 0
             assert not frame.select(pl.col("^f_.*$").is_nan().any()).row(0).count(True)
+
+
+def _snapshot(fd: Path) -> dict[str, object]:
+    """Every processed array and tabular frame of a feature directory (paths made relative)."""
+    snap: dict[str, object] = {}
+    for meta in sorted(fd.glob("*/graphs/*/*/meta.json")):
+        pg = load_processed(meta.parent, mmap=False)
+        key = str(meta.parent.relative_to(fd))
+        for name in ("node_feat", "node_opcode", "edge_index", "orig_node_ids", "config_index",
+                     "config_node_pos", "target"):
+            snap[f"{key}/{name}"] = getattr(pg, name)
+        snap[f"{key}/config_feat"] = np.asarray(pg.config_feat)
+    for part in sorted(fd.glob("*/tabular/*.parquet")):
+        snap[str(part.relative_to(fd))] = pl.read_parquet(part)
+    return snap
+
+
+def test_killed_build_subprocess_resumes_to_the_same_outputs(root: Path, built, tmp_path: Path) -> None:
+    """SIGKILL a `features build` mid-way, rerun it: the outputs equal an uninterrupted build and
+    finished graphs are not redone."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cfg, fd_ref = built
+    work = tmp_path / "work"
+    cmd = [sys.executable, "-m", "features", "build", "--data", str(root), "--work", str(work),
+           "--preset", "full", "--jobs", "1", "--progress", "false", "--max-train-configs", "0"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            cwd=Path(__file__).resolve().parents[2])
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if len(list((work / "features").glob("*/done/*/*.json"))) >= 4:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the build finished before it could be killed: " + \
+        proc.stderr.read().decode()[-2000:]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_before = len(list((work / "features").glob("*/done/*/*.json")))
+    rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                           cwd=Path(__file__).resolve().parents[2])
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    built_now = int(rerun.stdout.split("graphs (")[1].split(" built")[0])
+    total = len(discover(root))
+    assert built_now <= total - done_before  # finished graphs were not redone
+    assert not list((work / "features").glob("*/graphs/*/.*"))  # no temporary leftovers
+    ref, got = _snapshot(fd_ref), _snapshot(work / "features")
+    assert ref.keys() == got.keys()
+    for k, v in ref.items():
+        if isinstance(v, pl.DataFrame):
+            assert v.equals(got[k]), k
+        elif v is None:
+            assert got[k] is None, k
+        else:
+            assert np.array_equal(v, got[k]), k
+
+
+def test_node_stage_of_train_graphs_runs_once(root: Path, tmp_path: Path, monkeypatch) -> None:
+    import features.build as fb
+
+    calls: list[int] = []
+    real = fb.node_stage
+    monkeypatch.setattr(fb, "node_stage", lambda *a, **k: calls.append(1) or real(*a, **k))
+    fd = build_features(config(root, tmp_path, collections="layout:xla:random", splits="train"))
+    assert len(calls) == len(discover(root, [LAYOUT], ["train"]))
+    assert not list((fd / LAYOUT.slug / "norm_parts").glob("*/*.stage.npz"))  # used, then dropped
