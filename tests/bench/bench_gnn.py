@@ -1,12 +1,20 @@
 """GNN training throughput (configs/s) and peak memory: a 2k-node pruned layout graph, 64 configs
 per step, for the ``quick`` model shape (and ``full`` on CUDA) — ``make bench`` or
-``python tests/bench/run.py gnn``. ``BENCH_THREADS`` (default 1) and ``BENCH_DEVICE`` (auto)."""
+``python tests/bench/run.py gnn``. ``BENCH_THREADS`` (default 1) and ``BENCH_DEVICE`` (auto).
+
+``python tests/bench/bench_gnn.py memory`` checks the per-step memory model of
+:mod:`models.gnn.train` (activations ~= alpha * kept nodes * configs * hidden bytes) on large
+synthetic graphs (2k-40k nodes): each case runs in a fresh process (so peak RSS is its own) and
+records the bytes autograd saved for backward, the RSS growth at the end of the forward pass and
+the peak RSS growth over forward + backward, with and without activation checkpointing; the fit
+and the cases go to ``benchmarks/gnn_memory.json``."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -22,21 +30,22 @@ from models.training import choose_device, make_optimizer, peak_memory_mb
 NODES, CONFIGURABLE, CONFIGS, NODE_DIM, STEP_CONFIGS = 2000, 150, 1000, 160, 64
 
 
-def synthetic_layout_graph(seed: int = 0) -> ProcessedGraph:
-    """A DAG of ``NODES`` nodes (about 2 operands each) with ``CONFIGURABLE`` configurable nodes."""
+def synthetic_layout_graph(seed: int = 0, nodes: int = NODES, configurable: int = CONFIGURABLE,
+                           configs: int = CONFIGS) -> ProcessedGraph:
+    """A DAG of ``nodes`` nodes (about 2 operands each) with ``configurable`` configurable nodes."""
     rng = np.random.default_rng(seed)
-    dst = np.repeat(np.arange(1, NODES), 2)
+    dst = np.repeat(np.arange(1, nodes), 2)
     src = (dst - 1 - rng.integers(0, 20, size=dst.size)).clip(0)
     edge_index = np.unique(np.stack([src, dst]), axis=1)
     return ProcessedGraph(
         collection="layout:xla:random", split="train", stem="bench",
-        node_feat=rng.normal(size=(NODES, NODE_DIM)).astype(np.float32),
-        node_opcode=rng.integers(1, 120, size=NODES), edge_index=edge_index,
-        orig_node_ids=np.arange(NODES),
-        config_feat=rng.integers(-1, 6, size=(CONFIGS, CONFIGURABLE, 18)).astype(np.int8),
-        config_index=np.arange(CONFIGS),
-        config_node_pos=np.sort(rng.choice(NODES, CONFIGURABLE, replace=False)),
-        target=rng.random(CONFIGS))
+        node_feat=rng.normal(size=(nodes, NODE_DIM)).astype(np.float32),
+        node_opcode=rng.integers(1, 120, size=nodes), edge_index=edge_index,
+        orig_node_ids=np.arange(nodes),
+        config_feat=rng.integers(-1, 6, size=(configs, configurable, 18)).astype(np.int8),
+        config_index=np.arange(configs),
+        config_node_pos=np.sort(rng.choice(nodes, configurable, replace=False)),
+        target=rng.random(configs))
 
 
 def measure(preset: str, steps: int, device: torch.device) -> dict[str, float]:
@@ -79,6 +88,104 @@ def current_rss_mb() -> float:
         return float("nan")
 
 
+# --- memory model check -----------------------------------------------------------------------
+
+MEMORY_CASES = [  # (kept nodes, configs per step, hidden, layers, activation checkpointing)
+    (2_000, 32, 64, 3, False), (10_000, 16, 64, 3, False), (20_000, 8, 64, 3, False),
+    (40_000, 4, 64, 3, False), (10_000, 16, 64, 1, False), (10_000, 16, 32, 3, False),
+    (40_000, 4, 64, 3, True), (10_000, 16, 64, 3, True),
+]
+
+
+def memory_case(nodes: int, configs: int, hidden: int, layers: int, ckpt: bool) -> dict:
+    """One training step of a layout model on a synthetic graph; memory figures in MiB."""
+    import dataclasses as dc
+
+    from models.training import checkpoint_module_lists
+
+    torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "1")))
+    cfg = dc.replace(GnnConfig(), hidden=hidden, layers=layers, cross_attn=True)
+    g = synthetic_layout_graph(nodes=nodes, configurable=350, configs=max(64, configs))
+    model = RankerGNN(model_args_for(cfg, g))
+    if ckpt:
+        checkpoint_module_lists(model)
+    t = graph_tensors(g, torch.device("cpu"))
+    feats = config_rows(g, np.arange(configs), torch.device("cpu"))
+    saved: dict[int, int] = {}
+
+    def pack(x: torch.Tensor):
+        storage = x.untyped_storage()
+        saved[storage.data_ptr()] = storage.nbytes()
+        return x
+
+    base = current_rss_mb()
+    start = time.perf_counter()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
+        cost = model(t.node_feat, t.node_opcode, t.edge_index, feats, t.config_node_pos)
+    forward_rss = current_rss_mb() - base
+    cost.float().sum().backward()
+    seconds = time.perf_counter() - start
+    peak = peak_memory_mb(torch.device("cpu")) - base
+    return {"nodes": nodes, "configs": configs, "hidden": hidden, "layers": layers,
+            "activation_checkpointing": ckpt, "saved_mb": sum(saved.values()) / 2**20,
+            "forward_rss_mb": forward_rss, "peak_rss_growth_mb": peak, "step_seconds": seconds,
+            "node_copies": nodes * configs}
+
+
+def _alpha(case: dict, key: str) -> float:
+    return case[key] * 2**20 / (case["node_copies"] * case["hidden"])
+
+
+def fit_memory_model(cases: list[dict]) -> dict:
+    """alpha = bytes per (kept node x config x hidden unit), per layer count and as
+    ``alpha0 + alpha1 * layers``: from the bytes autograd saved for backward (the activations;
+    the stable measure) and, as a check, from the peak RSS growth over forward + backward."""
+    out: dict = {"basis": "CPU float32, SAGE, meanmax pool, cross attention; "
+                          "alpha in bytes per kept node x config x hidden unit"}
+    for key in ("saved_mb", "peak_rss_growth_mb"):
+        plain = [c for c in cases if not c["activation_checkpointing"]]
+        layers = np.array([c["layers"] for c in plain], dtype=float)
+        alphas = np.array([_alpha(c, key) for c in plain])
+        a1, a0 = np.polyfit(layers, alphas, 1) if len(set(layers)) > 1 else (0.0, alphas.mean())
+        ckpt = [_alpha(c, key) for c in cases if c["activation_checkpointing"]]
+        out[key] = {"alpha_by_layers": {str(int(k)): float(alphas[layers == k].mean())
+                                        for k in sorted(set(layers))},
+                    "alpha0": float(a0), "alpha1_per_layer": float(a1),
+                    "alpha_checkpointed_3_layers": float(np.mean(ckpt)) if ckpt else None,
+                    "spread_3_layers_hidden64": [float(min(_alpha(c, key) for c in plain if c["layers"] == 3
+                                                           and c["hidden"] == 64)),
+                                                 float(max(_alpha(c, key) for c in plain if c["layers"] == 3
+                                                           and c["hidden"] == 64))]}
+    return out
+
+
+def memory_main() -> None:
+    import json
+    import subprocess
+    import sys
+
+    from tpurank.atomic import write_json
+    from tpurank.config import git_sha
+
+    cases = []
+    for case in MEMORY_CASES:
+        code = ("import json,sys; sys.path.insert(0, '.'); from tests.bench.bench_gnn import "
+                f"memory_case; print(json.dumps(memory_case(*{case!r})))")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env={**os.environ, "OMP_NUM_THREADS": os.environ.get("BENCH_THREADS", "1")})
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        cases.append(r)
+        print(f"  {r['nodes']:6d} nodes x {r['configs']:3d} configs, hidden {r['hidden']}, "
+              f"{r['layers']} layers, ckpt {int(r['activation_checkpointing'])}: saved "
+              f"{r['saved_mb']:.0f} MiB, forward RSS +{r['forward_rss_mb']:.0f} MiB, peak RSS "
+              f"+{r['peak_rss_growth_mb']:.0f} MiB, {r['step_seconds']:.2f} s/step", flush=True)
+    model = fit_memory_model(cases)
+    print(json.dumps(model, indent=1))
+    write_json(Path("benchmarks") / "gnn_memory.json",
+               {"git_sha": git_sha(), "threads": int(os.environ.get("BENCH_THREADS", "1")),
+                "command": "python tests/bench/bench_gnn.py memory", "model": model, "cases": cases})
+
+
 def main() -> None:
     threads = int(os.environ.get("BENCH_THREADS", "1"))
     torch.set_num_threads(threads)
@@ -97,4 +204,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    memory_main() if sys.argv[1:] == ["memory"] else main()
