@@ -1,0 +1,106 @@
+"""Docs: generated sections match the committed artifacts, artifacts come from this history, links work."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tpurank import results
+from tpurank.results import (ROOT, ArtifactError, artifact_path, load_artifact, provenance,
+                             render, render_section, stale_sections)
+
+LINK = re.compile(r"\]\((?!https?://|#|mailto:)([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def _artifacts() -> list[Path]:
+    return sorted(p for d in results.ARTIFACT_DIRS for p in (ROOT / d).glob("*.json"))
+
+
+def test_marked_sections_match_the_committed_artifacts() -> None:
+    stale = stale_sections()
+    assert not stale, ("sections differ from their artifacts (run `make docs`, i.e. "
+                       "`python -m tpurank.results render`): " + ", ".join(stale))
+
+
+@pytest.mark.parametrize("path", _artifacts(), ids=lambda p: p.name)
+def test_artifact_sha_is_an_ancestor_of_head(path: Path) -> None:
+    prov = provenance(load_artifact(path), path)
+    assert results.is_ancestor(prov["git_sha"]), (
+        f"{path.relative_to(ROOT)}: measured at {prov['git_sha']}, which is not an ancestor of HEAD "
+        f"— its numbers come from code outside this history; measure again")
+
+
+def test_every_artifact_is_shown_somewhere() -> None:
+    shown = {name for doc in results.doc_files() for name, _ in results.sections(doc.read_text())}
+    unshown = [p.relative_to(ROOT).as_posix() for p in _artifacts() if p.stem not in shown]
+    assert not unshown, f"artifacts no doc section renders (add <!-- results:NAME --> markers): {unshown}"
+
+
+def test_readme_is_a_front_page_and_links_resolve() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 160, "README.md is the front page: move details to docs/"
+    broken = [f"{doc.relative_to(ROOT)} -> {target}" for doc in results.doc_files()
+              for target in LINK.findall(doc.read_text()) if not (doc.parent / target).exists()]
+    assert not broken, f"broken relative links: {broken}"
+
+
+def _toy(tmp_path: Path, rows: list[dict]) -> Path:
+    (tmp_path / "benchmarks").mkdir(exist_ok=True)
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                         text=True).stdout.strip()
+    (tmp_path / "benchmarks" / "toy.json").write_text(json.dumps({
+        "meta": {"git_sha": sha + "-dirty", "created": "2026-12-01", "machine": "m", "command": "c"},
+        "columns": ["what", "seconds"], "rows": rows}))
+    return tmp_path / "benchmarks" / "toy.json"
+
+
+def test_generator_rewrites_sections_and_detects_staleness(tmp_path: Path) -> None:
+    doc = tmp_path / "README.md"
+    doc.write_text("# x\n<!-- results:toy -->\nold number 42\n<!-- /results:toy -->\ntail\n"
+                   "<!-- results:missing -->\n<!-- /results:missing -->\n")
+    path = _toy(tmp_path, [{"what": "load", "seconds": 1.23456}])
+    assert stale_sections(tmp_path) == ["README.md: results:toy", "README.md: results:missing"]
+    render(tmp_path)
+    text = doc.read_text()
+    assert "old number" not in text and "| load | 1.235 |" in text and text.endswith("tail\n" + (
+        "<!-- results:missing -->\n" + render_section("missing", tmp_path) + "<!-- /results:missing -->\n"))
+    assert "Not measured at this commit" in render_section("missing", tmp_path)
+    assert "`c`" in text and "2026-12-01" in text and stale_sections(tmp_path) == []
+    _toy(tmp_path, [{"what": "load", "seconds": 2.0}])
+    assert stale_sections(tmp_path) == ["README.md: results:toy"]
+    assert results.is_ancestor(provenance(load_artifact(path), path)["git_sha"])
+    assert not results.is_ancestor("0" * 40)
+
+
+def test_artifact_without_provenance_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "bad.json").write_text(json.dumps({"rows": [{"a": 1}]}))
+    with pytest.raises(ArtifactError, match="bad.json: missing git_sha, command"):
+        render_section("bad", tmp_path)
+    assert artifact_path("nope", tmp_path) is None
+
+
+def test_capture_turns_a_report_into_the_readme_table(tmp_path: Path) -> None:
+    run = tmp_path / "submissions" / "r1"
+    run.mkdir(parents=True)
+    (run / "report.json").write_text(json.dumps({
+        "run_id": "r1", "valid": {"tile:xla": {"gnn": 0.9, "lgbm": 0.8, "blend": 0.95}},
+        "hidden_test": {"tile:xla": {"gnn": 0.7, "lgbm": 0.6, "blend": 0.75}},
+        "valid_protocol": {"tile:xla": "oof"}}))
+    (run / "blend.json").write_text(json.dumps({"metadata": {"git_sha": "abc123"}}))
+    out = results.capture(run / "report.json", "make run", tmp_path / "results" / "run.json")
+    saved = json.loads(out.read_text())
+    assert saved["git_sha"] == "abc123" and saved["command"] == "make run" and saved["machine"]
+    body = render_section("run", tmp_path)
+    assert "| tile:xla | 0.900 | 0.800 | 0.950 |" in body and "hidden test" in body
+
+
+@pytest.mark.parametrize("path", _artifacts(), ids=lambda p: p.name)
+def test_artifact_records_date_machine_and_command(path: Path) -> None:
+    missing = results.missing_provenance(load_artifact(path))
+    assert not missing, (f"{path.relative_to(ROOT)} lacks {', '.join(missing)}: write it with "
+                         f"{{**tpurank.results.bench_metadata(command), 'rows': [...]}}")

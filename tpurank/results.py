@@ -1,0 +1,325 @@
+"""Generated numbers in the docs: every results/benchmark table is written from a committed artifact.
+
+A Markdown file marks a generated section with ``<!-- results:NAME -->`` ... ``<!-- /results:NAME -->``;
+``python -m tpurank.results render`` (``make docs``) rewrites every marked section of ``README.md``
+and ``docs/*.md`` from the artifact of that name, and ``--check`` only reports sections that differ
+(what ``tests/test_docs.py`` asserts). Nothing between the markers is ever edited by hand.
+
+Artifacts (JSON, committed):
+
+* ``results/NAME.json`` — a run's scores, written by ``python -m tpurank.results capture`` from the
+  ``report.json`` of ``python -m ensemble report`` (``results/run.json`` feeds the README table);
+* ``benchmarks/NAME.json`` — written by a benchmark command. The contract: top-level ``git_sha``,
+  ``created`` (or ``date``), ``machine``, ``command`` (also accepted under ``meta``;
+  :func:`bench_metadata` makes all four), and the figures as ``rows`` (or ``cases``: a list of
+  objects, one level of nesting is flattened; ``columns`` orders them), ``tables``
+  (``{title: {"columns": [...], "rows": [...]}}``) and/or ``summary`` (flat name -> value); an
+  optional ``notes`` string is printed under the table.
+
+A missing artifact renders as "not measured at this commit", never as an old number. The git SHA
+an artifact carries must be an ancestor of HEAD (``git merge-base --is-ancestor``; a ``-dirty``
+SHA counts as its base commit): numbers measured on code that is not in the history are stale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from tpurank.atomic import write_json, write_text
+from tpurank.config import git_sha
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACT_DIRS = ("results", "benchmarks")
+DOC_FILES = ("README.md", "docs/*.md")
+MARK = re.compile(r"(<!-- results:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)",
+                  re.S)
+MODEL_ORDER = ("gnn", "lgbm", "baseline", "blend")
+#: where a benchmark artifact may hold its table rows (the first present wins)
+ROW_KEYS = ("rows", "cases", "results", "records")
+
+
+class ArtifactError(ValueError):
+    """An artifact that cannot be rendered; the message names the file and what is missing."""
+
+
+# --- artifacts ---------------------------------------------------------------------------------
+
+def artifact_path(name: str, root: Path = ROOT) -> Path | None:
+    """``results/NAME.json`` or ``benchmarks/NAME.json`` (the first that exists), else None."""
+    for folder in ARTIFACT_DIRS:
+        path = root / folder / f"{name}.json"
+        if path.is_file():
+            return path
+    return None
+
+
+def load_artifact(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ArtifactError(f"{path}: expected a JSON object at the top level")
+    return data
+
+
+REQUIRED = ("git_sha", "command")  # without these an artifact cannot be rendered at all
+RECORDED = ("created", "machine")  # shown as "not recorded" when absent; tests/test_docs.py insists
+
+
+def provenance(data: dict[str, Any], path: Path) -> dict[str, str]:
+    """git_sha, created, machine, command of an artifact (top level or under ``meta``)."""
+    meta = {**data.get("meta", {}), **data} if isinstance(data.get("meta"), dict) else data
+    found = {"git_sha": meta.get("git_sha"), "created": meta.get("created") or meta.get("date"),
+             "machine": meta.get("machine"), "command": meta.get("command")}
+    missing = [k for k in REQUIRED if not found[k]]
+    if missing:
+        raise ArtifactError(f"{path}: missing {', '.join(missing)} (every artifact carries git_sha, "
+                            f"created, machine and command: tpurank.results.bench_metadata)")
+    machine = found["machine"]
+    if isinstance(machine, dict):
+        machine = ", ".join(f"{k} {v}" for k, v in machine.items())
+    found["machine"] = machine
+    return {k: str(v) if v else f"{k if k != 'created' else 'date'} not recorded"
+            for k, v in found.items()}
+
+
+def missing_provenance(data: dict[str, Any]) -> list[str]:
+    """The provenance fields an artifact lacks (empty when it carries all four)."""
+    meta = {**data.get("meta", {}), **data} if isinstance(data.get("meta"), dict) else data
+    return [k for k in REQUIRED + RECORDED
+            if not (meta.get(k) or (k == "created" and meta.get("date")))]
+
+
+def base_sha(sha: str) -> str:
+    return sha.removesuffix("-dirty")
+
+
+def is_ancestor(sha: str, root: Path = ROOT) -> bool:
+    """Whether commit ``sha`` (``-dirty`` stripped) is an ancestor of (or is) HEAD."""
+    out = subprocess.run(["git", "merge-base", "--is-ancestor", base_sha(sha), "HEAD"], cwd=root,
+                         capture_output=True, text=True, timeout=30)
+    return out.returncode == 0
+
+
+def machine_description() -> str:
+    """What a captured artifact records as its machine: OS, CPU, core count (and GPU when torch sees one)."""
+    desc = f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPU cores"
+    cpu = platform.processor()
+    if not cpu and Path("/proc/cpuinfo").is_file():
+        names = [ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                 if ln.startswith("model name")]
+        cpu = names[0] if names else ""
+    return f"{desc} ({cpu})" if cpu else desc
+
+
+# --- rendering ---------------------------------------------------------------------------------
+
+def _cell(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return "—" if value is None else str(value).lower()
+    if isinstance(value, float):
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value).replace("|", "\\|")
+
+
+def markdown_table(columns: list[str], rows: Iterable[dict[str, Any]]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(_cell(r.get(c)) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _columns(rows: list[dict[str, Any]], columns: list[str] | None) -> list[str]:
+    if columns:
+        return list(columns)
+    seen: dict[str, None] = {}
+    for r in rows:
+        seen.update(dict.fromkeys(r))
+    return list(seen)
+
+
+def _flat(row: dict[str, Any]) -> dict[str, Any]:
+    """One level of nesting flattened (``{"a": {"b": 1}}`` -> ``{"a.b": 1}``) for table cells."""
+    out: dict[str, Any] = {}
+    for k, v in row.items():
+        if isinstance(v, dict):
+            out.update({f"{k}.{k2}": v2 for k2, v2 in v.items()})
+        else:
+            out[k] = v
+    return out
+
+
+def _bench_body(data: dict[str, Any], path: Path) -> str:
+    parts = []
+    key = next((k for k in ROW_KEYS if isinstance(data.get(k), list)), None)
+    if key:
+        rows = [_flat(r) for r in data[key] if isinstance(r, dict)]
+        parts.append(markdown_table(_columns(rows, data.get("columns")), rows))
+    if isinstance(data.get("tables"), dict):
+        for title, table in data["tables"].items():
+            rows = [_flat(r) for r in table.get("rows", [])]
+            parts.append(f"**{title}**\n\n" + markdown_table(_columns(rows, table.get("columns")), rows))
+    if isinstance(data.get("summary"), dict) and data["summary"]:
+        parts.append(markdown_table(["summary", "value"], [{"summary": k, "value": v}
+                                                           for k, v in _flat(data["summary"]).items()]))
+    if not parts:
+        raise ArtifactError(f"{path}: nothing to render: no {'/'.join(ROW_KEYS)} (a list of objects), "
+                            f"'tables' or 'summary'")
+    return "\n\n".join(parts)
+
+
+def bench_metadata(command: str) -> dict[str, str]:
+    """The provenance every benchmark artifact carries: ``{**bench_metadata(cmd), "rows": [...]}``."""
+    return {"git_sha": git_sha(), "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "machine": machine_description(), "command": command}
+
+
+def _run_body(data: dict[str, Any]) -> str:
+    """The README table: valid score per collection and model, the mean, the hidden-test mean."""
+    valid: dict[str, dict[str, float]] = data["valid"]
+    models = [m for m in MODEL_ORDER if any(m in v for v in valid.values())]
+    models += sorted({m for v in valid.values() for m in v} - set(models))
+    rows = [{"collection": c, **{m: v.get(m) for m in models}} for c, v in valid.items()]
+
+    def mean(scores: dict[str, dict[str, float]], m: str) -> float | None:
+        vals = [v[m] for v in scores.values() if m in v]
+        return sum(vals) / len(vals) if len(vals) == len(scores) and vals else None
+
+    rows.append({"collection": "**mean (valid)**", **{m: mean(valid, m) for m in models}})
+    test = data.get("hidden_test") or {}
+    if test:
+        rows.append({"collection": "mean on the sample's hidden test runtimes",
+                     **{m: mean(test, m) for m in models}})
+    table = markdown_table(["collection"] + models, rows)
+    protocols = sorted(set((data.get("valid_protocol") or {}).values()))
+    note = f"\n\nBlend weights fitted on: {', '.join(protocols)}." if protocols else ""
+    return table + note
+
+
+def render_section(name: str, root: Path = ROOT) -> str:
+    """The text between the markers of section ``name``, from its artifact."""
+    path = artifact_path(name, root)
+    if path is None:
+        where = " or ".join(f"`{d}/{name}.json`" for d in ARTIFACT_DIRS)
+        return f"_Not measured at this commit: no {where} yet._\n"
+    data = load_artifact(path)
+    prov = provenance(data, path)
+    rel = path.relative_to(root).as_posix()
+    head = (f"_Generated by `make docs` from `{rel}` — measured at commit `{prov['git_sha'][:12]}` on "
+            f"{prov['created']}, {prov['machine']}, with `{prov['command']}`._")
+    body = _run_body(data) if "valid" in data and path.parent.name == "results" else _bench_body(data, path)
+    notes = f"\n\n{data['notes']}" if isinstance(data.get("notes"), str) and data["notes"] else ""
+    return f"{head}\n\n{body}{notes}\n"
+
+
+def doc_files(root: Path = ROOT) -> list[Path]:
+    files: list[Path] = []
+    for pattern in DOC_FILES:
+        files += sorted(root.glob(pattern))
+    return files
+
+
+def sections(text: str) -> list[tuple[str, str]]:
+    """``(name, body)`` of every marked section of a document."""
+    return [(m["name"], m["body"]) for m in MARK.finditer(text)]
+
+
+def rendered(text: str, root: Path = ROOT) -> str:
+    """``text`` with every marked section rewritten from its artifact."""
+    return MARK.sub(lambda m: m.group(1) + render_section(m["name"], root) + m.group(4), text)
+
+
+def stale_sections(root: Path = ROOT) -> list[str]:
+    """``file: section`` for every marked section that differs from what :func:`render` writes."""
+    stale = []
+    for path in doc_files(root):
+        text = path.read_text()
+        fresh = dict(sections(rendered(text, root)))
+        stale += [f"{path.relative_to(root)}: results:{name}" for name, body in sections(text)
+                  if fresh[name] != body]
+    return stale
+
+
+def render(root: Path = ROOT) -> list[Path]:
+    """Rewrite the marked sections of every doc file; returns the files that changed."""
+    changed = []
+    for path in doc_files(root):
+        text = path.read_text()
+        new = rendered(text, root)
+        if new != text:
+            write_text(path, new)
+            changed.append(path)
+    return changed
+
+
+# --- capture -----------------------------------------------------------------------------------
+
+def capture(report: Path, command: str, out: Path) -> Path:
+    """``results/<name>.json`` from the ``report.json`` of ``python -m ensemble report``.
+
+    The git SHA is the one the blend recorded (``blend.json`` beside the report), so the numbers
+    are attributed to the code that produced them, not to the commit they are captured at.
+    """
+    data = json.loads(report.read_text())
+    blend = report.parent / "blend.json"
+    sha = ""
+    if blend.is_file():
+        sha = json.loads(blend.read_text()).get("metadata", {}).get("git_sha", "")
+    result = {
+        "git_sha": sha or git_sha(),
+        "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(report.stat().st_mtime)),
+        "machine": machine_description(),
+        "command": command,
+        "run_id": data.get("run_id"),
+        "valid": data["valid"],
+        "valid_protocol": data.get("valid_protocol", {}),
+        "hidden_test": data.get("hidden_test", {}),
+        "oof": data.get("oof", {}),
+    }
+    write_json(out, result)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tpurank.results", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="action", required=True)
+    r = sub.add_parser("render", help="rewrite the marked sections of README.md and docs/*.md")
+    r.add_argument("--check", action="store_true", help="only list stale sections; exit 1 if any")
+    c = sub.add_parser("capture", help="results/NAME.json from an ensemble report.json")
+    c.add_argument("report", help="submissions/<run>/report.json of `python -m ensemble report`")
+    c.add_argument("--command", required=True, help="the command that made the run, e.g. 'make run'")
+    c.add_argument("--out", default=str(ROOT / "results" / "run.json"), help="artifact written")
+    args = parser.parse_args(argv)
+    if args.action == "capture":
+        print(capture(Path(args.report), args.command, Path(args.out)))
+        return 0
+    try:
+        if args.check:
+            stale = stale_sections()
+            for s in stale:
+                print(f"stale: {s}", file=sys.stderr)
+            return 1 if stale else 0
+        for path in render():
+            print(f"rewrote {path.relative_to(ROOT)}")
+    except ArtifactError as exc:
+        print(f"python -m tpurank.results: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
