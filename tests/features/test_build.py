@@ -297,11 +297,14 @@ def test_killed_build_subprocess_resumes_to_the_same_outputs(root: Path, built, 
 
 
 def test_node_stage_of_train_graphs_runs_once(root: Path, tmp_path: Path, monkeypatch) -> None:
-    import features.build as fb
+    import features.stages as stages
+    import features.tasks as tasks
 
     calls: list[int] = []
-    real = fb.node_stage
-    monkeypatch.setattr(fb, "node_stage", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = stages.node_stage
+    counting = lambda *a, **k: calls.append(1) or real(*a, **k)  # noqa: E731
+    monkeypatch.setattr(stages, "node_stage", counting)
+    monkeypatch.setattr(tasks, "node_stage", counting)
     fd = build_features(config(root, tmp_path, collections="layout:xla:random", splits="train"))
     assert len(calls) == len(discover(root, [LAYOUT], ["train"]))
     assert not list((fd / LAYOUT.slug / "norm_parts").glob("*/*.stage.npz"))  # used, then dropped

@@ -1,0 +1,225 @@
+"""One graph's transforms: node stage (features, pruning), config selection (dedup, subsample),
+config encoding and tabular rows — :func:`process_graph`."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from tpurank import __version__
+from tpurank.collections import Collection, get_collection
+from features.buildconfig import BuildConfig
+from features.configcodes import CodedConfigs, encode_array
+from features.dotdims import DotDims
+from features.io import Graph
+from features.norm import NormStats, _apply
+from features.processed import ProcessedGraph
+from features import tabular as tab
+from features import transforms as tf
+
+
+# ---------------------------------------------------------------------------------------------
+# node stage
+@dataclass
+class NodeStage:
+    """Pruned graph with unnormalised node features."""
+
+    node_feat: np.ndarray
+    names: list[str]
+    node_opcode: np.ndarray
+    edge_index: np.ndarray  # (2, m) PyG
+    orig_node_ids: np.ndarray
+    config_node_pos: np.ndarray | None
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def node_feature_names(cfg: BuildConfig) -> list[str]:
+    """Column names of ``ProcessedGraph.node_feat`` for these transform parameters."""
+    names = [f"raw_{i}" for i in range(140)]
+    if cfg.engineered:
+        names += list(tf.LANE_NAMES)
+    if cfg.dot_features:
+        names += list(tf.DOT_CONV_NAMES)
+    if cfg.engineered:
+        names += list(tf.STRUCTURE_NAMES)
+    return names + ["is_configurable"]
+
+
+def node_stage(graph: Graph, cfg: BuildConfig, exact_dot: dict[int, DotDims] | None = None) -> NodeStage:
+    """Transforms on the nodes: features on the full graph, then pruning (layout only)."""
+    nf = np.asarray(graph.node_feat, np.float32)
+    op = np.asarray(graph.node_opcode, np.int64)
+    n = graph.num_nodes
+    base = tf.repad_node_feat(nf, op, graph.edge_index) if cfg.pad_minus_one else nf.copy()
+    blocks = [tf.log_transform_columns(base) if cfg.engineered else base]
+    if cfg.engineered:
+        blocks.append(tf.lane_features(tf.repad_node_feat(nf, op, graph.edge_index)
+                                       if not cfg.pad_minus_one else base))
+    if cfg.dot_features:
+        blocks.append(tf.dot_conv_features(nf, op, graph.edge_index, exact_dot))
+    if cfg.engineered:
+        blocks.append(tf.structure_features(n, graph.edge_index))
+    is_cfg = np.zeros((n, 1), np.float32)
+    cfg_ids = graph.node_config_ids
+    if cfg_ids is not None:
+        is_cfg[np.asarray(cfg_ids), 0] = 1.0
+    blocks.append(is_cfg)
+    feat = np.concatenate(blocks, axis=1)
+    if graph.is_tile or cfg_ids is None:
+        ei = np.asarray(graph.edge_index, np.int64).reshape(-1, 2)[:, ::-1].T.copy()
+        return NodeStage(feat, node_feature_names(cfg), op, ei, np.arange(n, dtype=np.int64), None,
+                         {"nodes": n, "edges": int(ei.shape[1]), "kept_nodes": n,
+                          "kept_edges": int(ei.shape[1]), "rewired": 0})
+    pr = tf.prune_graph(n, graph.edge_index, np.asarray(cfg_ids), cfg.prune_hops, cfg.rewire,
+                        cfg.rewire_max_sources)
+    stats = {"nodes": n, "edges": pr.num_orig_edges, "kept_nodes": int(len(pr.kept)),
+             "kept_edges": int(pr.edge_index_pyg.shape[1]), "rewired": pr.num_rewired}
+    return NodeStage(feat[pr.kept], node_feature_names(cfg), op[pr.kept], pr.edge_index_pyg,
+                     pr.kept.astype(np.int64), pr.positions(np.asarray(cfg_ids)), stats)
+
+
+# ---------------------------------------------------------------------------------------------
+# config stage
+@dataclass
+class ConfigSelection:
+    """Which source configs are kept (sorted ``index``) and their (averaged) targets."""
+
+    index: np.ndarray
+    target: np.ndarray | None
+    num_source: int
+    num_duplicates: int = 0
+
+
+def _config_chunks(graph: Graph, rows: np.ndarray, chunk: int) -> Iterable[tuple[np.ndarray, np.ndarray]]:
+    """``(rows_chunk, configs)`` for layout graphs, int8, ``chunk`` configs at a time."""
+    src = graph.node_config_feat
+    for start in range(0, len(rows), chunk):
+        idx = rows[start:start + chunk]
+        block = src[idx[0]:idx[-1] + 1] if len(idx) and idx[-1] - idx[0] + 1 == len(idx) else src[idx]
+        yield idx, np.asarray(block).astype(np.int8, copy=False)
+
+
+def select_configs(graph: Graph, split: str, cfg: BuildConfig, seed_key: str = "") -> ConfigSelection:
+    """Train: deduplicate identical configs (averaging runtimes) and optionally subsample.
+    Valid/test: every config, in the source order."""
+    c = graph.num_configs
+    all_rows = np.arange(c, dtype=np.int64)
+    target = None if split == "test" else graph.target()
+    if split != "train":
+        return ConfigSelection(all_rows, target, c)
+    index, dups = all_rows, 0
+    if cfg.dedup and c > 1:
+        if graph.is_tile:
+            hashes = tf.config_row_hashes(np.asarray(graph.config_feat, np.float32))
+        else:
+            hashes = np.concatenate([tf.config_row_hashes(block)
+                                     for _, block in _config_chunks(graph, all_rows, cfg.config_chunk)])
+        index, inverse = tf.dedup_groups(hashes)
+        target = tf.group_mean(target, inverse, len(index))
+        dups = c - len(index)
+    else:
+        target = np.asarray(target, np.float64)
+    if cfg.max_train_configs and len(index) > cfg.max_train_configs:
+        seed = int.from_bytes(hashlib.sha256(f"{cfg.seed}:{seed_key}".encode()).digest()[:8], "little")
+        keep = np.sort(np.random.default_rng(seed).choice(len(index), cfg.max_train_configs, replace=False))
+        index, target = index[keep], target[keep]
+    return ConfigSelection(index, target, c, dups)
+
+
+def tile_config_feat(graph: Graph, rows: np.ndarray, cfg: BuildConfig) -> np.ndarray:
+    """Tile config features for the GNN: signed-log of :func:`tab.tile_config_features`."""
+    feats = tab.tile_config_features(np.asarray(graph.config_feat)[rows], tab.kernel_output_shape(graph),
+                                     cfg.pad_minus_one)
+    return tf.signed_log1p(feats) if cfg.engineered else feats
+
+
+TILE_CONFIG_NAMES = tuple(tab.tile_feature_names()[len(tab.GRAPH_FEATURES):])
+
+
+# ---------------------------------------------------------------------------------------------
+# single graph
+def process_graph(graph: Graph, collection: Collection | str, split: str, stem: str,
+                  norm: NormStats | None, cfg: BuildConfig, exact_dot: dict[int, DotDims] | None = None,
+                  *, config_out: Path | None = None,
+                  tabular_sink: Callable[[np.ndarray, np.ndarray], None] | None = None,
+                  stage: NodeStage | None = None) -> ProcessedGraph:
+    """Featurize one graph (e.g. a brand-new program for ``models.gnn rank --hlo``).
+
+    ``norm`` = :func:`load_norm` of the training build (None: unnormalised). ``config_out``: write
+    layout configs chunk by chunk into this ``.npy`` (memory-mapped result) instead of RAM.
+    ``tabular_sink(config_index_chunk, feature_chunk)`` receives tabular rows chunk by chunk.
+    """
+    coll = get_collection(collection) if isinstance(collection, str) else collection
+    ns = stage if stage is not None else node_stage(graph, cfg, exact_dot if cfg.dot_features else None)
+    node_feat = _apply(ns.node_feat, *(norm.node_mean, norm.node_std) if norm else (None, None))
+    sel = select_configs(graph, split, cfg, seed_key=f"{coll.slug}/{stem}")
+    meta: dict[str, Any] = {"node_feature_names": ns.names, "prune": ns.stats,
+                            "transform_params": cfg.transform_params(), "version": __version__,
+                            "num_source_configs": sel.num_source, "num_duplicates": sel.num_duplicates}
+    if tabular_sink is not None:
+        meta["tabular_feature_names"] = tab.tabular_feature_names(graph.is_tile, cfg.heuristic)
+        if cfg.heuristic:
+            tabular_sink = _with_heuristic(tabular_sink, tab.heuristic_table(graph, cfg.config_chunk))
+    if graph.is_tile:
+        config_feat = tile_config_feat(graph, sel.index, cfg)
+        if norm is not None and norm.config_mean is not None:
+            config_feat = _apply(config_feat, norm.config_mean, norm.config_std)
+        meta["config_feature_names"] = list(TILE_CONFIG_NAMES)
+        if tabular_sink is not None:
+            tabular_sink(sel.index, tab.tile_tabular_features(graph, sel.index, cfg.pad_minus_one))
+    else:
+        config_feat = _layout_configs(graph, sel.index, cfg, config_out, tabular_sink, exact_dot)
+        meta["config_feature_names"] = ["out_layout_0..5", "in_layout_0..5", "kernel_layout_0..5"]
+    return ProcessedGraph(collection=coll.name, split=split, stem=stem, node_feat=node_feat,
+                          node_opcode=ns.node_opcode, edge_index=ns.edge_index,
+                          orig_node_ids=ns.orig_node_ids, config_feat=config_feat,
+                          config_index=sel.index, config_node_pos=ns.config_node_pos,
+                          target=sel.target, meta=meta)
+
+
+def _with_heuristic(sink: Callable[[np.ndarray, np.ndarray], None],
+                    table: np.ndarray) -> Callable[[np.ndarray, np.ndarray], None]:
+    """``sink`` with the heuristic columns of each chunk's source configs appended."""
+    def append(idx: np.ndarray, feats: np.ndarray) -> None:
+        sink(idx, np.concatenate([feats, table[idx]], axis=1))
+    return append
+
+
+def _layout_configs(graph: Graph, rows: np.ndarray, cfg: BuildConfig, config_out: Path | None,
+                    tabular_sink: Callable[[np.ndarray, np.ndarray], None] | None,
+                    exact_dot: dict[int, DotDims] | None = None) -> CodedConfigs:
+    """Layout configs of ``rows`` as codes (:mod:`features.configcodes`), chunk by chunk,
+    feeding the tabular rows of each chunk to ``tabular_sink``. ``config_out`` is accepted for
+    compatibility and ignored: the codes are small enough for RAM (c x nc x 1-2 bytes)."""
+    del config_out
+    ctx = None
+    if tabular_sink is not None:
+        dots = tf.dot_dims_for_graph(np.asarray(graph.node_feat), graph.node_opcode, graph.edge_index,
+                                     exact_dot) if cfg.dot_features else None
+        ctx = tab.layout_context(graph, dots, cfg.rewire_max_sources)
+    src = graph.node_config_feat
+    if isinstance(src, CodedConfigs):  # streamed from the npz: keep the table, slice the codes
+        coded = CodedConfigs(np.asarray(src.codes)[rows], src.table)
+    else:
+        coded = encode_array(_RowsView(graph, rows, cfg.config_chunk), cfg.config_chunk)
+    if ctx is not None:
+        for idx, block in _config_chunks(graph, rows, cfg.config_chunk):
+            tabular_sink(idx, tab.layout_chunk_features(ctx, block))
+    return coded
+
+
+class _RowsView:
+    """Rows ``rows`` of a graph's layout configs as an int8 array-like (for :func:`encode_array`)."""
+
+    def __init__(self, graph: Graph, rows: np.ndarray, chunk: int) -> None:
+        self.graph, self.rows, self.chunk = graph, rows, chunk
+        self.shape = (len(rows),) + tuple(graph.node_config_feat.shape[1:])
+
+    def __getitem__(self, sl: slice) -> np.ndarray:
+        idx = self.rows[sl]
+        return next(iter(_config_chunks(self.graph, idx, max(1, len(idx)))))[1] if len(idx) else \
+            np.zeros((0,) + self.shape[1:], np.int8)

@@ -1,0 +1,294 @@
+"""Build tasks: cache keys, done markers, the norm and graph passes of one graph, the worker pool.
+
+A graph's outputs are keyed by the input identity (path, size, mtime), the transform
+parameters, the package version and the norm stats; the ``done/<split>/<stem>.json`` marker
+holding the key is written *last* (after the atomically renamed graph directory and tabular
+part), so a killed run leaves nothing that looks complete and a rerun redoes only what is
+missing or stale. The norm pass saves each train graph's node stage
+(``norm_parts/<split>/<stem>.stage.npz``); the graph pass reuses it, then deletes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from tqdm import tqdm
+
+from tpurank import __version__
+from tpurank.atomic import save_npz, write_json
+from tpurank.collections import Collection, get_collection, npz_dir, pb_dir
+from features.buildconfig import BuildConfig
+from features.configcodes import load_coded
+from features.dotdims import DotDims
+from features.io import Graph, GraphFile
+from features.norm import _moments, load_norm
+from features.processed import graph_dir, save_processed
+from features.stages import NodeStage, node_feature_names, node_stage, process_graph, tile_config_feat
+from features import tabular as tab
+
+
+def _identity(path: Path) -> dict[str, Any]:
+    st = path.stat()
+    return {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def _key(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def _pb_path(data: str, gf: GraphFile) -> Path:
+    rel = gf.path.relative_to(npz_dir(data))
+    return pb_dir(data) / rel.with_suffix(".pb")
+
+
+def _exact_dims(cfg: BuildConfig, gf: GraphFile) -> tuple[dict[int, DotDims] | None, dict[str, Any] | None]:
+    """Exact dot dims from the raw proto when present (and the HLO reader is available)."""
+    if not (cfg.exact_dot and cfg.dot_features) or gf.collection.is_tile:
+        return None, None
+    pb = _pb_path(cfg.data, gf)
+    if not pb.is_file():
+        return None, None
+    try:
+        from features.hlo import exact_dot_dims
+    except ImportError:
+        return None, None
+    return exact_dot_dims(pb), _identity(pb)
+
+
+def _load(cfg: BuildConfig, path: Path, configs: bool = True) -> Graph:
+    """The graph, layout configs streamed out of the npz into codes (or, with ``use_cache``,
+    memory-mapped from the int8 ``WORK/cache`` copy, made on first use). ``configs=False``:
+    nodes only (the norm pass), the big member is not even decompressed."""
+    try:
+        if cfg.use_cache:
+            from features.cache import load_cached
+
+            return load_cached(path, Path(cfg.work) / "cache")
+        return load_coded(path, cfg.config_chunk, configs=configs)
+    except Exception as exc:  # the message must name the file
+        if str(path) in str(exc):
+            raise
+        raise ValueError(f"{path}: cannot load graph: {type(exc).__name__}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class Task:
+    cfg: BuildConfig
+    features_dir: str
+    collection: str
+    split: str
+    stem: str
+    path: str
+    norm_key: str = ""
+
+
+def _marker(features_dir: str, coll: Collection, split: str, stem: str, kind: str) -> Path:
+    return Path(features_dir) / coll.slug / kind / split / f"{stem}.json"
+
+
+def _read_marker(path: Path, key: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if data.get("key") == key else None
+
+
+def _norm_key(task: Task) -> tuple[str, Path, Path]:
+    cfg, coll = task.cfg, get_collection(task.collection)
+    path = Path(task.path)
+    pb = _pb_path(cfg.data, GraphFile(coll, task.split, task.stem, path))
+    key = _key("norm", _identity(path), _identity(pb) if pb.is_file() and cfg.exact_dot else None,
+               cfg.transform_params(), __version__)
+    marker = _marker(task.features_dir, coll, task.split, task.stem, "norm_parts")
+    return key, marker, marker.with_suffix(".npz")
+
+
+def _norm_cached(task: Task) -> dict[str, Any] | None:
+    key, marker, npz = _norm_key(task)
+    if _read_marker(marker, key) and npz.is_file():
+        return {"stem": task.stem, "collection": task.collection, "cached": True, "npz": str(npz)}
+    return None
+
+
+def _norm_task(task: Task) -> dict[str, Any]:
+    """Train graph -> moments of its (unnormalised) node / tile config features, cached."""
+    cached = _norm_cached(task)
+    if cached is not None:
+        return cached
+    cfg, coll = task.cfg, get_collection(task.collection)
+    path = Path(task.path)
+    gf = GraphFile(coll, task.split, task.stem, path)
+    key, marker, npz = _norm_key(task)
+    graph = _load(cfg, path, configs=False)
+    exact, _ = _exact_dims(cfg, gf)
+    ns = node_stage(graph, cfg, exact)
+    arrays = {"node": _moments(ns.node_feat)}
+    if graph.is_tile:
+        arrays["config"] = _moments(tile_config_feat(graph, np.arange(graph.num_configs), cfg))
+    _save_stage(task, key, ns)  # the graph pass reuses it: the node stage runs once per graph
+    save_npz(npz, **arrays)
+    write_json(marker, {"key": key})
+    return {"stem": task.stem, "collection": coll.name, "cached": False, "npz": str(npz)}
+
+
+def _stage_path(task: Task) -> Path:
+    coll = get_collection(task.collection)
+    return _marker(task.features_dir, coll, task.split, task.stem, "norm_parts").with_suffix(".stage.npz")
+
+
+def _save_stage(task: Task, key: str, ns: NodeStage) -> None:
+    arrays = {"node_feat": ns.node_feat, "node_opcode": ns.node_opcode, "edge_index": ns.edge_index,
+              "orig_node_ids": ns.orig_node_ids, "key": np.array(key),
+              "stats": np.array(json.dumps(ns.stats))}
+    if ns.config_node_pos is not None:
+        arrays["config_node_pos"] = ns.config_node_pos
+    save_npz(_stage_path(task), **arrays)
+
+
+def _load_stage(task: Task) -> NodeStage | None:
+    """The node stage the norm pass computed for this train graph (None when absent or stale)."""
+    path = _stage_path(task)
+    if not path.is_file():
+        return None
+    key = _norm_key(task)[0]
+    try:
+        with np.load(path, allow_pickle=False) as d:
+            if str(d["key"]) != key:
+                return None
+            return NodeStage(d["node_feat"], node_feature_names(task.cfg), d["node_opcode"],
+                             d["edge_index"], d["orig_node_ids"],
+                             d["config_node_pos"] if "config_node_pos" in d.files else None,
+                             json.loads(str(d["stats"])))
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _graph_key(task: Task) -> tuple[str, Path, Path, Path]:
+    cfg, coll = task.cfg, get_collection(task.collection)
+    path = Path(task.path)
+    pb = _pb_path(cfg.data, GraphFile(coll, task.split, task.stem, path))
+    key = _key("graph", _identity(path), _identity(pb) if pb.is_file() and cfg.exact_dot else None,
+               cfg.transform_params(), __version__, task.norm_key)
+    return (key, _marker(task.features_dir, coll, task.split, task.stem, "done"),
+            graph_dir(task.features_dir, coll, task.split, task.stem),
+            part_path(task.features_dir, coll, task.split, task.stem))
+
+
+def _graph_cached(task: Task) -> dict[str, Any] | None:
+    """The summary of an up-to-date graph entry, or None when it must be (re)built."""
+    key, marker, out_dir, part = _graph_key(task)
+    done = _read_marker(marker, key)
+    if done and (out_dir / "meta.json").is_file() and (part.is_file() or not task.cfg.tabular):
+        return dict(done["summary"], cached=True)
+    return None
+
+
+def _graph_task(task: Task) -> dict[str, Any]:
+    """One graph: processed arrays + tabular part + done marker (written last)."""
+    cached = _graph_cached(task)
+    if cached is not None:
+        return cached
+    cfg, coll = task.cfg, get_collection(task.collection)
+    path = Path(task.path)
+    gf = GraphFile(coll, task.split, task.stem, path)
+    key, marker, out_dir, part = _graph_key(task)
+    start = time.perf_counter()
+    graph = _load(cfg, path)
+    exact, _ = _exact_dims(cfg, gf)
+    norm = load_norm(task.features_dir, coll) if task.norm_key else None
+    frames: list[Any] = []
+    names = tab.tabular_feature_names(graph.is_tile, cfg.heuristic)
+
+    def sink(idx: np.ndarray, feats: np.ndarray) -> None:
+        frames.append((idx, feats))
+
+    stage = _load_stage(task) if task.split == "train" else None
+    pg = process_graph(graph, coll, task.split, task.stem, norm, cfg, exact,
+                       tabular_sink=sink if cfg.tabular else None, stage=stage)
+    pg.meta["source"] = _identity(path)
+    pg.meta["exact_dot"] = exact is not None
+    pg.meta["node_stage_reused"] = stage is not None
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    save_processed(pg, out_dir)
+    if cfg.tabular:
+        idx_all = np.concatenate([f[0] for f in frames]) if frames else np.zeros(0, np.int64)
+        feats = np.concatenate([f[1] for f in frames]) if frames else np.zeros((0, len(names)), np.float32)
+        target = None if task.split == "test" else pg.target
+        if task.split == "train" and cfg.tabular_max_train_rows and len(idx_all) > cfg.tabular_max_train_rows:
+            keep = _subsample(len(idx_all), cfg.tabular_max_train_rows, cfg.seed, f"tab/{coll.slug}/{task.stem}")
+            idx_all, feats, target = idx_all[keep], feats[keep], target[keep]
+        tab.write_parquet(tab.make_frame(task.stem, idx_all, target, feats, names), part)
+    summary = dict(pg.meta["prune"], configs=int(len(pg.config_index)),
+                   source_configs=int(pg.meta["num_source_configs"]),
+                   duplicates=int(pg.meta["num_duplicates"]), stem=task.stem, split=task.split,
+                   collection=coll.name, seconds=round(time.perf_counter() - start, 3))
+    write_json(marker, {"key": key, "summary": summary})
+    _stage_path(task).unlink(missing_ok=True)  # used once: the graph is done
+    return dict(summary, cached=False)
+
+
+def _subsample(n: int, k: int, seed: int, key: str) -> np.ndarray:
+    """Sorted ``k`` of ``n`` positions, deterministic per (seed, key)."""
+    s = int.from_bytes(hashlib.sha256(f"{seed}:{key}".encode()).digest()[:8], "little")
+    return np.sort(np.random.default_rng(s).choice(n, k, replace=False))
+
+
+def part_path(features_dir: str | os.PathLike, coll: Collection, split: str, stem: str) -> Path:
+    return Path(features_dir) / coll.slug / "tabular" / "parts" / split / f"{stem}.parquet"
+
+
+def _run(fn: Callable[[Task], dict[str, Any]], tasks: list[Task], jobs: int, desc: str,
+         progress: bool, probe: Callable[[Task], dict[str, Any] | None] | None = None
+         ) -> list[dict[str, Any]]:
+    """Run tasks (largest input first) on a process pool with a progress bar; errors name the file."""
+    tasks = sorted(tasks, key=lambda t: -Path(t.path).stat().st_size)
+    results: list[dict[str, Any]] = []
+    if probe is not None:  # cache hits are answered here, without starting workers
+        hits = [(t, probe(t)) for t in tasks]
+        results = [r for _, r in hits if r is not None]
+        tasks = [t for t, r in hits if r is None]
+    bar = tqdm(total=len(tasks), desc=desc, unit="graph", disable=not progress or not tasks,
+               file=sys.stderr)
+    if jobs <= 1 or len(tasks) <= 1:
+        for t in tasks:
+            results.append(_named(fn, t))
+            bar.update()
+    else:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+            futures = [pool.submit(_named, fn, t) for t in tasks]
+            try:
+                for fut in as_completed(futures):
+                    results.append(fut.result())
+                    bar.update()
+            except BaseException:
+                for fut in futures:  # fail fast: finished graphs stay cached for the rerun
+                    fut.cancel()
+                raise
+    bar.close()
+    return results
+
+
+def _named(fn: Callable[[Task], dict[str, Any]], task: Task) -> dict[str, Any]:
+    """Run ``fn``; any error becomes a picklable ``GraphBuildError`` whose message names the file
+    (worker exceptions cross the process boundary; some, like BadGraphError, do not pickle)."""
+    try:
+        return fn(task)
+    except Exception as exc:
+        msg = str(exc) if task.path in str(exc) else f"{task.path}: {type(exc).__name__}: {exc}"
+        raise GraphBuildError(f"feature build failed: {msg}\n{traceback.format_exc()}") from None
+
+
+class GraphBuildError(RuntimeError):
+    """A graph could not be featurized; the message names the file and the problem."""
