@@ -14,6 +14,7 @@ from features.sample.motifs import build_tile_kernel
 from features.sample.layout_cost import LayoutCostModel
 from features.sample.layout_search import _slot_spaces, encode_node_config_feat, sample_layout_configs
 from features.sample.tile_cost import sample_tile_configs, sample_tile_configs_default, tile_runtime
+from features.sample.physics_alt import cost_models
 
 
 def _rng(seed: int, *key: object) -> np.random.Generator:
@@ -50,13 +51,14 @@ class LayoutGraph:
 
 def make_layout_file(lg: LayoutGraph, search: str, n_configs: int, spec: ScaleSpec,
                      rng: np.random.Generator,
-                     configurable_ops: frozenset[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Arrays of one layout npz and the true runtimes (ns, float)."""
+                     configurable_ops: frozenset[str],
+                     physics: str = "tpu") -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Arrays of one layout npz and the true runtimes (ns, float) under ``physics``."""
     ids = _choose_configurable(lg.fg, rng, *spec.configurable, configurable_ops)
     spaces = _slot_spaces(lg.fg, ids)
     cfg = sample_layout_configs(rng, spaces, n_configs, search)
     cfg = cfg[rng.permutation(n_configs)]  # no positional leak (the pure default is not first)
-    model = LayoutCostModel(lg.fg, ids)
+    model = cost_models(physics)[0](lg.fg, ids)
     true = model.runtimes(cfg[:, :, 0], cfg[:, :, 1], cfg[:, :, 2])
     measured = true * np.exp(rng.normal(0.0, LAYOUT_NOISE, size=len(true)))
     it = _int_dtype(rng)
@@ -71,7 +73,9 @@ def make_layout_file(lg: LayoutGraph, search: str, n_configs: int, spec: ScaleSp
     return arrays, arrays["config_runtime"].astype(np.float64)
 
 
-def make_tile_file(rng: np.random.Generator, spec: ScaleSpec) -> tuple[str, dict, np.ndarray]:
+def make_tile_file(rng: np.random.Generator, spec: ScaleSpec,
+                   physics: str = "tpu") -> tuple[str, dict, np.ndarray]:
+    tile_runtime = cost_models(physics)[1]
     b, info = build_tile_kernel(rng, int(rng.integers(spec.tile_nodes[0], spec.tile_nodes[1] + 1)))
     fg = b.finalize()
     n = int(rng.integers(spec.tile_configs[0], spec.tile_configs[1] + 1))

@@ -1,0 +1,499 @@
+"""A second, independently written cost physics for the sample generator (``--physics alt``).
+
+Why: a ranker tuned on data whose runtimes come from one cost model can learn that model rather
+than anything that carries over to a TPU. With a second physics — other hardware numbers, other
+terms, written without looking at ``layout_cost``/``tile_cost`` or ``features.heuristic`` — a
+modelling change can be kept only when it helps on both. The graphs and the configs of a seed
+are the same under both physics (this module draws no random numbers); only runtimes differ.
+
+The machine ("alt"): a hypothetical accelerator unlike the TPU model of ``features.sample``:
+
+* **Storage tiling.** Arrays are stored in tiles of 64 lanes (minor dim) x 64 bytes of rows
+  (second-minor: 16 rows of f32, 32 of bf16). The minor dim is transferred in 256-byte bursts, so
+  a 2-byte minor run of 64 lanes wastes half of each burst. A second-minor stride that is a
+  multiple of 4 KiB hits the same memory banks (x1.15).
+* **Memory hierarchy.** HBM at 1.6 TB/s behind a 24 MiB cache: an op whose padded working set
+  (operands + output) fits in the cache streams at 2.5x the bandwidth. So padding can push an op
+  out of the cache: a threshold, not a proportional cost.
+* **Compute.** A 256x256 systolic array (200 TFLOP/s for 2-byte types, a quarter for f32);
+  contraction and output-feature dims are padded to 256 (to 128 at half efficiency when <= 128),
+  rows to 8. Time = compute + memory - 60 % of the smaller (partial overlap), plus a 1.2 µs launch.
+* **Layouts at dots.** The LHS contraction dim should be minor (second-minor: x1.15; otherwise
+  the op first relayouts the LHS, paying a full copy); the RHS is best K-by-N row-major (N minor;
+  K minor x1.1; else x1.4); the output wants an N dim minor (an M dim minor: writes x1.3; batch
+  minor x2).
+* **Layouts at convolutions.** Input: feature minor; batch minor is fine for batch >= 64 (x1.3),
+  else x2.5; a spatial dim minor x1.8 (lane-wise im2col). Kernel: out-feature minor and
+  in-feature second-minor; in-feature minor x1.2; else x1.6. Output: feature minor; batch minor
+  x1.2 (batch >= 64) / x2; spatial minor x1.7. Input channels pad to 64, output to 256.
+* **Layout propagation.** An elementwise op takes the layout most of its same-shape operands
+  have (ties: the *last* operand); operands in another layout are copied. A requested input
+  layout other than the operand's actual one is a copy; program outputs must be row-major.
+* **Copies.** read + write of both layouts; the minor dim kept: x1.0 (strided DMA); the two minor
+  dims swapped: x1.25 (register transpose); any other change: x2 (gather); plus 1.5 µs.
+* **Reshape/transpose.** A transpose whose input layout already has the output's physical order
+  is free (a bitcast), otherwise a copy by the rule above. A reshape is a bitcast only between
+  row-major layouts with the same minor dim and a second-minor that keeps the 64-byte row tiles.
+* **Reductions.** Reducing over the minor dim is cheap (x1.1: a lane tree), over the second-minor
+  x1.3 (strided accumulation), over major dims x1.0.
+* **Tile kernels.** Config bounds are read in the format's units (128 lanes on the minor output
+  dim, 8 rows on the second-minor, elements elsewhere; kernel bounds: 128 on the last kernel dim,
+  8 on the one before). One core, an 8 MiB local memory with triple buffering (a working set
+  above it refetches its excess from HBM at half speed), 0.25 µs per grid step, 2 µs launch, DMA
+  efficiency from the contiguous run of the tile's minor extent (512-byte bursts), systolic-array
+  fill from the tile's rows/columns and contraction slice; a contraction split over several
+  steps re-reads the output tile's f32 partial sums.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from functools import lru_cache
+
+import numpy as np
+
+from features.sample.hlo import FlatGraph, Node
+
+# ---- the alt machine -------------------------------------------------------------------------
+LANES = 64
+ROW_BYTES = 64
+BURST = 256
+BANK_STRIDE = 4096
+BANK_PENALTY = 1.15
+HBM_BYTES_PER_NS = 1.6e3
+CACHE_BYTES = 24 * 2 ** 20
+CACHE_SPEEDUP = 2.5
+PEAK_FLOP_PER_NS = 2.0e5
+F32_RATE = 0.25
+ARRAY = 256
+OVERLAP = 0.6
+LAUNCH_NS = 1200.0
+COPY_LAUNCH_NS = 1500.0
+FUSED_FRACTION = 0.25
+LOCAL_BYTES = 8 * 2 ** 20
+BUFFERS = 3
+STEP_NS = 250.0
+TILE_LAUNCH_NS = 2000.0
+TILE_BURST = 512
+
+BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4,
+         "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
+ELEMENTWISE = frozenset({"add", "subtract", "multiply", "divide", "maximum", "minimum",
+                         "exponential", "tanh", "rsqrt", "sqrt", "negate", "abs", "log", "convert",
+                         "select", "compare", "power", "logistic", "clamp"})
+FREE = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast"})
+
+
+@lru_cache(maxsize=None)
+def perms(rank: int) -> tuple[tuple[int, ...], ...]:
+    """Layouts of a rank in the config encoding's order: minor_to_major tuples (id = index)."""
+    return tuple(itertools.permutations(range(rank)))
+
+
+@lru_cache(maxsize=None)
+def row_major_id(rank: int) -> int:
+    return perms(rank).index(tuple(range(rank - 1, -1, -1))) if rank else 0
+
+
+def _nbytes(dtype: str) -> int:
+    return BYTES.get(dtype, 4)
+
+
+def _ceil(x: float, m: int) -> int:
+    return int(-(-x // m) * m)
+
+
+@lru_cache(maxsize=None)
+def stored_bytes(shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """Bytes moved to stream an array in each layout: tile padding, burst waste, bank conflicts."""
+    b = _nbytes(dtype)
+    if not shape:
+        return np.array([float(b)])
+    rows = max(1, ROW_BYTES // b)
+    out = []
+    for p in perms(len(shape)):
+        minor = _ceil(shape[p[0]], LANES)
+        run = minor * b
+        transferred = _ceil(run, BURST)
+        second = _ceil(shape[p[1]], rows) if len(p) > 1 else 1
+        rest = math.prod(shape[d] for d in p[2:]) if len(p) > 2 else 1
+        total = float(transferred * second * rest)
+        if len(p) > 1 and transferred % BANK_STRIDE == 0 and second >= 8:
+            total *= BANK_PENALTY
+        out.append(total)
+    return np.array(out)
+
+
+def _table(shape: tuple[int, ...], dtype: str, ids) -> np.ndarray:
+    return stored_bytes(shape, dtype)[np.asarray(ids)]
+
+
+def _overlap(compute, memory):
+    return compute + memory - OVERLAP * np.minimum(compute, memory)
+
+
+def _bandwidth(working_set) -> np.ndarray:
+    return np.where(np.asarray(working_set) <= CACHE_BYTES, HBM_BYTES_PER_NS * CACHE_SPEEDUP,
+                    HBM_BYTES_PER_NS)
+
+
+def _pairwise(fn, a, b) -> np.ndarray:
+    """``fn(a_id, b_id)`` over broadcast id arrays, each distinct pair computed once."""
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    pairs, inv = np.unique(np.stack([a.ravel(), b.ravel()], 1), axis=0, return_inverse=True)
+    vals = np.array([fn(int(x), int(y)) for x, y in pairs])
+    return vals[inv.reshape(-1)].reshape(a.shape)
+
+
+def _copy_one(shape: tuple[int, ...], dtype: str, a: int, b: int) -> float:
+    if a == b or len(shape) < 2:
+        return 0.0
+    pa, pb = perms(len(shape))[a], perms(len(shape))[b]
+    factor = 1.0 if pa[0] == pb[0] else 1.25 if (pa[0], pa[1]) == (pb[1], pb[0]) else 2.0
+    moved = stored_bytes(shape, dtype)[a] + stored_bytes(shape, dtype)[b]
+    return float(factor * moved / _bandwidth(moved) + COPY_LAUNCH_NS)
+
+
+def copy_cost(shape: tuple[int, ...], dtype: str, a, b) -> np.ndarray:
+    """ns to relayout an array from layout ids ``a`` to ``b`` (arrays broadcast)."""
+    return _pairwise(lambda x, y: _copy_one(shape, dtype, x, y), a, b)
+
+
+def _pad_array(d: int) -> float:
+    """Systolic-array padding of a contraction / output-feature extent (work units)."""
+    return 2.0 * _ceil(d, 128) if d <= 128 else float(_ceil(d, ARRAY))
+
+
+def _rate(dtype: str) -> float:
+    return PEAK_FLOP_PER_NS * (F32_RATE if _nbytes(dtype) >= 4 else 1.0)
+
+
+@lru_cache(maxsize=None)
+def _factor_table(rank: int, best: tuple[int, ...], good: tuple[int, ...], good_f: float,
+                  other_f: float, pos: int = 0) -> np.ndarray:
+    """Per layout: 1 when the dim at physical position ``pos`` (0 = minor) is in ``best``,
+    ``good_f`` when in ``good``, else ``other_f``."""
+    out = []
+    for p in perms(rank):
+        d = p[pos] if pos < len(p) else -1
+        out.append(1.0 if d in best else good_f if d in good else other_f)
+    return np.array(out)
+
+
+# ---- layout graphs ---------------------------------------------------------------------------
+def _default_id(nd: Node) -> int:
+    r = len(nd.shape)
+    if nd.layout is not None and len(nd.layout) == r:
+        return perms(r).index(tuple(nd.layout))
+    return row_major_id(r)
+
+
+def _relayout_factor(pa: tuple[int, ...], pb: tuple[int, ...]) -> float:
+    if pa == pb:
+        return 0.0
+    if pa[0] == pb[0]:
+        return 1.0
+    return 1.25 if len(pa) > 1 and (pa[0], pa[1]) == (pb[1], pb[0]) else 2.0
+
+
+class AltLayoutCostModel:
+    """Runtimes (ns) of layout configs of one graph under the alt physics.
+
+    Same interface as the TPU model: ``AltLayoutCostModel(fg, config_ids).runtimes(out, in, k)``
+    with ``(c, nc)`` layout ids per configurable node (-1 = compiler default: the node's own
+    layout, else row-major, for outputs; "as it is" for inputs).
+    """
+
+    def __init__(self, fg: FlatGraph, config_ids: np.ndarray) -> None:
+        self.fg = fg
+        self.slot = {int(u): j for j, u in enumerate(np.asarray(config_ids).reshape(-1).tolist())}
+
+    def _ops(self, u: int) -> list[int]:
+        return self.fg.operands(u)[:len(dict.fromkeys(self.fg.nodes[u].operands))]
+
+    def runtimes(self, out_ids: np.ndarray, in_ids: np.ndarray, k_ids: np.ndarray) -> np.ndarray:
+        fg = self.fg
+        c = out_ids.shape[0]
+        lay: list = [0] * len(fg.nodes)
+        total = np.zeros(c)
+        for u in range(fg.entry_start, len(fg.nodes)):
+            nd = fg.nodes[u]
+            ops = self._ops(u)
+            j = self.slot.get(u)
+            if j is not None:
+                cost = self._configured(nd, ops, lay, u, out_ids[:, j], in_ids[:, j], k_ids[:, j])
+            else:
+                cost = self._plain(nd, ops, lay, u)
+            total = total + cost
+        return total + self._outputs(lay)
+
+    # -- node kinds --------------------------------------------------------------------------
+    def _requested(self, v: int, actual, req) -> tuple[np.ndarray, np.ndarray]:
+        """(layout the op reads, copy cost to get it) for operand ``v``."""
+        nd = self.fg.nodes[v]
+        if len(nd.shape) < 2:
+            return np.asarray(actual), np.zeros(())
+        want = np.where(req < 0, actual, req)
+        return want, copy_cost(nd.shape, nd.dtype, actual, want)
+
+    def _configured(self, nd: Node, ops: list[int], lay: list, u: int, out, req_in, req_k):
+        r = len(nd.shape)
+        lay[u] = np.where(out < 0, _default_id(nd), out) if r else 0
+        x, extra = self._requested(ops[0], lay[ops[0]], req_in)
+        w = lay[ops[1]] if len(ops) > 1 else 0
+        if nd.op == "convolution":
+            w, extra_k = self._requested(ops[1], lay[ops[1]], req_k)
+            extra = extra + extra_k
+        return extra + self._compute(nd, ops, lay, x, w, lay[u])
+
+    def _plain(self, nd: Node, ops: list[int], lay: list, u: int):
+        if nd.op in ELEMENTWISE:
+            return self._elementwise(nd, ops, lay, u)
+        lay[u] = _default_id(nd)
+        if nd.op in FREE:
+            return 0.0
+        if nd.op == "broadcast":
+            out = _table(nd.shape, nd.dtype, lay[u])
+            return FUSED_FRACTION * out / _bandwidth(out)
+        return self._compute(nd, ops, lay, lay[ops[0]] if ops else 0,
+                             lay[ops[1]] if len(ops) > 1 else 0, lay[u])
+
+    def _compute(self, nd: Node, ops: list[int], lay: list, x, w, out):
+        """Cost of a node reading operand 0 in layout ``x``, operand 1 in ``w``, writing ``out``."""
+        fg = self.fg
+        if nd.op == "dot":
+            return _dot_cost(nd, fg.nodes[ops[0]], fg.nodes[ops[1]], x, w, out)
+        if nd.op == "convolution":
+            return _conv_cost(nd, fg.nodes[ops[0]], fg.nodes[ops[1]], x, w, out)
+        if nd.op == "reshape":
+            return _reshape_cost(nd, fg.nodes[ops[0]], x, out)
+        if nd.op == "transpose":
+            return _transpose_cost(nd, fg.nodes[ops[0]], x, out)
+        if nd.op == "reduce":
+            return _reduce_cost(nd, fg.nodes[ops[0]], x, out)
+        return _memory_op(nd, [fg.nodes[v] for v in ops], [x] + [lay[v] for v in ops[1:]], out)
+
+    def _elementwise(self, nd: Node, ops: list[int], lay: list, u: int):
+        same = [v for v in ops if self.fg.nodes[v].shape == nd.shape]
+        if not same or len(nd.shape) < 2:
+            lay[u] = _default_id(nd)
+            out = _table(nd.shape, nd.dtype, lay[u])
+            return FUSED_FRACTION * out / _bandwidth(out)
+        cand = np.stack(np.broadcast_arrays(*[np.asarray(lay[v]) for v in same]), 0)
+        votes = (cand[:, None] == cand[None, :]).sum(axis=1) * len(same) + np.arange(len(same)).reshape(
+            (-1,) + (1,) * (cand.ndim - 1))
+        chosen = np.take_along_axis(cand, votes.argmax(axis=0)[None], 0)[0]
+        lay[u] = chosen
+        copies = sum(copy_cost(nd.shape, self.fg.nodes[v].dtype, lay[v], chosen) for v in same)
+        out = _table(nd.shape, nd.dtype, chosen)
+        return copies + FUSED_FRACTION * out / _bandwidth(out)
+
+    def _outputs(self, lay: list):
+        fg = self.fg
+        root = len(fg.nodes) - 1
+        outs = self._ops(root) if fg.nodes[root].op == "tuple" else [root]
+        cost = 0.0
+        for v in outs:
+            nd = fg.nodes[v]
+            if len(nd.shape) >= 2:
+                cost = cost + copy_cost(nd.shape, nd.dtype, lay[v], row_major_id(len(nd.shape)))
+        return cost
+
+
+def _memory_op(nd: Node, operands: list[Node], lays: list, out) -> np.ndarray:
+    """Ops that only move data: read the operands in their layouts, write the output."""
+    moved = sum((_table(o.shape, o.dtype, a) for o, a in zip(operands, lays)), np.zeros(()))
+    moved = moved + _table(nd.shape, nd.dtype, out)
+    return moved / _bandwidth(moved) + LAUNCH_NS
+
+
+def _dot_cost(nd: Node, sx: Node, sw: Node, x, w, out) -> np.ndarray:
+    dims = nd.attrs.get("dot", {})
+    lc, rc = tuple(dims.get("lc", (len(sx.shape) - 1,))), tuple(dims.get("rc", (0,)))
+    lb, rb = tuple(dims.get("lb", ())), tuple(dims.get("rb", ()))
+    m_dims = [d for d in range(len(sx.shape)) if d not in lc and d not in lb]
+    n_dims = [d for d in range(len(sw.shape)) if d not in rc and d not in rb]
+    batch = math.prod(sx.shape[d] for d in lb)
+    m = math.prod(sx.shape[d] for d in m_dims)
+    k = math.prod(sx.shape[d] for d in lc)
+    n = math.prod(sw.shape[d] for d in n_dims)
+    work = 2.0 * batch * _ceil(m, 8) * _pad_array(k) * _pad_array(n) / _rate(nd.dtype)
+    rx, rw, ro = len(sx.shape), len(sw.shape), len(nd.shape)
+    extra = 0.0
+    if rx >= 2:
+        minor_ok = _factor_table(rx, lc, (), 1.0, 0.0)
+        second_ok = _factor_table(rx, lc, (), 1.15, 0.0, pos=1)
+        f_x = np.where(minor_ok[np.asarray(x)] > 0, 1.0, second_ok[np.asarray(x)])
+        needs = f_x == 0.0
+        target = _contract_minor_id(rx, lc)
+        extra = np.where(needs, copy_cost(sx.shape, sx.dtype, x, target), 0.0)
+        f_x = np.where(needs, 1.0, f_x)
+    else:
+        f_x = 1.0
+    f_w = 1.0
+    if rw >= 2:
+        best = np.array([1.0 if p[0] in n_dims and p[1] in rc else 1.1 if p[0] in rc else 1.4
+                         for p in perms(rw)])
+        f_w = best[np.asarray(w)]
+    f_o = 1.0
+    if ro >= 1:
+        n_out = tuple(range(len(lb) + len(m_dims), ro))
+        m_out = tuple(range(len(lb), len(lb) + len(m_dims)))
+        f_o = _factor_table(ro, n_out, m_out, 1.3, 2.0)[np.asarray(out)]
+    xb, wb, ob = _table(sx.shape, sx.dtype, x), _table(sw.shape, sw.dtype, w), _table(nd.shape, nd.dtype, out)
+    memory = (xb + wb + ob * f_o) / _bandwidth(xb + wb + ob)
+    return _overlap(work * f_x * f_w, memory) + LAUNCH_NS + extra
+
+
+@lru_cache(maxsize=None)
+def _contract_minor_id(rank: int, lc: tuple[int, ...]) -> int:
+    """The layout a dot relayouts its LHS to: the last contracting dim minor, others row-major."""
+    minor = lc[-1]
+    return perms(rank).index((minor,) + tuple(d for d in range(rank - 1, -1, -1) if d != minor))
+
+
+def _conv_cost(nd: Node, sx: Node, sw: Node, x, w, out) -> np.ndarray:
+    dn = nd.attrs.get("conv", {})
+    r = len(nd.shape)
+    ib, i_f = dn.get("ib", 0), dn.get("if_", len(sx.shape) - 1)
+    ki, ko = dn.get("ki", len(sw.shape) - 2), dn.get("ko", len(sw.shape) - 1)
+    ob, of = dn.get("ob", 0), dn.get("of", r - 1)
+    ksp = dn.get("ksp", [d for d in range(len(sw.shape)) if d not in (ki, ko)])
+    cin, cout = sx.shape[i_f], max(1, nd.shape[of])
+    spatial = math.prod(nd.shape) / cout
+    work = 2.0 * spatial * _pad_array(cout) * _ceil(cin, 64) * math.prod(sw.shape[d] for d in ksp)
+    work /= _rate(nd.dtype)
+    batch_in, batch_out = sx.shape[ib], nd.shape[ob]
+    f_x = _factor_table(len(sx.shape), (i_f,), (ib,), 1.3 if batch_in >= 64 else 2.5, 1.8)[np.asarray(x)]
+    kt = np.array([1.0 if p[0] == ko and p[1] == ki else 1.2 if p[0] == ki else 1.6
+                   for p in perms(len(sw.shape))])
+    f_w = kt[np.asarray(w)]
+    f_o = _factor_table(r, (of,), (ob,), 1.2 if batch_out >= 64 else 2.0, 1.7)[np.asarray(out)]
+    xb, wb, obytes = _table(sx.shape, sx.dtype, x), _table(sw.shape, sw.dtype, w), _table(nd.shape, nd.dtype, out)
+    moved = xb + wb + obytes
+    return _overlap(work * f_x * f_w * f_o, moved / _bandwidth(moved)) + LAUNCH_NS
+
+
+def _reshape_cost(nd: Node, sx: Node, x, out) -> np.ndarray:
+    ri, ro = len(sx.shape), len(nd.shape)
+    rows = max(1, ROW_BYTES // _nbytes(nd.dtype))
+
+    def one(a: int, b: int) -> float:
+        bitcast = (a == row_major_id(ri) and b == row_major_id(ro)
+                   and (ri == 0 or ro == 0 or sx.shape[-1] == nd.shape[-1])
+                   and (min(ri, ro) < 2 or sx.shape[-2] == nd.shape[-2]
+                        or (sx.shape[-2] % rows == 0 and nd.shape[-2] % rows == 0)))
+        if bitcast:
+            return 0.0
+        moved = stored_bytes(sx.shape, sx.dtype)[a] + stored_bytes(nd.shape, nd.dtype)[b]
+        return float(1.5 * moved / _bandwidth(moved) + COPY_LAUNCH_NS)
+
+    return _pairwise(one, x, out)
+
+
+def _transpose_cost(nd: Node, sx: Node, x, out) -> np.ndarray:
+    r = len(nd.shape)
+    perm = tuple(nd.attrs.get("dimensions", range(r)))
+
+    def one(a: int, b: int) -> float:
+        if r < 2:
+            return 0.0
+        p_in = perms(r)[a]
+        q = tuple(perm[d] for d in perms(r)[b])  # output's physical order, in input dims
+        factor = _relayout_factor(p_in, q)
+        if factor == 0.0:
+            return 0.0
+        moved = stored_bytes(sx.shape, sx.dtype)[a] + stored_bytes(nd.shape, nd.dtype)[b]
+        return float(factor * moved / _bandwidth(moved) + COPY_LAUNCH_NS)
+
+    return _pairwise(one, x, out)
+
+
+def _reduce_cost(nd: Node, sx: Node, x, out) -> np.ndarray:
+    dims = tuple(nd.attrs.get("dimensions", ()))
+    ri = len(sx.shape)
+    f = 1.0
+    if ri >= 2:  # minor dim reduced: lane tree x1.1; else second-minor reduced: strided x1.3
+        second = _factor_table(ri, (), dims, 1.3, 1.0, pos=1)[np.asarray(x)]
+        f = np.where(_factor_table(ri, dims, (), 1.0, 0.0)[np.asarray(x)] > 0, 1.1, second)
+    xb, obytes = _table(sx.shape, sx.dtype, x), _table(nd.shape, nd.dtype, out)
+    return (xb * f + obytes) / _bandwidth(xb + obytes) + LAUNCH_NS
+
+
+# ---- tile kernels ----------------------------------------------------------------------------
+def _tile_extents(info: dict, feats: np.ndarray) -> np.ndarray:
+    """(n, rank) output tile extents in elements from ``output_bounds`` (format units)."""
+    shape, layout = list(info["out_shape"]), list(info["layout"])
+    r = len(shape)
+    unit = np.ones(r)
+    if r:
+        unit[layout[0]] = 128.0
+    if r > 1:
+        unit[layout[1]] = 8.0
+    bounds = np.maximum(feats[:, 8:8 + r].astype(np.float64), 1.0)
+    return np.minimum(bounds * unit, np.array(shape, np.float64))
+
+
+def alt_tile_runtime(info: dict, feats: np.ndarray) -> np.ndarray:
+    """True runtime (ns) of a fused kernel for each tile config row, alt physics."""
+    feats = np.asarray(feats)
+    shape = np.array(info["out_shape"], np.float64)
+    b = float(_nbytes(info["dtype"]))
+    n = feats.shape[0]
+    if shape.size == 0:
+        return np.full(n, TILE_LAUNCH_NS + STEP_NS)
+    ext = _tile_extents(info, feats)
+    steps = np.prod(np.ceil(shape / ext), axis=1)
+    tile = np.prod(ext, axis=1)
+    minor = ext[:, list(info["layout"])[0]]
+    rows = tile / minor
+    contract = float(info["contract"])
+    if contract:
+        ks = tuple(info["kernel_shape"])
+        cin = float(info["cin"]) or contract
+        k_bound = np.maximum(feats[:, len(ks) - 2].astype(np.float64), 1.0) if len(ks) >= 2 else \
+            np.full(n, cin / 8)
+        k_slice = contract / cin * np.minimum(cin, k_bound * 8.0)
+        ksteps = np.ceil(contract / k_slice)
+        pad_k = np.where(k_slice <= 128, 2.0 * np.ceil(k_slice / 128) * 128, np.ceil(k_slice / ARRAY) * ARRAY)
+        pad_n = np.where(minor <= 128, 2.0 * np.ceil(minor / 128) * 128, np.ceil(minor / ARRAY) * ARRAY)
+        compute = 2.0 * np.ceil(rows / 8) * 8 * pad_n * pad_k / _rate(info["dtype"])
+        load = (rows * k_slice + k_slice * minor) * b
+        partial = np.where(ksteps > 1, 2.0 * tile * 4.0, 0.0)  # f32 partial sums re-read/written
+        store = tile * b / ksteps
+        grid = steps * ksteps
+    else:
+        in_per_out = float(info["in_bytes"]) / max(1.0, float(np.prod(shape)))
+        copy = 1.3 if info.get("kind") == "copy" else 1.0
+        compute = tile / 1024.0 * (2.0 if info.get("reduce") else 1.0)
+        load = tile * in_per_out * copy
+        partial = np.zeros(n)
+        store = tile * b
+        grid = steps
+    run = minor * b
+    dma_eff = np.minimum(1.0, run / TILE_BURST) ** 0.5
+    per_step_bytes = load + store + 0.25 * partial
+    working = BUFFERS * (load + tile * b)
+    spill = np.maximum(0.0, working - LOCAL_BYTES)
+    memory = per_step_bytes / (HBM_BYTES_PER_NS * dma_eff) + 2.0 * spill / HBM_BYTES_PER_NS
+    per_step = np.maximum(compute, memory) + STEP_NS
+    fill = (load + store) / (HBM_BYTES_PER_NS * dma_eff)  # first load and last store exposed
+    return TILE_LAUNCH_NS + grid * per_step + fill
+
+
+# ---- choosing a physics ----------------------------------------------------------------------
+PHYSICS: tuple[str, ...] = ("tpu", "alt")
+
+
+def cost_models(physics: str = "tpu") -> tuple[type, object]:
+    """(layout cost model class, tile runtime function) of a physics: ``tpu`` (the generator's
+    own, ``layout_cost``/``tile_cost``) or ``alt`` (this module)."""
+    if physics == "alt":
+        return AltLayoutCostModel, alt_tile_runtime
+    if physics == "tpu":
+        from features.sample.layout_cost import LayoutCostModel
+        from features.sample.tile_cost import tile_runtime
+
+        return LayoutCostModel, tile_runtime
+    raise ValueError(f"unknown physics {physics!r}; expected one of {PHYSICS}")
