@@ -77,6 +77,10 @@ test-slow: $(STAMP)
 bench: $(STAMP)
 	$(PY) tests/bench/run.py
 
+# kaggle-shaped data (features.sample.kaggle) -> generate / validate / build: time, RSS, fds, WORK size
+bench-scale: $(STAMP)
+	$(PY) tests/bench/bench_scale.py $(if $(GRAPH_FRACTION),--graph-fraction $(GRAPH_FRACTION)) $(if $(CONFIG_FRACTION),--config-fraction $(CONFIG_FRACTION))
+
 # notebooks/*.py (jupytext percent format) -> notebooks/*.ipynb, cells unexecuted
 notebooks: $(STAMP)
 	$(PY) -m jupytext --to ipynb notebooks/eda.py notebooks/train.py notebooks/inference.py

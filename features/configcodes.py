@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from features.io import (BadGraphError, Graph, graph_from_arrays, iter_npz_rows, load_npz,
-                         npz_headers, open_npz, read_npz_member)
+from features.io import (BadGraphError, Graph, _member_header, graph_from_arrays, iter_npz_rows,
+                         load_npz, open_npz, read_npz_member)
 
 __all__ = ["CodedConfigs", "CodeTable", "pack_keys", "unpack_keys", "encode_npz_configs",
            "encode_array", "load_coded"]
@@ -169,11 +169,12 @@ def load_coded(path: str | os.PathLike, chunk: int = 4096, configs: bool = True)
     for passes that only need the nodes, without decompressing the big member."""
     zf = open_npz(path)
     try:
-        headers = npz_headers(path, zf)
-        if "node_config_feat" not in headers:
+        names = [n[:-4] for n in zf.namelist() if n.endswith(".npy")]
+        if "node_config_feat" not in names:  # tile: small, one plain read
+            zf.close()
             return load_npz(path)
-        arrays = {k: read_npz_member(path, k, zf=zf) for k in headers if k != "node_config_feat"}
-        shape = headers["node_config_feat"].shape
+        arrays = {k: read_npz_member(path, k, zf=zf) for k in names if k != "node_config_feat"}
+        shape = _member_header(zf, zf.getinfo("node_config_feat.npy"), path).shape
         if len(shape) != 3 or shape[2] != WIDTH:
             raise BadGraphError(path, f"node_config_feat has shape {shape}, expected (c, nc, 18)")
         arrays["node_config_feat"] = encode_npz_configs(path, shape[0], shape[1], chunk, zf=zf) \

@@ -1,6 +1,7 @@
 """Real-shape benchmark: generate a kaggle-shaped dataset, then time ``features validate`` and
 ``features build`` on it, each in a child process whose peak RSS and open descriptors are
-measured. Prints a table and writes ``benchmarks/scale.json`` (``make bench-scale``).
+measured. Prints a table and records the run in ``benchmarks/scale.json`` (``{"runs": [...]}``, one entry per
+graph fraction, config fraction and preset; ``make bench-scale``).
 
     python tests/bench/bench_scale.py [--graph-fraction 0.05] [--config-fraction 0.03125]
         [--jobs 2] [--data DIR] [--work DIR] [--out benchmarks/scale.json] [--keep]
@@ -139,7 +140,12 @@ def main(argv: list[str] | None = None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         from tpurank.atomic import write_json
 
-        write_json(out, result)
+        runs = json.loads(out.read_text()).get("runs", []) if out.is_file() else []
+        same = (a.graph_fraction, a.config_fraction, a.preset)
+        runs = [r for r in runs if (r["dataset"]["graph_fraction"], r["dataset"]["config_fraction"],
+                                    r["preset"]) != same] + [result]
+        write_json(out, {"about": "tests/bench/bench_scale.py: one entry per (graph fraction, config "
+                                  "fraction, preset), the latest run of each", "runs": runs})
         print(f"kaggle-shaped data: {n_files} files, {n_configs} configs, "
               f"{input_bytes / 2**20:.1f} MiB (G={a.graph_fraction:g}, F={a.config_fraction:g})")
         for s in stages:

@@ -308,3 +308,16 @@ def test_node_stage_of_train_graphs_runs_once(root: Path, tmp_path: Path, monkey
     fd = build_features(config(root, tmp_path, collections="layout:xla:random", splits="train"))
     assert len(calls) == len(discover(root, [LAYOUT], ["train"]))
     assert not list((fd / LAYOUT.slug / "norm_parts").glob("*/*.stage.npz"))  # used, then dropped
+
+
+def test_tabular_train_rows_capped_valid_complete(root: Path, tmp_path: Path) -> None:
+    cfg = config(root, tmp_path, collections="layout:xla:random", splits="train,valid",
+                 tabular_max_train_rows=3)
+    fd = build_features(cfg)
+    train = pl.read_parquet(tabular_path(fd, LAYOUT, "train"))
+    assert train.group_by("graph").len()["len"].max() == 3
+    valid = pl.read_parquet(tabular_path(fd, LAYOUT, "valid"))
+    sources = {gf.stem: load_graph(gf.path).num_configs for gf in discover(root, [LAYOUT], ["valid"])}
+    assert dict(valid.group_by("graph").len().iter_rows()) == sources
+    # the GNN still sees every (deduplicated) train config
+    assert sum(g.num_configs for g in iter_processed(fd, LAYOUT, "train")) > 3 * len(train["graph"].unique())
