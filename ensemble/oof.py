@@ -148,24 +148,80 @@ def detect_folds(preds_dir: str | Path, models: Sequence[str], coll: Collection)
     return ks[0]
 
 
-def run_fold_scores(cfg, coll: Collection, model: str, truth: Mapping[str, np.ndarray],
+def run_fold_scores(cfg, coll: Collection, model: str, labelled: Mapping[str, np.ndarray],
                     folds: int, default_fold_of: Mapping[str, int]) -> dict[str, dict]:
-    """OOF scores of each seed run of ``model`` alone, over the folds of that run's own plan."""
-    from models.predictions import OOF_SPLIT, model_runs, predictions_path, read_predictions
+    """OOF scores of each seed run of ``model`` alone (on the configs it predicted), over the
+    folds of that run's own plan."""
+    from models.predictions import OOF_SPLIT, model_runs, predictions_path, read_oof
 
     out = {}
     for run in model_runs(cfg.preds_dir, model):
-        path = predictions_path(cfg.preds_dir, run, coll, OOF_SPLIT)
-        if not path.is_file():
+        if not predictions_path(cfg.preds_dir, run, coll, OOF_SPLIT).is_file():
             continue
         seed = run_seed(run)
         own = plan_path(cfg.work, coll, folds, seed) if seed is not None else None
         fold_of = stem_folds(load_plan(own)) if own is not None and own.is_file() else default_fold_of
-        preds = read_predictions(path)
-        stems = {s: t for s, t in truth.items() if s in preds and s in fold_of}
-        out[run] = {k: v for k, v in fold_scores(coll, preds, stems, fold_of).items()
+        oof = read_oof(cfg.preds_dir, run, coll)
+        stems = [s for s in oof if s in labelled and s in fold_of]
+        costs = {s: oof[s][1] for s in stems}
+        truth = {s: _at(labelled[s], oof[s][0], f"{run}/{coll.slug}/oof") for s in stems}
+        out[run] = {k: v for k, v in fold_scores(coll, costs, truth, fold_of).items()
                     if k != "per_graph"}
     return out
+
+
+def _at(target: np.ndarray, idx: np.ndarray, what: str) -> np.ndarray:
+    if idx.size and (idx.min() < 0 or idx.max() >= target.size):
+        raise ValueError(f"{what}: config index {int(idx.max())} out of range for a graph with "
+                         f"{target.size} configs")
+    return np.asarray(target)[idx]
+
+
+def _positions(idx: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    order = np.argsort(idx, kind="stable")
+    return order[np.searchsorted(idx[order], wanted)]
+
+
+def load_aligned_oof(cfg, coll: Collection, labelled: Mapping[str, np.ndarray]
+                     ) -> tuple[list[dict[str, np.ndarray]], dict[str, np.ndarray], dict]:
+    """Per model, its seed runs' OOF costs normalised (``cfg.norm``) and averaged, on the
+    configs that *every* run of every model predicted (train graphs' OOF may cover a
+    deduplicated / subsampled set of configs, ``oof-config.npz``); the truth on those configs;
+    and what was dropped (graphs not predicted by all runs, or with < 2 common configs)."""
+    from models.predictions import OOF_SPLIT, model_runs, normalise_costs, predictions_path, read_oof
+
+    runs = {m: [r for r in model_runs(cfg.preds_dir, m)
+                if predictions_path(cfg.preds_dir, r, coll, OOF_SPLIT).is_file()]
+            for m in cfg.model_list}
+    data = {m: [read_oof(cfg.preds_dir, r, coll) for r in rs] for m, rs in runs.items()}
+    every = [d for ds in data.values() for d in ds]
+    stems = sorted(set.intersection(*[set(d) for d in every]))
+    unknown = [s for s in stems if s not in labelled]
+    if unknown:
+        raise ValueError(f"{coll.name}/oof: predictions for {len(unknown)} graph(s) that are not "
+                         f"labelled graphs under {cfg.data}, e.g. {unknown[:3]}")
+    partial = sorted(set.union(*[set(d) for d in every]) - set(stems))
+    normed: list[dict[str, np.ndarray]] = [{} for _ in cfg.model_list]
+    truth: dict[str, np.ndarray] = {}
+    index: dict[str, np.ndarray] = {}
+    few: list[str] = []
+    for stem in stems:
+        common = every[0][stem][0]
+        for d in every[1:]:
+            common = np.intersect1d(common, d[stem][0])
+        common = np.unique(common)
+        if common.size < 2:
+            few.append(stem)
+            continue
+        truth[stem] = _at(labelled[stem], common, f"{coll.name}/oof graph {stem}")
+        index[stem] = common
+        for i, m in enumerate(cfg.model_list):
+            parts = [normalise_costs(d[stem][1][_positions(d[stem][0], common)], cfg.norm)
+                     for d in data[m]]
+            normed[i][stem] = np.mean(parts, axis=0).astype(np.float32).astype(np.float64)
+    info = {"runs": runs, "not_in_every_run": partial, "under_2_common_configs": few,
+            "configs": int(sum(t.size for t in truth.values())), "index": index}
+    return normed, truth, info
 
 
 def check_manifests(work: str | Path, coll: Collection) -> list[str]:
@@ -199,7 +255,8 @@ def check_manifests(work: str | Path, coll: Collection) -> list[str]:
 def blend_collection_oof(cfg, coll: Collection) -> tuple[dict, dict[str, np.ndarray]]:
     """Fit on OOF, report nested; blend valid (nested weights) and test (all-OOF weights)."""
     from features.io import discover
-    from models.predictions import OOF_SPLIT, predictions_path, write_predictions
+    from models.predictions import OOF_CONFIG_SPLIT, OOF_SPLIT, predictions_path, write_predictions
+    from tpurank.atomic import save_npz
 
     from ensemble.blend import BLEND_MODEL, _load_normed, _mean_score, _require
     from ensemble.truth import config_count
@@ -207,30 +264,30 @@ def blend_collection_oof(cfg, coll: Collection) -> tuple[dict, dict[str, np.ndar
     folds = cfg.folds or detect_folds(cfg.preds_dir, cfg.model_list, coll)
     plan = plan_for(cfg.work, cfg.data, coll, folds, cfg.seed)
     fold_of = stem_folds(plan)
-    normed = _load_normed(cfg, coll, OOF_SPLIT)
     labelled = labelled_truth(cfg.data, coll)
-    extra = sorted(set(normed[0]) - set(labelled))
-    if extra:
-        raise ValueError(f"{coll.name}/oof: predictions for {len(extra)} graph(s) that are not "
-                         f"labelled graphs under {cfg.data}, e.g. {extra[:3]}")
-    unplanned = sorted(set(normed[0]) - set(fold_of))
+    normed, truth, aligned = load_aligned_oof(cfg, coll, labelled)
+    unplanned = sorted(set(truth) - set(fold_of))
     if unplanned:
         raise ValueError(f"{coll.name}/oof: {len(unplanned)} predicted graph(s) not in the fold "
                          f"plan {plan.path}, e.g. {unplanned[:3]}")
-    truth = {s: t for s, t in labelled.items() if s in normed[0]}
-    for model, preds in zip(cfg.model_list, normed):
-        _require(preds, {s: len(t) for s, t in truth.items()}, f"{coll.name}/oof, model {model}")
+    if len(truth) < 2:
+        raise ValueError(f"{coll.name}/oof: {len(truth)} graph(s) predicted by every model run; "
+                         "nothing to fit a blend on")
     scorer = GraphScorer(coll, normed, truth, cfg.max_fit_configs)
     fit = fit_weights(coll, normed, truth, cfg.grid_step, cfg.alphas, scorer=scorer)
     nested = nested_blend(coll, normed, truth, fold_of, cfg.grid_step, cfg.alphas, scorer)
     manifests = check_manifests(cfg.work, coll)
     oof = {"folds": folds, "plan": str(plan.path), "n_graphs": len(truth), "manifests": manifests,
-           "n_labelled": len(labelled), "blend": nested.to_json(), "models": {}, "runs": {}}
+           "n_labelled": len(labelled), "n_configs": aligned["configs"],
+           "not_in_every_run": aligned["not_in_every_run"],
+           "under_2_common_configs": aligned["under_2_common_configs"], "blend": nested.to_json(), "models": {}, "runs": {}}
     for model, preds in zip(cfg.model_list, normed):
         oof["models"][model] = fold_scores(coll, preds, truth, fold_of)
-        runs = run_fold_scores(cfg, coll, model, truth, folds, fold_of)
+        runs = run_fold_scores(cfg, coll, model, labelled, folds, fold_of)
         oof["runs"][model] = {"per_run": runs, "spread": seed_spread(runs)} if runs else {}
     write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, OOF_SPLIT), nested.costs)
+    save_npz(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, OOF_CONFIG_SPLIT),
+             **{s: aligned["index"][s] for s in nested.costs})
 
     valid_truth = {s: t for s, t in split_truth(cfg.data, coll, "valid").items() if s in truth}
     summary = {"protocol": "oof", "weights": dict(zip(cfg.model_list, fit.weights)),
@@ -240,7 +297,9 @@ def blend_collection_oof(cfg, coll: Collection) -> tuple[dict, dict[str, np.ndar
         for model, preds in zip(cfg.model_list, valid_normed):
             _require(preds, {s: len(t) for s, t in valid_truth.items()}, f"{coll.name}/valid, model {model}")
             summary["valid_score"][model] = _mean_score(coll, preds, valid_truth)
-        valid_costs = {s: nested.costs[s] for s in sorted(valid_truth)}
+        # each official valid graph blended with the weights fitted without its fold
+        valid_costs = {s: blend_costs(valid_normed, nested.weights[str(fold_of[s])], [s])[s]
+                       for s in sorted(valid_truth)}
         write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, "valid"), valid_costs)
         summary["valid_score"][BLEND_MODEL] = _mean_score(coll, valid_costs, valid_truth)
     test_sizes = {gf.stem: config_count(gf.path) for gf in discover(cfg.data, [coll], ["test"])}

@@ -88,7 +88,8 @@ def to_markdown(result: dict) -> str:
     models = result["models"] + [BLEND_MODEL]
     lines = []
     for split in ("valid", "test"):
-        title = "valid" if split == "valid" else "hidden test (generated sample only)"
+        title = ("valid (the blend column is in-sample: its weights were fitted on these graphs)"
+                 if split == "valid" else "hidden test (generated sample only)")
         header = ["collection"] + [f"{m} (mean ± sd over seeds {result['seeds']})" for m in models] + \
                  [f"{m} seed-avg" for m in models]
         rows = []

@@ -20,6 +20,20 @@ also accepted. Whoever reads model ``gnn`` (:func:`read_model_predictions`, the 
 *every* run of it — ``gnn`` and all ``gnn@seed*`` — normalises each graph's costs
 (:func:`normalise_costs`) and averages them: seeds average first, then models blend. To
 blend a single seed, pass the run name itself (``gnn@seed0``) as the model.
+
+**Cross-validation** (``--folds K``, :mod:`models.cv`). A run trained on K folds also writes::
+
+    PREDS/<run>/<slug>/oof.npz          # every labelled graph (train + valid), by stem, each
+                                        #   predicted by the one fold model that did not see it
+    PREDS/<run>/<slug>/oof-config.npz   # optional: per stem, the source config index of each
+                                        #   oof entry (train rows may be deduplicated or
+                                        #   subsampled); absent = every config, in order
+    PREDS/<run>/<slug>/valid.npz        # the official valid graphs' OOF predictions
+    PREDS/<run>/<slug>/test-fold<k>.npz # fold model k on the test graphs
+    PREDS/<run>/<slug>/test.npz         # their fold average (:func:`average_folds`)
+
+The ensemble fits its blend on ``oof`` (:mod:`ensemble.oof`), aligning runs and models on the
+configs they all predicted (:func:`read_oof`).
 """
 
 from __future__ import annotations
@@ -65,6 +79,7 @@ def ranking(cost: np.ndarray) -> np.ndarray:
 
 SEED_SEPARATOR = "@seed"
 OOF_SPLIT = "oof"
+OOF_CONFIG_SPLIT = "oof-config"
 FOLD_AVERAGE_NORM = "zscore"
 
 
@@ -197,3 +212,24 @@ def write_fold_average(preds_dir: str | os.PathLike, run: str, collection: Colle
     path = predictions_path(preds_dir, run, collection, "test")
     write_predictions(path, average_folds(costs, norm))
     return path
+
+
+def read_oof(preds_dir: str | os.PathLike, run: str,
+             collection: Collection) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``{stem: (config indices, costs)}`` of a run's OOF predictions. Indices come from
+    ``oof-config.npz`` when the run wrote one (ValueError naming the graph when its lengths
+    disagree with the costs), else they are ``0..c-1``."""
+    costs = read_predictions(predictions_path(preds_dir, run, collection, OOF_SPLIT))
+    index_path = predictions_path(preds_dir, run, collection, OOF_CONFIG_SPLIT)
+    index: dict[str, np.ndarray] = {}
+    if index_path.is_file():
+        with np.load(index_path, allow_pickle=False) as data:
+            index = {k: data[k].astype(np.int64).reshape(-1) for k in data.files}
+    out = {}
+    for stem, cost in costs.items():
+        idx = index[stem] if stem in index else np.arange(cost.size)
+        if idx.size != cost.size:
+            raise ValueError(f"{index_path}: graph {stem!r} lists {idx.size} config indices for "
+                             f"{cost.size} OOF costs")
+        out[stem] = (idx, cost)
+    return out

@@ -1,5 +1,8 @@
 """A second, independently written cost physics for the sample generator (``--physics alt``).
 
+(One module of about 500 lines on purpose: the layout and the tile models are one machine and
+share its constants; splitting them would scatter the hardware description.)
+
 Why: a ranker tuned on data whose runtimes come from one cost model can learn that model rather
 than anything that carries over to a TPU. With a second physics — other hardware numbers, other
 terms, written without looking at ``layout_cost``/``tile_cost`` or ``features.heuristic`` — a

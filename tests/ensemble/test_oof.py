@@ -17,25 +17,34 @@ from ensemble.truth import test_truth as hidden_truth
 from models.cv import fold_plan, write_fold_manifest
 from models.predictions import (fold_split, predictions_path, read_predictions,
                                 write_fold_average, write_predictions)
-from tpurank.collections import COLLECTIONS
+from tpurank.atomic import save_npz
+from tpurank.collections import COLLECTIONS, get_collection
 
 K = 3
 
 
-def _write_cv_model(root: Path, work: Path, run: str, noise: float, seed: int) -> None:
+def _write_cv_model(root: Path, work: Path, run: str, noise: float, seed: int,
+                    subset: bool = False) -> None:
     """A fake K-fold model: OOF = truth + noise per held-out graph, K test-fold files, their
-    average, the valid split's OOF, and a folds.json manifest."""
+    average, the valid split's OOF, and a folds.json manifest. ``subset``: train graphs' OOF
+    covers every other config only, listed in ``oof-config.npz`` (deduplicated train rows)."""
     rng = np.random.default_rng(seed)
     for coll in COLLECTIONS:
         plan = fold_plan(work, work / "features", coll, folds=K, seed=0, data=root)
         truth = {**split_truth(root, coll, "train"), **split_truth(root, coll, "valid")}
-        oof = {}
+        oof, index = {}, {}
         for k in range(K):
-            for _, stem in plan.held_out(k):
+            for split, stem in plan.held_out(k):
                 t = truth[stem]
                 oof[stem] = t + noise * t.std() * rng.normal(size=t.shape)
+                index[stem] = np.arange(t.size)
+                if subset and split == "train":
+                    index[stem] = np.arange(t.size)[::-2]  # descending: order must not matter
+                    oof[stem] = oof[stem][index[stem]]
         preds = work / "preds"
         write_predictions(predictions_path(preds, run, coll, "oof"), oof)
+        if subset:
+            save_npz(predictions_path(preds, run, coll, "oof-config"), **index)
         valid = split_truth(root, coll, "valid")
         write_predictions(predictions_path(preds, run, coll, "valid"), {s: oof[s] for s in valid})
         hidden = hidden_truth(root, coll)
@@ -50,7 +59,7 @@ def _write_cv_model(root: Path, work: Path, run: str, noise: float, seed: int) -
 @pytest.fixture(scope="module")
 def cv_work(cv_root, tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("cvwork")
-    _write_cv_model(cv_root, work, "good@seed0", 0.3, 0)
+    _write_cv_model(cv_root, work, "good@seed0", 0.3, 0, subset=True)
     _write_cv_model(cv_root, work, "noise@seed0", 50.0, 1)
     return work
 
@@ -83,6 +92,12 @@ def test_blend_on_oof_is_nested_complete_and_checked(cv_root, cv_work, monkeypat
             assert s["weights"]["good"] > s["weights"]["noise"]
             assert oof["models"]["good"]["mean"] > oof["models"]["noise"]["mean"] + 0.5
         assert sum(oof["blend"]["scores"]["n_per_fold"].values()) == 10
+        # train graphs scored on the configs both models predicted (good: every other one)
+        labelled = {**split_truth(cv_root, get_collection(name), "train"),
+                    **split_truth(cv_root, get_collection(name), "valid")}
+        train = split_truth(cv_root, get_collection(name), "train")
+        expected = sum(len(t[::2]) if st in train else len(t) for st, t in labelled.items())
+        assert oof["n_configs"] == expected
     # every nested fit leaves its scored fold out; one fit per fold and one on all graphs
     coll = COLLECTIONS[1]
     plan = fold_plan(cv_work, cv_work / "features", coll, folds=K, seed=0, data=cv_root)
