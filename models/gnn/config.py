@@ -74,18 +74,25 @@ class GnnConfig(StageConfig):
     segment_halo: int = 0  # GST: hops of neighbours kept around a segment as boundary inputs (0 = cut edges dropped)
     segment_combine: str = "pool"  # GST segments -> graph: pool (like the model's pooling) | mean
     history_max_bytes: int = 268435456  # GST historical embedding table limit in bytes (oldest evicted)
+    history_fill: bool = True  # GST: embed (graph, config, segment) entries missing from the history without gradient (false: leave them out of the step, faster)
     predict_context: int = 0  # inference attention context: 0 = all configs, N = a fixed seeded subset of N, -1 = chunks of predict_batch
     predict_tta: int = 0  # inference: average the costs over this many random contexts (0 = one fixed context)
 
     PRESETS: ClassVar[dict[str, dict[str, object]]] = {
-        # quick: measured on sample-small valid, 3 seeds, against hidden 32 / 2 layers / 32 configs /
-        # 800 steps: better on all five collections (README "GNN ranker"), a few minutes on a CPU
-        "quick": {"hidden": 64, "layers": 3, "configs_per_step": 64, "steps": 1600,
-                  "eval_every": 200, "patience": 4, "val_max_configs": 128, "predict_batch": 64,
-                  "threads": 1, "warmup_steps": 20, "lr": 3e-3},
+        # quick: bounded by time, not steps (issue 11): 480 s of GNN training for all selected
+        # collections (and folds), so that `make run` on sample-small takes about 10-15 minutes on
+        # 2 cores. One torch thread: measured faster than two on the shared 2-core machine (README
+        # "GNN ranker", threads). Model shape: measured on sample-small valid, 3 seeds.
+        "quick": {"hidden": 64, "layers": 3, "configs_per_step": 64, "steps": 100000,
+                  "time_budget": 480.0, "eval_every": 50, "patience": 4, "val_max_configs": 128,
+                  "predict_batch": 64, "threads": 1, "warmup_steps": 20, "lr": 3e-3,
+                  "node_budget": 200000},
+        # full: one T4 (16 GB): node_budget keeps a step's activations near 9 GB in float32 under
+        # the measured memory model (benchmarks/gnn_memory.json); 6 h of training at most
         "full": {"hidden": 128, "layers": 4, "configs_per_step": 96, "steps": 20000,
                  "eval_every": 500, "patience": 8, "val_max_configs": 1000, "predict_batch": 128,
-                 "conv": "sage", "dropout": 0.1, "warmup_steps": 500, "lr": 1e-3, "close_bias": 0.25},
+                 "conv": "sage", "dropout": 0.1, "warmup_steps": 500, "lr": 1e-3, "close_bias": 0.25,
+                 "time_budget": 21600.0, "node_budget": 500000},
     }
 
     def collection_list(self) -> list[Collection]:

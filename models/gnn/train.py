@@ -142,8 +142,7 @@ def make_trainer(cfg: GnnConfig, ctx: DistContext, device: torch.device,
     if ctx.active:
         step_model = nn.parallel.DistributedDataParallel(
             step_model, device_ids=[device.index] if device.type == "cuda" else None,
-            find_unused_parameters=cfg.find_unused_parameters,
-            broadcast_buffers=False)  # the model's buffers are constants
+            find_unused_parameters=cfg.find_unused_parameters)
     optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
     horizon = StepHorizon(cfg.steps)
     return Trainer(cfg=cfg, ctx=ctx, device=device, model=model, step_model=step_model,
@@ -207,12 +206,28 @@ def shard(graphs: list[ProcessedGraph], ctx: DistContext) -> list[ProcessedGraph
     return graphs[ctx.rank::ctx.world_size]
 
 
-def final_eval_share(graphs: list[ProcessedGraph], max_configs: int) -> float:
-    """Configs of the final (all-config) evaluation per config of a periodic one."""
-    full = sum(g.num_configs for g in graphs if g.target is not None)
-    part = sum(min(g.num_configs, max_configs) if max_configs > 0 else g.num_configs
+def eval_configs(graphs: list[ProcessedGraph], max_configs: int = 0) -> int:
+    """Configs scored by an evaluation on ``graphs`` (``max_configs`` per graph; 0 = all)."""
+    return sum(min(g.num_configs, max_configs) if max_configs > 0 else g.num_configs
                for g in graphs if g.target is not None)
-    return full / part if part else 1.0
+
+
+class EvalReserve:
+    """Seconds to keep for the evaluations still due when the time runs out: the periodic one at
+    the stopping step and the final all-config one. Measured from the last periodic evaluation;
+    before the first, estimated from the training speed (a forward pass costs about half a
+    training step per config)."""
+
+    def __init__(self, valid: list[ProcessedGraph], max_configs: int):
+        self.periodic = eval_configs(valid, max_configs)
+        self.final_ratio = eval_configs(valid) / self.periodic if self.periodic else 1.0
+        self.seconds_per_eval: float | None = None
+
+    def seconds(self, seconds_per_config: float, pending_eval: bool) -> float:
+        per_eval = self.seconds_per_eval
+        if per_eval is None:
+            per_eval = 0.5 * seconds_per_config * self.periodic
+        return per_eval * (self.final_ratio + (1.0 if pending_eval else 0.0))
 
 
 def train_collection(cfg: GnnConfig, collection: Collection, seconds: float = math.inf,
@@ -284,15 +299,16 @@ def _loop(tr: Trainer, collection: Collection, graphs: list[ProcessedGraph],
     if ctx.active:
         per_step_graphs = _min_over_ranks(per_step_graphs, ctx, tr.device)
     cache, valid_cache = TensorCache(tr.device), TensorCache(tr.device)
-    eval_ratio = final_eval_share(valid, cfg.val_max_configs)
-    t0, configs, running, reserve = time.monotonic(), 0, [], 0.0
+    reserve = EvalReserve(valid, cfg.val_max_configs)
+    t0, configs, running = time.monotonic(), 0, []
     bar = tqdm(total=cfg.steps, initial=start, desc=f"gnn {collection.name}", mininterval=5.0,
                leave=False, disable=not ctx.is_main)
     step, evaluated, stopped_by = start, start, tr.stopped_by or "steps"
     while step < cfg.steps and not tr.stopped_by:
         spent = time.monotonic() - t0
         per_step = spent / (step - start) if step > start else 0.0
-        left = seconds - spent - reserve
+        left = seconds - spent - reserve.seconds(spent / configs if configs else 0.0,
+                                                 pending_eval=step > evaluated)
         stop = (tr.stopper.should_stop, cfg.step_budget > 0 and step - start >= cfg.step_budget,
                 left <= per_step * 0.5)
         code = next((i + 1 for i, s in enumerate(stop) if s), 0)
@@ -313,7 +329,7 @@ def _loop(tr: Trainer, collection: Collection, graphs: list[ProcessedGraph],
             t_eval = time.monotonic()
             _evaluate_and_save(tr, collection, valid, valid_cache, out, step, running,
                                time.monotonic() - t0, bar)
-            reserve = (time.monotonic() - t_eval) * eval_ratio  # the final all-config evaluation
+            reserve.seconds_per_eval = time.monotonic() - t_eval
             running, evaluated = [], step
     if stopped_by == "time_budget" and not tr.stopped_by:
         tr.stopped_by = stopped_by  # final: a rerun resumes into the report, not more training
