@@ -36,3 +36,19 @@ def test_write_fold_average(tmp_path):
     assert read_predictions(path)["g"].shape == (7,)
     with pytest.raises(FileNotFoundError, match="test-fold3"):
         write_fold_average(tmp_path, "m@seed0", COLL, folds=4)
+
+
+def test_read_oof_with_and_without_config_index(tmp_path):
+    from models.predictions import read_oof
+    from tpurank.atomic import save_npz
+
+    write_predictions(predictions_path(tmp_path, "m", COLL, "oof"),
+                      {"a": np.arange(4.0), "b": np.arange(3.0)})
+    got = read_oof(tmp_path, "m", COLL)
+    assert np.array_equal(got["a"][0], np.arange(4)) and np.array_equal(got["b"][1], np.arange(3.0))
+    save_npz(predictions_path(tmp_path, "m", COLL, "oof-config"), a=np.array([9, 2, 5, 7]))
+    got = read_oof(tmp_path, "m", COLL)
+    assert got["a"][0].tolist() == [9, 2, 5, 7] and got["b"][0].tolist() == [0, 1, 2]
+    save_npz(predictions_path(tmp_path, "m", COLL, "oof-config"), a=np.array([1, 2]))
+    with pytest.raises(ValueError, match="2 config indices for 4"):
+        read_oof(tmp_path, "m", COLL)
