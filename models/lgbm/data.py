@@ -285,6 +285,17 @@ def assemble_costs(path: str | os.PathLike, keys: Keys, cost: np.ndarray) -> dic
     return out
 
 
+def by_config(keys: Keys, values: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per graph ``(config indices ascending, values)`` of the rows present (train rows may be
+    deduplicated or subsampled, so the configs need not be 0..c-1)."""
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for code, rows in enumerate(graph_runs(keys.code) if len(keys) else []):
+        if len(rows):
+            order = np.argsort(keys.config[rows], kind="stable")
+            out[keys.graphs[code]] = (keys.config[rows][order], values[rows][order])
+    return out
+
+
 def truth_by_graph(path: str | os.PathLike) -> dict[str, np.ndarray]:
     """True targets per graph in config order (validation scoring); empty if no file or targets."""
     if not Path(path).is_file():

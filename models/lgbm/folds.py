@@ -16,6 +16,8 @@ Files (``RUN`` = ``lgbm[-tag]@seed<s>``, ``M`` = ``WORK/models/lgbm[-tag]/<slug>
     M/folds.json        # per fold: the graphs the fold model saw (models.cv.fold_manifest) + mode
     M/metrics.json, M/done.json
     PREDS/RUN/<slug>/oof.npz          # every labelled graph (train + valid), key = stem
+    PREDS/RUN/<slug>/oof-config.npz   # source config index of each OOF entry (see write_oof)
+    PREDS/RUN/<slug>/oof-target.npz   # true runtime of each OOF entry
     PREDS/RUN/<slug>/valid.npz        # the official valid graphs' OOF predictions
     PREDS/RUN/<slug>/test-fold<k>.npz # fold model k on the test split
     PREDS/RUN/<slug>/test.npz         # mean over folds of the z-normalised test-fold costs
@@ -30,13 +32,13 @@ from pathlib import Path
 
 import numpy as np
 
-from tpurank.atomic import write_json
+from tpurank.atomic import save_npz, write_json
 from tpurank.collections import Collection
 from features.processed import tabular_path
 from models.lgbm import ledger
 from models.lgbm.budget import Slicer
 from models.lgbm.config import LgbmConfig
-from models.lgbm.data import Rows, concat_rows, feature_columns, load_rows, truth_by_graph
+from models.lgbm.data import Rows, by_config, concat_rows, feature_columns, load_rows, read_keys
 from models.lgbm.fit import fit_model
 from models.lgbm.model import RankerModel
 from models.lgbm.train import (candidates, choose, read_done, save_model, sibling, write_done)
@@ -89,15 +91,26 @@ def predict_graphs(model: RankerModel, cfg: LgbmConfig, collection: Collection,
     for split, stems in sorted(_stems_by_split(keys).items()):
         path = tabular_path(cfg.feature_root(), collection, split)
         if path.is_file():
-            out.update(model.predict_file(path, cfg.predict_batch_rows, graphs=stems))
+            out.update(model.predict_file(path, cfg.predict_batch_rows, graphs=stems,
+                                          complete=split != "train"))
+    return out
+
+
+def labelled_index(cfg: LgbmConfig, collection: Collection) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per labelled graph ``(config indices, true runtimes)`` of its tabular rows, in ascending
+    config order: every config for valid graphs, the deduplicated/subsampled ones for train."""
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for split in LABELLED:
+        path = tabular_path(cfg.feature_root(), collection, split)
+        if path.is_file():
+            keys = read_keys(path)
+            if keys.has_target:
+                out.update(by_config(keys, keys.target))
     return out
 
 
 def labelled_truth(cfg: LgbmConfig, collection: Collection) -> dict[str, np.ndarray]:
-    truth: dict[str, np.ndarray] = {}
-    for split in LABELLED:
-        truth.update(truth_by_graph(tabular_path(cfg.feature_root(), collection, split)))
-    return truth
+    return {stem: target for stem, (_, target) in labelled_index(cfg, collection).items()}
 
 
 def _score(collection: Collection, costs: dict[str, np.ndarray],
@@ -193,14 +206,30 @@ def write_test_average(cfg: LgbmConfig, collection: Collection) -> Path | None:
 
 
 def write_oof(cfg: LgbmConfig, collection: Collection, plan) -> dict[str, np.ndarray]:
-    """``oof.npz`` (every labelled graph) and ``valid.npz`` (the official valid graphs)."""
+    """``oof.npz`` (every labelled graph), its ``oof-config.npz`` / ``oof-target.npz`` and
+    ``valid.npz`` (the official valid graphs).
+
+    Train graphs' tabular rows are deduplicated (and maybe subsampled) by the feature build, so
+    their OOF arrays cover those rows only, in ascending config order; ``oof-config.npz`` holds
+    the source config index of each entry and ``oof-target.npz`` its true runtime (the mean over
+    duplicates), so the OOF file is scorable on its own. Valid graphs cover every config 0..c-1.
+    """
     oof: dict[str, np.ndarray] = {}
     for k in range(cfg.folds):
         for stem, cost in read_predictions(fold_dir(cfg, collection, k) / HELD_OUT_FILE).items():
             if stem in oof:
                 raise ValueError(f"{collection.name}: graph {stem!r} held out by two folds")
             oof[stem] = cost
-    write_predictions(predictions_path(cfg.preds_dir(), cfg.run_name(), collection, "oof"), oof)
+    run = cfg.run_name()
+    write_predictions(predictions_path(cfg.preds_dir(), run, collection, "oof"), oof)
+    index = labelled_index(cfg, collection)
+    short = [s for s in oof if s not in index or len(index[s][0]) != len(oof[s])]
+    if short:
+        raise ValueError(f"{collection.name}: OOF predictions of {short[:3]} do not match their "
+                         "tabular rows (features rebuilt during training?); rerun train")
+    for name, part in (("oof-config", 0), ("oof-target", 1)):
+        arrays = {s: index[s][part] for s in oof}
+        save_npz(predictions_path(cfg.preds_dir(), run, collection, name), **arrays)
     valid_stems = {st for sp, st in plan.graphs() if sp == "valid"}
     valid = {s: c for s, c in oof.items() if s in valid_stems}
     if valid:
@@ -254,9 +283,18 @@ def train_folds(cfg: LgbmConfig, collection: Collection, seconds: float = float(
                "best_iteration": [f["best_iteration"] for f in folds],
                "budget_s": None if seconds == float("inf") else round(seconds, 2),
                "total_s": round(time.perf_counter() - start, 2)}
+    _drop_stale_single_model(cfg.model_dir(collection))
     write_json(cfg.model_dir(collection) / "metrics.json", metrics)
     write_done(cfg.model_dir(collection), cfg, metrics)
     return metrics
+
+
+def _drop_stale_single_model(model_dir: Path) -> None:
+    """Remove a ``--folds 0`` model left in ``model_dir`` by an earlier run: its predictions
+    (same run name) were just replaced, and readers globbing ``seed*/model.txt`` would take it
+    for this run's model."""
+    for name in ("model.txt", "model.json", ledger.LEDGER_FILE):
+        (model_dir / name).unlink(missing_ok=True)
 
 
 def predict_folds(cfg: LgbmConfig, collection: Collection) -> dict[str, dict]:

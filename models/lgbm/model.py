@@ -17,8 +17,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from tpurank.atomic import atomic_path, write_json
-from models.lgbm.data import (Keys, assemble_costs, feature_columns, graph_runs, iter_batches,
-                              read_keys, read_rows, subset_keys)
+from models.lgbm.data import (Keys, assemble_costs, by_config, feature_columns, graph_runs,
+                              iter_batches, read_keys, read_rows, subset_keys)
 from models.lgbm.pairwise import choose_refs, pairwise_scores
 
 MODEL_FILE = "model.txt"
@@ -80,12 +80,15 @@ class RankerModel:
         return pairwise_scores(self.margin, X, X_refs)
 
     def predict_file(self, path: str | os.PathLike, batch_rows: int = 65536,
-                     progress: bool = True, graphs: set[str] | None = None) -> dict[str, np.ndarray]:
+                     progress: bool = True, graphs: set[str] | None = None,
+                     complete: bool = True) -> dict[str, np.ndarray]:
         """Costs (lower = faster) for every config of every graph (or of ``graphs``) of a file.
 
         Streams the file in row slices, so memory holds the key columns, one slice of features
         and one score per row (plus, for pairwise models, ``pair_refs`` rows per graph); slices
-        holding none of ``graphs`` are not read.
+        holding none of ``graphs`` are not read. ``complete=False`` (train files, whose rows may
+        be deduplicated) returns each graph's costs in ascending config order of the rows present
+        instead of requiring every config 0..c-1.
         """
         path = Path(path)
         names = self.info.feature_names
@@ -115,6 +118,8 @@ class RankerModel:
                 score[rows] = self.score_rows(X)
             bar.update(len(X))
         bar.close()
+        if not complete:
+            return {g: cost for g, (_, cost) in by_config(keys, -score).items()}
         return assemble_costs(path, keys, -score)
 
     def _ref_rng(self, graph: str) -> np.random.Generator:

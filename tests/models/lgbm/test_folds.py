@@ -44,6 +44,8 @@ def _cfg(work: Path, **changes) -> LgbmConfig:
 
 @pytest.fixture()
 def trained(toy_work: Path) -> LgbmConfig:
+    train = tabular_path(toy_work / "features", LAYOUT, "train")  # deduplicated, as the build does
+    pl.read_parquet(train).filter(pl.col("config") % 7 != 3).write_parquet(train)
     _save_toy_plan(toy_work)
     cfg = _cfg(toy_work, mode="auto")
     train_all(cfg)
@@ -64,6 +66,11 @@ def test_oof_predictions_come_from_models_that_never_saw_the_graph(trained: Lgbm
         np.testing.assert_array_equal(oof[stem], own[stem])
         rows = pl.read_parquet(tabular_path(cfg.feature_root(), LAYOUT, split), columns=["graph"])
         assert len(oof[stem]) == int((rows["graph"] == stem).sum())  # every config
+    configs = read_predictions(predictions_path(cfg.preds_dir(), cfg.run_name(), LAYOUT, "oof-config"))
+    targets = read_predictions(predictions_path(cfg.preds_dir(), cfg.run_name(), LAYOUT, "oof-target"))
+    assert sorted(configs) == sorted(targets) == sorted(oof)
+    assert 3 not in configs["train_000"] and len(configs["valid_000"]) == 60
+    assert all(len(configs[s]) == len(targets[s]) == len(oof[s]) for s in oof)
     valid = read_predictions(predictions_path(cfg.preds_dir(), cfg.run_name(), LAYOUT, "valid"))
     assert sorted(valid) == sorted(st for sp, st in plan.graphs() if sp == "valid")
     metrics = json.loads((cfg.model_dir(LAYOUT) / "metrics.json").read_text())
