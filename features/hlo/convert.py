@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
+from features.hlo.node_features import (WINDOW_FIELDS, InstructionFacts, encode_dims, node_features)
 from features.hlo.schema import ELEMENT_TYPE_SLOTS
-from features.io import NODE_FEAT_DIM, TILE_CONFIG_DIM, LAYOUT_CONFIG_DIM
+from features.io import TILE_CONFIG_DIM, LAYOUT_CONFIG_DIM
 from features.transforms import opcode_ids  # name -> id from features/data/hlo_opcodes.tsv
 
 UNKNOWN_OPCODE_ID = 0  # documented fallback: an opcode missing from data/hlo_opcodes.tsv
@@ -25,61 +26,43 @@ LAYOUT_MAX_DIMS, LAYOUT_MAX_TENSORS = 6, 3
 
 
 # ---------------------------------------------------------------- node features (SPEC §4)
+# the encoding itself is features.hlo.node_features (shared with the sample generator)
 
-def _seq(values: Iterable[int], lead: int, aggregate: bool, zero_product_on_empty: bool = False
-         ) -> list[float]:
-    """``lead`` leading values (0-padded) [+ sum, product] — the official fixed-length encoding."""
-    vals = [int(v) for v in values]
-    out = [float(v) for v in vals[:lead]] + [0.0] * max(0, lead - len(vals))
-    if aggregate:
-        prod = 1
-        for v in vals:
-            prod *= v
-        out += [float(sum(vals)), 0.0 if (not vals and zero_product_on_empty) else float(prod)]
-    return out
-
-
-def _bools(values: Iterable[bool], lead: int) -> list[float]:
-    vals = [bool(v) for v in values]
-    out = [1.0 if v else 0.0 for v in vals[:lead]] + [0.0] * max(0, lead - len(vals))
-    return out + [float(sum(vals)), float(len(vals) - sum(vals))]
+def instruction_facts(inst: Any, is_root: bool) -> InstructionFacts:
+    """What :func:`features.hlo.node_features.node_features` encodes, read from an HloInstructionProto."""
+    wd = inst.window.dimensions
+    cd = inst.convolution_dimension_numbers
+    sd = inst.slice_dimensions
+    pd = inst.padding_config.dimensions
+    return InstructionFacts(
+        is_root=is_root,
+        element_slot=ELEMENT_TYPE_SLOTS.get(int(inst.shape.element_type)),
+        dims=tuple(inst.shape.dimensions),
+        tuple_size=len(inst.shape.tuple_shapes),
+        parameter_number=int(inst.parameter_number),
+        dimensions=tuple(inst.dimensions),
+        window={name: [getattr(d, attr) for d in wd] for name, attr in zip(
+            WINDOW_FIELDS, ("size", "stride", "padding_low", "padding_high", "window_dilation",
+                            "base_dilation"))},
+        reversal=[d.window_reversal for d in wd],
+        conv=(cd.input_batch_dimension, cd.input_feature_dimension, tuple(cd.input_spatial_dimensions),
+              cd.kernel_input_feature_dimension, cd.kernel_output_feature_dimension,
+              tuple(cd.kernel_spatial_dimensions), cd.output_batch_dimension,
+              cd.output_feature_dimension),
+        feature_group_count=int(inst.feature_group_count),
+        batch_group_count=int(inst.batch_group_count),
+        slice_start=[s.start for s in sd], slice_stride=[s.stride for s in sd],
+        slice_limit=[s.limit for s in sd],
+        dynamic_slice_sizes=tuple(inst.dynamic_slice_sizes),
+        pad_low=[x.edge_padding_low for x in pd], pad_high=[x.edge_padding_high for x in pd],
+        is_stable=bool(inst.is_stable),
+        minor_to_major=tuple(inst.shape.layout.minor_to_major),
+    )
 
 
 def instruction_features(inst: Any, is_root: bool) -> np.ndarray:
     """The 140 node features of one HloInstructionProto (SPEC §4 order)."""
-    f: list[float] = [1.0 if is_root else 0.0, 0.0]
-    onehot = [0.0] * 19
-    slot = ELEMENT_TYPE_SLOTS.get(int(inst.shape.element_type))
-    if slot is not None:
-        onehot[slot] = 1.0
-    f += onehot
-    f += _seq(inst.shape.dimensions, 6, True)
-    f.append(float(len(inst.shape.tuple_shapes)))
-    f.append(float(inst.parameter_number))
-    f += _seq(inst.dimensions, 6, False)
-    wd = inst.window.dimensions
-    for attr in ("size", "stride", "padding_low", "padding_high", "window_dilation",
-                 "base_dilation"):
-        f += _seq((getattr(d, attr) for d in wd), 6, True)
-    f += _bools((d.window_reversal for d in wd), 6)
-    cd = inst.convolution_dimension_numbers
-    f += [float(cd.input_batch_dimension), float(cd.input_feature_dimension)]
-    f += _seq(cd.input_spatial_dimensions, 4, False)
-    f += [float(cd.kernel_input_feature_dimension), float(cd.kernel_output_feature_dimension)]
-    f += _seq(cd.kernel_spatial_dimensions, 4, False)
-    f += [float(cd.output_batch_dimension), float(cd.output_feature_dimension)]
-    f += [float(inst.feature_group_count), float(inst.batch_group_count)]
-    sd = inst.slice_dimensions
-    for attr in ("start", "stride", "limit"):
-        f += _seq((getattr(s, attr) for s in sd), 2, True)
-    f += _seq(inst.dynamic_slice_sizes, 2, True)
-    pd = inst.padding_config.dimensions
-    f += _seq((p.edge_padding_low for p in pd), 2, True)
-    f += _seq((p.edge_padding_high for p in pd), 2, True)
-    f.append(1.0 if inst.is_stable else 0.0)
-    f += _seq(inst.shape.layout.minor_to_major, 6, False)
-    assert len(f) == NODE_FEAT_DIM, len(f)
-    return np.asarray(f, dtype=np.float32)
+    return np.asarray(node_features(instruction_facts(inst, is_root)), dtype=np.float32)
 
 
 # ---------------------------------------------------------------- graph structure
@@ -171,7 +154,7 @@ def tile_config_features(tile: Any) -> np.ndarray:
     """24 tile features: kernel/output/input bounds, each 6 + sum + product (0 when empty)."""
     f: list[float] = []
     for attr in ("kernel_bounds", "output_bounds", "input_bounds"):
-        f += _seq(getattr(tile, attr), 6, True, zero_product_on_empty=True)
+        f += encode_dims(getattr(tile, attr), 6, True, zero_product_on_empty=True)
     assert len(f) == TILE_CONFIG_DIM
     return np.asarray(f, dtype=np.float32)
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 import numpy as np
 
+from features.hlo.node_features import NO_CONV, InstructionFacts, features_matrix
 from features.sample.constants import ELEMENT_TYPES
 
 
@@ -228,49 +229,36 @@ class FlatGraph:
             self._ops[u].append(v)
 
 
-def _put_dims(f: np.ndarray, start: int, values: Sequence[int], width: int = 6,
-              agg: bool = True) -> None:
-    vals = list(values)[:width]
-    f[start:start + len(vals)] = vals
-    if agg:
-        f[start + width] = sum(vals)
-        f[start + width + 1] = math.prod(vals)
+def node_facts(fg: FlatGraph, i: int) -> InstructionFacts:
+    """What the shared featurizer encodes about generated node ``i`` (``features.hlo.node_features``)."""
+    nd = fg.nodes[i]
+    a = nd.attrs
+    win = a.get("window")
+    dn = a.get("conv")
+    sl = a.get("slice", {})
+    pad = a.get("pad", {})
+    return InstructionFacts(
+        is_root=i in fg.roots,
+        element_slot=ELEMENT_TYPES.index(nd.dtype),
+        dims=nd.shape,
+        tuple_size=a.get("tuple_size", 0),
+        parameter_number=a.get("parameter_number", 0),
+        dimensions=a.get("dimensions", ()),
+        window=win,
+        reversal=[False] * len(win["size"]) if win else (),  # nothing generated is reversed
+        conv=(dn["ib"], dn["if_"], dn["isp"], dn["ki"], dn["ko"], dn["ksp"], dn["ob"], dn["of"])
+        if dn else NO_CONV,
+        feature_group_count=a.get("feature_group_count", 1) if dn else 0,
+        batch_group_count=a.get("batch_group_count", 1) if dn else 0,
+        slice_start=sl.get("start", ()), slice_stride=sl.get("stride", ()),
+        slice_limit=sl.get("limit", ()),
+        dynamic_slice_sizes=a.get("dyn_sizes", ()),
+        pad_low=pad.get("lo", ()), pad_high=pad.get("hi", ()),
+        is_stable=bool(a.get("is_stable", 0)),
+        minor_to_major=(nd.layout or row_major(len(nd.shape))) if nd.shape else (),
+    )
 
 
 def featurize(fg: FlatGraph) -> np.ndarray:
-    """node_feat (n, 140) float32 following SPEC §4 and the reference arrays' conventions."""
-    feat = np.zeros((len(fg.nodes), 140), np.float32)
-    for i, nd in enumerate(fg.nodes):
-        f = feat[i]
-        f[0] = float(i in fg.roots)
-        f[2 + ELEMENT_TYPES.index(nd.dtype)] = 1.0
-        _put_dims(f, 21, nd.shape)
-        f[29] = nd.attrs.get("tuple_size", 0)
-        f[30] = nd.attrs.get("parameter_number", 0)
-        f[31:31 + len(nd.attrs.get("dimensions", ()))] = nd.attrs.get("dimensions", ())
-        win = nd.attrs.get("window")
-        for k, key in enumerate(("size", "stride", "pad_lo", "pad_hi", "wdil", "bdil")):
-            _put_dims(f, 37 + 8 * k, win[key] if win else ())
-        if win:
-            f[92] = len(win["size"])  # reversal false count (nothing reversed)
-        dn = nd.attrs.get("conv")
-        if dn:
-            f[93], f[94] = dn["ib"], dn["if_"]
-            f[95:95 + len(dn["isp"])] = dn["isp"]
-            f[99], f[100] = dn["ki"], dn["ko"]
-            f[101:101 + len(dn["ksp"])] = dn["ksp"]
-            f[105], f[106] = dn["ob"], dn["of"]
-            f[107] = nd.attrs.get("feature_group_count", 1)
-            f[108] = nd.attrs.get("batch_group_count", 1)
-        sl = nd.attrs.get("slice", {})
-        for k, key in enumerate(("start", "stride", "limit")):
-            _put_dims(f, 109 + 4 * k, sl.get(key, ())[:2], width=2)
-        _put_dims(f, 121, nd.attrs.get("dyn_sizes", ()), width=2)
-        pad = nd.attrs.get("pad", {})
-        _put_dims(f, 125, pad.get("lo", ()), width=2)
-        _put_dims(f, 129, pad.get("hi", ()), width=2)
-        f[133] = nd.attrs.get("is_stable", 0)
-        if nd.shape:
-            lay = nd.layout or row_major(len(nd.shape))
-            f[134:134 + len(lay)] = lay
-    return feat
+    """node_feat (n, 140) float32 following SPEC §4: the featurizer of ``features.hlo`` itself."""
+    return features_matrix(node_facts(fg, i) for i in range(len(fg.nodes)))
