@@ -8,8 +8,8 @@ first, then overrides), e.g.::
     torchrun --nproc_per_node 2 -m models.gnn train --data data/sample-small --work work/x
 
 ``--time-budget SECONDS`` bounds the whole ``train`` invocation (shared by its collections and
-folds); with ``--folds K`` train also writes the out-of-fold and fold-ensemble predictions
-(``models.gnn.folds``), so ``predict`` is then not needed.
+folds); with ``--folds K`` train fits K fold models per collection and predict writes the
+out-of-fold, valid, test-fold<k> and test predictions (``models.gnn.folds``).
 """
 
 from __future__ import annotations
@@ -68,6 +68,14 @@ def predict_main(argv: list[str]) -> int:
 
     cfg = parse_config(GnnConfig, _with_default_preset(argv), prog="python -m models.gnn predict")
     for coll in cfg.collection_list():
+        if cfg.folds >= 2:
+            from models.gnn.folds import predict_folds
+
+            r = predict_folds(cfg, coll)
+            print(f"{coll.name}: OOF {r['oof_score']:.4f} over {r['oof_graphs']} graphs "
+                  f"({r['folds']} folds), official valid {r['valid_score']:.4f} over "
+                  f"{r['valid_graphs']} graphs; oof/valid/test-fold<k>/test written", flush=True)
+            continue
         for split, path in predict_collection(cfg, coll).items():
             print(f"{coll.name}/{split}: {path}", flush=True)
     return 0
@@ -75,7 +83,8 @@ def predict_main(argv: list[str]) -> int:
 
 COMMANDS = {
     "train": (lambda argv: train_main(argv), "train one model per collection"),
-    "predict": (lambda argv: predict_main(argv), "write valid+test predictions (model 'gnn')"),
+    "predict": (lambda argv: predict_main(argv), "write valid+test predictions (model 'gnn'; "
+                                                 "with --folds also oof and test-fold<k>)"),
     "compare": (lambda argv: importlib.import_module("models.gnn.experiment").main(argv),
                 "validation scores of variants x seeds vs the baseline (Markdown table)"),
     "rank": (lambda argv: int(importlib.import_module("models.gnn.rank").main(argv) or 0),

@@ -146,3 +146,67 @@ def test_activation_checkpointing_trains_like_plain(tmp_path, toy_features):
     ckpt = train_collection(_cfg(tmp_path / "b", toy_features, steps=4, eval_every=4,
                                  activation_checkpointing=True), coll)
     assert plain["history"][-1]["loss"] == pytest.approx(ckpt["history"][-1]["loss"], rel=1e-5)
+
+
+@pytest.fixture(scope="module")
+def fold_features(tmp_path_factory):
+    """Twin layout collections with distinct stems per split (OOF files are keyed by stem)."""
+    from features.processed import graph_dir, save_processed
+    from tests.models.gnn.conftest import make_graph
+
+    root = tmp_path_factory.mktemp("gnn-folds") / "features"
+    seed = 100
+    for name in ("layout:xla:random", "layout:xla:default"):
+        coll = get_collection(name)
+        for split, stems in (("train", ["resnet_a", "resnet_b", "bert_a", "bert_b", "unet_a"]),
+                             ("valid", ["resnet_v", "bert_v"]), ("test", ["t0", "t1"])):
+            for stem in stems:
+                seed += 1
+                g = make_graph(coll, split, stem, seed, configs=20, with_target=split != "test")
+                if split == "train":  # as the build's dedup does: some source configs dropped
+                    keep = np.arange(0, 20, 2)[::-1].copy()
+                    g.config_feat, g.target = g.config_feat[keep], g.target[keep]
+                    g.config_index = keep
+                save_processed(g, graph_dir(root, coll, split, stem))
+    return root
+
+
+def test_folds_train_oof_and_fold_ensemble(tmp_path, fold_features, capsys):
+    from models.cv import check_manifest, fold_plan
+    from models.predictions import predictions_path, read_oof
+
+    work = tmp_path / "w"
+    args = ["--work", str(work), "--features", str(fold_features), "--collection",
+            "layout:xla:random", "--folds", "3", "--joint-search", "true"] + \
+        [f"--{k.replace('_', '-')}={v}" for k, v in {**TINY, "steps": 4, "eval_every": 2}.items()]
+    assert gnn_main(["train", *args]) == 0
+    assert gnn_main(["predict", *args]) == 0
+    coll = get_collection("layout:xla:random")
+    plan = fold_plan(work, fold_features, coll, folds=3, seed=0)
+    models = work / "models" / "gnn" / "layout-xla-random" / "seed0"
+    check_manifest(models / "folds.json", plan)  # no fold model saw its held-out graphs
+    seen = json.loads((models / "folds.json").read_text())["seen"]
+    for k in range(3):
+        assert (models / f"fold{k}" / "best.pt").is_file()
+        held = {st for _, st in plan.held_out(k)}
+        assert held and not held & {s.split("/", 1)[1] for s in seen[str(k)]}
+        saved = json.loads((models / f"fold{k}" / "config.json").read_text())
+        assert saved["fold"] == k and saved["config"]["folds"] == 3
+    oof = read_oof(work / "preds", "gnn@seed0", coll)
+    assert set(oof) == {st for _, st in plan.graphs()}
+    idx, cost = oof["resnet_a"]
+    np.testing.assert_array_equal(idx, np.arange(0, 20, 2))  # source config order
+    assert len(oof["resnet_v"][0]) == 20 and len(cost) == 10
+    test_fold = [read_predictions(predictions_path(work / "preds", "gnn@seed0", coll, f"test-fold{k}"))
+                 for k in range(3)]
+    test = read_predictions(predictions_path(work / "preds", "gnn@seed0", coll, "test"))
+    assert set(test) == {"t0", "t1"}
+
+    def z(c):
+        return (c - c.mean()) / c.std()
+
+    np.testing.assert_allclose(test["t0"], np.mean([z(t["t0"]) for t in test_fold], axis=0),
+                               rtol=1e-4, atol=1e-4)
+    valid = read_predictions(predictions_path(work / "preds", "gnn@seed0", coll, "valid"))
+    assert set(valid) == {"resnet_v", "bert_v"}
+    assert "OOF" in capsys.readouterr().out

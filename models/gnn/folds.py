@@ -1,0 +1,195 @@
+"""Grouped K-fold cross-validation of the GNN ranker (``--folds K``, K >= 2; issue 12).
+
+The folds are :func:`models.cv.fold_plan`'s, shared with every other model (grouped by stem,
+default/random twins together). For fold ``k`` of a collection, ``train`` fits a model on
+``plan.training(k)`` (with ``joint_search`` plus the other search's ``training(k)``), early-stopped
+on ``plan.inner_valid(k)`` — never on a held-out graph — and ``predict`` scores
+``plan.held_out(k)`` and the test split with it.
+
+Files (``M = WORK/models/gnn/<slug>[-tag]/seed<s>``, ``RUN = gnn[-tag]@seed<s>``)::
+
+    M/fold<k>/{config.json,last.pt,best.pt,report.json,...}   # one model per fold (train.fit)
+    M/folds.json        # per fold: the graphs its model saw (models.cv.fold_manifest), checked
+    PREDS/RUN/<slug>/oof.npz          # every labelled graph, by the fold model that did not see it
+    PREDS/RUN/<slug>/oof-config.npz   # source config index of each OOF entry (train graphs'
+                                      # configs may be deduplicated / subsampled by the build)
+    PREDS/RUN/<slug>/oof-target.npz   # the processed target of each OOF entry
+    PREDS/RUN/<slug>/valid.npz        # the official valid graphs' OOF predictions (all configs)
+    PREDS/RUN/<slug>/test-fold<k>.npz # fold model k on the test split
+    PREDS/RUN/<slug>/test.npz         # mean over folds of per-graph z-scored costs
+
+The names are the LightGBM ranker's (:mod:`models.lgbm.folds`) so that the blend reads both alike.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from tpurank.atomic import save_npz
+from tpurank.collections import Collection
+from features.processed import ProcessedGraph
+from models import metrics
+from models.gnn.config import GnnConfig
+from models.gnn.data import joint_collections, load_graphs, trainable
+from models.training import DistContext, TimeBudget, barrier, broadcast_object
+
+Key = tuple[str, str]  # (split, stem)
+LABELLED = ("train", "valid")
+
+
+def fold_dir(cfg: GnnConfig, collection: Collection, k: int) -> Path:
+    return cfg.model_dir(collection) / f"fold{k}"
+
+
+def run_name_for(cfg: GnnConfig) -> str:
+    from models.gnn.infer import MODEL_NAME
+    from models.predictions import run_name
+
+    return run_name(MODEL_NAME + (f"-{cfg.tag}" if cfg.tag else ""), cfg.seed)
+
+
+def get_plan(cfg: GnnConfig, collection: Collection, ctx: DistContext | None = None):
+    """The shared fold plan (created by rank 0 under torchrun, then loaded by the others)."""
+    from models.cv import fold_plan
+
+    ctx = ctx or DistContext()
+    make = lambda: fold_plan(cfg.work, cfg.features_dir(), collection,  # noqa: E731
+                             folds=cfg.folds, seed=cfg.seed)
+    plan = make() if ctx.is_main else None
+    barrier(ctx)
+    return plan if plan is not None else make()
+
+
+def labelled_graphs(cfg: GnnConfig, collection: Collection) -> dict[Key, ProcessedGraph]:
+    return {(split, g.stem): g for split in LABELLED
+            for g in load_graphs(cfg.features_dir(), collection, split)}
+
+
+def fold_training(cfg: GnnConfig, collection: Collection, plan, k: int,
+                  graphs: dict[Key, ProcessedGraph], others: list[tuple[Any, dict]]
+                  ) -> tuple[list[ProcessedGraph], list[ProcessedGraph]]:
+    """(train graphs, inner-valid graphs) of fold ``k``; ``others``: (plan, graphs) of the other
+    search for ``joint_search``."""
+    from models.gnn.train import limit_graphs
+
+    train = [graphs[key] for key in plan.training(k) if key in graphs and trainable(graphs[key])]
+    for other_plan, other_graphs in others:
+        train += [other_graphs[key] for key in other_plan.training(k)
+                  if key in other_graphs and trainable(other_graphs[key])]
+    valid = [graphs[key] for key in plan.inner_valid(k) if key in graphs]
+    if not train:
+        raise RuntimeError(f"{collection.name}: fold {k} has no usable training graphs under "
+                           f"{cfg.features_dir()} (plan {plan.path})")
+    return limit_graphs(cfg, train), valid
+
+
+def train_folds(cfg: GnnConfig, collection: Collection, budget: TimeBudget, runs_left: int,
+                ctx: DistContext, device: torch.device) -> dict[str, Any]:
+    """Train the K fold models of one collection (each resumable) and write ``folds.json``;
+    ``runs_left`` counts this collection's folds and those of the collections still to come."""
+    from models.cv import write_fold_manifest, check_manifest
+    from models.gnn.train import fit
+
+    plan = get_plan(cfg, collection, ctx)
+    graphs = labelled_graphs(cfg, collection)
+    others = [(get_plan(cfg, c, ctx), labelled_graphs(cfg, c))
+              for c in joint_collections(collection)[1:]] if cfg.joint_search else []
+    reports, seen = [], {}
+    for k in range(plan.folds):
+        train, valid = fold_training(cfg, collection, plan, k, graphs, others)
+        seen[k] = sorted({(g.split, g.stem) for g in train + valid})
+        reports.append(fit(cfg, collection, train, valid, fold_dir(cfg, collection, k),
+                           budget.share(runs_left - k), ctx, device,
+                           extra_config={"fold": k, "folds": plan.folds, "fold_plan": str(plan.path)}))
+    if ctx.is_main:
+        manifest = write_fold_manifest(cfg.model_dir(collection) / "folds.json", plan, seen)
+        check_manifest(manifest, plan)
+    return broadcast_object(fold_summary(collection, cfg, reports), ctx)
+
+
+def fold_summary(collection: Collection, cfg: GnnConfig, reports: list[dict]) -> dict[str, Any]:
+    """One line's worth over the fold models: inner-valid score mean, total time and configs/s."""
+    scores = [r["score"] for r in reports if np.isfinite(r["score"])]
+    seconds = sum(r["train_seconds"] for r in reports)
+    configs = sum(r["train_configs_per_s"] * r["train_seconds"] for r in reports
+                  if np.isfinite(r["train_configs_per_s"]))
+    return {"collection": collection.name, "score": float(np.mean(scores)) if scores else math.nan,
+            "n_graphs": sum(r["n_graphs"] for r in reports), "seed": cfg.seed,
+            "best_step": [r["best_step"] for r in reports], "train_seconds": seconds,
+            "train_configs_per_s": configs / seconds if seconds > 0 else math.nan,
+            "stopped_by": ",".join(sorted({r["stopped_by"] for r in reports})),
+            "world_size": reports[0]["world_size"] if reports else 1, "folds": len(reports),
+            "score_kind": "inner-valid mean over folds", "cross_attn": cfg.cross_attn,
+            "joint_search": cfg.joint_search, "fold_reports": [
+                {k: r[k] for k in ("score", "n_graphs", "best_step", "train_seconds", "stopped_by")}
+                for r in reports]}
+
+
+def _by_config_index(g: ProcessedGraph, cost: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(source config indices ascending, costs, targets) of a labelled graph's processed rows."""
+    index = np.asarray(g.config_index, dtype=np.int64)
+    order = np.argsort(index, kind="stable")
+    return index[order], np.asarray(cost)[order], np.asarray(g.target, dtype=np.float64)[order]
+
+
+def predict_folds(cfg: GnnConfig, collection: Collection) -> dict[str, Any]:
+    """Write the OOF, valid, test-fold<k> and test predictions of one collection's fold models;
+    returns the OOF and official-valid scores."""
+    from models.cv import check_manifest
+    from models.gnn.infer import load_trained_dir, predict_costs, source_order
+    from models.predictions import (OOF_CONFIG_SPLIT, OOF_SPLIT, fold_split, predictions_path,
+                                    write_fold_average, write_predictions)
+    from models.training import choose_device, set_cpu_threads
+
+    set_cpu_threads(cfg.threads)
+    device = choose_device(cfg.device)
+    plan = get_plan(cfg, collection)
+    check_manifest(cfg.model_dir(collection) / "folds.json", plan)
+    graphs = labelled_graphs(cfg, collection)
+    test = load_graphs(cfg.features_dir(), collection, "test")
+    preds, run = cfg.preds_dir(), run_name_for(cfg)
+    oof: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    valid_costs: dict[str, np.ndarray] = {}
+    for k in range(plan.folds):
+        model, saved = load_trained_dir(fold_dir(cfg, collection, k), device)
+        batch = saved.predict_batch or cfg.predict_batch
+        for key in tqdm(plan.held_out(k), desc=f"oof {collection.name} fold {k}", leave=False):
+            g = graphs.get(key)
+            if g is None or g.target is None:
+                continue
+            if g.stem in oof:
+                raise ValueError(f"{collection.name}: graph {g.stem!r} is held out twice (train and "
+                                 f"valid share a stem); OOF predictions are keyed by stem")
+            cost = predict_costs(model, g, batch)
+            oof[g.stem] = _by_config_index(g, cost)
+            if key[0] == "valid":
+                valid_costs[g.stem] = source_order(g, cost)
+        write_predictions(predictions_path(preds, run, collection, fold_split(k)),
+                          {g.stem: source_order(g, predict_costs(model, g, batch)) for g in test})
+    write_predictions(predictions_path(preds, run, collection, OOF_SPLIT),
+                      {s: v[1] for s, v in oof.items()})
+    save_npz(predictions_path(preds, run, collection, OOF_CONFIG_SPLIT), **{s: v[0] for s, v in oof.items()})
+    save_npz(predictions_path(preds, run, collection, "oof-target"), **{s: v[2] for s, v in oof.items()})
+    if valid_costs:
+        write_predictions(predictions_path(preds, run, collection, "valid"), valid_costs)
+    write_fold_average(preds, run, collection, folds=plan.folds)
+    return oof_report(collection, oof, valid_costs, graphs, plan.folds)
+
+
+def oof_report(collection: Collection, oof: dict, valid_costs: dict[str, np.ndarray],
+               graphs: dict[Key, ProcessedGraph], folds: int) -> dict[str, Any]:
+    scored = {s: v for s, v in oof.items() if np.ptp(v[2]) > 0 and len(v[2]) >= 2}
+    report = metrics.score_collection(collection, {s: v[1] for s, v in scored.items()},
+                                      {s: v[2] for s, v in scored.items()})
+    truth = {s: np.asarray(graphs[("valid", s)].target, dtype=np.float64)[
+        np.argsort(np.asarray(graphs[("valid", s)].config_index), kind="stable")] for s in valid_costs}
+    official = metrics.score_collection(collection, valid_costs, truth) if truth else {}
+    return {"collection": collection.name, "folds": folds, "oof_score": report["score"],
+            "oof_graphs": report["n_graphs"], "oof_per_graph": report["per_graph"],
+            "valid_score": official.get("score", math.nan), "valid_graphs": official.get("n_graphs", 0)}
