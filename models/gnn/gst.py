@@ -5,7 +5,8 @@ with the features). A training step runs forward + backward through ``segments_p
 random segments of the step's configs; every other segment's pooled embedding comes from a
 **historical embedding table** keyed by (graph, config, segment) (:class:`HistoryTable`,
 bounded in bytes, oldest rows evicted), or, for a config not in the table, is computed without
-gradient (and stored). The trained segments' fresh embeddings refresh the table. **Stale
+gradient (and stored; with ``history_fill=false`` such entries are left out of the step instead,
+which bounds step time too). The trained segments' fresh embeddings refresh the table. **Stale
 embedding dropout** leaves each historical embedding out with probability ``stale_dropout``;
 the combination (:meth:`models.gnn.model.Pool.combine`) is normalised over the segments kept,
 so the trained segments' weight is scaled up by exactly the weight that was dropped. The combined
@@ -254,12 +255,15 @@ def gst_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: n
     for j, s in enumerate(trained):
         parts[s] = fresh[:, j]
     weights = segs.sizes.expand(len(keys), -1).clone()
+    fill = bool(getattr(cfg, "history_fill", True))
     if len(stale):
         old, have = state.history.lookup(segs.key, keys, stale, dim, device)
         with torch.no_grad():
             for j, s in enumerate(stale):
                 missing = torch.nonzero(~have[:, j]).flatten()
-                if len(missing):
+                if not fill:
+                    weights[:, s] *= have[:, j].to(weights.dtype)
+                elif len(missing):
                     sub = feats if model.late_join else feats[missing]
                     old[missing, j] = embed_segment(model, segs.parts[s], sub).float()
                     state.history.store(segs.key, keys[missing.cpu().numpy()], [s], k,

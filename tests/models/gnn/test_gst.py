@@ -135,3 +135,23 @@ def test_gst_run_through_the_training_loop(tmp_path, toy_features):
     g = next(iter_processed(toy_features, coll, "valid"))
     np.testing.assert_allclose(predict_costs(model, g, 5), predict_costs(model, g, 64), atol=1e-5)
     assert any((toy_features / coll.slug / "segments").rglob("contiguous-4.npz"))  # cached
+
+
+def test_history_fill_off_uses_only_trained_and_known_segments(graph_factory, tmp_path):
+    g = graph_factory(get_collection("layout:xla:random"), "train", "x", seed=6, nodes=30)
+    model = _model(g)
+    cfg = GnnConfig(segment_size=8, segments_per_step=1, stale_dropout=0.0, history_fill=False,
+                    features=str(tmp_path))
+    t = graph_tensors(g, CPU)
+    idx = np.arange(6)
+    state = GstState(1 << 20)
+    cost = gst_costs(model, g, t, idx, CPU, cfg, step=0, state=state)
+    segs = build_segments(g, t, SegmentSpec(size=8))
+    values, have = state.history.lookup(segs.key, idx, np.arange(segs.num_segments),
+                                         model.pool.out_dim, CPU)
+    assert int(have.any(dim=0).sum()) == 1  # only the trained segment was embedded
+    from models.gnn.gst import embed_segment
+    trained = int(torch.nonzero(have[0]).flatten()[0])
+    feats = config_rows(g, idx, CPU)
+    alone = embed_segment(model, segs.parts[trained], feats)
+    torch.testing.assert_close(cost, model.score(model.config_vectors(alone, feats)))
