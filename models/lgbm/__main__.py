@@ -1,8 +1,13 @@
 """``python -m models.lgbm train|predict|compare [--option value ...]``.
 
     python -m models.lgbm train   --data D --work W --preset quick --seed 0 [--collections tile:xla]
+                                  [--folds K (0 = train/valid split)] [--time-budget SECONDS]
     python -m models.lgbm predict --data D --work W --preset quick --seed 0
     python -m models.lgbm compare --work W --models lgbm,baseline,gnn   # validation scores
+
+train resumes: collections (and folds) whose done.json matches the settings are kept; predict
+reuses every prediction file already written by the same model (train writes valid, and with
+--folds K also oof, test-fold<k> and test).
 """
 
 from __future__ import annotations

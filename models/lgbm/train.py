@@ -174,6 +174,9 @@ def train_collection(cfg: LgbmConfig, collection: Collection,
                "load_s": round(load_s, 2), "total_s": round(time.perf_counter() - start, 2),
                "budget_s": None if seconds == float("inf") else round(seconds, 2),
                "valid_score": results[chosen]["valid_score"], "results": results,
+               # --mode auto without folds picks the mode on the valid graphs it then reports:
+               # that valid score is in-sample (use --folds K for an honest choice)
+               "mode_chosen_on": "valid (in-sample)" if len(modes) > 1 else None,
                "best_iteration": results[chosen]["best_iteration"],
                "top_features": importance[:10]}
     write_json(out_dir / "metrics.json", metrics)

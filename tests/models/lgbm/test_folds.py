@@ -18,6 +18,7 @@ from models.cv import check_manifest, fold_plan, make_plan, plan_path
 from models.lgbm.config import LgbmConfig
 from models.lgbm.folds import FOLDS_FILE, HELD_OUT_FILE, fold_dir
 from models.lgbm.model import RankerModel
+from models.lgbm.toy import write_toy_features
 from models.lgbm.predict import predict_all
 from models.lgbm.train import DONE_FILE, train_all
 from models.predictions import normalise_costs, predictions_path, read_predictions
@@ -42,8 +43,11 @@ def _cfg(work: Path, **changes) -> LgbmConfig:
     return with_preset(LgbmConfig, "quick", work=str(work), **(FAST | changes))
 
 
-@pytest.fixture()
-def trained(toy_work: Path) -> LgbmConfig:
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> LgbmConfig:
+    """One 3-fold run shared by the tests below (the last one changes it: keep it last)."""
+    toy_work = tmp_path_factory.mktemp("folds") / "work"
+    write_toy_features(toy_work / "features", (LAYOUT,))
     train = tabular_path(toy_work / "features", LAYOUT, "train")  # deduplicated, as the build does
     pl.read_parquet(train).filter(pl.col("config") % 7 != 3).write_parquet(train)
     _save_toy_plan(toy_work)
