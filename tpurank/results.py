@@ -44,7 +44,7 @@ MARK = re.compile(r"(<!-- results:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /re
                   re.S)
 MODEL_ORDER = ("gnn", "lgbm", "baseline", "blend")
 #: where a benchmark artifact may hold its table rows (the first present wins)
-ROW_KEYS = ("rows", "cases", "results", "records")
+ROW_KEYS = ("rows", "cases", "results", "records", "runs")
 
 
 class ArtifactError(ValueError):
@@ -76,28 +76,49 @@ REQUIRED = ("git_sha", "command")  # without these an artifact cannot be rendere
 RECORDED = ("created", "machine")  # shown as "not recorded" when absent; tests/test_docs.py insists
 
 
+def _meta_sources(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Where provenance may sit: the top level (or its ``meta``), else every row of the table."""
+    top = {**data.get("meta", {}), **data} if isinstance(data.get("meta"), dict) else data
+    if any(top.get(k) for k in REQUIRED):
+        return [top]
+    key = next((k for k in ROW_KEYS if isinstance(data.get(k), list)), None)
+    rows = [r for r in data.get(key, []) if isinstance(r, dict)] if key else []
+    return rows or [top]
+
+
+def _field(sources: list[dict[str, Any]], name: str) -> list[str]:
+    values: dict[str, None] = {}
+    for src in sources:
+        value = src.get(name) or (src.get("date") if name == "created" else None)
+        if isinstance(value, dict):
+            value = ", ".join(f"{k} {v}" for k, v in value.items())
+        if value:
+            values[str(value)] = None
+    return list(values)
+
+
+def artifact_shas(data: dict[str, Any]) -> list[str]:
+    """Every git SHA an artifact's figures were measured at (one per run when rows carry their own)."""
+    return _field(_meta_sources(data), "git_sha")
+
+
 def provenance(data: dict[str, Any], path: Path) -> dict[str, str]:
-    """git_sha, created, machine, command of an artifact (top level or under ``meta``)."""
-    meta = {**data.get("meta", {}), **data} if isinstance(data.get("meta"), dict) else data
-    found = {"git_sha": meta.get("git_sha"), "created": meta.get("created") or meta.get("date"),
-             "machine": meta.get("machine"), "command": meta.get("command")}
+    """git_sha, created, machine, command of an artifact: top level, under ``meta``, or per row."""
+    sources = _meta_sources(data)
+    found = {k: _field(sources, k) for k in REQUIRED + RECORDED}
     missing = [k for k in REQUIRED if not found[k]]
     if missing:
         raise ArtifactError(f"{path}: missing {', '.join(missing)} (every artifact carries git_sha, "
                             f"created, machine and command: tpurank.results.bench_metadata)")
-    machine = found["machine"]
-    if isinstance(machine, dict):
-        machine = ", ".join(f"{k} {v}" for k, v in machine.items())
-    found["machine"] = machine
-    return {k: str(v) if v else f"{k if k != 'created' else 'date'} not recorded"
-            for k, v in found.items()}
+    shown = {k: "; ".join(v) for k, v in found.items()}
+    shown["git_sha"] = ", ".join(s[:12] for s in found["git_sha"])
+    return {k: v or f"{'date' if k == 'created' else k} not recorded" for k, v in shown.items()}
 
 
 def missing_provenance(data: dict[str, Any]) -> list[str]:
     """The provenance fields an artifact lacks (empty when it carries all four)."""
-    meta = {**data.get("meta", {}), **data} if isinstance(data.get("meta"), dict) else data
-    return [k for k in REQUIRED + RECORDED
-            if not (meta.get(k) or (k == "created" and meta.get("date")))]
+    sources = _meta_sources(data)
+    return [k for k in REQUIRED + RECORDED if not _field(sources, k)]
 
 
 def base_sha(sha: str) -> str:
@@ -165,7 +186,10 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
 def _bench_body(data: dict[str, Any], path: Path) -> str:
     parts = []
     key = next((k for k in ROW_KEYS if isinstance(data.get(k), list)), None)
-    if key:
+    if key == "runs" and any(isinstance(r, dict) and "stages" in r for r in data["runs"]):
+        rows = _stage_rows(data)
+        parts.append(markdown_table(_columns(rows, None), rows))
+    elif key:
         rows = [_flat(r) for r in data[key] if isinstance(r, dict)]
         parts.append(markdown_table(_columns(rows, data.get("columns")), rows))
     if isinstance(data.get("tables"), dict):
@@ -179,6 +203,20 @@ def _bench_body(data: dict[str, Any], path: Path) -> str:
         raise ArtifactError(f"{path}: nothing to render: no {'/'.join(ROW_KEYS)} (a list of objects), "
                             f"'tables' or 'summary'")
     return "\n\n".join(parts)
+
+
+def _stage_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rows of a staged benchmark (``runs[*].stages[*]``, e.g. ``benchmarks/scale.json``): one per
+    run and stage, with the run's dataset and preset beside the stage's own figures."""
+    rows = []
+    for run in data["runs"]:
+        ds = run.get("dataset", {})
+        for stage in run.get("stages", []):
+            rows.append({"scale": ds.get("scale"), "graphs": ds.get("files"), "configs": ds.get("configs"),
+                         "preset": run.get("preset"), "stage": stage.get("stage"),
+                         **{k: v for k, v in stage.items()
+                            if k not in ("stage", "command", "stdout_tail") and not isinstance(v, (list, dict))}})
+    return rows
 
 
 def bench_metadata(command: str) -> dict[str, str]:
@@ -218,7 +256,7 @@ def render_section(name: str, root: Path = ROOT) -> str:
     data = load_artifact(path)
     prov = provenance(data, path)
     rel = path.relative_to(root).as_posix()
-    head = (f"_Generated by `make docs` from `{rel}` — measured at commit `{prov['git_sha'][:12]}` on "
+    head = (f"_Generated by `make docs` from `{rel}` — measured at commit `{prov['git_sha']}` on "
             f"{prov['created']}, {prov['machine']}, with `{prov['command']}`._")
     body = _run_body(data) if "valid" in data and path.parent.name == "results" else _bench_body(data, path)
     notes = f"\n\n{data['notes']}" if isinstance(data.get("notes"), str) and data["notes"] else ""
@@ -237,32 +275,50 @@ def sections(text: str) -> list[tuple[str, str]]:
     return [(m["name"], m["body"]) for m in MARK.finditer(text)]
 
 
-def rendered(text: str, root: Path = ROOT) -> str:
-    """``text`` with every marked section rewritten from its artifact."""
-    return MARK.sub(lambda m: m.group(1) + render_section(m["name"], root) + m.group(4), text)
+def rendered(text: str, root: Path = ROOT, errors: list[str] | None = None) -> str:
+    """``text`` with every marked section rewritten from its artifact.
+
+    A section whose artifact cannot be rendered keeps its old text; the error goes to ``errors``
+    (raised when ``errors`` is None).
+    """
+    def one(m: re.Match) -> str:
+        try:
+            return m.group(1) + render_section(m["name"], root) + m.group(4)
+        except ArtifactError as exc:
+            if errors is None:
+                raise
+            errors.append(str(exc))
+            return m.group(0)
+    return MARK.sub(one, text)
 
 
 def stale_sections(root: Path = ROOT) -> list[str]:
-    """``file: section`` for every marked section that differs from what :func:`render` writes."""
+    """``file: section`` for every marked section that differs from what :func:`render` writes
+    (or whose artifact cannot be rendered: ``file: section (error)``)."""
     stale = []
     for path in doc_files(root):
         text = path.read_text()
-        fresh = dict(sections(rendered(text, root)))
-        stale += [f"{path.relative_to(root)}: results:{name}" for name, body in sections(text)
-                  if fresh[name] != body]
+        for name, body in sections(text):
+            rel = path.relative_to(root)
+            try:
+                if render_section(name, root) != body:
+                    stale.append(f"{rel}: results:{name}")
+            except ArtifactError as exc:
+                stale.append(f"{rel}: results:{name} ({exc})")
     return stale
 
 
-def render(root: Path = ROOT) -> list[Path]:
-    """Rewrite the marked sections of every doc file; returns the files that changed."""
-    changed = []
+def render(root: Path = ROOT) -> tuple[list[Path], list[str]]:
+    """Rewrite the marked sections of every doc file; returns (files changed, artifact errors)."""
+    changed: list[Path] = []
+    errors: list[str] = []
     for path in doc_files(root):
         text = path.read_text()
-        new = rendered(text, root)
+        new = rendered(text, root, errors)
         if new != text:
             write_text(path, new)
             changed.append(path)
-    return changed
+    return changed, sorted(set(errors))
 
 
 # --- capture -----------------------------------------------------------------------------------
@@ -313,12 +369,15 @@ def main(argv: list[str] | None = None) -> int:
             for s in stale:
                 print(f"stale: {s}", file=sys.stderr)
             return 1 if stale else 0
-        for path in render():
+        changed, errors = render()
+        for path in changed:
             print(f"rewrote {path.relative_to(ROOT)}")
+        for error in errors:
+            print(f"python -m tpurank.results: section left as it was: {error}", file=sys.stderr)
+        return 1 if errors else 0
     except ArtifactError as exc:
         print(f"python -m tpurank.results: {exc}", file=sys.stderr)
         return 1
-    return 0
 
 
 if __name__ == "__main__":

@@ -46,4 +46,5 @@ def test_gnn_train_help_lists_every_option() -> None:
         flag = "--" + f.name.replace("_", "-")
         assert flag in text, flag
         assert " ".join(field_help(GnnConfig)[f.name].split()) in text, f.name
-    assert "quick: 1600" in text  # what --preset quick sets is shown
+    quick_steps = GnnConfig.PRESETS["quick"]["steps"]
+    assert f"quick: {quick_steps}" in text  # what --preset quick sets is shown

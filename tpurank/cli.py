@@ -1,0 +1,84 @@
+"""``tpurank``: one console script in front of the stages' ``python -m`` entry points.
+
+    tpurank run [DATA=...] [PRESET=full] ...     the whole pipeline: ``make run`` with these variables
+    tpurank features build --data D ...           = python -m features build --data D ...
+    tpurank gnn train --preset quick ...          = python -m models.gnn train ...
+    tpurank lgbm | baseline | ensemble | hlo | sample | docs ...
+
+Stages are named by module strings and run with :mod:`runpy`, so this core package imports no
+stage (the layers go tpurank -> features -> models -> ensemble). ``python -m`` keeps working: this
+is only a shorter spelling of it.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+#: console word -> (module run as ``__main__``, what it does)
+GROUPS: dict[str, tuple[str, str]] = {
+    "features": ("features", "validate | build | sample | cache: the feature stage"),
+    "gnn": ("models.gnn", "train | predict | compare | rank: the GNN ranker"),
+    "lgbm": ("models.lgbm", "train | predict | compare: the LightGBM ranker"),
+    "baseline": ("models.baseline", "predict: the training-free heuristic"),
+    "ensemble": ("ensemble", "blend | check | report | score | submit | seeds | real"),
+    "hlo": ("features.hlo", "info | convert: raw HLO protos"),
+    "sample": ("features.sample", "write the generated sample dataset"),
+    "docs": ("tpurank.results", "render | capture: the generated tables of README.md and docs/"),
+}
+
+
+def usage() -> str:
+    lines = ["usage: tpurank {run," + ",".join(GROUPS) + "} [options]", "",
+             f"  {'run':9s} the whole pipeline (make run; VAR=value arguments are passed on)"]
+    lines += [f"  {word:9s} {help_}" for word, (_, help_) in GROUPS.items()]
+    lines += ["", "Each command's --help lists its options (e.g. tpurank gnn train --help)."]
+    return "\n".join(lines)
+
+
+def run_pipeline(args: list[str]) -> int:
+    """``make run`` with ``args`` (``DATA=... PRESET=...``): the Makefile is the one definition."""
+    root = Path(__file__).resolve().parent.parent
+    make = shutil.which("make")
+    if make is None or not (root / "Makefile").is_file():
+        print("tpurank run: needs `make` and the Makefile of a tpurank checkout; run the stages "
+              "one by one instead (see docs/cli.md)", file=sys.stderr)
+        return 2
+    bad = [a for a in args if "=" not in a]
+    if bad:
+        print(f"tpurank run: arguments are make variables (DATA=root PRESET=full ...), got {bad}",
+              file=sys.stderr)
+        return 2
+    return subprocess.run([make, "-C", str(root), "run", *args], env=os.environ).returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0 if argv else 2
+    word, rest = argv[0], argv[1:]
+    if word == "run":
+        return run_pipeline(rest)
+    if word not in GROUPS:
+        print(f"tpurank: unknown command {word!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    module = GROUPS[word][0]
+    saved = sys.argv
+    sys.argv = [f"tpurank {word}", *rest]
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    finally:
+        sys.argv = saved
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
