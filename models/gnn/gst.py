@@ -272,7 +272,8 @@ def gst_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: n
         p = float(cfg.stale_dropout)
         if model.training and p > 0:
             gen = torch.Generator().manual_seed(int(rng.integers(2**31)))
-            drop = torch.rand(len(keys), len(stale), generator=gen) < p
+            # only embeddings read from the table are stale; a no-grad fill is current
+            drop = (torch.rand(len(keys), len(stale), generator=gen) < p) & have.cpu()
             weights[:, torch.as_tensor(stale, device=device)] *= (~drop).to(device, weights.dtype)
     pooled = model.pool.combine(torch.stack(parts, dim=1), weights, spec.combine)
     state.history.store(segs.key, keys, trained, k, fresh)
