@@ -1,4 +1,6 @@
-"""Shared training utilities: seeding, device choice, LR schedule, early stopping, checkpoints.
+"""Shared training utilities: seeding, device choice, LR schedule, early stopping, checkpoints,
+torchrun process groups (:func:`init_distributed`), time budgets (:class:`TimeBudget`,
+:class:`StepHorizon`) and activation checkpointing (:func:`checkpoint_module_lists`).
 
 Used by the GNN (``models.gnn``) and reusable by any other torch or non-torch model
 (:func:`seed_everything` also seeds ``random`` and NumPy).

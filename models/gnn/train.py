@@ -140,9 +140,10 @@ def make_trainer(cfg: GnnConfig, ctx: DistContext, device: torch.device,
         checkpoint_module_lists(model, "layers")
     step_model: nn.Module = StepModule(model)
     if ctx.active:
+        # device_ids=None: the module sits on this rank's one device already, and DDP then passes
+        # the step's arguments (a ProcessedGraph, numpy indices) through untouched
         step_model = nn.parallel.DistributedDataParallel(
-            step_model, device_ids=[device.index] if device.type == "cuda" else None,
-            find_unused_parameters=cfg.find_unused_parameters)
+            step_model, device_ids=None, find_unused_parameters=cfg.find_unused_parameters)
     optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
     horizon = StepHorizon(cfg.steps)
     return Trainer(cfg=cfg, ctx=ctx, device=device, model=model, step_model=step_model,
@@ -301,8 +302,9 @@ def _loop(tr: Trainer, collection: Collection, graphs: list[ProcessedGraph],
     cache, valid_cache = TensorCache(tr.device), TensorCache(tr.device)
     reserve = EvalReserve(valid, cfg.val_max_configs)
     t0, configs, running = time.monotonic(), 0, []
-    bar = tqdm(total=cfg.steps, initial=start, desc=f"gnn {collection.name}", mininterval=5.0,
-               leave=False, disable=not ctx.is_main)
+    label = f"gnn {collection.name}" + (f" {out.name}" if out.name.startswith("fold") else "")
+    bar = tqdm(total=cfg.steps, initial=start, desc=label, mininterval=5.0, leave=False,
+               disable=not ctx.is_main)  # total follows the time budget's projected steps: ETA
     step, evaluated, stopped_by = start, start, tr.stopped_by or "steps"
     while step < cfg.steps and not tr.stopped_by:
         spent = time.monotonic() - t0
