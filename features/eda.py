@@ -101,7 +101,7 @@ def _count(values: np.ndarray) -> dict[int, int]:
 def opcode_counts(root: str | os.PathLike, collections: str | Sequence[Collection] | None = "all",
                   splits: Iterable[str] = ("train",), max_per_group: int | None = None) -> pl.DataFrame:
     """How often each opcode occurs (all nodes, and configurable nodes only for layout)."""
-    from features.transforms import opcode_ids
+    from features.columns import opcode_ids
 
     names = {v: k for k, v in opcode_ids().items()}
     total: Counter[int] = Counter()
@@ -122,7 +122,7 @@ def pruning_effect(root: str | os.PathLike, hops: Sequence[int] = (1, 2, 3),
                    collections: str | Sequence[Collection] | None = "all",
                    splits: Iterable[str] = ("train",), max_per_group: int | None = 20) -> pl.DataFrame:
     """Nodes kept by :func:`features.transforms.prune_graph` for each ``hops`` (layout graphs)."""
-    from features.transforms import prune_graph
+    from features.pruning import prune_graph
 
     layout = [c for c in _collections(collections) if not c.is_tile]
     rows = []

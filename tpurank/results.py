@@ -13,8 +13,8 @@ Artifacts (JSON, committed):
   ``created`` (or ``date``), ``machine``, ``command`` (also accepted under ``meta``;
   :func:`bench_metadata` makes all four), and the figures as ``rows`` (or ``cases``: a list of
   objects, one level of nesting is flattened; ``columns`` orders them), ``tables``
-  (``{title: {"columns": [...], "rows": [...]}}``) and/or ``summary`` (flat name -> value); an
-  optional ``notes`` string is printed under the table.
+  (``{title: {"columns": [...], "rows": [...]}}``) and/or top-level objects of figures (e.g.
+  ``summary``: name -> value, one table each); an optional ``notes`` string is printed under them.
 
 A missing artifact renders as "not measured at this commit", never as an old number. The git SHA
 an artifact carries must be an ancestor of HEAD (``git merge-base --is-ancestor``; a ``-dirty``
@@ -196,12 +196,13 @@ def _bench_body(data: dict[str, Any], path: Path) -> str:
         for title, table in data["tables"].items():
             rows = [_flat(r) for r in table.get("rows", [])]
             parts.append(f"**{title}**\n\n" + markdown_table(_columns(rows, table.get("columns")), rows))
-    if isinstance(data.get("summary"), dict) and data["summary"]:
-        parts.append(markdown_table(["summary", "value"], [{"summary": k, "value": v}
-                                                           for k, v in _flat(data["summary"]).items()]))
+    for name, block in data.items():  # e.g. summary, measured, assumptions: name -> value tables
+        if isinstance(block, dict) and block and name not in ("meta", "machine", "tables"):
+            parts.append(markdown_table([name, "value"], [{name: k, "value": v}
+                                                          for k, v in _flat(block).items()]))
     if not parts:
         raise ArtifactError(f"{path}: nothing to render: no {'/'.join(ROW_KEYS)} (a list of objects), "
-                            f"'tables' or 'summary'")
+                            f"'tables' or object of figures")
     return "\n\n".join(parts)
 
 
