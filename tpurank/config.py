@@ -258,7 +258,7 @@ def option_help(cls: type, name: str) -> str:
     return f"{field_help(cls)[name]} [{'; '.join(parts)}]"
 
 
-def _arg_type(key: str, tp: Any) -> Callable[[str], Any]:
+def _arg_type(tp: Any) -> Callable[[str], Any]:
     def convert(value: str) -> Any:
         try:
             return _convert(value, tp)
@@ -278,7 +278,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
             kwargs["choices"] = list(cls.PRESETS)
             kwargs["metavar"] = "{" + ",".join(cls.PRESETS) + "}"
         elif tp is not str:
-            kwargs["type"] = _arg_type(f.name, tp)
+            kwargs["type"] = _arg_type(tp)
         parser.add_argument(flag, dest=f.name, default=argparse.SUPPRESS,
                             help=option_help(cls, f.name).replace("%", "%%"), **kwargs)
 
