@@ -43,13 +43,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m features.hlo", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     conv = sub.add_parser("convert", help="raw proto(s) -> npz files in the Kaggle layout")
-    conv.add_argument("inputs", nargs="+", metavar="IN.pb")
-    conv.add_argument("out_dir", metavar="OUT_DIR")
+    conv.add_argument("inputs", nargs="+", metavar="IN.pb",
+                      help="TuningData / ModuleTuningData / HloModuleProto files")
+    conv.add_argument("out_dir", metavar="OUT_DIR", help="data root the npz files are written under")
     conv.add_argument("--split", default="train", help="split folder to write into (train)")
-    conv.add_argument("--tile-collection", default=TILE_COLLECTION)
-    conv.add_argument("--layout-collection", default=LAYOUT_COLLECTION)
+    conv.add_argument("--tile-collection", default=TILE_COLLECTION,
+                      help=f"collection folder of tile records (default: {TILE_COLLECTION})")
+    conv.add_argument("--layout-collection", default=LAYOUT_COLLECTION,
+                      help=f"collection folder of layout records (default: {LAYOUT_COLLECTION})")
     info = sub.add_parser("info", help="summarise raw proto file(s)")
-    info.add_argument("inputs", nargs="+", metavar="IN.pb")
+    info.add_argument("inputs", nargs="+", metavar="IN.pb", help="raw proto files to describe")
     args = parser.parse_args(argv)
     try:
         return _convert(args) if args.command == "convert" else _info(args)
