@@ -33,12 +33,14 @@ SUBMISSION ?= submissions/submission.csv
 MODELS ?= gnn,lgbm
 COMMON := --data $(DATA) --work $(WORK) --preset $(PRESET) --seed $(SEED)
 
-.PHONY: help setup sample run features gnn lgbm blend test test-slow bench notebooks kaggle-bundle kaggle-push clean
+.PHONY: help setup sample run features gnn lgbm blend test test-slow bench bench-scale docs notebooks kaggle-bundle kaggle-push clean
 
 help:
 	@echo "make run    [DATA=root] [PRESET=quick|full] [SUBMISSION=csv]  whole pipeline -> submission"
 	@echo "make test                                                     fast test suite"
-	@echo "make test-slow | bench | notebooks | kaggle-bundle | kaggle-push | sample | clean"
+	@echo "make sample [SCALE=tiny|small|kaggle] [SAMPLE_ARGS=...]                generated data"
+	@echo "make docs                                                     rewrite every generated table"
+	@echo "make test-slow | bench | bench-scale | notebooks | kaggle-bundle | kaggle-push | clean"
 
 setup: $(STAMP)
 
@@ -53,7 +55,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 sample: $(STAMP) $(SAMPLE)/.complete
 
 data/sample-%/.complete: | $(STAMP)
-	$(PY) -m features.sample --out data/sample-$* --scale $* --seed $(SEED)
+	$(PY) -m features.sample --out data/sample-$* --scale $* --seed $(SEED) $(SAMPLE_ARGS)
 
 run: $(STAMP) $(NEED_SAMPLE)
 	$(PY) -m features validate --data $(DATA) --skip-bad --report $(WORK)/validate_report.json
@@ -80,6 +82,10 @@ bench: $(STAMP)
 # kaggle-shaped data (features.sample.kaggle) -> generate / validate / build: time, RSS, fds, WORK size
 bench-scale: $(STAMP)
 	$(PY) tests/bench/bench_scale.py $(if $(GRAPH_FRACTION),--graph-fraction $(GRAPH_FRACTION)) $(if $(CONFIG_FRACTION),--config-fraction $(CONFIG_FRACTION))
+
+# every marked results/benchmarks section of README.md and docs/ from results/*.json, benchmarks/*.json
+docs: $(STAMP)
+	$(PY) -m tpurank.results render
 
 # notebooks/*.py (jupytext percent format) -> notebooks/*.ipynb, cells unexecuted
 notebooks: $(STAMP)
