@@ -36,7 +36,8 @@ def _worker(rank: int, world: int, port: int, argv: list[str], out: str) -> None
     from models.gnn.config import GnnConfig
     from tpurank.config import parse_config
 
-    assert main(["train", *argv]) == 0
+    assert main(["train", *argv, "--step-budget", "20"]) == 0  # stops at the step-20 evaluation
+    assert main(["train", *argv]) == 0  # resumes from last.pt (new process group, same ranks)
     cfg = parse_config(GnnConfig, ["--preset", "quick", *argv])
     model, _ = load_trained_dir(cfg.model_dir(get_collection(COLLECTION)))
     g = next(iter(iter_processed(cfg.features_dir(), get_collection(COLLECTION), "valid")))
@@ -44,7 +45,10 @@ def _worker(rank: int, world: int, port: int, argv: list[str], out: str) -> None
 
 
 def test_two_process_gloo_training_writes_one_loadable_checkpoint(tmp_path, learnable_features):
+    """Trains (interrupted after 20 steps, then resumed), loss decreases, one checkpoint in the
+    single-process format, and predictions of every rank's load equal a plain process's."""
     from models.gnn.infer import load_trained_dir, predict_costs
+    from models.training import load_checkpoint
 
     work = tmp_path / "work"
     argv = ["--work", str(work), "--features", str(learnable_features), *ARGS]
@@ -55,8 +59,8 @@ def test_two_process_gloo_training_writes_one_loadable_checkpoint(tmp_path, lear
     assert json.loads((out / "config.json").read_text())["world_size"] == 2
     report = json.loads((out / "report.json").read_text())
     assert report["world_size"] == 2 and report["n_train_graphs"] == 6
+    assert report["last_step"] == 40 and load_checkpoint(out / "last.pt")["step"] == 40
     losses = [h["loss"] for h in report["history"]]
-    print("ddp losses", losses, report["score"])
     assert len(losses) == 2 and losses[-1] < 0.9 * losses[0], losses
     model, _ = load_trained_dir(out)  # single process, no process group
     g = next(iter(iter_processed(learnable_features, get_collection(COLLECTION), "valid")))
