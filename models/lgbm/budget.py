@@ -8,7 +8,7 @@ at least ``floor / n_left`` of what is left. Inside a collection the time is spl
 the remaining fits (folds × candidate modes); a fraction :data:`FIT_FRACTION` of each slice is
 for boosting, the rest for reading rows and scoring.
 
-Enforcement: :class:`DeadlineCallback` stops LightGBM when the fit's deadline passes and keeps
+Enforcement: :class:`BoostControl` stops LightGBM when the fit's deadline passes and keeps
 the best iteration seen so far (by the first validation metric; the last one without validation).
 At least one boosting round always runs. Loading rows is not interruptible: the budget covers
 it only by leaving less time for boosting.
@@ -16,11 +16,15 @@ it only by leaving less time for boosting.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import lightgbm as lgb
 import polars as pl
+
+from tpurank.atomic import write_json
 
 FLOOR = 0.5
 FIT_FRACTION = 0.75
@@ -94,18 +98,66 @@ class Slicer:
         return now + FIT_FRACTION * slice_s
 
 
-class DeadlineCallback:
-    """Stop boosting at ``deadline`` (``time.monotonic()``), keeping the best iteration so far."""
+class BoostControl:
+    """One LightGBM callback for early stopping, the deadline and resumable checkpoints.
 
-    def __init__(self, deadline: float) -> None:
+    - Early stopping (``patience`` rounds without improvement of the first validation metric,
+      as ``lightgbm.early_stopping(first_metric_only=True)``) and the deadline
+      (``time.monotonic()``) both stop at the best iteration so far.
+    - With ``checkpoint`` (a JSON path), the booster text and the early-stopping state are
+      saved there in one atomic write every ``checkpoint_every`` seconds (tagged with ``key``,
+      e.g. the settings fingerprint). A new control for the same path and
+      key resumes from it: :attr:`init_model` and :attr:`start_iteration` are set, and the best
+      iteration seen before the kill is kept as the one to beat. A resumed fit is not
+      bit-identical to an uninterrupted one (bagging draws restart), only equivalent.
+    """
+
+    def __init__(self, deadline: float = float("inf"), patience: int = 0,
+                 checkpoint: Path | None = None, checkpoint_every: float = 60.0,
+                 key: str = "") -> None:
         # an instance attribute: lightgbm.train gives callbacks without one in their __dict__ a
-        # negative order; 40 = after lightgbm.early_stopping (30), which may already have stopped
+        # negative order; 40 = after the other callbacks
         self.order = 40
-        self.deadline = deadline
+        self.deadline, self.patience = deadline, patience
+        self.checkpoint, self.every, self.key = checkpoint, checkpoint_every, key
         self.best_value: float | None = None
-        self.best_iter = 0
+        self.best_iter = -1
         self.best_list: list = []
         self.stopped_at: int | None = None
+        self.start_iteration = 0
+        self.init_model: lgb.Booster | None = None
+        self._saved_at = time.monotonic()
+        self._resume()
+
+    def _resume(self) -> None:
+        if self.checkpoint is None or not self.checkpoint.is_file():
+            return
+        try:
+            saved = json.loads(self.checkpoint.read_text())
+        except json.JSONDecodeError:
+            return
+        if saved.get("key") != self.key:
+            return
+        self.start_iteration = int(saved["iteration"])
+        self.best_iter, self.best_value = int(saved["best_iter"]), saved["best_value"]
+        self.best_list = [tuple(r) for r in saved["best_list"]]
+        self.init_model = lgb.Booster(model_str=saved["model"])
+
+    def _save(self, env: lgb.callback.CallbackEnv) -> None:
+        # one atomic file (model text + early-stopping state): a kill never leaves them apart
+        write_json(self.checkpoint, {"key": self.key, "iteration": env.iteration + 1,
+                                     "best_iter": self.best_iter, "best_value": self.best_value,
+                                     "best_list": [list(r) for r in self.best_list],
+                                     "model": env.model.model_to_string()})
+        self._saved_at = time.monotonic()
+
+    def clear(self) -> None:
+        """Remove the checkpoint (the fit's result is saved elsewhere)."""
+        if self.checkpoint is not None:
+            self.checkpoint.unlink(missing_ok=True)
+
+    def _stop(self) -> None:
+        raise lgb.callback.EarlyStopException(self.best_iter, self.best_list)
 
     def __call__(self, env: lgb.callback.CallbackEnv) -> None:
         results = env.evaluation_result_list or []
@@ -115,8 +167,14 @@ class DeadlineCallback:
                                                  else value < self.best_value)
             if better:
                 self.best_value, self.best_iter, self.best_list = value, env.iteration, list(results)
+            if self.patience > 0 and env.iteration - self.best_iter >= self.patience:
+                self._stop()
         else:
             self.best_iter = env.iteration
         if time.monotonic() >= self.deadline:
             self.stopped_at = env.iteration + 1
-            raise lgb.callback.EarlyStopException(self.best_iter, self.best_list)
+            self._stop()
+        if env.iteration == env.end_iteration - 1:
+            self._stop()
+        if self.checkpoint is not None and time.monotonic() - self._saved_at >= self.every:
+            self._save(env)

@@ -82,6 +82,8 @@ class LgbmConfig(StageConfig):
     time_budget: float = 0.0
 
     # --- runtime ---
+    # seconds between booster checkpoints (a killed fit resumes from the last one; 0 = off)
+    checkpoint_every: float = 60.0
     threads: int = 0  # 0 = all cores
     predict_batch_rows: int = 65536  # rows per predict call (memory bound)
     eval_every: int = 1  # official validation metric every k iterations (early stopping)

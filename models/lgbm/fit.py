@@ -3,13 +3,15 @@ regression, or the explicit pairwise classifier (:mod:`models.lgbm.pairwise`).
 
 Ranking modes early-stop on the *official* metric (tile top-5 score / layout Kendall τ, mean
 over the early-stopping graphs); the pairwise mode on the binary log-loss of sampled pairs of
-those graphs. An optional deadline (:class:`models.lgbm.budget.DeadlineCallback`) stops boosting
-when the time budget is spent, keeping the best iteration so far.
+those graphs. :class:`models.lgbm.budget.BoostControl` does the early stopping, stops boosting
+when the time budget is spent (keeping the best iteration so far) and checkpoints the booster
+so that a killed fit resumes (``init_model``) instead of starting over.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Callable
 
 import lightgbm as lgb
@@ -17,7 +19,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from tpurank.collections import Collection
-from models.lgbm.budget import DeadlineCallback
+from models.lgbm.budget import BoostControl
 from models.lgbm.config import LgbmConfig
 from models.lgbm.data import Rows, chunk_groups, graph_runs
 from models.lgbm.model import ModelInfo, RankerModel
@@ -67,7 +69,8 @@ def _warmup_value(calls: int, higher_is_better: bool) -> float:
     return -1e9 + calls if higher_is_better else 1e9 - calls
 
 
-def official_feval(collection: Collection, valid: Rows, every: int = 1, warmup: int = 0) -> Callable:
+def official_feval(collection: Collection, valid: Rows, every: int = 1, warmup: int = 0,
+                   start: int = 0) -> Callable:
     """A LightGBM ``feval``: mean official score over the validation graphs (higher = better).
 
     Computed every ``every`` iterations; in between the last value is repeated, which early
@@ -76,7 +79,7 @@ def official_feval(collection: Collection, valid: Rows, every: int = 1, warmup: 
     runs = [r for r in graph_runs(valid.graph_code) if len(r) > 1]
     target = valid.target
     name = "top5" if collection.is_tile else "tau"
-    state = {"calls": 0, "last": -np.inf}
+    state = {"calls": start, "last": -np.inf}  # start: rounds done before a resume
 
     def feval(preds: np.ndarray, _data: lgb.Dataset) -> tuple[str, float, bool]:
         state["calls"] += 1
@@ -91,9 +94,9 @@ def official_feval(collection: Collection, valid: Rows, every: int = 1, warmup: 
     return feval
 
 
-def logloss_feval(warmup: int = 0) -> Callable:
+def logloss_feval(warmup: int = 0, start: int = 0) -> Callable:
     """Binary log-loss of the validation pairs (lower = better), with the same warm-up."""
-    state = {"calls": 0}
+    state = {"calls": start}
 
     def feval(preds: np.ndarray, data: lgb.Dataset) -> tuple[str, float, bool]:
         state["calls"] += 1
@@ -126,24 +129,22 @@ class TqdmCallback:
 
 def _train(params: dict, train_set: lgb.Dataset, valid_set: lgb.Dataset | None, cfg: LgbmConfig,
            desc: str, feval: Callable | None = None,
-           stop: DeadlineCallback | None = None) -> lgb.Booster:
-    bar = TqdmCallback(cfg.num_boost_round, desc)
-    callbacks: list = [bar] + ([stop] if stop is not None else [])
-    valid_sets = []
-    if valid_set is not None:
-        valid_sets = [valid_set]
-        callbacks.append(lgb.early_stopping(cfg.early_stopping_rounds, first_metric_only=True,
-                                            verbose=False))
+           stop: BoostControl | None = None) -> lgb.Booster:
+    stop = stop or BoostControl()
+    stop.patience = cfg.early_stopping_rounds
+    rounds = max(1, cfg.num_boost_round - stop.start_iteration)
+    bar = TqdmCallback(rounds, desc)
+    valid_sets = [valid_set] if valid_set is not None else []
     try:
-        return lgb.train(params, train_set, num_boost_round=cfg.num_boost_round,
+        return lgb.train(params, train_set, num_boost_round=rounds, init_model=stop.init_model,
                          valid_sets=valid_sets, valid_names=["valid"] * len(valid_sets),
-                         feval=feval if valid_sets else None, callbacks=callbacks)
+                         feval=feval if valid_sets else None, callbacks=[bar, stop])
     finally:
         bar.close()
 
 
 def fit_ranker(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: Collection,
-               objective: str, seed: int, stop: DeadlineCallback | None = None) -> lgb.Booster:
+               objective: str, seed: int, stop: BoostControl | None = None) -> lgb.Booster:
     """LambdaRank / rank_xendcg with one query group per graph chunk (see ``chunk_groups``)."""
     rng = np.random.default_rng(seed)
     grades = train.grades(cfg.n_grades)
@@ -154,7 +155,7 @@ def fit_ranker(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: Col
     if valid is not None and len(valid):
         valid_set = lgb.Dataset(valid.X, label=valid.grades(cfg.n_grades), reference=train_set)
     params = booster_params(cfg, seed) | ranking_params(cfg, collection, objective)
-    feval = (official_feval(collection, valid, cfg.eval_every, cfg.min_rounds)
+    feval = (official_feval(collection, valid, cfg.eval_every, cfg.min_rounds, _start(stop))
              if valid_set is not None else None)
     return _train(params, train_set, valid_set, cfg, f"{collection.name} {objective}", feval, stop)
 
@@ -175,7 +176,7 @@ def speed_labels(rows: Rows) -> np.ndarray:
 
 
 def fit_regression(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: Collection,
-                   seed: int, stop: DeadlineCallback | None = None) -> lgb.Booster:
+                   seed: int, stop: BoostControl | None = None) -> lgb.Booster:
     """Pointwise L2 regression on :func:`speed_labels`, early-stopped on the official metric."""
     train_set = lgb.Dataset(train.X, label=speed_labels(train),
                             feature_name=safe_names(train.feature_names), free_raw_data=True)
@@ -183,7 +184,7 @@ def fit_regression(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection:
     if valid is not None and len(valid):
         valid_set = lgb.Dataset(valid.X, label=speed_labels(valid), reference=train_set)
     params = booster_params(cfg, seed) | {"objective": "regression"}
-    feval = (official_feval(collection, valid, cfg.eval_every, cfg.min_rounds)
+    feval = (official_feval(collection, valid, cfg.eval_every, cfg.min_rounds, _start(stop))
              if valid_set is not None else None)
     return _train(params, train_set, valid_set, cfg, f"{collection.name} regression", feval, stop)
 
@@ -199,7 +200,7 @@ def _pair_dataset(rows: Rows, pairs_per_graph: int, max_total: int, rng: np.rand
 
 
 def fit_pairwise(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: Collection,
-                 seed: int, stop: DeadlineCallback | None = None) -> lgb.Booster:
+                 seed: int, stop: BoostControl | None = None) -> lgb.Booster:
     """Binary classifier ``a faster than b`` on sampled same-graph pairs (see ``pairwise``)."""
     rng = np.random.default_rng(seed)
     train_set = _pair_dataset(train, cfg.pairs_per_graph, cfg.max_pairs_total, rng)
@@ -210,14 +211,25 @@ def fit_pairwise(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: C
     params = booster_params(cfg, seed) | {"objective": "binary",
                                           "bin_construct_sample_cnt": cfg.pair_bin_sample}
     return _train(params, train_set, valid_set, cfg, f"{collection.name} pairwise",
-                  logloss_feval(cfg.min_rounds), stop)
+                  logloss_feval(cfg.min_rounds, _start(stop)), stop)
+
+
+def _start(stop: BoostControl | None) -> int:
+    return stop.start_iteration if stop is not None else 0
 
 
 def fit_model(mode: str, train: Rows, valid: Rows | None, cfg: LgbmConfig,
-              collection: Collection, deadline: float = float("inf")) -> RankerModel:
-    """Fit one ``mode`` model; boosting stops at ``deadline`` (``time.monotonic()``) if earlier."""
+              collection: Collection, deadline: float = float("inf"),
+              checkpoint: Path | None = None, key: str = "") -> RankerModel:
+    """Fit one ``mode`` model; boosting stops at ``deadline`` (``time.monotonic()``) if earlier.
+
+    With ``checkpoint``, the booster is saved there every ``cfg.checkpoint_every`` seconds and
+    a checkpoint left by a killed fit with the same ``key`` is resumed (then removed).
+    """
     seed = cfg.seed
-    stop = DeadlineCallback(deadline) if deadline != float("inf") else None
+    stop = BoostControl(deadline, checkpoint=checkpoint if cfg.checkpoint_every > 0 else None,
+                        checkpoint_every=cfg.checkpoint_every, key=f"{key}:{mode}")
+    resumed = stop.start_iteration
     if mode == "pairwise":
         booster = fit_pairwise(train, valid, cfg, collection, seed, stop)
     elif mode == "regression":
@@ -227,6 +239,9 @@ def fit_model(mode: str, train: Rows, valid: Rows | None, cfg: LgbmConfig,
     info = ModelInfo(mode=mode, feature_names=list(train.feature_names), collection=collection.name,
                      seed=seed, pair_refs=cfg.pair_refs,
                      best_iteration=int(booster.best_iteration or booster.current_iteration()))
-    if stop is not None and stop.stopped_at is not None:
+    if stop.stopped_at is not None:
         info.extra["stopped_by_time_budget_at"] = stop.stopped_at
+    if resumed:
+        info.extra["resumed_from_iteration"] = resumed
+    stop.clear()
     return RankerModel(booster=booster, info=info)

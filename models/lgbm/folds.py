@@ -41,7 +41,8 @@ from models.lgbm.config import LgbmConfig
 from models.lgbm.data import Rows, by_config, concat_rows, feature_columns, load_rows, read_keys
 from models.lgbm.fit import fit_model
 from models.lgbm.model import RankerModel
-from models.lgbm.train import (candidates, choose, read_done, save_model, sibling, write_done)
+from models.lgbm.train import (candidates, choose, clean_temporaries, fingerprint, read_done, save_model, sibling,
+                               write_done)
 from models.metrics import score_collection
 from models.predictions import (normalise_costs, predictions_path, read_predictions,
                                 write_predictions)
@@ -145,6 +146,7 @@ def train_fold(cfg: LgbmConfig, collection: Collection, plan, k: int, names: lis
     """Fit fold ``k``, write its held-out and test predictions; returns its metrics."""
     out_dir = fold_dir(cfg, collection, k)
     out_dir.mkdir(parents=True, exist_ok=True)
+    clean_temporaries(out_dir)
     start = time.perf_counter()
     train, seen = _training_rows(cfg, collection, plan, k, names)
     inner_keys = plan.inner_valid(k)
@@ -154,12 +156,14 @@ def train_fold(cfg: LgbmConfig, collection: Collection, plan, k: int, names: lis
     results: dict[str, dict] = {}
     models: dict[str, RankerModel] = {}
     for m in modes:
-        model = fit_model(m, train, inner, cfg, collection, deadline=slicer.deadline())
+        model = fit_model(m, train, inner, cfg, collection, deadline=slicer.deadline(),
+                          checkpoint=out_dir / f"checkpoint-{m}.json", key=fingerprint(cfg))
         inner_score = None
         if len(modes) > 1 and inner is not None:  # the mode choice: inner-valid graphs only
             inner_score = _score(collection, predict_graphs(model, cfg, collection, inner_keys),
                                  truth)
         results[m] = {"best_iteration": model.info.best_iteration, "inner_score": inner_score,
+                      "resumed_from_iteration": model.info.extra.get("resumed_from_iteration"),
                       "stopped_by_time_budget_at": model.info.extra.get("stopped_by_time_budget_at")}
         models[m] = model
     chosen = choose(results, "inner_score")

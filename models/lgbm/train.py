@@ -41,7 +41,7 @@ from models.predictions import predictions_path
 DONE_FILE = "done.json"
 # settings that do not change a trained model: a finished collection is kept whatever they are
 RUNTIME_FIELDS = ("threads", "collections", "collection", "predict_batch_rows", "time_budget",
-                  "data", "preset")
+                  "data", "preset", "checkpoint_every")
 
 
 def fingerprint(cfg: LgbmConfig) -> str:
@@ -65,6 +65,13 @@ def read_done(out_dir: Path, cfg: LgbmConfig) -> dict | None:
 def write_done(out_dir: Path, cfg: LgbmConfig, metrics: dict) -> None:
     """The completion marker: written last, atomically (``tpurank.atomic``)."""
     write_json(out_dir / DONE_FILE, {"fingerprint": fingerprint(cfg), "metrics": metrics})
+
+
+def clean_temporaries(out_dir: Path) -> None:
+    """Remove the hidden ``.<name>.*.tmp*`` files a killed run's atomic writes left behind."""
+    for tmp in out_dir.glob(".*.tmp*"):
+        if tmp.is_file():
+            tmp.unlink(missing_ok=True)
 
 
 def evaluate_model(model: RankerModel, cfg: LgbmConfig, collection: Collection,
@@ -138,6 +145,7 @@ def train_collection(cfg: LgbmConfig, collection: Collection,
         raise ValueError(f"--folds {cfg.folds}: use 0 (train/valid split) or K >= 2")
     out_dir = cfg.model_dir(collection)
     out_dir.mkdir(parents=True, exist_ok=True)
+    clean_temporaries(out_dir)
     train_path = tabular_path(cfg.feature_root(), collection, "train")
     names = feature_columns(train_path) if train_path.is_file() else []
     start = time.perf_counter()
@@ -153,11 +161,13 @@ def train_collection(cfg: LgbmConfig, collection: Collection,
     models: dict[str, tuple[RankerModel, dict | None]] = {}
     for m in modes:
         t0 = time.perf_counter()
-        model = fit_model(m, train, valid, cfg, collection, deadline=slicer.deadline())
+        model = fit_model(m, train, valid, cfg, collection, deadline=slicer.deadline(),
+                          checkpoint=out_dir / f"checkpoint-{m}.json", key=fingerprint(cfg))
         fit_s = time.perf_counter() - t0
         scored, costs = evaluate_model(model, cfg, collection, "valid")
         results[m] = {"fit_s": round(fit_s, 2), "best_iteration": model.info.best_iteration,
                       "stopped_by_time_budget_at": model.info.extra.get("stopped_by_time_budget_at"),
+                      "resumed_from_iteration": model.info.extra.get("resumed_from_iteration"),
                       "valid_score": None if scored is None else scored["score"],
                       "valid_per_graph": None if scored is None else scored["per_graph"]}
         models[m] = (model, costs)

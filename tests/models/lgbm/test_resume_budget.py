@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -29,7 +30,8 @@ ENDLESS = {"num_boost_round": 100000, "early_stopping_rounds": 100000, "min_roun
 
 
 def _args(work: Path, budget: float) -> list[str]:
-    opts = ENDLESS | {"time_budget": budget, "collections": "tile:xla,layout:xla:random"}
+    opts = ENDLESS | {"time_budget": budget, "collections": "tile:xla,layout:xla:random",
+                      "checkpoint_every": 0.2}
     return ["--work", str(work), "--preset", "quick"] + [
         x for k, v in opts.items() for x in (f"--{k.replace('_', '-')}", str(v))]
 
@@ -49,7 +51,9 @@ def test_time_budget_stops_boosting_and_keeps_the_best_iteration(toy_work: Path)
     start = time.monotonic()
     metrics = train_all(cfg)
     elapsed = time.monotonic() - start
-    assert elapsed < 3.0 + 2.0, elapsed  # boosting stops on time; loading and scoring are extra
+    fit_s = sum(r["fit_s"] for m in metrics.values() for r in m["results"].values())
+    assert fit_s < 3.0 + 1.0, fit_s  # boosting (+ Dataset construction) stops on time
+    assert elapsed < 3.0 + 8.0, elapsed  # loading and scoring come on top (slow on a busy machine)
     for m in metrics.values():
         run = m["results"]["lambdarank"]
         assert run["stopped_by_time_budget_at"] is not None
@@ -61,7 +65,7 @@ def test_time_budget_stops_boosting_and_keeps_the_best_iteration(toy_work: Path)
 def test_a_killed_train_resumes_without_redoing_finished_collections(toy_work: Path) -> None:
     cmd = [sys.executable, "-m", "models.lgbm", "train"]
     env = os.environ | {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(cmd + _args(toy_work, 6.0), cwd=ROOT, env=env,
+    proc = subprocess.Popen(cmd + _args(toy_work, 10.0), cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     cfg = with_preset(LgbmConfig, "quick", work=str(toy_work), **ENDLESS)
     tile_done, layout_done = cfg.model_dir(TILE) / DONE_FILE, cfg.model_dir(LAYOUT) / DONE_FILE
@@ -70,20 +74,24 @@ def test_a_killed_train_resumes_without_redoing_finished_collections(toy_work: P
         while not tile_done.is_file() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert tile_done.is_file(), "tile:xla never finished"
-        time.sleep(0.5)  # well inside layout:xla:random's boosting
+        checkpoint = cfg.model_dir(LAYOUT) / "checkpoint-lambdarank.json"
+        while not checkpoint.is_file() and time.monotonic() < deadline:  # inside its boosting
+            time.sleep(0.05)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    assert not layout_done.exists()
-    leftovers = [p for p in (toy_work / "models").rglob("*") if ".tmp" in p.name]
-    assert not leftovers, leftovers
+    assert not layout_done.exists() and checkpoint.is_file()
     tile_mtime = tile_done.stat().st_mtime_ns
     rerun = subprocess.run(cmd + _args(toy_work, 1.0), cwd=ROOT, env=env, capture_output=True,
                            text=True, timeout=120)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert "done before" in next(l for l in rerun.stdout.splitlines() if "tile:xla" in l)
     assert tile_done.stat().st_mtime_ns == tile_mtime
-    assert layout_done.is_file()
+    assert layout_done.is_file() and not checkpoint.exists()
+    metrics = json.loads((cfg.model_dir(LAYOUT) / "metrics.json").read_text())
+    assert metrics["results"]["lambdarank"]["resumed_from_iteration"] > 0  # from the booster
+    leftovers = [p for p in (toy_work / "models").rglob("*") if ".tmp" in p.name]
+    assert not leftovers, leftovers  # a kill mid-write leaves a hidden temp file: swept on resume
 
 
 def test_valid_split_is_predicted_once(toy_work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
