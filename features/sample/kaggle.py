@@ -27,6 +27,15 @@ the test files' hidden targets and submission rows are kept (small).
 
 Determinism: every graph draws from its own seed (as the other scales), so the output does not
 depend on ``jobs`` or on the order in which workers finish.
+
+Cost (measured on the shared 2-core dev machine, ``--jobs 2``, ``tests/bench/bench_scale.py``;
+``benchmarks/scale.json`` has the latest figures): generation time is set by the layout files —
+the cost model prices every config at every node — so it grows with ``graph_fraction ×
+config_fraction``; tile kernels cost about 13 ms each. G = 0.05: 85 s at F = 1/32 (395 files,
+70k configs, 21 MiB), 450 s at F = 1/8 (232k configs, 64 MiB). Hence the defaults
+``graph_fraction = 0.25``, ``config_fraction = 1/32`` (minutes); ``--graph-fraction 1`` gives the
+real file counts (7,868 files, about 20× the G = 0.05 time: roughly 30 min at F = 1/32, 2.5 h at
+F = 1/8 — extrapolated, not measured).
 """
 
 from __future__ import annotations
@@ -55,8 +64,8 @@ from features.sample.files import _choose_configurable, _graph_arrays, _rng, mak
 __all__ = ["KaggleJob", "kaggle_jobs", "run_job", "write_kaggle", "DEFAULT_CONFIG_FRACTION",
            "DEFAULT_GRAPH_FRACTION"]
 
-DEFAULT_CONFIG_FRACTION = 1 / 32  # 1/8 (the issue's stress volume) takes ~45 CPU-min; see the docstring
-DEFAULT_GRAPH_FRACTION = 1.0
+DEFAULT_CONFIG_FRACTION = 1 / 32  # see "Cost" above: F = 1/8 is ~5x slower
+DEFAULT_GRAPH_FRACTION = 0.25  # 1.0 = the real counts (7,868 files), ~20x the G = 0.05 time
 SPLITS = ("train", "valid", "test")
 
 

@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config-fraction", type=float, default=None,
                    help="kaggle: share of the real config counts (default 1/32)")
     p.add_argument("--graph-fraction", type=float, default=None,
-                   help="kaggle: share of the real graph counts (default 1)")
+                   help="kaggle: share of the real graph counts (default 0.25)")
     p.add_argument("--jobs", type=int, default=0, help="kaggle: worker processes (0 = all cores)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--physics", default="tpu", choices=PHYSICS,

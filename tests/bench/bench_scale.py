@@ -90,7 +90,7 @@ def counts(data: Path) -> tuple[int, int]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--graph-fraction", type=float, default=0.05)
+    p.add_argument("--graph-fraction", type=float, default=0.25)
     p.add_argument("--config-fraction", type=float, default=1 / 32)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--data", default="", help="existing kaggle-shaped root (skip generation)")
