@@ -11,7 +11,8 @@ for boosting, the rest for reading rows and scoring.
 Enforcement: :class:`BoostControl` stops LightGBM when the fit's deadline passes and keeps
 the best iteration seen so far (by the first validation metric; the last one without validation).
 At least one boosting round always runs. Loading rows is not interruptible: the budget covers
-it only by leaving less time for boosting.
+it only by leaving less time for boosting. The same callback does the early stopping and the
+booster checkpoints that let a killed fit resume (see its docstring).
 """
 
 from __future__ import annotations

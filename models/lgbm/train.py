@@ -5,7 +5,8 @@ Per collection (``train_collection``; with ``--folds K >= 2`` see :mod:`models.l
 1. read a seeded per-graph subsample of the train rows (``max_train_configs_per_graph``) and of
    the valid rows (``max_valid_configs_per_graph``, early stopping only);
 2. fit each candidate mode (:mod:`models.lgbm.fit`) with early stopping on the validation
-   graphs and a deadline from the time budget (:mod:`models.lgbm.budget`);
+   graphs and a deadline from the time budget (:mod:`models.lgbm.budget`), checkpointing the
+   booster every ``checkpoint_every`` seconds (``checkpoint-<mode>.json``, resumed after a kill);
 3. score *every* validation config (streamed) with the official metric (``metrics.json``) and
    write those predictions once, in the common format (``PREDS/<run>/<slug>/valid.npz``,
    recorded in :mod:`models.lgbm.ledger` so ``predict`` does not predict them again);
