@@ -39,14 +39,14 @@ def train_main(argv: list[str]) -> int:
     ctx, device = init_distributed(cfg.device)
     budget = TimeBudget(cfg.time_budget)
     try:
+        from models.gnn.folds import train_folds, usable_folds
+
         reports = []
         collections = cfg.collection_list()
-        runs_per_collection = max(1, cfg.folds) if cfg.folds >= 2 else 1
+        runs = [max(1, usable_folds(cfg, coll)) for coll in collections]  # models per collection
         for i, coll in enumerate(collections):
-            runs_left = (len(collections) - i) * runs_per_collection
-            if cfg.folds >= 2:
-                from models.gnn.folds import train_folds
-
+            runs_left = sum(runs[i:])
+            if runs[i] >= 2:
                 report = train_folds(cfg, coll, budget, runs_left, ctx, device)
             else:
                 report = train_collection(cfg, coll, budget.share(runs_left), ctx, device)
@@ -68,9 +68,9 @@ def predict_main(argv: list[str]) -> int:
 
     cfg = parse_config(GnnConfig, _with_default_preset(argv), prog="python -m models.gnn predict")
     for coll in cfg.collection_list():
-        if cfg.folds >= 2:
-            from models.gnn.folds import predict_folds
+        from models.gnn.folds import predict_folds, usable_folds
 
+        if usable_folds(cfg, coll) >= 2:
             r = predict_folds(cfg, coll)
             print(f"{coll.name}: OOF {r['oof_score']:.4f} over {r['oof_graphs']} graphs "
                   f"({r['folds']} folds), official valid {r['valid_score']:.4f} over "

@@ -80,19 +80,19 @@ class GnnConfig(StageConfig):
 
     PRESETS: ClassVar[dict[str, dict[str, object]]] = {
         # quick: bounded by time, not steps (issue 11): 480 s of GNN training for all selected
-        # collections (and folds), so that `make run` on sample-small takes about 10-15 minutes on
+        # collections and their 3 CV folds (issue 12; the LightGBM ranker's K too), so that `make run` on sample-small takes about 10-15 minutes on
         # 2 cores. One torch thread: measured faster than two on the shared 2-core machine (README
         # "GNN ranker", threads). Model shape: measured on sample-small valid, 3 seeds.
         "quick": {"hidden": 64, "layers": 3, "configs_per_step": 64, "steps": 100000,
                   "time_budget": 480.0, "eval_every": 50, "patience": 4, "val_max_configs": 128,
                   "predict_batch": 64, "threads": 1, "warmup_steps": 20, "lr": 3e-3,
-                  "node_budget": 200000},
+                  "node_budget": 200000, "folds": 3},
         # full: one T4 (16 GB): node_budget keeps a step's activations near 9 GB in float32 under
         # the measured memory model (benchmarks/gnn_memory.json); 6 h of training at most
         "full": {"hidden": 128, "layers": 4, "configs_per_step": 96, "steps": 20000,
                  "eval_every": 500, "patience": 8, "val_max_configs": 1000, "predict_batch": 128,
                  "conv": "sage", "dropout": 0.1, "warmup_steps": 500, "lr": 1e-3, "close_bias": 0.25,
-                 "time_budget": 21600.0, "node_budget": 500000},
+                 "time_budget": 21600.0, "node_budget": 500000, "folds": 5},
     }
 
     def collection_list(self) -> list[Collection]:

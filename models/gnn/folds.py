@@ -66,6 +66,28 @@ def get_plan(cfg: GnnConfig, collection: Collection, ctx: DistContext | None = N
     return plan if plan is not None else make()
 
 
+def usable_folds(cfg: GnnConfig, collection: Collection) -> int:
+    """``cfg.folds`` when the collection's labelled graphs support K-fold OOF predictions, else 0
+    (the train/valid protocol, with a note on stderr): OOF files are keyed by stem, so a stem in
+    both train and valid cannot be cross-validated, and K folds need at least K distinct stems.
+    ``train`` and ``predict`` both decide with this, so they always agree."""
+    import sys
+
+    if cfg.folds < 2:
+        return 0
+    stems = {split: {g.stem for g in load_graphs(cfg.features_dir(), collection, split)}
+             for split in LABELLED}
+    both = sorted(stems["train"] & stems["valid"])
+    distinct = len(stems["train"] | stems["valid"])
+    why = (f"stem(s) {both[:3]} are in both train and valid" if both else
+           f"only {distinct} labelled graph(s) for {cfg.folds} folds" if distinct < cfg.folds else "")
+    if why:
+        print(f"{collection.name}: --folds {cfg.folds} not usable ({why}); training on train, "
+              f"early stopping on valid instead", file=sys.stderr)
+        return 0
+    return cfg.folds
+
+
 def labelled_graphs(cfg: GnnConfig, collection: Collection) -> dict[Key, ProcessedGraph]:
     return {(split, g.stem): g for split in LABELLED
             for g in load_graphs(cfg.features_dir(), collection, split)}

@@ -398,7 +398,8 @@ def _final_report(tr: Trainer, collection: Collection, valid: list[ProcessedGrap
 
 
 def summary_line(report: dict[str, Any]) -> str:
-    return (f"{report['collection']}: valid {report['score']:.4f} over {report['n_graphs']} graphs "
+    kind = report.get("score_kind", "valid")
+    return (f"{report['collection']}: {kind} {report['score']:.4f} over {report['n_graphs']} graphs "
             f"(best step {report['best_step']}, {report['train_seconds']:.0f} s, "
             f"{report['train_configs_per_s']:.0f} configs/s, stopped by {report['stopped_by']})")
 
