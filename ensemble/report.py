@@ -178,12 +178,15 @@ def _oof_blocks(summary: dict, models: Sequence[str], run_dir: Path) -> list[Blo
         return [("h2", "Out-of-fold scores"),
                 ("p", "No out-of-fold predictions (models trained without `--folds K`): only the "
                       "in-sample valid table below is available.")]
-    header = ["collection", "graphs", "folds"] + [f"{m} (± sd over folds)" for m in models] + \
+    header = ["collection", "graphs", "folds"] + [f"{m}, seed runs averaged (± sd over folds)"
+                                                  for m in models] + \
              [f"{m} (± sd over seed runs × folds)" for m in models] + \
              [f"{BLEND_MODEL} (nested, ± sd over folds)"]
     rows, means = [], {}
     for c, o in colls.items():
-        cells = [c, str(o["n_graphs"]), str(o["folds"])]
+        n = str(o["n_graphs"]) if o["n_graphs"] == o.get("n_labelled", o["n_graphs"]) else \
+            f"{o['n_graphs']} of {o['n_labelled']}"
+        cells = [c, n, str(o["folds"])]
         for m in models:
             v = o["models"][m]
             cells.append(f"{v['mean']:.4f} ± {v['sd']:.4f}")
@@ -203,7 +206,8 @@ def _oof_blocks(summary: dict, models: Sequence[str], run_dir: Path) -> list[Blo
             ("p", "Each graph is scored on the prediction of the fold model that did not see it. "
                   "The blend is scored leave-one-fold-out: its weights (and shrinkage) are fitted on "
                   "the other folds' OOF predictions and applied to the left-out fold. Mean over "
-                  "folds of the per-fold mean score, ± the sd over folds."),
+                  "folds of the per-fold mean score, ± the sd over folds. \"N of M\" graphs: the "
+                  "others had fewer than 2 configs predicted by every run (nothing to rank)."),
             ("table", header, rows), ("img", "scores_oof.png", "OOF score per collection")]
 
 
