@@ -273,10 +273,10 @@ def blend_collection_oof(cfg, coll: Collection) -> tuple[dict, dict[str, np.ndar
     if len(truth) < 2:
         raise ValueError(f"{coll.name}/oof: {len(truth)} graph(s) predicted by every model run; "
                          "nothing to fit a blend on")
+    manifests = check_manifests(cfg.work, coll)  # before any fitting: a leak fails fast
     scorer = GraphScorer(coll, normed, truth, cfg.max_fit_configs)
     fit = fit_weights(coll, normed, truth, cfg.grid_step, cfg.alphas, scorer=scorer)
     nested = nested_blend(coll, normed, truth, fold_of, cfg.grid_step, cfg.alphas, scorer)
-    manifests = check_manifests(cfg.work, coll)
     oof = {"folds": folds, "plan": str(plan.path), "n_graphs": len(truth), "manifests": manifests,
            "n_labelled": len(labelled), "n_configs": aligned["configs"],
            "not_in_every_run": aligned["not_in_every_run"],

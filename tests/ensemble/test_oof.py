@@ -4,6 +4,7 @@ predictions, complete checked submission, fold-manifest leak check."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -69,7 +70,9 @@ def _cfg(root, work, **kw) -> BlendConfig:
                        submission=str(work / "sub" / "submission.csv"), **kw)
 
 
-def test_blend_on_oof_is_nested_complete_and_checked(cv_root, cv_work, monkeypatch):
+@pytest.fixture(scope="module")
+def oof_run(cv_root, cv_work):
+    """One OOF blend of the fake models, recording the graphs every weight fit looked at."""
     fitted_on: list[set[str]] = []
     real_fit = oof_mod.fit_weights
 
@@ -77,8 +80,14 @@ def test_blend_on_oof_is_nested_complete_and_checked(cv_root, cv_work, monkeypat
         fitted_on.append(set(stems) if stems is not None else set(args[2]))
         return real_fit(*args, stems=stems, **kw)
 
-    monkeypatch.setattr(oof_mod, "fit_weights", spy)
-    summary = run_blend(_cfg(cv_root, cv_work))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(oof_mod, "fit_weights", spy)
+        summary = run_blend(_cfg(cv_root, cv_work))
+    return summary, fitted_on
+
+
+def test_blend_on_oof_is_nested_complete_and_checked(cv_root, cv_work, oof_run):
+    summary, fitted_on = oof_run
     assert summary["check"] == "ok"
     rows = read_submission(summary["submission"])
     assert set(rows) == set(expected_rows(cv_root))  # every test graph of every collection
@@ -110,8 +119,8 @@ def test_blend_on_oof_is_nested_complete_and_checked(cv_root, cv_work, monkeypat
         assert not fitted & held and fitted | held == {st for _, st in plan.graphs()}
 
 
-def test_valid_blend_uses_the_weights_of_its_fold(cv_root, cv_work):
-    summary = run_blend(_cfg(cv_root, cv_work))
+def test_valid_blend_uses_the_weights_of_its_fold(cv_root, cv_work, oof_run):
+    summary = oof_run[0]
     coll = COLLECTIONS[3]
     s = summary["collections"][coll.name]
     plan = fold_plan(cv_work, cv_work / "features", coll, folds=K, seed=0, data=cv_root)
@@ -126,33 +135,35 @@ def test_valid_blend_uses_the_weights_of_its_fold(cv_root, cv_work):
         assert np.allclose(cost, blend_costs(normed, w, [stem])[stem], atol=1e-6)
 
 
-def test_fold_average_and_protocol_valid_fallback(cv_root, cv_work):
-    summary = run_blend(_cfg(cv_root, cv_work, protocol="valid"))
+def test_protocol_valid_fallback(cv_root, cv_work, oof_run, tmp_path):
+    work = tmp_path / "w"
+    shutil.copytree(cv_work / "preds", work / "preds")
+    summary = run_blend(_cfg(cv_root, work, protocol="valid"))
     for s in summary["collections"].values():
         assert s["protocol"] == "valid (in-sample)" and "oof" not in s
     assert summary["oof_final"] == {}
 
 
-def test_leaky_manifest_fails_the_blend(cv_root, tmp_path):
+def test_leaky_manifest_fails_the_blend(cv_root, cv_work, oof_run, tmp_path):
     work = tmp_path / "w"
-    _write_cv_model(cv_root, work, "good@seed0", 0.3, 0)
-    _write_cv_model(cv_root, work, "noise@seed0", 50.0, 1)
+    for sub in ("preds", "models", "folds"):
+        shutil.copytree(cv_work / sub, work / sub)
     coll = COLLECTIONS[0]
     path = work / "models" / "good@seed0" / coll.slug / "folds.json"
     manifest = json.loads(path.read_text())
     plan = fold_plan(work, work / "features", coll, folds=K, seed=0, data=cv_root)
     sp, st = plan.held_out(0)[0]
     manifest["seen"]["0"].append(f"{sp}/{st}")
+    manifest["plan"] = str(work / "folds" / coll.slug / "K3-seed0.json")
     path.write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match="in-sample"):
         run_blend(_cfg(cv_root, work))
 
 
-def test_report_shows_oof_and_official_valid_tables(cv_root, cv_work):
+def test_report_shows_oof_and_official_valid_tables(cv_root, cv_work, oof_run):
     from ensemble.report import ReportConfig, write_report
 
     cfg = _cfg(cv_root, cv_work)
-    run_blend(cfg)
     rcfg = ReportConfig(data=cfg.data, work=cfg.work, models=cfg.models, submission=cfg.submission)
     run_dir = write_report(rcfg)
     md = (run_dir / "report.md").read_text()
