@@ -72,7 +72,8 @@ class Graph:
     config_feat: np.ndarray | None = None  # tile: (c, 24) float32
     config_runtime_normalizers: np.ndarray | None = None  # tile: (c,)
     node_config_ids: np.ndarray | None = None  # layout: (nc,)
-    node_config_feat: np.ndarray | None = None  # layout: (c, nc, 18), float32 or int8 (cache)
+    node_config_feat: np.ndarray | None = None  # layout: (c, nc, 18) float32, int8 (cache) or codes
+    # (features.configcodes.CodedConfigs: array-like, rows decoded on access)
     path: Path | None = None
 
     @property
