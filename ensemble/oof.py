@@ -29,8 +29,8 @@ from models.cv import FoldPlan, fold_plan, load_plan, plan_path
 from models.metrics import graph_score
 from models.predictions import SEED_SEPARATOR
 
-from ensemble.blend import FitResult, GraphScorer, blend_costs, fit_weights
 from ensemble.truth import split_truth
+from ensemble.weights import FitResult, GraphScorer, blend_costs, fit_weights
 
 LABELLED_SPLITS = ("train", "valid")
 
@@ -258,7 +258,7 @@ def blend_collection_oof(cfg, coll: Collection) -> tuple[dict, dict[str, np.ndar
     from models.predictions import OOF_CONFIG_SPLIT, OOF_SPLIT, predictions_path, write_predictions
     from tpurank.atomic import save_npz
 
-    from ensemble.blend import BLEND_MODEL, _load_normed, _mean_score, _require
+    from ensemble.weights import BLEND_MODEL, _load_normed, _mean_score, _require
     from ensemble.truth import config_count
 
     folds = cfg.folds or detect_folds(cfg.preds_dir, cfg.model_list, coll)

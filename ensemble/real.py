@@ -17,7 +17,6 @@ scores 1.0 on them; the mean over the 8 kernels with > 5 configs is reported too
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -24,7 +24,7 @@ from tpurank.config import parse_config
 from features.io import discover
 from models.predictions import model_runs, read_model_predictions, run_name
 
-from ensemble.blend import BLEND_MODEL, BlendConfig, _mean_score, blend_costs, fit_weights
+from ensemble.weights import BLEND_MODEL, BlendConfig, _mean_score, blend_costs, fit_weights
 from ensemble.truth import truth as read_truth
 
 

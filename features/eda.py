@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np

@@ -11,9 +11,8 @@ import numpy as np
 from features.sample.constants import LAYOUT_NOISE, MACHINE_SPEED, OPCODE_IDS, ScaleSpec, TILE_NOISE
 from features.sample.hlo import FlatGraph, featurize
 from features.sample.motifs import build_tile_kernel
-from features.sample.layout_cost import LayoutCostModel
 from features.sample.layout_search import _slot_spaces, encode_node_config_feat, sample_layout_configs
-from features.sample.tile_cost import sample_tile_configs, sample_tile_configs_default, tile_runtime
+from features.sample.tile_cost import sample_tile_configs, sample_tile_configs_default
 from features.sample.physics_alt import cost_models
 
 

@@ -17,8 +17,7 @@ import numpy as np
 from tpurank.collections import COLLECTIONS, hidden_runtimes_path, npz_dir
 
 from features.sample.constants import SCALES, ScaleSpec
-from features.sample.files import (LayoutGraph, _choose_configurable, _graph_arrays, _int_dtype, _rng,
-                                   make_layout_file, make_tile_file)
+from features.sample.files import LayoutGraph, _graph_arrays, _rng, make_layout_file, make_tile_file
 from features.sample.hlo import FlatGraph
 from features.sample.motifs import build_layout_graph
 from features.sample.physics_alt import PHYSICS

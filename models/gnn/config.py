@@ -79,12 +79,13 @@ class GnnConfig(StageConfig):
     predict_tta: int = 0  # inference: average the costs over this many random contexts (0 = one fixed context)
 
     PRESETS: ClassVar[dict[str, dict[str, object]]] = {
-        # quick: bounded by time, not steps (issue 11): 480 s of GNN training for all selected
-        # collections and their 3 CV folds (issue 12; the LightGBM ranker's K too), so that `make run` on sample-small takes about 10-15 minutes on
-        # 2 cores. One torch thread: measured faster than two on the shared 2-core machine (README
+        # quick: bounded by time, not steps (issue 11): 900 s of GNN training for all selected
+        # collections and their 3 CV folds (issue 12; the LightGBM ranker's K too), so that
+        # `make run` on sample-small stays near 25 minutes on 2 cores (480 s left each of the 15
+        # fold models about 30 s: too few steps to learn the layout collections). One torch thread: measured faster than two on the shared 2-core machine (README
         # "GNN ranker", threads). Model shape: measured on sample-small valid, 3 seeds.
         "quick": {"hidden": 64, "layers": 3, "configs_per_step": 64, "steps": 100000,
-                  "time_budget": 480.0, "eval_every": 50, "patience": 4, "val_max_configs": 128,
+                  "time_budget": 900.0, "eval_every": 50, "patience": 4, "val_max_configs": 128,
                   "predict_batch": 64, "threads": 1, "warmup_steps": 20, "lr": 3e-3,
                   "node_budget": 200000, "folds": 3},
         # full: one T4 (16 GB): node_budget keeps a step's activations near 9 GB in float32 under

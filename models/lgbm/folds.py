@@ -41,8 +41,8 @@ from models.lgbm.config import LgbmConfig
 from models.lgbm.data import Rows, by_config, concat_rows, feature_columns, load_rows, read_keys
 from models.lgbm.fit import fit_model
 from models.lgbm.model import RankerModel
-from models.lgbm.train import (candidates, choose, clean_temporaries, fingerprint, read_done, save_model, sibling,
-                               write_done)
+from models.lgbm.runstate import (candidates, choose, clean_temporaries, fingerprint, read_done, save_model,
+                                  sibling, write_done)
 from models.metrics import score_collection
 from models.predictions import (normalise_costs, predictions_path, read_predictions,
                                 write_predictions)

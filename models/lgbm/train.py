@@ -17,63 +17,23 @@ Per collection (``train_collection``; with ``--folds K >= 2`` see :mod:`models.l
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
 import time
-from pathlib import Path
 
 import numpy as np
 
 from tpurank.atomic import write_json
 from tpurank.collections import Collection
-from tpurank.config import save_run_config
 from features.processed import tabular_path
 from models.lgbm import ledger
 from models.lgbm.budget import Slicer, TimeBudget, training_weight
 from models.lgbm.config import LgbmConfig
 from models.lgbm.data import Rows, concat_rows, feature_columns, load_rows, truth_by_graph
 from models.lgbm.fit import fit_model, safe_names  # noqa: F401  (re-exported)
-from models.lgbm.importance import save_importance
 from models.lgbm.model import RankerModel
+from models.lgbm.runstate import (DONE_FILE, candidates, choose, clean_temporaries,  # noqa: F401
+                                  fingerprint, read_done, save_model, sibling, write_done)
 from models.metrics import score_collection
 from models.predictions import predictions_path
-
-DONE_FILE = "done.json"
-# settings that do not change a trained model: a finished collection is kept whatever they are
-RUNTIME_FIELDS = ("threads", "collections", "collection", "predict_batch_rows", "time_budget",
-                  "data", "preset", "checkpoint_every")
-
-
-def fingerprint(cfg: LgbmConfig) -> str:
-    """Hash of the settings that define the trained models (not :data:`RUNTIME_FIELDS`)."""
-    fields = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in RUNTIME_FIELDS}
-    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def read_done(out_dir: Path, cfg: LgbmConfig) -> dict | None:
-    """The metrics of a finished run in ``out_dir`` with the same settings, else None."""
-    path = out_dir / DONE_FILE
-    if not path.is_file():
-        return None
-    try:
-        marker = json.loads(path.read_text())
-    except json.JSONDecodeError:
-        return None
-    return marker.get("metrics") if marker.get("fingerprint") == fingerprint(cfg) else None
-
-
-def write_done(out_dir: Path, cfg: LgbmConfig, metrics: dict) -> None:
-    """The completion marker: written last, atomically (``tpurank.atomic``)."""
-    write_json(out_dir / DONE_FILE, {"fingerprint": fingerprint(cfg), "metrics": metrics})
-
-
-def clean_temporaries(out_dir: Path) -> None:
-    """Remove the hidden ``.<name>.*.tmp*`` files a killed run's atomic writes left behind."""
-    for tmp in out_dir.glob(".*.tmp*"):
-        if tmp.is_file():
-            tmp.unlink(missing_ok=True)
-
 
 def evaluate_model(model: RankerModel, cfg: LgbmConfig, collection: Collection,
                    split: str = "valid") -> tuple[dict | None, dict[str, np.ndarray] | None]:
@@ -86,14 +46,6 @@ def evaluate_model(model: RankerModel, cfg: LgbmConfig, collection: Collection,
         return None, None
     costs = model.predict_file(path, cfg.predict_batch_rows)
     return score_collection(collection, costs, truth), costs
-
-
-def sibling(collection: Collection) -> Collection | None:
-    """The other search of a layout collection (default <-> random); None for tile."""
-    if collection.is_tile or collection.search not in ("default", "random"):
-        return None
-    other = "random" if collection.search == "default" else "default"
-    return Collection(collection.kind, collection.source, other)
 
 
 def add_sibling_train(cfg: LgbmConfig, collection: Collection, train: Rows) -> Rows:
@@ -113,27 +65,6 @@ def _load_valid(cfg: LgbmConfig, collection: Collection, names: list[str]) -> Ro
         return None
     rows = load_rows(path, cfg.max_valid_configs_per_graph, cfg.seed + 1, names)
     return rows if len(rows) and rows.target is not None else None
-
-
-def candidates(cfg: LgbmConfig, collection: Collection) -> list[str]:
-    mode = cfg.resolved_mode(collection)
-    return ["lambdarank", "pairwise"] if mode == "auto" else [mode]
-
-
-def choose(results: dict[str, dict], key: str = "valid_score") -> str:
-    """The candidate with the best ``key`` score (the first one when none was scored)."""
-    scored = {m: r[key] for m, r in results.items() if r.get(key) is not None}
-    if not scored:
-        return next(iter(results))
-    return max(scored, key=lambda m: scored[m])
-
-
-def save_model(model: RankerModel, out_dir: Path, cfg: LgbmConfig, title: str) -> list:
-    """Model text + meta, importance files and ``config.json``; returns the importance rows."""
-    model.save(out_dir)
-    importance = save_importance(model, out_dir, title=title)
-    save_run_config(cfg, out_dir)
-    return importance
 
 
 def train_collection(cfg: LgbmConfig, collection: Collection,

@@ -166,7 +166,7 @@ def memory_main() -> None:
     import sys
 
     from tpurank.atomic import write_json
-    from tpurank.config import git_sha
+    from tpurank.results import bench_metadata
 
     cases = []
     for case in MEMORY_CASES:
@@ -183,8 +183,8 @@ def memory_main() -> None:
     model = fit_memory_model(cases)
     print(json.dumps(model, indent=1))
     write_json(Path("benchmarks") / "gnn_memory.json",
-               {"git_sha": git_sha(), "threads": int(os.environ.get("BENCH_THREADS", "1")),
-                "command": "python tests/bench/bench_gnn.py memory", "model": model, "cases": cases})
+               {**bench_metadata("python tests/bench/bench_gnn.py memory"),
+                "threads": int(os.environ.get("BENCH_THREADS", "1")), "model": model, "cases": cases})
 
 
 # --- projected T4 wall time of PRESET=full on the real data ------------------------------------
@@ -230,7 +230,7 @@ def project_main() -> None:
     import json
 
     from tpurank.atomic import write_json
-    from tpurank.config import git_sha
+    from tpurank.results import bench_metadata
 
     full = GnnConfig.PRESETS["full"]
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "1")))
@@ -239,7 +239,7 @@ def project_main() -> None:
     result = t4_projection(flops, cpu_s, nodes, configs, int(full["hidden"]), int(full["layers"]))
     print(json.dumps(result, indent=1))
     write_json(Path("benchmarks") / "gnn_t4_projection.json",
-               {"git_sha": git_sha(), "command": "python tests/bench/bench_gnn.py project",
+               {**bench_metadata("python tests/bench/bench_gnn.py project"),
                 "threads": torch.get_num_threads(), **result})
 
 

@@ -42,6 +42,7 @@ from models.gnn.model import RankerGNN  # noqa: E402
 from models.gnn.train import model_args_for  # noqa: E402
 from models.losses import get_loss  # noqa: E402
 from tpurank.atomic import write_json  # noqa: E402
+from tpurank.results import bench_metadata  # noqa: E402
 
 STEP_CONFIGS, POOL_CONFIGS, NODE_DIM = 64, 256, 140
 
@@ -172,8 +173,8 @@ def main(argv: list[str] | None = None) -> None:
                 ok[-1]["activations_mb"] / ok[0]["activations_mb"]
             summary[f"{mode}_rss_growth_{ok[0]['nodes']}_to_{ok[-1]['nodes']}"] = \
                 ok[-1]["rss_growth_mb"] / max(ok[0]["rss_growth_mb"], 1e-9)
-    result = {"command": "OMP_NUM_THREADS=1 .venv/bin/python tests/bench/bench_gst.py "
-                         + " ".join(argv if argv is not None else sys.argv[1:]),
+    result = {**bench_metadata("OMP_NUM_THREADS=1 .venv/bin/python tests/bench/bench_gst.py "
+                               + " ".join(argv if argv is not None else sys.argv[1:])),
               "torch": torch.__version__, "threads": 1, "rows": rows, "summary": summary}
     write_json(args.out, result)
     print(json.dumps(summary, indent=2))

@@ -28,6 +28,7 @@ from models.gnn.data import load_graphs  # noqa: E402
 from models.gnn.infer import InferenceOptions, TensorCache, load_trained  # noqa: E402
 from models.gnn.infer import predict_costs  # noqa: E402
 from tpurank.atomic import write_json  # noqa: E402
+from tpurank.results import bench_metadata  # noqa: E402
 from tpurank.collections import get_collection  # noqa: E402
 
 SETTINGS = {  # name -> (context, tta)
@@ -73,9 +74,9 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     rows = [score_settings(args.work, c, int(s)) for c in args.collections.split(",")
             for s in args.seeds.split(",")]
-    write_json(args.out, {"command": "OMP_NUM_THREADS=1 .venv/bin/python "
-                                     "tests/bench/bench_gst_context.py "
-                                     + " ".join(argv if argv is not None else sys.argv[1:]),
+    write_json(args.out, {**bench_metadata("OMP_NUM_THREADS=1 .venv/bin/python "
+                                           "tests/bench/bench_gst_context.py "
+                                           + " ".join(argv if argv is not None else sys.argv[1:])),
                           "rows": rows})
     print(json.dumps({r["collection"]: {k: round(v["score"], 4) for k, v in r["settings"].items()}
                       for r in rows}, indent=2))

@@ -139,12 +139,14 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(a.out)
         out.parent.mkdir(parents=True, exist_ok=True)
         from tpurank.atomic import write_json
+        from tpurank.results import bench_metadata
 
         runs = json.loads(out.read_text()).get("runs", []) if out.is_file() else []
         same = (a.graph_fraction, a.config_fraction, a.preset)
         runs = [r for r in runs if (r["dataset"]["graph_fraction"], r["dataset"]["config_fraction"],
                                     r["preset"]) != same] + [result]
-        write_json(out, {"about": "tests/bench/bench_scale.py: one entry per (graph fraction, config "
+        write_json(out, {**bench_metadata("python tests/bench/bench_scale.py " + " ".join(sys.argv[1:])),
+                         "about": "tests/bench/bench_scale.py: one entry per (graph fraction, config "
                                   "fraction, preset), the latest run of each", "runs": runs})
         print(f"kaggle-shaped data: {n_files} files, {n_configs} configs, "
               f"{input_bytes / 2**20:.1f} MiB (G={a.graph_fraction:g}, F={a.config_fraction:g})")
