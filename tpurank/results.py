@@ -1,7 +1,7 @@
 """Generated numbers in the docs: every results/benchmark table is written from a committed artifact.
 
 A Markdown file marks a generated section with ``<!-- results:NAME -->`` ... ``<!-- /results:NAME -->``;
-``python -m tpurank.results render`` (``make docs``) rewrites every marked section of ``README.md``
+``python -m tpurank.results render`` (``make docs``) rewrites every marked section of ``README.md``, ``BENCHMARKS.md``
 and ``docs/*.md`` from the artifact of that name, and ``--check`` only reports sections that differ
 (what ``tests/test_docs.py`` asserts). Nothing between the markers is ever edited by hand.
 
@@ -39,7 +39,7 @@ from tpurank.config import git_sha
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACT_DIRS = ("results", "benchmarks")
-DOC_FILES = ("README.md", "docs/*.md")
+DOC_FILES = ("README.md", "BENCHMARKS.md", "docs/*.md")
 MARK = re.compile(r"(<!-- results:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)",
                   re.S)
 MODEL_ORDER = ("gnn", "lgbm", "baseline", "blend")
