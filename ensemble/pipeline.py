@@ -197,21 +197,35 @@ def weights_preset(weights: str | os.PathLike | None, default: str = "quick") ->
 
 
 # ---- what the notebooks show -----------------------------------------------------------------
+def _run_files(base: Path, name: str) -> list[dict[str, Any]]:
+    """``name`` files of whole runs under ``base``: the per-fold files of a ``--folds K`` run
+    (``.../fold<k>/``) describe one fold model each and are left out."""
+    paths = sorted(p for p in base.rglob(name)
+                   if not any(part.startswith("fold") and part[4:].isdigit() for part in p.parts))
+    return [json.loads(p.read_text()) for p in paths]
+
+
 def gnn_reports(work: str | os.PathLike) -> list[dict[str, Any]]:
-    """Every ``report.json`` written by GNN training under ``WORK/models/gnn``."""
-    return [json.loads(p.read_text()) for p in sorted((Path(work) / "models" / "gnn").rglob("report.json"))]
+    """The ``report.json`` of every GNN run (not of single fold models) under ``WORK/models/gnn``."""
+    return _run_files(Path(work) / "models" / "gnn", "report.json")
+
+
+def gnn_fold_reports(work: str | os.PathLike) -> list[dict[str, Any]]:
+    """The ``report.json`` of every fold model of ``--folds K`` GNN runs (training curves)."""
+    base = Path(work) / "models" / "gnn"
+    return [json.loads(p.read_text()) for p in sorted(base.rglob("fold*/report.json"))]
 
 
 def lgbm_metrics(work: str | os.PathLike) -> list[dict[str, Any]]:
-    """Every ``metrics.json`` written by LightGBM training under ``WORK/models/lgbm``."""
-    return [json.loads(p.read_text()) for p in sorted((Path(work) / "models" / "lgbm").rglob("metrics.json"))]
+    """The ``metrics.json`` of every LightGBM run (not of single fold models) under ``WORK/models/lgbm``."""
+    return _run_files(Path(work) / "models" / "lgbm", "metrics.json")
 
 
 def plot_training_curves(work: str | os.PathLike):
     """GNN train loss and validation score vs step, one panel per collection (a Figure)."""
     from matplotlib.figure import Figure
 
-    reports = [r for r in gnn_reports(work) if r.get("history")]
+    reports = [r for r in gnn_reports(work) + gnn_fold_reports(work) if r.get("history")]
     ncols = min(3, max(1, len(reports)))
     nrows = max(1, -(-len(reports) // ncols))
     fig = Figure(figsize=(4.2 * ncols, 3.0 * nrows), layout="constrained")

@@ -219,12 +219,13 @@ def write_mini_root(root: str | os.PathLike, seed: int = 0) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m features.bigfile", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--nodes", type=int, default=40_000)
-    parser.add_argument("--configs", type=int, default=100_000)
-    parser.add_argument("--config-nodes", type=int, default=500)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--chunk-configs", type=int, default=1000)
+    parser.add_argument("--out", required=True, help="npz file to write")
+    parser.add_argument("--nodes", type=int, default=40_000, help="graph nodes")
+    parser.add_argument("--configs", type=int, default=100_000, help="layout configs")
+    parser.add_argument("--config-nodes", type=int, default=500, help="configurable nodes")
+    parser.add_argument("--seed", type=int, default=0, help="random seed")
+    parser.add_argument("--chunk-configs", type=int, default=1000,
+                        help="configs written to the zip member at a time (memory bound)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     out = write_layout_npz(args.out, args.nodes, args.configs, args.config_nodes, args.seed,

@@ -240,8 +240,8 @@ def main(argv: list[str] | None = None) -> int:
                                      description="convert npz files to the memory-mappable cache")
     parser.add_argument("--data", required=True, help="data root (contains npz_all/npz)")
     parser.add_argument("--cache", required=True, help="cache directory (e.g. WORK/cache)")
-    parser.add_argument("--collections", default="all")
-    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--collections", default="all", help="collections to convert (comma-separated names or all)")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--report", default=None,
                         help="validate report: skip the bad files it lists")
     args = parser.parse_args(argv)

@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--graph-fraction", type=float, default=None,
                    help="kaggle: share of the real graph counts (default 0.25)")
     p.add_argument("--jobs", type=int, default=0, help="kaggle: worker processes (0 = all cores)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="dataset seed (output is byte-identical per seed)")
     p.add_argument("--physics", default="tpu", choices=PHYSICS,
                    help="cost model of the runtimes: tpu, or alt (features.sample.physics_alt)")
     p.add_argument("--configurable-ops", default="convolution,dot,reshape",

@@ -86,8 +86,9 @@ def to_markdown(results: dict, variants: dict[str, dict[str, str]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m models.gnn compare", description=__doc__)
-    parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--variants", default="xattn:cross_attn=true;plain:cross_attn=false")
+    parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds trained for every variant")
+    parser.add_argument("--variants", default="xattn:cross_attn=true;plain:cross_attn=false",
+                        help="variants as NAME:field=value,field=value joined by ;")
     add_config_arguments(parser, GnnConfig)
     args = parser.parse_args(argv)
     if not hasattr(args, "preset"):

@@ -23,6 +23,8 @@ The names are the LightGBM ranker's (:mod:`models.lgbm.folds`) so that the blend
 
 from __future__ import annotations
 
+import json
+
 import math
 from pathlib import Path
 from typing import Any
@@ -75,6 +77,9 @@ def usable_folds(cfg: GnnConfig, collection: Collection) -> int:
 
     if cfg.folds < 2:
         return 0
+    if not _labelled_built(cfg, collection):  # inference only: the trained fold models decide
+        manifest = cfg.model_dir(collection) / "folds.json"
+        return int(json.loads(manifest.read_text())["folds"]) if manifest.is_file() else 0
     stems = {split: {g.stem for g in load_graphs(cfg.features_dir(), collection, split)}
              for split in LABELLED}
     both = sorted(stems["train"] & stems["valid"])
@@ -86,6 +91,47 @@ def usable_folds(cfg: GnnConfig, collection: Collection) -> int:
               f"early stopping on valid instead", file=sys.stderr)
         return 0
     return cfg.folds
+
+
+def _labelled_built(cfg: GnnConfig, collection: Collection) -> bool:
+    """Whether features of both labelled splits exist (not so in an inference-only WORK, which
+    builds valid/test graphs for trained weights)."""
+    base = cfg.features_dir() / collection.slug / "graphs"
+    return all((base / split).is_dir() for split in LABELLED)
+
+
+def predict_folds_inference(cfg: GnnConfig, collection: Collection) -> dict[str, Any]:
+    """Predictions of trained fold models in a WORK without train features (e.g. the Kaggle
+    inference notebook): ``test-fold<k>`` and ``test`` for every fold, and ``valid`` (when built)
+    from the fold model whose manifest shows it never saw the graph. OOF predictions need the
+    train graphs and are not written here."""
+    from models.gnn.infer import load_trained_dir, predict_costs, source_order
+    from models.predictions import fold_split, predictions_path, write_fold_average, write_predictions
+    from models.training import choose_device, set_cpu_threads
+
+    set_cpu_threads(cfg.threads)
+    device = choose_device(cfg.device)
+    manifest = json.loads((cfg.model_dir(collection) / "folds.json").read_text())
+    folds = int(manifest["folds"])
+    base = cfg.features_dir() / collection.slug / "graphs"
+    test = load_graphs(cfg.features_dir(), collection, "test")
+    valid = load_graphs(cfg.features_dir(), collection, "valid") if (base / "valid").is_dir() else []
+    preds, run = cfg.preds_dir(), run_name_for(cfg)
+    valid_costs: dict[str, np.ndarray] = {}
+    for k in range(folds):
+        model, saved = load_trained_dir(fold_dir(cfg, collection, k), device)
+        batch = saved.predict_batch or cfg.predict_batch
+        seen = set(manifest["seen"][str(k)])
+        for g in valid:
+            if g.stem not in valid_costs and f"valid/{g.stem}" not in seen:
+                valid_costs[g.stem] = source_order(g, predict_costs(model, g, batch))
+        write_predictions(predictions_path(preds, run, collection, fold_split(k)),
+                          {g.stem: source_order(g, predict_costs(model, g, batch)) for g in test})
+    if valid_costs:
+        write_predictions(predictions_path(preds, run, collection, "valid"), valid_costs)
+    write_fold_average(preds, run, collection, folds=folds)
+    return {"collection": collection.name, "folds": folds, "oof_score": float("nan"), "oof_graphs": 0,
+            "valid_score": float("nan"), "valid_graphs": len(valid_costs), "inference_only": True}
 
 
 def labelled_graphs(cfg: GnnConfig, collection: Collection) -> dict[Key, ProcessedGraph]:
@@ -169,6 +215,8 @@ def predict_folds(cfg: GnnConfig, collection: Collection) -> dict[str, Any]:
                                     write_fold_average, write_predictions)
     from models.training import choose_device, set_cpu_threads
 
+    if not _labelled_built(cfg, collection):
+        return predict_folds_inference(cfg, collection)
     set_cpu_threads(cfg.threads)
     device = choose_device(cfg.device)
     plan = get_plan(cfg, collection)

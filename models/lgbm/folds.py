@@ -27,6 +27,8 @@ A killed run resumes fold by fold (``fold<k>/done.json``, written last).
 
 from __future__ import annotations
 
+import json
+import sys
 import time
 from pathlib import Path
 
@@ -41,7 +43,7 @@ from models.lgbm.config import LgbmConfig
 from models.lgbm.data import Rows, by_config, concat_rows, feature_columns, load_rows, read_keys
 from models.lgbm.fit import fit_model
 from models.lgbm.model import RankerModel
-from models.lgbm.runstate import (candidates, choose, clean_temporaries, fingerprint, read_done, save_model,
+from models.lgbm.runstate import (DONE_FILE, candidates, choose, clean_temporaries, fingerprint, read_done, save_model,
                                   sibling, write_done)
 from models.metrics import score_collection
 from models.predictions import (normalise_costs, predictions_path, read_predictions,
@@ -301,11 +303,36 @@ def _drop_stale_single_model(model_dir: Path) -> None:
         (model_dir / name).unlink(missing_ok=True)
 
 
+def _predict_missing_valid(cfg: LgbmConfig, collection: Collection) -> None:
+    """``valid`` predictions where training did not leave them (trained weights predicted in another
+    WORK, e.g. the Kaggle inference notebook): each valid graph scored by a fold model that never
+    saw it (``folds.json``), so the valid split stays out-of-fold."""
+    out = predictions_path(cfg.preds_dir(), cfg.run_name(), collection, "valid")
+    valid_path = tabular_path(cfg.feature_root(), collection, "valid")
+    manifest_path = cfg.model_dir(collection) / "folds.json"
+    if out.is_file() or not valid_path.is_file() or not manifest_path.is_file():
+        return
+    seen = json.loads(manifest_path.read_text())["seen"]
+    costs: dict[str, np.ndarray] = {}
+    for k in range(cfg.folds):
+        fold_costs = RankerModel.load(fold_dir(cfg, collection, k)).predict_file(
+            valid_path, cfg.predict_batch_rows)
+        for stem, cost in fold_costs.items():
+            if stem not in costs and f"valid/{stem}" not in set(seen[str(k)]):
+                costs[stem] = cost
+    write_predictions(out, costs)
+
+
 def predict_folds(cfg: LgbmConfig, collection: Collection) -> dict[str, dict]:
     """Check (and complete, if a test-fold file is missing or stale) the fold predictions."""
     if read_done(cfg.model_dir(collection), cfg) is None:
-        raise FileNotFoundError(f"{cfg.model_dir(collection)}: no finished {cfg.folds}-fold run "
-                                "with these settings (run `python -m models.lgbm train` first)")
+        if not (cfg.model_dir(collection) / DONE_FILE).is_file():
+            raise FileNotFoundError(f"{cfg.model_dir(collection)}: no finished {cfg.folds}-fold run "
+                                    "(run `python -m models.lgbm train` first)")
+        # finished with other training settings (e.g. weights trained elsewhere, predicted here
+        # with this stage's defaults): the saved fold models are what gets predicted
+        print(f"{collection.name}: the finished fold models in {cfg.model_dir(collection)} were "
+              f"trained with other settings than these; predicting with them", file=sys.stderr)
     test_path = tabular_path(cfg.feature_root(), collection, "test")
     refreshed = 0
     for k in range(cfg.folds):
@@ -318,6 +345,7 @@ def predict_folds(cfg: LgbmConfig, collection: Collection) -> dict[str, dict]:
             refreshed += 1
     if refreshed or not predictions_path(cfg.preds_dir(), cfg.run_name(), collection, "test").is_file():
         write_test_average(cfg, collection)
+    _predict_missing_valid(cfg, collection)
     summary: dict[str, dict] = {}
     for split in ("oof", "valid", "test"):
         out = predictions_path(cfg.preds_dir(), cfg.run_name(), collection, split)

@@ -20,8 +20,10 @@ from models.lgbm.model import RankerModel
 
 DONE_FILE = "done.json"
 # settings that do not change a trained model: a finished collection is kept whatever they are
+# (where the run's folders are is one of them: trained weights copied to another WORK, e.g. the
+# Kaggle inference notebook's, stay finished there)
 RUNTIME_FIELDS = ("threads", "collections", "collection", "predict_batch_rows", "time_budget",
-                  "data", "preset", "checkpoint_every")
+                  "data", "preset", "checkpoint_every", "work", "features_dir")
 
 
 def fingerprint(cfg: LgbmConfig) -> str:

@@ -55,8 +55,10 @@ def test_train_notebook_trains_every_stage(trained_work: tuple[Path, object]) ->
     assert "error" not in kinds
     assert "image/png" in kinds  # training curves
     assert "lgbm@seed0" in nbrun.text_output(nb)  # the validation table
-    assert len(list((work / "models" / "gnn").rglob("best.pt"))) == 5
-    assert len(list((work / "models" / "lgbm").rglob("metrics.json"))) == 5
+    # the quick preset cross-validates: 3 fold models per collection and model, one run summary each
+    assert len(list((work / "models" / "gnn").rglob("fold*/best.pt"))) == 5 * 3
+    assert len(list((work / "models" / "lgbm").rglob("fold*/metrics.json"))) == 5 * 3
+    assert len(list((work / "models" / "lgbm").glob("*/seed0/metrics.json"))) == 5
     assert len(list(work.glob("features/*/norm.npz"))) == 5
 
 
