@@ -1,5 +1,8 @@
 """Training, validation and prediction for one collection, in one process or under ``torchrun``.
 
+One readable training loop (nanoGPT style: single-process and DDP in the same code), hence a few
+lines over 400.
+
 Files under ``WORK/models/gnn/<slug>[-tag]/seed<k>/`` (``.../fold<j>/`` with ``--folds``):
 ``config.json`` (run config + git SHA + ``world_size``), ``last.pt`` (everything to resume),
 ``best.pt`` (model weights of the best validation score), ``report.json`` (per-graph validation
