@@ -226,8 +226,8 @@ def _graph_task(task: Task) -> dict[str, Any]:
         idx_all = np.concatenate([f[0] for f in frames]) if frames else np.zeros(0, np.int64)
         feats = np.concatenate([f[1] for f in frames]) if frames else np.zeros((0, len(names)), np.float32)
         target = None if task.split == "test" else pg.target
-        if task.split == "train" and cfg.tabular_max_train_rows and len(idx_all) > cfg.tabular_max_train_rows:
-            keep = _subsample(len(idx_all), cfg.tabular_max_train_rows, cfg.seed, f"tab/{coll.slug}/{task.stem}")
+        if task.split == "train":
+            keep = tabular_train_positions(len(idx_all), cfg, coll.slug, task.stem)
             idx_all, feats, target = idx_all[keep], feats[keep], target[keep]
         tab.write_parquet(tab.make_frame(task.stem, idx_all, target, feats, names), part)
     summary = dict(pg.meta["prune"], configs=int(len(pg.config_index)),
@@ -237,6 +237,18 @@ def _graph_task(task: Task) -> dict[str, Any]:
     write_json(marker, {"key": key, "summary": summary})
     _stage_path(task).unlink(missing_ok=True)  # used once: the graph is done
     return dict(summary, cached=False)
+
+
+def tabular_train_positions(num_configs: int, cfg: BuildConfig, collection_slug: str,
+                            stem: str) -> np.ndarray:
+    """Positions, in a processed train graph's config order, of its LightGBM tabular rows: all of
+    them, or the seeded subset of ``tabular_max_train_rows``. Out-of-fold predictions of train
+    graphs by the other models use the same rows, so their cost stays bounded per graph and the
+    blend finds every model on the same configs."""
+    cap = cfg.tabular_max_train_rows
+    if cap and num_configs > cap:
+        return _subsample(num_configs, cap, cfg.seed, f"tab/{collection_slug}/{stem}")
+    return np.arange(num_configs)
 
 
 def _subsample(n: int, k: int, seed: int, key: str) -> np.ndarray:

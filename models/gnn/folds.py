@@ -199,11 +199,31 @@ def fold_summary(collection: Collection, cfg: GnnConfig, reports: list[dict]) ->
                 for r in reports]}
 
 
-def _by_config_index(g: ProcessedGraph, cost: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(source config indices ascending, costs, targets) of a labelled graph's processed rows."""
-    index = np.asarray(g.config_index, dtype=np.int64)
+def _by_config_index(g: ProcessedGraph, cost: np.ndarray, rows: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(source config indices ascending, costs, targets) of a labelled graph's processed rows
+    (``rows``: the positions ``cost`` belongs to; all rows when None)."""
+    rows = np.arange(g.num_configs) if rows is None else np.asarray(rows, dtype=np.int64)
+    index = np.asarray(g.config_index, dtype=np.int64)[rows]
+    target = np.asarray(g.target, dtype=np.float64)[rows]
     order = np.argsort(index, kind="stable")
-    return index[order], np.asarray(cost)[order], np.asarray(g.target, dtype=np.float64)[order]
+    return index[order], np.asarray(cost)[order], target[order]
+
+
+def oof_rows(cfg: GnnConfig, collection: Collection, g: ProcessedGraph, split: str) -> np.ndarray | None:
+    """Which configs of a held-out graph get an out-of-fold prediction: every config of a valid
+    graph (None), and of a train graph the rows of its LightGBM tabular file (capped per graph by
+    the feature build's ``tabular_max_train_rows``), so OOF cost is bounded whatever the config
+    count and both rankers are blended on the same configs."""
+    if split != "train":
+        return None
+    from features.build import load_build_config
+    from features.tasks import tabular_train_positions
+
+    if not (cfg.features_dir() / collection.slug / "build.json").is_file():
+        return None  # features written by other means than `features build`: every config
+    build = load_build_config(cfg.features_dir(), collection)
+    return tabular_train_positions(g.num_configs, build, collection.slug, g.stem)
 
 
 def predict_folds(cfg: GnnConfig, collection: Collection) -> dict[str, Any]:
@@ -236,8 +256,9 @@ def predict_folds(cfg: GnnConfig, collection: Collection) -> dict[str, Any]:
             if g.stem in oof:
                 raise ValueError(f"{collection.name}: graph {g.stem!r} is held out twice (train and "
                                  f"valid share a stem); OOF predictions are keyed by stem")
-            cost = predict_costs(model, g, batch)
-            oof[g.stem] = _by_config_index(g, cost)
+            rows = oof_rows(cfg, collection, g, key[0])
+            cost = predict_costs(model, g, batch, idx=rows)
+            oof[g.stem] = _by_config_index(g, cost, rows)
             if key[0] == "valid":
                 valid_costs[g.stem] = source_order(g, cost)
         write_predictions(predictions_path(preds, run, collection, fold_split(k)),
