@@ -5,6 +5,8 @@ A Markdown file marks a generated section with ``<!-- results:NAME -->`` ... ``<
 and ``docs/*.md`` from the artifact of that name, and ``--check`` only reports sections that differ
 (what ``tests/test_docs.py`` asserts). Nothing between the markers is ever edited by hand.
 
+(A few lines over 400: the renderers of every artifact kind sit together so a new table is added in one place.)
+
 Artifacts (JSON, committed):
 
 * ``results/NAME.json`` — a run's scores, written by ``python -m tpurank.results capture`` from the
@@ -226,8 +228,36 @@ def bench_metadata(command: str) -> dict[str, str]:
             "machine": machine_description(), "command": command}
 
 
+def _oof_table(oof: dict[str, Any]) -> str:
+    """Out-of-fold scores per collection: each model's mean ± sd over folds and the blend's nested
+    (leave-one-fold-out) score, with the number of labelled graphs and folds."""
+    models = sorted({m for c in oof.values() for m in c.get("models", {})},
+                    key=lambda m: (MODEL_ORDER.index(m) if m in MODEL_ORDER else len(MODEL_ORDER), m))
+
+    def cell(entry: dict[str, Any] | None) -> str:
+        return "—" if not entry else f"{entry['mean']:.3f} ± {entry['sd']:.3f}"
+
+    rows = [{"collection": c, "graphs": v.get("n_graphs"), "folds": v.get("folds"),
+             **{m: cell(v.get("models", {}).get(m)) for m in models},
+             "blend (nested)": cell(v.get("blend_nested"))} for c, v in sorted(oof.items())]
+    means = {m: [v["models"][m]["mean"] for v in oof.values() if m in v.get("models", {})] for m in models}
+    blend = [v["blend_nested"]["mean"] for v in oof.values() if v.get("blend_nested")]
+    rows.append({"collection": "**mean**", **{m: f"{sum(x) / len(x):.3f}" if len(x) == len(oof) else "—"
+                                              for m, x in means.items()},
+                 "blend (nested)": f"{sum(blend) / len(blend):.3f}" if len(blend) == len(oof) else "—"})
+    return markdown_table(["collection", "graphs", "folds", *models, "blend (nested)"], rows)
+
+
 def _run_body(data: dict[str, Any]) -> str:
-    """The README table: valid score per collection and model, the mean, the hidden-test mean."""
+    """The README tables: out-of-fold scores (when the run cross-validated), then the official
+    valid score per collection and model, the mean, and the hidden-test mean."""
+    oof = data.get("oof") or {}
+    head = ("**Out-of-fold** (train + valid graphs, each scored by a fold model that never saw it; "
+            "mean ± sd over folds):\n\n" + _oof_table(oof) + "\n\n**Official valid split**:\n\n") if oof else ""
+    return head + _valid_body(data)
+
+
+def _valid_body(data: dict[str, Any]) -> str:
     valid: dict[str, dict[str, float]] = data["valid"]
     models = [m for m in MODEL_ORDER if any(m in v for v in valid.values())]
     models += sorted({m for v in valid.values() for m in v} - set(models))
