@@ -115,6 +115,13 @@ def _norm_key(task: Task) -> tuple[str, Path, Path]:
     return key, marker, marker.with_suffix(".npz")
 
 
+def _task_file(task: Task) -> tuple[BuildConfig, Collection, Path, GraphFile]:
+    """The build config, collection, source path and :class:`GraphFile` of a task."""
+    coll = get_collection(task.collection)
+    path = Path(task.path)
+    return task.cfg, coll, path, GraphFile(coll, task.split, task.stem, path)
+
+
 def _norm_cached(task: Task) -> dict[str, Any] | None:
     key, marker, npz = _norm_key(task)
     if _read_marker(marker, key) and npz.is_file():
@@ -127,9 +134,7 @@ def _norm_task(task: Task) -> dict[str, Any]:
     cached = _norm_cached(task)
     if cached is not None:
         return cached
-    cfg, coll = task.cfg, get_collection(task.collection)
-    path = Path(task.path)
-    gf = GraphFile(coll, task.split, task.stem, path)
+    cfg, coll, path, gf = _task_file(task)
     key, marker, npz = _norm_key(task)
     graph = _load(cfg, path, configs=False)
     exact, _ = _exact_dims(cfg, gf)
@@ -200,9 +205,7 @@ def _graph_task(task: Task) -> dict[str, Any]:
     cached = _graph_cached(task)
     if cached is not None:
         return cached
-    cfg, coll = task.cfg, get_collection(task.collection)
-    path = Path(task.path)
-    gf = GraphFile(coll, task.split, task.stem, path)
+    cfg, coll, path, gf = _task_file(task)
     key, marker, out_dir, part = _graph_key(task)
     start = time.perf_counter()
     graph = _load(cfg, path)
