@@ -57,18 +57,23 @@ sample: $(STAMP) $(SAMPLE)/.complete
 data/sample-%/.complete: | $(STAMP)
 	$(PY) -m features.sample --out data/sample-$* --scale $* --seed $(SEED) $(SAMPLE_ARGS)
 
+# MON=1: every stage of `make run` under tpurank.monitor: wall time, peak RSS and open files per
+# stage appended to $(WORK)/stages.jsonl (MON="other command" to use another wrapper)
+MONITOR := $(if $(filter 1,$(MON)),$(PY) -m tpurank.monitor --log $(WORK)/stages.jsonl,$(MON))
+stage = $(if $(MONITOR),$(MONITOR) --stage $(1) --)
+
 run: $(STAMP) $(NEED_SAMPLE)
-	$(PY) -m features validate --data $(DATA) --skip-bad --report $(WORK)/validate_report.json
-	$(PY) -m features build $(COMMON) --skip-bad-report $(WORK)/validate_report.json
-	$(PY) -m models.gnn train $(COMMON)
-	$(PY) -m models.gnn predict $(COMMON)
-	$(PY) -m models.lgbm train $(COMMON)
-	$(PY) -m models.lgbm predict $(COMMON)
-	$(PY) -m models.baseline predict $(COMMON)
-	$(PY) -m ensemble blend $(COMMON) --models $(MODELS) --submission $(SUBMISSION)
-	$(PY) -m ensemble check $(SUBMISSION) --data $(DATA)
-	$(PY) -m ensemble report $(COMMON) --models $(MODELS) --submission $(SUBMISSION)
-	$(PY) -m ensemble score $(SUBMISSION) --data $(DATA)
+	$(call stage,validate) $(PY) -m features validate --data $(DATA) --skip-bad --report $(WORK)/validate_report.json
+	$(call stage,features) $(PY) -m features build $(COMMON) --skip-bad-report $(WORK)/validate_report.json
+	$(call stage,gnn-train) $(PY) -m models.gnn train $(COMMON)
+	$(call stage,gnn-predict) $(PY) -m models.gnn predict $(COMMON)
+	$(call stage,lgbm-train) $(PY) -m models.lgbm train $(COMMON)
+	$(call stage,lgbm-predict) $(PY) -m models.lgbm predict $(COMMON)
+	$(call stage,baseline) $(PY) -m models.baseline predict $(COMMON)
+	$(call stage,blend) $(PY) -m ensemble blend $(COMMON) --models $(MODELS) --submission $(SUBMISSION)
+	$(call stage,check) $(PY) -m ensemble check $(SUBMISSION) --data $(DATA)
+	$(call stage,report) $(PY) -m ensemble report $(COMMON) --models $(MODELS) --submission $(SUBMISSION)
+	$(call stage,score) $(PY) -m ensemble score $(SUBMISSION) --data $(DATA)
 
 test: $(STAMP)
 	$(PY) -m pytest -m "not slow" -q -p no:cacheprovider
@@ -79,9 +84,10 @@ test-slow: $(STAMP)
 bench: $(STAMP)
 	$(PY) tests/bench/run.py
 
-# kaggle-shaped data (features.sample.kaggle) -> generate / validate / build: time, RSS, fds, WORK size
+# kaggle-shaped data (features.sample.kaggle) -> generate / validate / build (RUN=1: the whole make run):
+# time, RSS, fds, WORK size per stage; BENCH_ARGS e.g. "--data data/sample-kaggle --keep"
 bench-scale: $(STAMP)
-	$(PY) tests/bench/bench_scale.py $(if $(GRAPH_FRACTION),--graph-fraction $(GRAPH_FRACTION)) $(if $(CONFIG_FRACTION),--config-fraction $(CONFIG_FRACTION))
+	$(PY) tests/bench/bench_scale.py $(if $(GRAPH_FRACTION),--graph-fraction $(GRAPH_FRACTION)) $(if $(CONFIG_FRACTION),--config-fraction $(CONFIG_FRACTION)) $(if $(filter 1,$(RUN)),--run) $(BENCH_ARGS)
 
 # every marked results/benchmarks section of README.md and docs/ from results/*.json, benchmarks/*.json
 docs: $(STAMP)

@@ -58,10 +58,15 @@ def choose_device(preference: str = "auto") -> torch.device:
     return device
 
 
+_DEFAULT_THREADS = torch.get_num_threads()  # torch's own choice at import (all physical cores)
+
+
 def set_cpu_threads(threads: int) -> None:
-    """Limit torch's CPU threads (0 = leave torch's default)."""
-    if threads > 0:
-        torch.set_num_threads(threads)
+    """torch's CPU threads: ``threads``, or torch's default when 0 (also after an earlier call
+    in the same process, e.g. a notebook that trains on one thread and then predicts)."""
+    wanted = threads if threads > 0 else _DEFAULT_THREADS
+    if torch.get_num_threads() != wanted:
+        torch.set_num_threads(wanted)
 
 
 def autocast(device: torch.device, enabled: bool) -> contextlib.AbstractContextManager:
@@ -309,9 +314,10 @@ class TimeBudget:
             return math.inf
         return max(0.0, self.seconds - (self.clock() - self.start))
 
-    def share(self, runs_left: int) -> float:
-        """Seconds for the next run when ``runs_left`` runs (this one included) remain."""
-        return self.remaining() / max(1, runs_left)
+    def share(self, runs_left: float, weight: float = 1.0) -> float:
+        """Seconds for the next run of ``weight`` when runs of total weight ``runs_left`` (this one
+        included) remain: the remaining time split in proportion to weight."""
+        return self.remaining() * weight / max(weight, runs_left, 1e-9)
 
 
 class StepHorizon:

@@ -44,12 +44,14 @@ def train_main(argv: list[str]) -> int:
         reports = []
         collections = cfg.collection_list()
         runs = [max(1, usable_folds(cfg, coll)) for coll in collections]  # models per collection
+        weights = [cfg.budget_weight(coll) for coll in collections]  # time share of one model
         for i, coll in enumerate(collections):
-            runs_left = sum(runs[i:])
+            units_left = sum(r * w for r, w in zip(runs[i:], weights[i:]))
             if runs[i] >= 2:
-                report = train_folds(cfg, coll, budget, runs_left, ctx, device)
+                report = train_folds(cfg, coll, budget, units_left, ctx, device)
             else:
-                report = train_collection(cfg, coll, budget.share(runs_left), ctx, device)
+                report = train_collection(cfg, coll, budget.share(units_left, weights[i]), ctx,
+                                          device)
             if ctx.is_main:
                 print(summary_line(report), flush=True)
             reports.append(report)

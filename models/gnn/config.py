@@ -19,7 +19,8 @@ class GnnConfig(StageConfig):
     features: str = ""  # feature directory; default WORK/features
     tag: str = ""  # optional run name: models go to WORK/models/gnn/<slug>[-tag]/seed<k>
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    threads: int = 0  # torch CPU threads (0 = torch default)
+    threads: int = 0  # torch CPU threads for training (0 = torch default)
+    predict_threads: int = 0  # torch CPU threads for predict (0 = torch default: all cores)
 
     # --- model
     conv: str = "sage"  # sage | gatv2
@@ -56,6 +57,7 @@ class GnnConfig(StageConfig):
     resume: bool = True  # continue from WORK/models/gnn/<slug>/seed<k>/last.pt when it exists
     step_budget: int = 0  # stop this invocation after this many steps (resume later); 0 = no limit
     time_budget: float = 0.0  # wall seconds for the whole train invocation, shared by its collections and folds (0 = no limit)
+    tile_budget_weight: float = 1.0  # share of --time-budget of a tile model relative to a layout model (one fold each)
 
     # --- memory and processes
     node_budget: int = 0  # per-step ceiling on kept nodes x configs (graph copies); 0 = configs_per_step as is
@@ -65,6 +67,7 @@ class GnnConfig(StageConfig):
 
     # --- cross-validation (issue 12)
     folds: int = 0  # K >= 2: K grouped folds of train+valid graphs (models.cv), OOF predictions; 0 = train/valid split
+    oof_max_configs: int = 0  # OOF configs per held-out train graph: a seeded subset of its LightGBM tabular rows (0 = all those rows)
 
     # --- graph segment training
     segment_size: int = 0  # GST: about this many nodes per graph segment (0 = off: whole graph per step)
@@ -81,13 +84,17 @@ class GnnConfig(StageConfig):
     PRESETS: ClassVar[dict[str, dict[str, object]]] = {
         # quick: bounded by time, not steps (issue 11): 900 s of GNN training for all selected
         # collections and their 3 CV folds (issue 12; the LightGBM ranker's K too), so that
-        # `make run` on sample-small stays near 25 minutes on 2 cores (480 s left each of the 15
-        # fold models about 30 s: too few steps to learn the layout collections). One torch thread: measured faster than two on the shared 2-core machine (README
-        # "GNN ranker", threads). Model shape: measured on sample-small valid, 3 seeds.
+        # `make run` on sample-small stays near 25 minutes on 2 cores; a tile fold model gets half
+        # a layout fold model's share (tile_budget_weight). Both cores (threads 0): on a quiet
+        # 2-core machine 617 vs 384 configs/s with one thread (layout:nlp:random, 45 s runs);
+        # one thread is faster only when other jobs load the cores. OOF predictions of train
+        # graphs on 500 of their configs bound the predict stage at the real shape.
+        # Model shape: measured on sample-small valid, 3 seeds.
         "quick": {"hidden": 64, "layers": 3, "configs_per_step": 64, "steps": 100000,
                   "time_budget": 900.0, "eval_every": 50, "patience": 4, "val_max_configs": 128,
-                  "predict_batch": 64, "threads": 1, "warmup_steps": 20, "lr": 3e-3,
-                  "node_budget": 200000, "folds": 3},
+                  "predict_batch": 64, "threads": 0, "warmup_steps": 20, "lr": 3e-3,
+                  "node_budget": 200000, "folds": 3, "tile_budget_weight": 0.5,
+                  "oof_max_configs": 500},
         # full: one T4 (16 GB): node_budget keeps a step's activations near 9 GB in float32 under
         # the measured memory model (benchmarks/gnn_memory.json); 6 h of training at most
         "full": {"hidden": 128, "layers": 4, "configs_per_step": 96, "steps": 20000,
@@ -111,6 +118,12 @@ class GnnConfig(StageConfig):
 
     def model_dir(self, collection: Collection) -> Path:
         return self.collection_dir(collection) / f"seed{self.seed}"
+
+    def budget_weight(self, collection: Collection) -> float:
+        """One model's share of ``--time-budget`` relative to a layout model's:
+        ``--tile-budget-weight`` for tile (small graphs, many of them, learnt in few steps; the
+        layout collections need the steps)."""
+        return max(1e-3, self.tile_budget_weight) if collection.is_tile else 1.0
 
     def graphs_per_step_for(self, collection: Collection) -> int:
         if self.graphs_per_step > 0:

@@ -23,8 +23,8 @@ The names are the LightGBM ranker's (:mod:`models.lgbm.folds`) so that the blend
 
 from __future__ import annotations
 
+import hashlib
 import json
-
 import math
 from pathlib import Path
 from typing import Any
@@ -109,7 +109,7 @@ def predict_folds_inference(cfg: GnnConfig, collection: Collection) -> dict[str,
     from models.predictions import fold_split, predictions_path, write_fold_average, write_predictions
     from models.training import choose_device, set_cpu_threads
 
-    set_cpu_threads(cfg.threads)
+    set_cpu_threads(cfg.predict_threads)
     device = choose_device(cfg.device)
     manifest = json.loads((cfg.model_dir(collection) / "folds.json").read_text())
     folds = int(manifest["folds"])
@@ -157,10 +157,11 @@ def fold_training(cfg: GnnConfig, collection: Collection, plan, k: int,
     return limit_graphs(cfg, train), valid
 
 
-def train_folds(cfg: GnnConfig, collection: Collection, budget: TimeBudget, runs_left: int,
+def train_folds(cfg: GnnConfig, collection: Collection, budget: TimeBudget, units_left: float,
                 ctx: DistContext, device: torch.device) -> dict[str, Any]:
     """Train the K fold models of one collection (each resumable) and write ``folds.json``;
-    ``runs_left`` counts this collection's folds and those of the collections still to come."""
+    ``units_left`` is the time-share weight of this collection's folds and of those of the
+    collections still to come (:meth:`GnnConfig.budget_weight`)."""
     from models.cv import write_fold_manifest, check_manifest
     from models.gnn.train import fit
 
@@ -169,11 +170,12 @@ def train_folds(cfg: GnnConfig, collection: Collection, budget: TimeBudget, runs
     others = [(get_plan(cfg, c, ctx), labelled_graphs(cfg, c))
               for c in joint_collections(collection)[1:]] if cfg.joint_search else []
     reports, seen = [], {}
+    weight = cfg.budget_weight(collection)
     for k in range(plan.folds):
         train, valid = fold_training(cfg, collection, plan, k, graphs, others)
         seen[k] = sorted({(g.split, g.stem) for g in train + valid})
         reports.append(fit(cfg, collection, train, valid, fold_dir(cfg, collection, k),
-                           budget.share(runs_left - k), ctx, device,
+                           budget.share(units_left - k * weight, weight), ctx, device,
                            extra_config={"fold": k, "folds": plan.folds, "fold_plan": str(plan.path)}))
     if ctx.is_main:
         manifest = write_fold_manifest(cfg.model_dir(collection) / "folds.json", plan, seen)
@@ -213,17 +215,23 @@ def _by_config_index(g: ProcessedGraph, cost: np.ndarray, rows: np.ndarray | Non
 def oof_rows(cfg: GnnConfig, collection: Collection, g: ProcessedGraph, split: str) -> np.ndarray | None:
     """Which configs of a held-out graph get an out-of-fold prediction: every config of a valid
     graph (None), and of a train graph the rows of its LightGBM tabular file (capped per graph by
-    the feature build's ``tabular_max_train_rows``), so OOF cost is bounded whatever the config
-    count and both rankers are blended on the same configs."""
+    the feature build's ``tabular_max_train_rows``; at most ``--oof-max-configs`` of them), so OOF
+    cost is bounded whatever the config count; the blend scores each graph on the configs every
+    model predicted (``ensemble.oof``)."""
     if split != "train":
         return None
     from features.build import load_build_config
     from features.tasks import tabular_train_positions
 
-    if not (cfg.features_dir() / collection.slug / "build.json").is_file():
-        return None  # features written by other means than `features build`: every config
-    build = load_build_config(cfg.features_dir(), collection)
-    return tabular_train_positions(g.num_configs, build, collection.slug, g.stem)
+    rows = np.arange(g.num_configs)  # features written by other means than `features build`
+    if (cfg.features_dir() / collection.slug / "build.json").is_file():
+        build = load_build_config(cfg.features_dir(), collection)
+        rows = tabular_train_positions(g.num_configs, build, collection.slug, g.stem)
+    cap = cfg.oof_max_configs
+    if cap > 0 and len(rows) > cap:  # the blend scores each graph on the configs all models share
+        seed = int.from_bytes(hashlib.sha256(f"{cfg.seed}:oof/{g.stem}".encode()).digest()[:8], "little")
+        rows = np.sort(np.random.default_rng(seed).choice(rows, cap, replace=False))
+    return rows
 
 
 def predict_folds(cfg: GnnConfig, collection: Collection) -> dict[str, Any]:
@@ -237,7 +245,7 @@ def predict_folds(cfg: GnnConfig, collection: Collection) -> dict[str, Any]:
 
     if not _labelled_built(cfg, collection):
         return predict_folds_inference(cfg, collection)
-    set_cpu_threads(cfg.threads)
+    set_cpu_threads(cfg.predict_threads)
     device = choose_device(cfg.device)
     plan = get_plan(cfg, collection)
     check_manifest(cfg.model_dir(collection) / "folds.json", plan)
@@ -262,7 +270,8 @@ def predict_folds(cfg: GnnConfig, collection: Collection) -> dict[str, Any]:
             if key[0] == "valid":
                 valid_costs[g.stem] = source_order(g, cost)
         write_predictions(predictions_path(preds, run, collection, fold_split(k)),
-                          {g.stem: source_order(g, predict_costs(model, g, batch)) for g in test})
+                          {g.stem: source_order(g, predict_costs(model, g, batch)) for g in
+                           tqdm(test, desc=f"test {collection.name} fold {k}", leave=False)})
     write_predictions(predictions_path(preds, run, collection, OOF_SPLIT),
                       {s: v[1] for s, v in oof.items()})
     save_npz(predictions_path(preds, run, collection, OOF_CONFIG_SPLIT), **{s: v[0] for s, v in oof.items()})

@@ -218,7 +218,7 @@ def predict_collection(cfg: GnnConfig, collection: Collection, splits=("valid", 
     """Write ``WORK/preds/gnn/<slug>/<split>.npz`` for every graph and config of each split."""
     from models.predictions import predictions_path, run_name, write_predictions
 
-    set_cpu_threads(cfg.threads)
+    set_cpu_threads(cfg.predict_threads)
     device = choose_device(cfg.device)
     model, saved = load_trained_dir(cfg.model_dir(collection), device)
     written = {}

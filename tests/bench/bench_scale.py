@@ -1,15 +1,17 @@
 """Real-shape benchmark: generate a kaggle-shaped dataset, then time ``features validate`` and
-``features build`` on it, each in a child process whose peak RSS and open descriptors are
-measured. Prints a table and records the run in ``benchmarks/scale.json`` (``{"runs": [...]}``, one entry per
-graph fraction, config fraction and preset; ``make bench-scale``).
+``features build`` on it — or, with ``--run``, the whole ``make run`` — each stage in a child
+process whose peak RSS and open descriptors are measured (:mod:`tpurank.monitor`). Prints a table
+and records the run in ``benchmarks/scale.json`` (``{"runs": [...]}``, one entry per graph
+fraction, config fraction, preset and pipeline; ``make bench-scale [RUN=1]``).
 
     python tests/bench/bench_scale.py [--graph-fraction 0.05] [--config-fraction 0.03125]
-        [--jobs 2] [--data DIR] [--work DIR] [--out benchmarks/scale.json] [--keep]
+        [--jobs 2] [--data DIR] [--work DIR] [--out benchmarks/scale.json] [--keep] [--run]
 
 Measured per stage: wall time, peak RSS of the stage's process tree (sampled from /proc every
-0.1 s, plus ``getrusage(RUSAGE_CHILDREN)`` max RSS of the biggest single process), peak open file
-descriptors of the tree (``/proc/<pid>/fd``), graphs/s and configs/s; then the size of WORK
-(features, cache if any) against the input's size.
+0.1–0.2 s; without ``--run`` also ``getrusage(RUSAGE_CHILDREN)`` max RSS of the biggest single
+process), peak open file descriptors of the tree (``/proc/<pid>/fd``), graphs/s and configs/s of
+validate and the feature build; then the size of WORK (features, models, predictions) against the
+input's size.
 """
 
 from __future__ import annotations
@@ -30,50 +32,40 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 
-def _children(pid: int) -> list[int]:
-    out = [pid]
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as fh:
-            kids = [int(x) for x in fh.read().split()]
-    except OSError:
-        return out
-    for k in kids:
-        out += _children(k)
-    return out
-
-
-def _rss_and_fds(pids: list[int]) -> tuple[int, int]:
-    rss = fds = 0
-    for p in pids:
-        try:
-            with open(f"/proc/{p}/statm") as fh:
-                rss += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-            fds += len(os.listdir(f"/proc/{p}/fd"))
-        except OSError:
-            continue
-    return rss, fds
-
-
 def run_stage(name: str, cmd: list[str]) -> dict[str, object]:
     """Run ``cmd``; wall time, peak tree RSS, peak tree fds, max single-process RSS."""
+    from tpurank.monitor import monitored
+
     env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    peak_rss = peak_fds = 0
-    while proc.poll() is None:
-        rss, fds = _rss_and_fds(_children(proc.pid))
-        peak_rss, peak_fds = max(peak_rss, rss), max(peak_fds, fds)
-        time.sleep(0.1)
-    out, err = proc.communicate()
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"{name} failed ({proc.returncode}): {' '.join(cmd)}\n{err[-4000:]}")
+    rec = monitored(cmd, interval=0.1, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, text=True)
+    out, err = rec.pop("proc").communicate()
+    if rec["rc"] != 0:
+        raise SystemExit(f"{name} failed ({rec['rc']}): {' '.join(cmd)}\n{err[-4000:]}")
     max_child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    return {"stage": name, "command": " ".join(cmd), "wall_s": round(wall, 1),
-            "peak_tree_rss_mb": round(peak_rss / 2**20, 1),
+    return {"stage": name, "command": rec["command"], "wall_s": rec["wall_s"],
+            "peak_tree_rss_mb": rec["peak_tree_rss_mb"],
             "max_process_rss_mb_so_far": round(max_child / 2**20, 1),
-            "peak_open_fds": peak_fds, "stdout_tail": out.strip().splitlines()[-8:]}
+            "peak_open_fds": rec["peak_open_fds"], "stdout_tail": out.strip().splitlines()[-8:]}
+
+
+def make_run(data: Path, work: Path, preset: str) -> list[dict[str, object]]:
+    """``make run`` on ``data`` with every stage under ``tpurank.monitor`` (``MON=1``); the stage
+    records of ``WORK/stages.jsonl``, each with the make command that ran it."""
+    from tpurank.monitor import read_log
+
+    log = work / "stages.jsonl"
+    log.unlink(missing_ok=True)
+    cmd = ["make", "run", f"DATA={data}", f"WORK={work}", f"PRESET={preset}", "MON=1",
+           f"SUBMISSION={work / 'submission.csv'}"]
+    rc = subprocess.run(cmd, cwd=ROOT).returncode
+    records = read_log(log) if log.is_file() else []
+    for r in records:
+        r["make"] = " ".join(cmd)
+    if rc != 0:
+        done = ", ".join(f"{r['stage']} {r['wall_s']} s" for r in records)
+        raise SystemExit(f"make run failed ({rc}) after: {done}")
+    return records
 
 
 def du(path: Path) -> int:
@@ -98,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--preset", default="quick")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "scale.json"))
     p.add_argument("--keep", action="store_true", help="keep the generated data and WORK")
+    p.add_argument("--run", action="store_true",
+                   help="after generation, the whole `make run` (every stage measured) instead of "
+                        "validate + build alone")
     a = p.parse_args(argv)
     py = sys.executable
     tmp = Path(tempfile.mkdtemp(prefix="bench-scale-"))
@@ -113,15 +108,18 @@ def main(argv: list[str] | None = None) -> int:
         n_files, n_configs = counts(data)
         input_bytes = du(data / "npz_all")
         report = work / "validate_report.json"
-        stages.append(run_stage("validate", [py, "-m", "features", "validate", "--data", str(data),
-                                             "--skip-bad", "--report", str(report),
-                                             "--jobs", str(a.jobs)]))
-        stages.append(run_stage("build", [py, "-m", "features", "build", "--data", str(data),
-                                          "--work", str(work), "--preset", a.preset,
-                                          "--jobs", str(a.jobs), "--progress", "false",
-                                          "--skip-bad-report", str(report)]))
+        if a.run:
+            stages += make_run(data, work, a.preset)
+        else:
+            stages.append(run_stage("validate", [py, "-m", "features", "validate", "--data",
+                                                 str(data), "--skip-bad", "--report", str(report),
+                                                 "--jobs", str(a.jobs)]))
+            stages.append(run_stage("build", [py, "-m", "features", "build", "--data", str(data),
+                                              "--work", str(work), "--preset", a.preset,
+                                              "--jobs", str(a.jobs), "--progress", "false",
+                                              "--skip-bad-report", str(report)]))
         for s in stages:
-            if s["stage"] != "generate":
+            if s["stage"] in ("validate", "build", "features"):
                 s["graphs_per_s"] = round(n_files / s["wall_s"], 2)
                 s["configs_per_s"] = round(n_configs / s["wall_s"], 1)
         sizes = {"input_bytes": input_bytes, "work_bytes": du(work),
@@ -129,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         sizes["work_over_input"] = round(sizes["work_bytes"] / max(1, input_bytes), 3)
         sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                              text=True).stdout.strip()
-        result = {"dataset": {"scale": "kaggle", "graph_fraction": a.graph_fraction,
+        result: dict[str, object] = {"dataset": {"scale": "kaggle", "graph_fraction": a.graph_fraction,
                               "config_fraction": a.config_fraction, "files": n_files,
                               "configs": n_configs, "generated": not a.data},
                   "preset": a.preset, "jobs": a.jobs, "stages": stages, "sizes": sizes,
@@ -142,9 +140,11 @@ def main(argv: list[str] | None = None) -> int:
         from tpurank.results import bench_metadata
 
         runs = json.loads(out.read_text()).get("runs", []) if out.is_file() else []
-        same = (a.graph_fraction, a.config_fraction, a.preset)
+        result["pipeline"] = "make run" if a.run else "validate + build"
+        result["total_wall_s"] = round(sum(s["wall_s"] for s in stages if s["stage"] != "generate"), 1)
+        same = (a.graph_fraction, a.config_fraction, a.preset, result["pipeline"])
         runs = [r for r in runs if (r["dataset"]["graph_fraction"], r["dataset"]["config_fraction"],
-                                    r["preset"]) != same] + [result]
+                                    r["preset"], r.get("pipeline", "validate + build")) != same] + [result]
         write_json(out, {**bench_metadata("python tests/bench/bench_scale.py " + " ".join(sys.argv[1:])),
                          "about": "tests/bench/bench_scale.py: one entry per (graph fraction, config "
                                   "fraction, preset), the latest run of each", "runs": runs})

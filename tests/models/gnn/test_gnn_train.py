@@ -210,3 +210,29 @@ def test_folds_train_oof_and_fold_ensemble(tmp_path, fold_features, capsys):
     valid = read_predictions(predictions_path(work / "preds", "gnn@seed0", coll, "valid"))
     assert set(valid) == {"resnet_v", "bert_v"}
     assert "OOF" in capsys.readouterr().out
+
+
+def test_oof_rows_of_train_graphs_are_capped_and_seeded(fold_features):
+    from models.gnn.data import load_graphs
+    from models.gnn.folds import oof_rows
+
+    coll = get_collection("layout:xla:random")
+    g = next(iter(load_graphs(fold_features, coll, "train")))
+    cfg = GnnConfig(features=str(fold_features), oof_max_configs=4)
+    rows = oof_rows(cfg, coll, g, "train")
+    assert len(rows) == 4 and np.all(np.diff(rows) > 0) and rows.max() < g.num_configs
+    np.testing.assert_array_equal(rows, oof_rows(cfg, coll, g, "train"))  # deterministic
+    assert oof_rows(cfg, coll, g, "valid") is None  # official valid graphs: every config
+    assert len(oof_rows(dataclasses.replace(cfg, oof_max_configs=0), coll, g, "train")) == g.num_configs
+
+
+def test_tile_models_get_their_weighted_share_of_the_time_budget():
+    from models.training import TimeBudget
+
+    cfg = GnnConfig(tile_budget_weight=0.5)
+    assert cfg.budget_weight(get_collection("tile:xla")) == 0.5
+    assert cfg.budget_weight(get_collection("layout:nlp:random")) == 1.0
+    budget = TimeBudget(100.0, clock=lambda: 0.0)
+    # 3 tile folds (weight 0.5) + 1 layout model: 2.5 units; a tile fold gets 0.5 of them
+    assert budget.share(2.5, 0.5) == pytest.approx(20.0)
+    assert budget.share(1.0, 1.0) == pytest.approx(100.0)

@@ -1,0 +1,42 @@
+"""tpurank.monitor: a stage's wall time, peak RSS and open files, and its exit status passed on."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tpurank.monitor import main, read_log
+
+CHILD = """
+import os, sys, time
+files = [open(os.devnull) for _ in range(40)]
+block = bytearray(64 * 2**20)
+time.sleep(0.8)
+print("child done")
+sys.exit(int(sys.argv[1]))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="needs /proc")
+def test_monitor_records_peaks_and_passes_the_exit_status(tmp_path, capfd):
+    log = tmp_path / "stages.jsonl"
+    assert main(["--log", str(log), "--stage", "ok", "--interval", "0.05", "--",
+                 sys.executable, "-c", CHILD, "0"]) == 0
+    assert main(["--log", str(log), "--stage", "bad", "--", sys.executable, "-c", CHILD, "3"]) == 3
+    assert "child done" in capfd.readouterr().out  # the command's output passes through
+    ok, bad = read_log(log)
+    assert ok["stage"] == "ok" and ok["rc"] == 0 and bad["rc"] == 3
+    assert ok["peak_open_fds"] >= 40 and ok["peak_tree_rss_mb"] >= 64
+    assert 0.8 <= ok["wall_s"] < 30
+
+
+def test_a_torn_last_line_is_skipped(tmp_path):
+    log = tmp_path / "stages.jsonl"
+    log.write_text('{"stage": "a", "rc": 0}\n{"stage": "b", "r')
+    assert [r["stage"] for r in read_log(log)] == ["a"]
+
+
+def test_usage_without_a_command():
+    assert main(["--log", "x", "--stage", "y"]) == 2

@@ -1,0 +1,107 @@
+"""Run one pipeline stage and record what it cost: wall time, peak RSS and peak open file
+descriptors of its whole process tree (sampled from ``/proc``), and its exit status.
+
+    python -m tpurank.monitor --log WORK/stages.jsonl --stage gnn-train -- python -m models.gnn train ...
+
+The command's output passes through untouched (progress bars included); one JSON line per stage is
+appended to ``--log`` when it ends, and the monitor exits with the command's status. ``make run
+MON="python -m tpurank.monitor --log FILE"`` runs every stage of the pipeline this way
+(``tests/bench/bench_scale.py --run`` does, for ``make bench-scale``). Linux only (``/proc``);
+elsewhere the figures are recorded as 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants (from ``/proc/<pid>/task/<pid>/children``)."""
+    out = [pid]
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            kids = [int(x) for x in fh.read().split()]
+    except OSError:
+        return out
+    for kid in kids:
+        out += process_tree(kid)
+    return out
+
+
+def rss_and_fds(pids: list[int]) -> tuple[int, int]:
+    """Summed resident bytes and open descriptors of ``pids`` (processes gone meanwhile skipped)."""
+    rss = fds = 0
+    page = os.sysconf("SC_PAGE_SIZE")
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/statm") as fh:
+                rss += int(fh.read().split()[1]) * page
+            fds += len(os.listdir(f"/proc/{pid}/fd"))
+        except OSError:
+            continue
+    return rss, fds
+
+
+def monitored(cmd: list[str], interval: float = 0.2, **popen: Any) -> dict[str, Any]:
+    """Run ``cmd`` to completion; its wall time, exit status, peak tree RSS (MB) and peak fds."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, **popen)
+    peak_rss = peak_fds = 0
+    while proc.poll() is None:
+        rss, fds = rss_and_fds(process_tree(proc.pid))
+        peak_rss, peak_fds = max(peak_rss, rss), max(peak_fds, fds)
+        time.sleep(interval)
+    return {"command": " ".join(cmd), "rc": proc.returncode,
+            "wall_s": round(time.perf_counter() - start, 1),
+            "peak_tree_rss_mb": round(peak_rss / 2**20, 1), "peak_open_fds": peak_fds,
+            "proc": proc}
+
+
+def append_record(log: Path, record: dict[str, Any]) -> None:
+    """One JSON line, written with a single ``write`` of a file opened for appending."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as fh:
+        fh.write(json.dumps(record, sort_keys=True) + "\n")
+
+
+def read_log(log: Path) -> list[dict[str, Any]]:
+    """The records of ``log``; a torn last line (a killed monitor) is skipped."""
+    records = []
+    for line in Path(log).read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--" not in argv:
+        print("usage: python -m tpurank.monitor --log FILE --stage NAME -- COMMAND ...", file=sys.stderr)
+        return 2
+    cut = argv.index("--")
+    p = argparse.ArgumentParser(prog="python -m tpurank.monitor", description=__doc__.split("\n\n")[0])
+    p.add_argument("--log", required=True, help="JSON-lines file one record per stage is appended to")
+    p.add_argument("--stage", required=True, help="the stage's name in the record")
+    p.add_argument("--interval", type=float, default=0.2, help="seconds between /proc samples")
+    a = p.parse_args(argv[:cut])
+    cmd = argv[cut + 1:]
+    if not cmd:
+        p.error("no command after --")
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    record = monitored(cmd, interval=a.interval)
+    record.pop("proc")
+    append_record(Path(a.log), {"stage": a.stage, "started": started, **record})
+    return int(record["rc"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
