@@ -33,12 +33,13 @@ SUBMISSION ?= submissions/submission.csv
 MODELS ?= gnn,lgbm
 COMMON := --data $(DATA) --work $(WORK) --preset $(PRESET) --seed $(SEED)
 
-.PHONY: help setup sample run features gnn lgbm blend test test-slow bench bench-scale docs notebooks kaggle-bundle kaggle-push clean
+.PHONY: help setup sample run results features gnn lgbm blend test test-slow bench bench-scale docs notebooks kaggle-bundle kaggle-push clean
 
 help:
 	@echo "make run    [DATA=root] [PRESET=quick|full] [SUBMISSION=csv]  whole pipeline -> submission"
 	@echo "make test                                                     fast test suite"
 	@echo "make sample [SCALE=tiny|small|kaggle] [SAMPLE_ARGS=...]                generated data"
+	@echo "make results [SEEDS='0 1 2']                                  make run per seed -> README tables"
 	@echo "make docs                                                     rewrite every generated table"
 	@echo "make test-slow | bench | bench-scale | notebooks | kaggle-bundle | kaggle-push | clean"
 
@@ -88,6 +89,16 @@ bench: $(STAMP)
 # time, RSS, fds, WORK size per stage; BENCH_ARGS e.g. "--data data/sample-kaggle --keep"
 bench-scale: $(STAMP)
 	$(PY) tests/bench/bench_scale.py $(if $(GRAPH_FRACTION),--graph-fraction $(GRAPH_FRACTION)) $(if $(CONFIG_FRACTION),--config-fraction $(CONFIG_FRACTION)) $(if $(filter 1,$(RUN)),--run) $(BENCH_ARGS)
+
+# the README results: `make run` once per seed (own WORK and submission folder each), then
+# results/seeds.json (mean ± sd over seeds) and every generated table
+SEEDS ?= 0 1 2
+results: $(STAMP) $(NEED_SAMPLE)
+	for s in $(SEEDS); do $(MAKE) run DATA=$(DATA) PRESET=$(PRESET) SEED=$$s WORK=$(WORK)-seed$$s \
+	  SUBMISSION=submissions/seed$$s/submission.csv || exit 1; done
+	$(PY) -m tpurank.results capture-seeds $(foreach s,$(SEEDS),submissions/seed$(s)) \
+	  --command "make results DATA=$(DATA) PRESET=$(PRESET) SEEDS='$(SEEDS)'" --out results/seeds.json
+	$(PY) -m tpurank.results render
 
 # every marked results/benchmarks section of README.md and docs/ from results/*.json, benchmarks/*.json
 docs: $(STAMP)

@@ -100,6 +100,33 @@ def test_capture_turns_a_report_into_the_readme_table(tmp_path: Path) -> None:
     assert "| tile:xla | 0.900 | 0.800 | 0.950 |" in body and "hidden test" in body
 
 
+def test_capture_seeds_renders_mean_and_sd_over_seeds(tmp_path: Path) -> None:
+    folders = []
+    for seed, (gnn, lgbm) in enumerate([(0.6, 0.7), (0.8, 0.7), (0.7, 0.7)]):
+        sub = tmp_path / "submissions" / f"seed{seed}"
+        run = sub / f"run-seed{seed}"
+        run.mkdir(parents=True)
+        fold = {"mean": gnn, "sd": 0.05, "n_graphs": 10}
+        (run / "report.json").write_text(json.dumps({
+            "run_id": run.name, "valid": {"tile:xla": {"gnn": gnn, "lgbm": lgbm, "blend": 0.9}},
+            "hidden_test": {"tile:xla": {"gnn": gnn, "lgbm": lgbm, "blend": 0.8}},
+            "valid_protocol": {"tile:xla": "oof"},
+            "oof": {"tile:xla": {"n_graphs": 10, "folds": 3, "models": {"gnn": fold, "lgbm": {**fold, "mean": lgbm}},
+                                 "blend_nested": {**fold, "mean": 0.85}}}}))
+        (run / "blend.json").write_text(json.dumps({"metadata": {"git_sha": "abc123", "seed": seed}}))
+        folders.append(sub)
+    out = results.capture_seeds(folders, "make results", tmp_path / "results" / "seeds.json")
+    saved = json.loads(out.read_text())
+    assert [r["seed"] for r in saved["seeds"]] == [0, 1, 2] and saved["git_sha"] == "abc123"
+    body = render_section("seeds", tmp_path)
+    assert "Seeds 0, 1, 2" in body
+    assert "| tile:xla | 10 | 0.700 ± 0.100 (0.050) | 0.700 ± 0.000 (0.050) | 0.850 ± 0.000 (0.050) |" in body
+    assert "| tile:xla | 0.700 ± 0.100 | 0.700 ± 0.000 | 0.900 ± 0.000 |" in body
+    assert "| mean on the sample's hidden test runtimes | 0.700 ± 0.100 | 0.700 ± 0.000 | 0.800 ± 0.000 |" in body
+    with pytest.raises(ArtifactError, match="no <run>/report.json"):
+        results.capture_seeds([tmp_path / "empty"], "x", tmp_path / "x.json")
+
+
 @pytest.mark.parametrize("path", _artifacts(), ids=lambda p: p.name)
 def test_artifact_records_date_machine_and_command(path: Path) -> None:
     missing = results.missing_provenance(load_artifact(path))
@@ -115,6 +142,7 @@ def test_staged_runs_render_one_row_per_stage_with_per_run_provenance(tmp_path: 
            "stages": [{"stage": "build", "wall_s": 12.5, "command": "x", "stdout_tail": ["..."]}]}
     (tmp_path / "benchmarks" / "scale.json").write_text(json.dumps({"about": "a", "runs": [run]}))
     body = render_section("scale", tmp_path)
-    assert "| kaggle | 395 | 1,000 | quick | build | 12.5 |" in body
+    assert "| kaggle | 395 | 1,000 | quick | validate + build | build | 12.5 |" in body
+    assert "**Per run**" in body
     assert "`abc`" in body and "cpus 2" in body and "bench_scale.py" in body
     assert results.artifact_shas(json.loads((tmp_path / "benchmarks" / "scale.json").read_text())) == ["abc"]

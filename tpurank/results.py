@@ -9,8 +9,9 @@ and ``docs/*.md`` from the artifact of that name, and ``--check`` only reports s
 
 Artifacts (JSON, committed):
 
-* ``results/NAME.json`` — a run's scores, written by ``python -m tpurank.results capture`` from the
-  ``report.json`` of ``python -m ensemble report`` (``results/run.json`` feeds the README table);
+* ``results/NAME.json`` — scores, written by ``python -m tpurank.results capture`` from the
+  ``report.json`` of ``python -m ensemble report`` (one run), or by ``capture-seeds`` from one
+  report per seed (``results/seeds.json``, written by ``make results``, feeds the README tables);
 * ``benchmarks/NAME.json`` — written by a benchmark command. The contract: top-level ``git_sha``,
   ``created`` (or ``date``), ``machine``, ``command`` (also accepted under ``meta``;
   :func:`bench_metadata` makes all four), and the figures as ``rows`` (or ``cases``: a list of
@@ -192,6 +193,9 @@ def _bench_body(data: dict[str, Any], path: Path) -> str:
     if key == "runs" and any(isinstance(r, dict) and "stages" in r for r in data["runs"]):
         rows = _stage_rows(data)
         parts.append(markdown_table(_columns(rows, None), rows))
+        totals = _run_totals(data)
+        parts.append("**Per run** (WORK after the run against the input's compressed npz size)\n\n"
+                     + markdown_table(_columns(totals, None), totals))
     elif key:
         rows = [_flat(r) for r in data[key] if isinstance(r, dict)]
         parts.append(markdown_table(_columns(rows, data.get("columns")), rows))
@@ -217,9 +221,29 @@ def _stage_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
         ds = run.get("dataset", {})
         for stage in run.get("stages", []):
             rows.append({"scale": ds.get("scale"), "graphs": ds.get("files"), "configs": ds.get("configs"),
-                         "preset": run.get("preset"), "stage": stage.get("stage"),
+                         "preset": run.get("preset"), "pipeline": run.get("pipeline", "validate + build"),
+                         "stage": stage.get("stage"),
                          **{k: v for k, v in stage.items()
-                            if k not in ("stage", "command", "stdout_tail") and not isinstance(v, (list, dict))}})
+                            if k not in ("stage", "command", "stdout_tail", "make", "started", "rc")
+                            and not isinstance(v, (list, dict))}})
+    return rows
+
+
+def _run_totals(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per staged run: what ran, its summed stage wall time and WORK against the input."""
+    rows = []
+    for run in data["runs"]:
+        ds, sizes = run.get("dataset", {}), run.get("sizes", {})
+        stages = [s for s in run.get("stages", []) if s.get("stage") != "generate"]
+        rows.append({"scale": ds.get("scale"), "graph_fraction": ds.get("graph_fraction"),
+                     "config_fraction": ds.get("config_fraction"), "graphs": ds.get("files"),
+                     "preset": run.get("preset"), "pipeline": run.get("pipeline", "validate + build"),
+                     "wall_s (without generation)": round(sum(s.get("wall_s", 0) for s in stages), 1),
+                     "peak_tree_rss_mb (max stage)": max((s.get("peak_tree_rss_mb", 0) for s in stages), default=0),
+                     "peak_open_fds (max stage)": max((s.get("peak_open_fds", 0) for s in stages), default=0),
+                     "input_mb": round(sizes.get("input_bytes", 0) / 2**20, 1),
+                     "work_mb": round(sizes.get("work_bytes", 0) / 2**20, 1),
+                     "work_over_input": sizes.get("work_over_input")})
     return rows
 
 
@@ -486,8 +510,8 @@ def capture_seeds(reports: list[Path], command: str, out: Path) -> Path:
     runs = []
     for path in reports:
         report = newest_report(path)
-        tmp = Path(tempfile.mkdtemp()) / "run.json"
-        run = json.loads(capture(report, command, tmp).read_text())
+        with tempfile.TemporaryDirectory() as tmp:
+            run = json.loads(capture(report, command, Path(tmp) / "run.json").read_text())
         blend = report.parent / "blend.json"
         meta = json.loads(blend.read_text()).get("metadata", {}) if blend.is_file() else {}
         run["seed"] = meta.get("seed", meta.get("config", {}).get("seed"))
