@@ -243,7 +243,9 @@ def _run_totals(data: dict[str, Any]) -> list[dict[str, Any]]:
                      "peak_open_fds (max stage)": max((s.get("peak_open_fds", 0) for s in stages), default=0),
                      "input_mb": round(sizes.get("input_bytes", 0) / 2**20, 1),
                      "work_mb": round(sizes.get("work_bytes", 0) / 2**20, 1),
-                     "work_over_input": sizes.get("work_over_input")})
+                     "work_over_input": sizes.get("work_over_input"),
+                     **{f"hidden test {m}": v for m, v in (run.get("hidden_test") or {}).items()
+                        if m in ("blend", "baseline")}})
     return rows
 
 

@@ -96,11 +96,13 @@ class GnnConfig(StageConfig):
                   "node_budget": 200000, "folds": 3, "tile_budget_weight": 0.5,
                   "oof_max_configs": 500},
         # full: one T4 (16 GB): node_budget keeps a step's activations near 9 GB in float32 under
-        # the measured memory model (benchmarks/gnn_memory.json); 6 h of training at most
+        # the measured memory model (benchmarks/gnn_memory.json); 6 h of training at most; OOF
+        # of the real data's 535 layout train graphs on 2,000 configs each (about 1.1M configs)
         "full": {"hidden": 128, "layers": 4, "configs_per_step": 96, "steps": 20000,
                  "eval_every": 500, "patience": 8, "val_max_configs": 1000, "predict_batch": 128,
                  "conv": "sage", "dropout": 0.1, "warmup_steps": 500, "lr": 1e-3, "close_bias": 0.25,
-                 "time_budget": 21600.0, "node_budget": 500000, "folds": 5},
+                 "time_budget": 21600.0, "node_budget": 500000, "folds": 5,
+                 "oof_max_configs": 2000},
     }
 
     def collection_list(self) -> list[Collection]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from models.gnn.model import RankerGNN
 from models.gnn.train import model_args_for
 from models.losses import get_loss
 from models.training import choose_device, make_optimizer, peak_memory_mb
+from tpurank.config import git_sha
 
 NODES, CONFIGURABLE, CONFIGS, NODE_DIM, STEP_CONFIGS = 2000, 150, 1000, 160, 64
 
@@ -194,7 +196,7 @@ def memory_main() -> None:
 T4 = {"fp32_tflops_peak": 8.1, "hbm_gb_s_peak": 320.0, "flop_efficiency": 0.5,
       "bandwidth_efficiency": 0.6, "activation_passes": 3.0}
 REAL = {"layout_collections": 4, "pruned_nodes": 2100, "valid_test_configs_per_layout": 1.0e6,
-        "tile_collections": 1}
+        "tile_collections": 1, "layout_train_graphs": 535, "layout_test_configs": 50_000}
 
 
 def step_flops_and_seconds(nodes: int, configs: int, hidden: int, layers: int,
@@ -235,12 +237,20 @@ def project_main() -> None:
     full = GnnConfig.PRESETS["full"]
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "1")))
     nodes, configs = REAL["pruned_nodes"], int(full["configs_per_step"])
-    flops, cpu_s = step_flops_and_seconds(nodes, configs, int(full["hidden"]), int(full["layers"]))
+    path = Path("benchmarks") / "gnn_t4_projection.json"
+    reuse = "--reuse" in sys.argv  # the projection again from the step measured before (minutes of CPU)
+    if reuse:
+        old = json.loads(path.read_text())
+        flops, cpu_s = old["measured"]["step_flops"], old["measured"]["cpu_seconds_per_step"]
+        measured_at, threads = old["measured"].get("measured_at", old["git_sha"]), old["threads"]
+    else:
+        flops, cpu_s = step_flops_and_seconds(nodes, configs, int(full["hidden"]), int(full["layers"]))
+        measured_at, threads = git_sha(), torch.get_num_threads()
     result = t4_projection(flops, cpu_s, nodes, configs, int(full["hidden"]), int(full["layers"]))
+    result["measured"]["measured_at"] = measured_at
     print(json.dumps(result, indent=1))
-    write_json(Path("benchmarks") / "gnn_t4_projection.json",
-               {**bench_metadata("python tests/bench/bench_gnn.py project"),
-                "threads": torch.get_num_threads(), **result})
+    write_json(path, {**bench_metadata("python tests/bench/bench_gnn.py project" + " --reuse" * reuse),
+                      "threads": threads, **result})
 
 
 def t4_projection(flops: float, cpu_seconds: float, nodes: int, configs: int, hidden: int,
@@ -248,8 +258,10 @@ def t4_projection(flops: float, cpu_seconds: float, nodes: int, configs: int, hi
     """T4 seconds per step = max(FLOPs / (peak * flop_eff), bytes / (bandwidth * bw_eff)), with
     FLOPs measured (FlopCounterMode) and bytes = activation_passes x the memory model's
     activations (alpha(layers) * nodes * configs * hidden, alpha from benchmarks/gnn_memory.json);
-    training = min(time_budget, collections x steps x step); prediction = configs to score x
-    forward seconds per config (a third of a training step's per-config time)."""
+    training = min(time_budget, collections x folds x steps x step); prediction = configs to score x
+    forward seconds per config (a third of a training step's per-config time), where the configs
+    to score are the valid and test configs, the out-of-fold configs of the train graphs
+    (``oof_max_configs`` each) and the test configs once more for every further fold model."""
     import json
 
     full = GnnConfig.PRESETS["full"]
@@ -260,9 +272,12 @@ def t4_projection(flops: float, cpu_seconds: float, nodes: int, configs: int, hi
     t_bytes = T4["activation_passes"] * act_bytes / (T4["hbm_gb_s_peak"] * 1e9 * T4["bandwidth_efficiency"])
     step = max(t_flops, t_bytes)
     steps = int(full["steps"])
-    train_unbounded = REAL["layout_collections"] * steps * step
+    train_unbounded = REAL["layout_collections"] * int(full["folds"]) * steps * step  # a model per fold
     train = min(float(full["time_budget"]), train_unbounded)
-    predict = REAL["layout_collections"] * REAL["valid_test_configs_per_layout"] * step / configs / 3
+    scored = (REAL["layout_collections"] * REAL["valid_test_configs_per_layout"]
+              + REAL["layout_train_graphs"] * int(full["oof_max_configs"])
+              + (int(full["folds"]) - 1) * REAL["layout_test_configs"])
+    predict = scored * step / configs / 3
     return {"measured": {"nodes": nodes, "configs": configs, "hidden": hidden, "layers": layers,
                          "step_flops": flops, "cpu_seconds_per_step": cpu_seconds,
                          "cpu_effective_gflops": flops / cpu_seconds / 1e9},
@@ -273,7 +288,7 @@ def t4_projection(flops: float, cpu_seconds: float, nodes: int, configs: int, hi
                    "seconds_per_step_bandwidth": t_bytes, "seconds_per_step": step,
                    "speedup_over_this_cpu": cpu_seconds / step,
                    "train_hours_unbounded": train_unbounded / 3600, "train_hours": train / 3600,
-                   "predict_hours": predict / 3600}}
+                   "configs_scored": scored, "predict_hours": predict / 3600}}
 
 
 def main() -> None:

@@ -49,6 +49,18 @@ def run_stage(name: str, cmd: list[str]) -> dict[str, object]:
             "peak_open_fds": rec["peak_open_fds"], "stdout_tail": out.strip().splitlines()[-8:]}
 
 
+def hidden_test_means(work: Path) -> dict[str, float]:
+    """Per model, the mean over collections of the sample's hidden-test score, from the newest
+    ``ensemble report`` of a run (``make run`` writes its run folder beside the submission)."""
+    reports = sorted(work.glob("*/report.json"), key=lambda p: p.stat().st_mtime)
+    if not reports:
+        return {}
+    scores = json.loads(reports[-1].read_text()).get("hidden_test") or {}
+    models = sorted({m for v in scores.values() for m in v})
+    return {m: round(sum(v[m] for v in scores.values()) / len(scores), 4)
+            for m in models if all(m in v for v in scores.values())}
+
+
 def make_run(data: Path, work: Path, preset: str) -> list[dict[str, object]]:
     """``make run`` on ``data`` with every stage under ``tpurank.monitor`` (``MON=1``); the stage
     records of ``WORK/stages.jsonl``, each with the make command that ran it."""
@@ -141,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
 
         runs = json.loads(out.read_text()).get("runs", []) if out.is_file() else []
         result["pipeline"] = "make run" if a.run else "validate + build"
+        if a.run:
+            result["hidden_test"] = hidden_test_means(work)
         result["total_wall_s"] = round(sum(s["wall_s"] for s in stages if s["stage"] != "generate"), 1)
         same = (a.graph_fraction, a.config_fraction, a.preset, result["pipeline"])
         runs = [r for r in runs if (r["dataset"]["graph_fraction"], r["dataset"]["config_fraction"],
