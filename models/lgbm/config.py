@@ -98,7 +98,10 @@ class LgbmConfig(StageConfig):
         "full": {"num_boost_round": 5000, "early_stopping_rounds": 200, "min_rounds": 100,
                  "learning_rate": 0.03, "num_leaves": 63, "max_train_configs_per_graph": 10000,
                  "max_valid_configs_per_graph": 5000, "pairs_per_graph": 20000,
-                 "valid_pairs_per_graph": 10000, "pair_refs": 32, "folds": 5},
+                 "valid_pairs_per_graph": 10000, "pair_refs": 32, "folds": 5,
+                 # a 9 h Kaggle session: 1 h of LightGBM beside the GNN's 6 h and the feature
+                 # build (BENCHMARKS.md, T4 projection)
+                 "time_budget": 3600.0},
     }
 
     def selected_collections(self) -> list[Collection]:
