@@ -250,11 +250,11 @@ def tabular_train_positions(num_configs: int, cfg: BuildConfig, collection_slug:
     blend finds every model on the same configs."""
     cap = cfg.tabular_max_train_rows
     if cap and num_configs > cap:
-        return _subsample(num_configs, cap, cfg.seed, f"tab/{collection_slug}/{stem}")
+        return subsample(num_configs, cap, cfg.seed, f"tab/{collection_slug}/{stem}")
     return np.arange(num_configs)
 
 
-def _subsample(n: int, k: int, seed: int, key: str) -> np.ndarray:
+def subsample(n: int, k: int, seed: int, key: str) -> np.ndarray:
     """Sorted ``k`` of ``n`` positions, deterministic per (seed, key)."""
     s = int.from_bytes(hashlib.sha256(f"{seed}:{key}".encode()).digest()[:8], "little")
     return np.sort(np.random.default_rng(s).choice(n, k, replace=False))

@@ -33,7 +33,6 @@ import platform
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterable
@@ -284,16 +283,18 @@ def _run_body(data: dict[str, Any]) -> str:
     return head + _valid_body(data)
 
 
+def collection_mean(scores: dict[str, dict[str, float]], model: str) -> float | None:
+    """Mean over collections of ``scores[collection][model]``; None unless every collection has it."""
+    vals = [v[model] for v in scores.values() if model in v]
+    return sum(vals) / len(vals) if vals and len(vals) == len(scores) else None
+
+
 def _valid_body(data: dict[str, Any]) -> str:
     valid: dict[str, dict[str, float]] = data["valid"]
     models = [m for m in MODEL_ORDER if any(m in v for v in valid.values())]
     models += sorted({m for v in valid.values() for m in v} - set(models))
     rows = [{"collection": c, **{m: v.get(m) for m in models}} for c, v in valid.items()]
-
-    def mean(scores: dict[str, dict[str, float]], m: str) -> float | None:
-        vals = [v[m] for v in scores.values() if m in v]
-        return sum(vals) / len(vals) if len(vals) == len(scores) and vals else None
-
+    mean = collection_mean
     rows.append({"collection": "**mean (valid)**", **{m: mean(valid, m) for m in models}})
     test = data.get("hidden_test") or {}
     if test:
@@ -360,17 +361,12 @@ def _seeds_valid_table(runs: list[dict[str, Any]]) -> str:
     models = _seed_models(runs, "valid")
     colls = list(runs[0]["valid"])
 
-    def per_seed_mean(r: dict[str, Any], key: str, m: str) -> float | None:
-        scores = r.get(key) or {}
-        vals = [v[m] for v in scores.values() if m in v]
-        return sum(vals) / len(vals) if vals and len(vals) == len(scores) else None
-
     rows = [{"collection": c, **{m: _seed_cell([r["valid"][c][m] for r in runs
                                                 if m in r["valid"].get(c, {})]) for m in models}}
             for c in colls]
     for key, label in (("valid", "**mean (valid)**"), ("hidden_test", "mean on the sample's hidden test runtimes")):
         if all(r.get(key) for r in runs):
-            vals = {m: [per_seed_mean(r, key, m) for r in runs] for m in models}
+            vals = {m: [collection_mean(r[key], m) for r in runs] for m in models}
             rows.append({"collection": label, **{m: _seed_cell(v) if None not in v else "—"
                                                  for m, v in vals.items()}})
     return markdown_table(["collection", *models], rows)
@@ -475,12 +471,18 @@ def capture(report: Path, command: str, out: Path) -> Path:
     The git SHA is the one the blend recorded (``blend.json`` beside the report), so the numbers
     are attributed to the code that produced them, not to the commit they are captured at.
     """
+    write_json(out, captured(report, command))
+    return out
+
+
+def captured(report: Path, command: str) -> dict[str, Any]:
+    """The artifact :func:`capture` writes: the report's tables with provenance and the run's
+    ``seed``, both from the blend metadata beside the report."""
     data = json.loads(report.read_text())
     blend = report.parent / "blend.json"
-    sha = ""
-    if blend.is_file():
-        sha = json.loads(blend.read_text()).get("metadata", {}).get("git_sha", "")
-    result = {
+    meta = json.loads(blend.read_text()).get("metadata", {}) if blend.is_file() else {}
+    sha = meta.get("git_sha", "")
+    return {
         "git_sha": sha or git_sha(),
         "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(report.stat().st_mtime)),
         "machine": machine_description(),
@@ -490,9 +492,8 @@ def capture(report: Path, command: str, out: Path) -> Path:
         "valid_protocol": data.get("valid_protocol", {}),
         "hidden_test": data.get("hidden_test", {}),
         "oof": data.get("oof", {}),
+        "seed": meta.get("seed", meta.get("config", {}).get("seed")),
     }
-    write_json(out, result)
-    return out
 
 
 def newest_report(path: Path) -> Path:
@@ -509,15 +510,7 @@ def newest_report(path: Path) -> Path:
 def capture_seeds(reports: list[Path], command: str, out: Path) -> Path:
     """``results/<name>.json`` from one ``ensemble report`` per seed (report files or the folders
     that hold them); the seed is read from each run's blend metadata."""
-    runs = []
-    for path in reports:
-        report = newest_report(path)
-        with tempfile.TemporaryDirectory() as tmp:
-            run = json.loads(capture(report, command, Path(tmp) / "run.json").read_text())
-        blend = report.parent / "blend.json"
-        meta = json.loads(blend.read_text()).get("metadata", {}) if blend.is_file() else {}
-        run["seed"] = meta.get("seed", meta.get("config", {}).get("seed"))
-        runs.append(run)
+    runs = [captured(newest_report(path), command) for path in reports]
     shas = sorted({r["git_sha"] for r in runs})
     write_json(out, {"git_sha": shas[0] if len(shas) == 1 else ", ".join(shas),
                      "created": max(r["created"] for r in runs), "machine": machine_description(),

@@ -23,7 +23,6 @@ The names are the LightGBM ranker's (:mod:`models.lgbm.folds`) so that the blend
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from pathlib import Path
@@ -221,7 +220,7 @@ def oof_rows(cfg: GnnConfig, collection: Collection, g: ProcessedGraph, split: s
     if split != "train":
         return None
     from features.build import load_build_config
-    from features.tasks import tabular_train_positions
+    from features.tasks import subsample, tabular_train_positions
 
     rows = np.arange(g.num_configs)  # features written by other means than `features build`
     if (cfg.features_dir() / collection.slug / "build.json").is_file():
@@ -229,8 +228,7 @@ def oof_rows(cfg: GnnConfig, collection: Collection, g: ProcessedGraph, split: s
         rows = tabular_train_positions(g.num_configs, build, collection.slug, g.stem)
     cap = cfg.oof_max_configs
     if cap > 0 and len(rows) > cap:  # the blend scores each graph on the configs all models share
-        seed = int.from_bytes(hashlib.sha256(f"{cfg.seed}:oof/{g.stem}".encode()).digest()[:8], "little")
-        rows = np.sort(np.random.default_rng(seed).choice(rows, cap, replace=False))
+        rows = rows[subsample(len(rows), cap, cfg.seed, f"oof/{g.stem}")]
     return rows
 
 

@@ -52,13 +52,14 @@ def run_stage(name: str, cmd: list[str]) -> dict[str, object]:
 def hidden_test_means(work: Path) -> dict[str, float]:
     """Per model, the mean over collections of the sample's hidden-test score, from the newest
     ``ensemble report`` of a run (``make run`` writes its run folder beside the submission)."""
-    reports = sorted(work.glob("*/report.json"), key=lambda p: p.stat().st_mtime)
-    if not reports:
+    from tpurank.results import ArtifactError, collection_mean, newest_report
+
+    try:
+        scores = json.loads(newest_report(work).read_text()).get("hidden_test") or {}
+    except ArtifactError:  # no report: the run did not get that far
         return {}
-    scores = json.loads(reports[-1].read_text()).get("hidden_test") or {}
-    models = sorted({m for v in scores.values() for m in v})
-    return {m: round(sum(v[m] for v in scores.values()) / len(scores), 4)
-            for m in models if all(m in v for v in scores.values())}
+    means = {m: collection_mean(scores, m) for m in sorted({m for v in scores.values() for m in v})}
+    return {m: round(v, 4) for m, v in means.items() if v is not None}
 
 
 def make_run(data: Path, work: Path, preset: str) -> list[dict[str, object]]:
