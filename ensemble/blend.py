@@ -16,6 +16,8 @@ Per collection:
      cross-validation existed. The blend's valid score is then **in-sample** (its weights were
      fitted on those graphs, and the models early-stopped on them) and is labelled so;
 3. the test costs are the weighted sums; the submission holds every test graph of the data root.
+   With ``--tile-hedge N`` a tile kernel's submitted top 5 holds at most N configs of one
+   predicted tile-count group (:mod:`ensemble.hedge`, a fixed rule fitted on nothing).
 
 Guarding against overfitting few graphs: weights are searched on a coarse simplex grid (step
 ``--grid-step``, 0.1 by default) and then shrunk toward equal weights,
@@ -121,6 +123,9 @@ def run_blend(cfg: BlendConfig) -> dict:
         raise FileNotFoundError(f"{cfg.data}: no valid/test graphs of collections {cfg.collections!r}")
     for coll in colls:
         coll_summary, test_costs = blend_collection(cfg, coll)
+        if coll.is_tile and cfg.tile_hedge > 0 and test_costs:
+            test_costs = hedge_test(cfg, coll, test_costs)
+            coll_summary["tile_hedge"] = cfg.tile_hedge
         summary["collections"][coll.name] = coll_summary
         rows.update(submission_rows(coll, test_costs))
         _print_collection(coll, coll_summary)
@@ -142,6 +147,16 @@ def run_blend(cfg: BlendConfig) -> dict:
     if problems:
         raise ValueError(f"{submission} failed the checker: " + "; ".join(problems[:5]))
     return summary
+
+
+def hedge_test(cfg: BlendConfig, coll: Collection, costs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The tile test costs with the ``--tile-hedge`` top 5 (written over the blend's test file)."""
+    from ensemble.hedge import hedge_collection
+
+    paths = {gf.stem: gf.path for gf in discover(cfg.data, [coll], ["test"])}
+    hedged = hedge_collection(costs, paths, cfg.tile_hedge)
+    write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, "test"), hedged)
+    return hedged
 
 
 def oof_scores(coll_summary: dict) -> dict[str, dict]:

@@ -38,6 +38,7 @@ class BlendConfig(StageConfig):
     max_fit_configs: int = 20_000  # graphs with more configs are scored on a fixed random subset of this many
     protocol: str = "auto"  # oof | valid | auto (oof when every model has OOF predictions)
     folds: int = 0  # K of the models' fold plan; 0 = count their test-fold<k> files
+    tile_hedge: int = 0  # tile: at most this many of the submitted top 5 from one predicted tile-count group (ensemble.hedge); 0 = plain top 5
 
     PRESETS = {"quick": {}, "full": {}}
 

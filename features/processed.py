@@ -11,6 +11,8 @@ Layout of a feature directory (``FEATURES`` = ``<work>/features`` by default)::
             [config_node_pos.npy]  [target.npy]  config_index.npy
             tile:   config_feat.npy                       (c, Ft) float32
             layout: config_codes.npy  config_table.npy   (c, nc) codes into (t, 18) int8 vectors
+                    layout_context.npz   per-node lookup tables of the descriptive per-config
+                                         features (features.tabular.LayoutContext)
         tabular/<split>.parquet          # LightGBM rows: graph, config, target, f_* features
 
 Array conventions (see :class:`ProcessedGraph`).
@@ -41,6 +43,9 @@ from tpurank.collections import Collection
 from features.configcodes import CodedConfigs, encode_array
 from features.io import _read_npy_header
 
+# Version of this on-disk format, part of every graph's cache key (features.tasks): 2 added
+# layout_context.npz, so entries written before are rebuilt rather than read without it.
+FORMAT_VERSION = 2
 ARRAYS = ("node_feat", "node_opcode", "edge_index", "orig_node_ids", "config_feat",
           "config_node_pos", "target", "config_index")
 SMALL_ARRAYS = tuple(a for a in ARRAYS if a != "config_feat")
@@ -115,6 +120,9 @@ class ProcessedGraph:
     - ``target``: (c,) float64 runtime to rank (tile: runtime/normalizer), None for test.
     - ``config_index``: (c,) int64 index of each row in the source file's configs (train rows may
       be deduplicated: the index of the first occurrence).
+    - ``layout_context``: layout only, the arrays of the graph's
+      :class:`features.tabular.LayoutContext` (a few small tables per configurable node), from
+      which the descriptive per-config features of any config rows are computed.
     """
 
     collection: str
@@ -129,6 +137,7 @@ class ProcessedGraph:
     config_node_pos: np.ndarray | None = None
     target: np.ndarray | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    layout_context: dict[str, np.ndarray] | None = None  # LayoutContext.arrays() (layout only)
 
     @property
     def num_nodes(self) -> int:
@@ -186,6 +195,8 @@ def save_processed(g: ProcessedGraph, out_dir: str | os.PathLike,
         np.save(tmp / "config_codes.npy", np.ascontiguousarray(np.asarray(coded.codes)),
                 allow_pickle=False)
         np.save(tmp / "config_table.npy", coded.table, allow_pickle=False)
+        if g.layout_context is not None:
+            np.savez(tmp / "layout_context.npz", **g.layout_context)
     del cfg
     meta = dict(g.meta, collection=g.collection, split=g.split, stem=g.stem)
     write_json(tmp / "meta.json", meta)
@@ -221,6 +232,10 @@ def load_processed(in_dir: str | os.PathLike, mmap: bool = True) -> ProcessedGra
         p = in_dir / f"{name}.npy"
         arrays[name] = np.load(p, allow_pickle=False) if p.is_file() else None
     arrays["config_feat"] = _config_feat(in_dir, mmap)
+    ctx_file = in_dir / "layout_context.npz"
+    if ctx_file.is_file():
+        with np.load(ctx_file, allow_pickle=False) as z:
+            arrays["layout_context"] = {k: z[k] for k in z.files}
     return ProcessedGraph(collection=meta["collection"], split=meta["split"], stem=meta["stem"],
                           meta=meta, **arrays)  # type: ignore[arg-type]
 

@@ -164,6 +164,7 @@ def process_graph(graph: Graph, collection: Collection | str, split: str, stem: 
         meta["tabular_feature_names"] = tab.tabular_feature_names(graph.is_tile, cfg.heuristic)
         if cfg.heuristic:
             tabular_sink = _with_heuristic(tabular_sink, tab.heuristic_table(graph, cfg.config_chunk))
+    layout_arrays = None
     if graph.is_tile:
         config_feat = tile_config_feat(graph, sel.index, cfg)
         if norm is not None and norm.config_mean is not None:
@@ -172,13 +173,16 @@ def process_graph(graph: Graph, collection: Collection | str, split: str, stem: 
         if tabular_sink is not None:
             tabular_sink(sel.index, tab.tile_tabular_features(graph, sel.index, cfg.pad_minus_one))
     else:
-        config_feat = _layout_configs(graph, sel.index, cfg, config_out, tabular_sink, exact_dot)
+        config_feat, layout_ctx = _layout_configs(graph, sel.index, cfg, config_out, tabular_sink,
+                                                  exact_dot)
+        layout_arrays = layout_ctx.arrays()
         meta["config_feature_names"] = ["out_layout_0..5", "in_layout_0..5", "kernel_layout_0..5"]
     return ProcessedGraph(collection=coll.name, split=split, stem=stem, node_feat=node_feat,
                           node_opcode=ns.node_opcode, edge_index=ns.edge_index,
                           orig_node_ids=ns.orig_node_ids, config_feat=config_feat,
                           config_index=sel.index, config_node_pos=ns.config_node_pos,
-                          target=sel.target, meta=meta)
+                          target=sel.target, meta=meta,
+                          layout_context=layout_arrays)
 
 
 def _with_heuristic(sink: Callable[[np.ndarray, np.ndarray], None],
@@ -191,25 +195,31 @@ def _with_heuristic(sink: Callable[[np.ndarray, np.ndarray], None],
 
 def _layout_configs(graph: Graph, rows: np.ndarray, cfg: BuildConfig, config_out: Path | None,
                     tabular_sink: Callable[[np.ndarray, np.ndarray], None] | None,
-                    exact_dot: dict[int, DotDims] | None = None) -> CodedConfigs:
+                    exact_dot: dict[int, DotDims] | None = None
+                    ) -> tuple[CodedConfigs, tab.LayoutContext]:
     """Layout configs of ``rows`` as codes (:mod:`features.configcodes`), chunk by chunk,
-    feeding the tabular rows of each chunk to ``tabular_sink``. ``config_out`` is accepted for
+    feeding the tabular rows of each chunk to ``tabular_sink``; and the graph's layout context. ``config_out`` is accepted for
     compatibility and ignored: the codes are small enough for RAM (c x nc x 1-2 bytes)."""
     del config_out
-    ctx = None
-    if tabular_sink is not None:
-        dots = tf.dot_dims_for_graph(np.asarray(graph.node_feat), graph.node_opcode, graph.edge_index,
-                                     exact_dot) if cfg.dot_features else None
-        ctx = tab.layout_context(graph, dots, cfg.rewire_max_sources)
+    ctx = layout_context_of(graph, cfg, exact_dot)
     src = graph.node_config_feat
     if isinstance(src, CodedConfigs):  # streamed from the npz: keep the table, slice the codes
         coded = CodedConfigs(np.asarray(src.codes)[rows], src.table)
     else:
         coded = encode_array(_RowsView(graph, rows, cfg.config_chunk), cfg.config_chunk)
-    if ctx is not None:
+    if tabular_sink is not None:
         for idx, block in _config_chunks(graph, rows, cfg.config_chunk):
             tabular_sink(idx, tab.layout_chunk_features(ctx, block))
-    return coded
+    return coded, ctx
+
+
+def layout_context_of(graph: Graph, cfg: BuildConfig,
+                      exact_dot: dict[int, DotDims] | None = None) -> tab.LayoutContext:
+    """The graph's :class:`features.tabular.LayoutContext` (dot contracting dims included when
+    ``cfg.dot_features``): LightGBM's layout rows and the GNN's ``--tabular`` join both use it."""
+    dots = tf.dot_dims_for_graph(np.asarray(graph.node_feat), graph.node_opcode, graph.edge_index,
+                                 exact_dot) if cfg.dot_features else None
+    return tab.layout_context(graph, dots, cfg.rewire_max_sources)
 
 
 class _RowsView:

@@ -18,9 +18,9 @@ Configs are processed in chunks (``(chunk, nc, 18)`` int8 at a time), never the 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import numpy as np
 import polars as pl
@@ -100,6 +100,17 @@ class LayoutContext:
     aligned8: np.ndarray
     contract: np.ndarray
     pairs: np.ndarray  # (p, 2) slot pairs (producer, consumer) of dependent configurable nodes
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The tables by field name (what :func:`features.processed.save_processed` stores)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> "LayoutContext":
+        missing = [f.name for f in fields(cls) if f.name not in arrays]
+        if missing:
+            raise KeyError(f"layout context without {', '.join(missing)}")
+        return cls(**{f.name: np.asarray(arrays[f.name]) for f in fields(cls)})
 
 
 def _dim_tables(shapes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -301,6 +312,15 @@ def tile_config_features(config_feat: np.ndarray, out_shape: np.ndarray,
                            np.stack([kp - op, kp, op], 1)], axis=1).astype(np.float32)
 
 
+def tile_count_groups(graph: Graph, decimals: int = 4) -> np.ndarray:
+    """(c,) int64 group of each config of a tile graph: configs whose kernel tile bounds cut the
+    kernel's output into the same number of tiles (``f_kernel_log_tiles``) share a group. The
+    tile top-5 hedge of :mod:`ensemble.hedge` spreads its picks over these groups."""
+    raw = np.asarray(graph.config_feat, np.float32)
+    log_tiles = _bound_stats(raw[:, 0:6], kernel_output_shape(graph))[:, 6]
+    return np.unique(np.round(log_tiles, decimals), return_inverse=True)[1].astype(np.int64)
+
+
 def tile_tabular_features(graph: Graph, config_rows: np.ndarray, pad_minus_one: bool = True) -> np.ndarray:
     """(c, F) rows named :func:`tile_feature_names` for the given config indices."""
     feats = tile_config_features(np.asarray(graph.config_feat)[config_rows], kernel_output_shape(graph),
@@ -311,6 +331,14 @@ def tile_tabular_features(graph: Graph, config_rows: np.ndarray, pad_minus_one: 
 
 # ---- heuristic ----------------------------------------------------------------------------
 HEURISTIC_FEATURES = ("f_heur_cost", "f_heur_rank")
+
+
+def config_descriptor_columns() -> list[int]:
+    """Columns of :func:`layout_feature_names` that describe a layout config (pattern counts,
+    non-default and mismatch counts), i.e. all but the graph-level ones, which are constant
+    within a graph. None of them re-derives a cost model (unlike :data:`HEURISTIC_FEATURES`); the
+    GNN joins them after pooling (``GnnConfig.tabular``)."""
+    return list(range(len(GRAPH_FEATURES), len(layout_feature_names())))
 
 
 def tabular_feature_names(is_tile: bool, with_heuristic: bool = False) -> list[str]:

@@ -33,7 +33,7 @@ from features.configcodes import load_coded
 from features.dotdims import DotDims
 from features.io import Graph, GraphFile
 from features.norm import _moments, load_norm
-from features.processed import graph_dir, save_processed
+from features.processed import FORMAT_VERSION, graph_dir, save_processed
 from features.stages import NodeStage, node_feature_names, node_stage, process_graph, tile_config_feat
 from features import tabular as tab
 
@@ -185,7 +185,7 @@ def _graph_key(task: Task) -> tuple[str, Path, Path, Path]:
     path = Path(task.path)
     pb = _pb_path(cfg.data, GraphFile(coll, task.split, task.stem, path))
     key = _key("graph", _identity(path), _identity(pb) if pb.is_file() and cfg.exact_dot else None,
-               cfg.transform_params(), __version__, task.norm_key)
+               cfg.transform_params(), __version__, FORMAT_VERSION, task.norm_key)
     return (key, _marker(task.features_dir, coll, task.split, task.stem, "done"),
             graph_dir(task.features_dir, coll, task.split, task.stem),
             part_path(task.features_dir, coll, task.split, task.stem))

@@ -35,6 +35,7 @@ class GnnConfig(StageConfig):
     cross_attn: bool = True  # cross-configuration attention between the configs of a batch
     cross_heads: int = 4  # attention heads of the cross-configuration attention
     tile_join: str = "late"  # tile: config joined after pooling (late) or at every node (early)
+    tabular: bool = False  # layout: join the per-config descriptive tabular features (pattern, non-default, mismatch counts; no cost heuristic) after pooling
 
     # --- training
     loss: str = "logistic"  # hinge | logistic (RankNet) | listmle

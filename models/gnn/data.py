@@ -13,7 +13,9 @@ import numpy as np
 import torch
 
 from tpurank.collections import Collection, get_collection
+from features.columns import signed_log1p
 from features.processed import ProcessedGraph, iter_processed
+from features.tabular import LayoutContext, config_descriptor_columns, layout_chunk_features
 
 
 @dataclass
@@ -24,6 +26,7 @@ class GraphTensors:
     node_opcode: torch.Tensor  # (n,) int64
     edge_index: torch.Tensor  # (2, m) int64 producer -> consumer
     config_node_pos: torch.Tensor | None  # (nc,) int64, layout only
+    layout_context: LayoutContext | None = None  # layout: tables of the per-config descriptors
 
 
 def graph_tensors(g: ProcessedGraph, device: torch.device) -> GraphTensors:
@@ -41,7 +44,37 @@ def graph_tensors(g: ProcessedGraph, device: torch.device) -> GraphTensors:
         node_opcode=torch.as_tensor(np.array(g.node_opcode, dtype=np.int64), device=device),
         edge_index=torch.as_tensor(np.array(edge_index), device=device),
         config_node_pos=pos,
+        layout_context=LayoutContext.from_arrays(g.layout_context) if g.layout_context else None,
     )
+
+
+def tabular_width(g: ProcessedGraph) -> int:
+    """Width of :func:`config_tabular` rows for graphs like ``g`` (0 for tile: a tile model's
+    config features already are the tabular ones, :func:`features.tabular.tile_config_features`)."""
+    return 0 if g.is_tile else len(config_descriptor_columns())
+
+
+def config_tabular(tensors: GraphTensors, feats: torch.Tensor, where: str = "") -> torch.Tensor:
+    """(B, T) descriptive per-config features of layout config rows ``feats`` (B, nc, 18): the
+    LightGBM table's pattern, non-default and mismatch counts
+    (:func:`features.tabular.config_descriptor_columns`; no graph-level or heuristic-cost
+    column), signed-log compressed. ``GnnConfig.tabular`` joins them after pooling."""
+    if tensors.layout_context is None:
+        raise ValueError(f"{where or 'graph'}: no layout_context.npz in its processed directory; "
+                         f"rebuild features (python -m features build) to use --tabular")
+    rows = layout_chunk_features(tensors.layout_context, feats.detach().cpu().numpy())
+    rows = signed_log1p(rows[:, config_descriptor_columns()])
+    return torch.as_tensor(rows, device=feats.device)
+
+
+def tabular_rows(model: torch.nn.Module, g: ProcessedGraph, tensors: GraphTensors,
+                 feats: torch.Tensor) -> torch.Tensor | None:
+    """:func:`config_tabular` of ``feats`` when ``model`` (a ``RankerGNN``, possibly wrapped in
+    DistributedDataParallel) joins per-config tabular features, else None."""
+    core = getattr(model, "module", model)
+    if not getattr(core, "uses_tabular", False):
+        return None
+    return config_tabular(tensors, feats, where=f"{g.collection}/{g.split}/{g.stem}")
 
 
 def config_rows(g: ProcessedGraph, idx: np.ndarray, device: torch.device) -> torch.Tensor:

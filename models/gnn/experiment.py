@@ -1,10 +1,18 @@
-"""``python -m models.gnn compare``: validation scores of GNN variants over several seeds, next to
-the heuristic baseline and a random ranking, as a Markdown table (mean ± sd over seeds).
+"""``python -m models.gnn compare``: scores of GNN variants over several seeds, next to the
+heuristic baseline and a random ranking, as a Markdown table (mean ± sd over seeds).
 
-Example (the README numbers)::
+With ``--folds K`` (K >= 2, the quick preset's default) a variant's score is its **out-of-fold**
+score: K fold models per (variant, seed) on the grouped folds of ``models.cv`` (early-stopped on
+an inner slice of their own training graphs), each scored on the graphs it never saw; the
+official-valid score of the same OOF predictions is recorded beside it. ``--time-budget`` is
+then the seconds of one (variant, seed, collection): its K fold models share them. With
+``--folds 0`` the score is the old valid-split score (one model, early-stopped on valid).
+
+Example::
 
     python -m models.gnn compare --data data/sample-small --work work/gnn-small --preset quick \\
-        --seeds 0,1,2 --variants "xattn:cross_attn=true;plain:cross_attn=false"
+        --seeds 0,1 --collections layout:xla:random --time-budget 0 --steps 400 \\
+        --variants "logistic:;hinge:loss=hinge;listmle:loss=listmle"
 
 Each (variant, seed) model goes to ``WORK/models/gnn/<slug>-<variant>/seed<k>/`` (finished runs
 are reused); the table is written to ``WORK/reports/gnn_compare.{md,json}``.
@@ -53,22 +61,48 @@ def reference_scores(data: str, collection: Collection, seeds: int = 20) -> dict
     return out
 
 
-def run_compare(cfg: GnnConfig, variants: dict[str, dict[str, str]], seeds: list[int]) -> dict:
-    from models.gnn.train import train_collection
+def _mean_sd(values: list[float]) -> dict[str, float]:
+    return {"mean": float(np.mean(values)),
+            "sd": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0}
 
+
+def score_variant(run: GnnConfig, coll: Collection) -> dict:
+    """Train and score one (variant, seed) on one collection: out-of-fold with ``run.folds``
+    >= 2 (and the official valid graphs' OOF score), else the valid-split score."""
+    from models.gnn.folds import predict_folds, train_folds, usable_folds
+    from models.gnn.train import train_collection
+    from models.training import DistContext, TimeBudget, choose_device
+
+    if usable_folds(run, coll) < 2:
+        report = train_collection(run, coll)
+        return {"score": report["score"], "seconds": report["train_seconds"], "kind": "valid"}
+    folds = usable_folds(run, coll)
+    weight = run.budget_weight(coll)
+    trained = train_folds(run, coll, TimeBudget(run.time_budget), folds * weight, DistContext(),
+                          choose_device(run.device))
+    scored = predict_folds(run, coll)
+    return {"score": scored["oof_score"], "valid": scored["valid_score"],
+            "oof_graphs": scored["oof_graphs"], "seconds": trained["train_seconds"],
+            "best_step": trained["best_step"], "kind": "oof"}
+
+
+def run_compare(cfg: GnnConfig, variants: dict[str, dict[str, str]], seeds: list[int]) -> dict:
     results: dict = {}
     for coll in cfg.collection_list():
         row: dict = {"reference": reference_scores(cfg.data, coll), "variants": {}}
         for name, overrides in variants.items():
-            scores = []
+            runs = []
             for seed in seeds:
                 run = apply_overrides(cfg, {**overrides, "tag": name, "seed": seed})
-                report = train_collection(run, coll)
-                scores.append(report["score"])
-                print(f"{coll.name} {name} seed {seed}: {report['score']:.4f} "
-                      f"({report['train_seconds']:.0f} s)", flush=True)
-            row["variants"][name] = {"scores": scores, "mean": float(np.mean(scores)),
-                                     "sd": float(np.std(scores, ddof=1)) if len(scores) > 1 else 0.0}
+                runs.append(score_variant(run, coll))
+                extra = f", official valid {runs[-1]['valid']:.4f}" if "valid" in runs[-1] else ""
+                print(f"{coll.name} {name} seed {seed}: {runs[-1]['kind']} {runs[-1]['score']:.4f}"
+                      f"{extra} ({runs[-1]['seconds']:.0f} s)", flush=True)
+            scores = [r["score"] for r in runs]
+            entry = {"scores": scores, **_mean_sd(scores), "runs": runs}
+            if all("valid" in r for r in runs):
+                entry["valid"] = _mean_sd([r["valid"] for r in runs])
+            row["variants"][name] = entry
         results[coll.name] = row
     return results
 

@@ -33,7 +33,7 @@ import torch
 
 from features.processed import ProcessedGraph
 from features.segments import cached_segmentation, graph_fingerprint
-from models.gnn.data import GraphTensors, config_rows
+from models.gnn.data import GraphTensors, config_rows, tabular_rows
 from models.gnn.model import RankerGNN
 
 
@@ -277,4 +277,4 @@ def gst_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: n
             weights[:, torch.as_tensor(stale, device=device)] *= (~drop).to(device, weights.dtype)
     pooled = model.pool.combine(torch.stack(parts, dim=1), weights, spec.combine)
     state.history.store(segs.key, keys, trained, k, fresh)
-    return model.score(model.config_vectors(pooled, feats))
+    return model.score(model.config_vectors(pooled, feats, tabular_rows(model, g, tensors, feats)))

@@ -22,7 +22,7 @@ from tpurank.config import load_run_config
 from features.processed import ProcessedGraph
 from models import metrics
 from models.gnn.config import GnnConfig
-from models.gnn.data import GraphTensors, config_rows, graph_tensors, load_graphs
+from models.gnn.data import GraphTensors, config_rows, graph_tensors, load_graphs, tabular_rows
 from models.gnn.gst import GstState, SegmentCache, SegmentSpec, gst_costs, segmented_embed
 from models.gnn.model import ModelArgs, RankerGNN
 from models.training import choose_device, eval_mode, load_checkpoint, set_cpu_threads
@@ -78,7 +78,7 @@ def forward_configs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, 
     """Costs of configs ``idx`` of graph ``g`` (one batch, the batch as attention context)."""
     feats = config_rows(g, idx, device)
     return model(tensors.node_feat, tensors.node_opcode, tensors.edge_index, feats,
-                 tensors.config_node_pos)
+                 tensors.config_node_pos, tabular_rows(model, g, tensors, feats))
 
 
 def embed_configs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
@@ -91,7 +91,7 @@ def embed_configs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, id
     else:
         pooled = model.embed(tensors.node_feat, tensors.node_opcode, tensors.edge_index, feats,
                              tensors.config_node_pos)
-    return model.config_vectors(pooled, feats)
+    return model.config_vectors(pooled, feats, tabular_rows(model, g, tensors, feats))
 
 
 def context_subset(n: int, size: int, seed: int, round_: int = 0) -> np.ndarray:

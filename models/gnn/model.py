@@ -53,6 +53,7 @@ class ModelArgs:
     cross_attn: bool = True
     cross_heads: int = 4
     tile_join: str = "early"  # early | late
+    tabular_dim: int = 0  # layout: width of the per-config descriptive features joined after pooling (0 = none)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -225,6 +226,14 @@ class RankerGNN(nn.Module):
         if self.late_join:
             self.graph_proj = nn.Linear(self.pool.out_dim, d)
         z_dim = 3 * d if self.late_join else self.pool.out_dim
+        self.tabular_encoder = None
+        if args.tabular_dim > 0:
+            if args.kind != "layout":
+                raise ValueError("tabular_dim is for layout models (tile config features already "
+                                 "are the tabular ones)")
+            self.tabular_encoder = nn.Sequential(nn.Linear(args.tabular_dim, d), nn.GELU(),
+                                                 nn.Linear(d, d))
+            z_dim += d
         self.z_proj = nn.Sequential(nn.Linear(z_dim, d), nn.GELU())
         self.cross = CrossConfigAttention(d, args.cross_heads, args.dropout) if args.cross_attn else None
         self.head = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, 1))
@@ -244,11 +253,11 @@ class RankerGNN(nn.Module):
 
     def forward(self, node_feat: torch.Tensor | None = None, node_opcode: torch.Tensor | None = None,
                 edge_index: torch.Tensor | None = None, config_feat: torch.Tensor | None = None,
-                config_node_pos: torch.Tensor | None = None, *,
+                config_node_pos: torch.Tensor | None = None, tabular: torch.Tensor | None = None, *,
                 run: Callable[["RankerGNN"], torch.Tensor] | None = None) -> torch.Tensor:
         """``node_feat`` (n, F), ``node_opcode`` (n,), ``edge_index`` (2, m) producer->consumer,
-        ``config_feat`` layout (B, nc, 18) / tile (B, Ft), ``config_node_pos`` (nc,) for layout.
-        The configs of the batch are each other's attention context.
+        ``config_feat`` layout (B, nc, 18) / tile (B, Ft), ``config_node_pos`` (nc,) for layout,
+        ``tabular`` (B, T) per-config features when ``args.tabular_dim`` > 0. The configs of the batch are each other's attention context.
 
         ``run``: compute ``run(self)`` instead (e.g. a Graph Segment Training step built from the
         parts below), so that a DistributedDataParallel wrapper still sees a forward call."""
@@ -257,7 +266,7 @@ class RankerGNN(nn.Module):
         if node_feat is None or node_opcode is None or edge_index is None or config_feat is None:
             raise ValueError("RankerGNN.forward needs node_feat, node_opcode, edge_index, config_feat")
         pooled = self.embed(node_feat, node_opcode, edge_index, config_feat, config_node_pos)
-        return self.score(self.config_vectors(pooled, config_feat))
+        return self.score(self.config_vectors(pooled, config_feat, tabular))
 
     # --- embedding part: chunkable over configs (and over graph segments)
     def embed(self, node_feat: torch.Tensor, node_opcode: torch.Tensor, edge_index: torch.Tensor,
@@ -286,13 +295,23 @@ class RankerGNN(nn.Module):
         return self.pool(h[:, :pool_nodes] if pool_nodes is not None else h)
 
     # --- scoring part: cross-configuration attention over a set of config vectors -> costs
-    def config_vectors(self, pooled: torch.Tensor, config_feat: torch.Tensor) -> torch.Tensor:
-        """Pooled embeddings (B, P) (late tile: (1, P)) -> (B, hidden) inputs of the attention."""
+    def config_vectors(self, pooled: torch.Tensor, config_feat: torch.Tensor,
+                       tabular: torch.Tensor | None = None) -> torch.Tensor:
+        """Pooled embeddings (B, P) (late tile: (1, P)) -> (B, hidden) inputs of the attention;
+        a layout model with ``tabular_dim`` joins the encoded per-config ``tabular`` (B, T) here."""
         if self.late_join:
             t = self.tile_encoder(signed_log1p(config_feat.float()))  # (B, d)
             g = self.graph_proj(pooled).expand(t.shape[0], -1)
             return self.z_proj(torch.cat([g, t, g * t], dim=-1))
+        if self.tabular_encoder is not None:
+            if tabular is None:
+                raise ValueError("this model joins per-config tabular features: pass tabular")
+            pooled = torch.cat([pooled, self.tabular_encoder(tabular.to(pooled.dtype))], dim=-1)
         return self.z_proj(pooled)
+
+    @property
+    def uses_tabular(self) -> bool:
+        return self.tabular_encoder is not None
 
     def score(self, z: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
         """Costs (B,) of config vectors ``z`` (B, hidden), attending to ``context`` (C, hidden)

@@ -51,7 +51,7 @@ from tpurank.collections import Collection
 from tpurank.config import run_metadata
 from features.processed import ProcessedGraph
 from models.gnn.config import GnnConfig
-from models.gnn.data import joint_collections, load_graphs, sample_configs, trainable
+from models.gnn.data import joint_collections, load_graphs, sample_configs, tabular_width, trainable
 from models.gnn.infer import TensorCache, evaluate, load_trained_dir, train_costs
 from models.gnn.model import ModelArgs, RankerGNN
 from models.losses import get_loss
@@ -70,7 +70,8 @@ def model_args_for(cfg: GnnConfig, g: ProcessedGraph) -> ModelArgs:
                      heads=cfg.heads, opcode_dim=cfg.opcode_dim,
                      layout_value_dim=cfg.layout_value_dim, norm=cfg.norm, pool=cfg.pool,
                      dropout=cfg.dropout, cross_attn=cfg.cross_attn, cross_heads=cfg.cross_heads,
-                     tile_join=cfg.tile_join)
+                     tile_join=cfg.tile_join,
+                     tabular_dim=tabular_width(g) if cfg.tabular else 0)
 
 
 class StepModule(nn.Module):

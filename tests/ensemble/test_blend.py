@@ -169,3 +169,25 @@ def test_blend_rejects_stale_predictions_by_name(fake_root, tmp_path):
     stale = r"tile:xla/valid, model m: graph 'tile-xla-valid-0' has \d+ predicted"
     with pytest.raises(ValueError, match=stale):
         run_blend(cfg)
+
+
+def test_blend_with_tile_hedge_submits_a_hedged_top5(fake_root, tmp_path):
+    """``--tile-hedge 1``: each tile row is the hedged top 5 of the blended costs (the rule itself
+    is tested in test_hedge.py), the summary records it and the submission passes the checker."""
+    from ensemble.hedge import graph_groups, hedged_order
+    from features.io import discover
+    from tpurank.collections import get_collection
+
+    tile = get_collection("tile:xla")
+    work = tmp_path / "work"
+    _write_model(fake_root, work, "oracle", lambda rt, rng: rt + 0.1 * rng.normal(size=rt.shape) * rt.std(), 0)
+    sub = tmp_path / "s.csv"
+    cfg = parse_config(BlendConfig, ["--data", str(fake_root), "--work", str(work), "--models", "oracle",
+                                     "--submission", str(sub), "--tile-hedge", "1"])
+    summary = run_blend(cfg)
+    assert summary["check"] == "ok" and summary["collections"]["tile:xla"]["tile_hedge"] == 1
+    rows = read_submission(sub)
+    plain = read_predictions(predictions_path(work / "preds", "oracle", tile, "test"))
+    for gf in discover(fake_root, [tile], ["test"]):
+        groups = graph_groups(gf.path)
+        assert rows[tile.submission_id(gf.stem)] == hedged_order(plain[gf.stem], groups, 1)[:5].tolist()

@@ -249,6 +249,8 @@ def _snapshot(fd: Path) -> dict[str, object]:
                      "config_node_pos", "target"):
             snap[f"{key}/{name}"] = getattr(pg, name)
         snap[f"{key}/config_feat"] = np.asarray(pg.config_feat)
+        for name, table in (pg.layout_context or {}).items():
+            snap[f"{key}/layout_context/{name}"] = table
     for part in sorted(fd.glob("*/tabular/*.parquet")):
         snap[str(part.relative_to(fd))] = pl.read_parquet(part)
     return snap
