@@ -89,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     notes = f"Reports written by: {a.commands}" if a.commands else ""
     # per-seed rows are kept in the artifact (``per_seed``) but only the summary is rendered
     write_json(a.out, {**bench_metadata(command), "notes": notes,
-                       "tables": {"Per variant (mean ± sd over seeds)": {"rows": table}},
+                       "tables": {"Per variant (mean ± sd over seeds)": {"rows": table, "columns": [
+                           "physics", "collection", "variant", "seeds", "OOF (mean ± sd over seeds)",
+                           f"OOF − {a.base}", f"beats {a.base} in", "official valid"]}},
                        "per_seed": rows})
     for row in table:
         print(row)

@@ -41,6 +41,7 @@ def run_scores(data: str, work: str, run: str, settings: list[int]) -> dict:
     paths = {gf.stem: gf.path for gf in discover(data, [coll], ["train", "valid"])}
     oof = read_oof(Path(work) / "preds", run, coll)
     per = {f"per_group={k}" if k else "plain": [] for k in [0, *settings]}
+    stems, corr = [], []
     changed = {k: 0 for k in settings}
     for stem, (rows, cost) in sorted(oof.items()):
         rows = np.asarray(rows, dtype=np.int64)
@@ -50,6 +51,8 @@ def run_scores(data: str, work: str, run: str, settings: list[int]) -> dict:
         groups = graph_groups(paths[stem])[rows]
         plain = tile_score(cost, target)
         per["plain"].append(plain)
+        stems.append(stem)
+        corr.append(float(np.corrcoef(cost, target)[0, 1]) if np.ptp(cost) > 0 else 0.0)
         for k in settings:
             hedged = tile_score(hedged_costs(cost, groups, k), target)
             per[f"per_group={k}"].append(hedged)
@@ -57,6 +60,9 @@ def run_scores(data: str, work: str, run: str, settings: list[int]) -> dict:
     out = {name: float(np.mean(v)) for name, v in per.items()}
     # the tile score is unbounded below (2 - rt/best): one inverted kernel moves the mean a lot
     out.update({f"worst graph ({name})": float(np.min(v)) for name, v in per.items()})
+    worst = int(np.argmin(per["plain"]))
+    out["worst graph"] = stems[worst]
+    out["its cost/runtime correlation"] = corr[worst]
     out["graphs"] = len(per["plain"])
     out.update({f"graphs changed (per_group={k})": n for k, n in changed.items()})
     return out
@@ -100,7 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     command = "python tests/bench/bench_hedge.py " + " ".join(
         f"--run {' '.join(r)}" for r in args.run) + f" --per-group {args.per_group}"
     table = summary(rows, settings)
-    write_json(args.out, {**bench_metadata(command), "rows": rows,
+    names = ["plain", *[f"per_group={k}" for k in settings]]
+    columns = (["label", "data", "work", "run", "graphs", *names]
+               + [f"worst graph ({n})" for n in names] + ["worst graph", "its cost/runtime correlation"]
+               + [f"graphs changed (per_group={k})" for k in settings])
+    write_json(args.out, {**bench_metadata(command), "rows": rows, "columns": columns,
                           "tables": {"Mean over runs (OOF tile score)": {"rows": table}}})
     for row in table:
         print(row)
