@@ -67,14 +67,8 @@ def graph_groups(path: str | Path) -> np.ndarray:
     return tile_count_groups(load_graph(path))
 
 
-def hedge_collection(costs: dict[str, np.ndarray], paths: dict[str, Path], per_group: int,
-                     rows: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-    """:func:`hedged_costs` of every graph's costs; ``rows`` (optional) are the source config
-    indices the costs refer to (OOF predictions cover a subset of a train graph's configs)."""
-    out = {}
-    for stem, cost in costs.items():
-        groups = graph_groups(paths[stem])
-        if rows is not None and stem in rows:
-            groups = groups[np.asarray(rows[stem], dtype=np.int64)]
-        out[stem] = hedged_costs(cost, groups, per_group)
-    return out
+def hedge_collection(costs: dict[str, np.ndarray], paths: dict[str, Path],
+                     per_group: int) -> dict[str, np.ndarray]:
+    """:func:`hedged_costs` of every graph's costs (over all its source configs)."""
+    return {stem: hedged_costs(cost, graph_groups(paths[stem]), per_group)
+            for stem, cost in costs.items()}

@@ -34,7 +34,7 @@ import shutil
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
@@ -70,6 +70,33 @@ def _mapped(path: str) -> np.ndarray:
 def close_open_maps() -> None:
     """Drop every cached memory map (e.g. before deleting or replacing feature files)."""
     _OPEN_MAPS.clear()
+
+
+class LazyNpz(Mapping):
+    """The arrays of a small ``.npz`` (name -> ndarray), read on first access and then kept; the
+    file is closed at once. Graphs whose consumer never asks for them cost no read and no RAM."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = str(path)
+        self._arrays: dict[str, np.ndarray] | None = None
+
+    def _load(self) -> dict[str, np.ndarray]:
+        if self._arrays is None:
+            with np.load(self.path, allow_pickle=False) as z:
+                self._arrays = {k: z[k] for k in z.files}
+        return self._arrays
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self._load()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+    def __repr__(self) -> str:
+        return f"LazyNpz({self.path!r})"
 
 
 class LazyNpy:
@@ -122,7 +149,8 @@ class ProcessedGraph:
       be deduplicated: the index of the first occurrence).
     - ``layout_context``: layout only, the arrays of the graph's
       :class:`features.tabular.LayoutContext` (a few small tables per configurable node), from
-      which the descriptive per-config features of any config rows are computed.
+      which the descriptive per-config features of any config rows are computed; a loaded graph
+      holds a :class:`LazyNpz` that reads them on first use.
     """
 
     collection: str
@@ -137,7 +165,7 @@ class ProcessedGraph:
     config_node_pos: np.ndarray | None = None
     target: np.ndarray | None = None
     meta: dict[str, Any] = field(default_factory=dict)
-    layout_context: dict[str, np.ndarray] | None = None  # LayoutContext.arrays() (layout only)
+    layout_context: Mapping[str, np.ndarray] | None = None  # LayoutContext.arrays() (layout only)
 
     @property
     def num_nodes(self) -> int:
@@ -233,9 +261,8 @@ def load_processed(in_dir: str | os.PathLike, mmap: bool = True) -> ProcessedGra
         arrays[name] = np.load(p, allow_pickle=False) if p.is_file() else None
     arrays["config_feat"] = _config_feat(in_dir, mmap)
     ctx_file = in_dir / "layout_context.npz"
-    if ctx_file.is_file():
-        with np.load(ctx_file, allow_pickle=False) as z:
-            arrays["layout_context"] = {k: z[k] for k in z.files}
+    if ctx_file.is_file():  # read only by a consumer that uses it (the GNN's --tabular join)
+        arrays["layout_context"] = LazyNpz(ctx_file)
     return ProcessedGraph(collection=meta["collection"], split=meta["split"], stem=meta["stem"],
                           meta=meta, **arrays)  # type: ignore[arg-type]
 

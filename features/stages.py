@@ -181,8 +181,7 @@ def process_graph(graph: Graph, collection: Collection | str, split: str, stem: 
                           node_opcode=ns.node_opcode, edge_index=ns.edge_index,
                           orig_node_ids=ns.orig_node_ids, config_feat=config_feat,
                           config_index=sel.index, config_node_pos=ns.config_node_pos,
-                          target=sel.target, meta=meta,
-                          layout_context=layout_arrays)
+                          target=sel.target, meta=meta, layout_context=layout_arrays)
 
 
 def _with_heuristic(sink: Callable[[np.ndarray, np.ndarray], None],
@@ -198,8 +197,9 @@ def _layout_configs(graph: Graph, rows: np.ndarray, cfg: BuildConfig, config_out
                     exact_dot: dict[int, DotDims] | None = None
                     ) -> tuple[CodedConfigs, tab.LayoutContext]:
     """Layout configs of ``rows`` as codes (:mod:`features.configcodes`), chunk by chunk,
-    feeding the tabular rows of each chunk to ``tabular_sink``; and the graph's layout context. ``config_out`` is accepted for
-    compatibility and ignored: the codes are small enough for RAM (c x nc x 1-2 bytes)."""
+    feeding the tabular rows of each chunk to ``tabular_sink``; and the graph's layout context
+    (kept with the processed graph whether or not tabular rows are written). ``config_out`` is
+    accepted for compatibility and ignored: the codes are small enough for RAM (c x nc x 1-2 bytes)."""
     del config_out
     ctx = layout_context_of(graph, cfg, exact_dot)
     src = graph.node_config_feat

@@ -6,8 +6,9 @@ Graphs come from the feature pipeline (:func:`features.processed.iter_processed`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 import torch
@@ -16,6 +17,8 @@ from tpurank.collections import Collection, get_collection
 from features.columns import signed_log1p
 from features.processed import ProcessedGraph, iter_processed
 from features.tabular import LayoutContext, config_descriptor_columns, layout_chunk_features
+
+_DESCRIPTOR_COLUMNS = np.asarray(config_descriptor_columns())  # once, not on every step
 
 
 @dataclass
@@ -26,7 +29,14 @@ class GraphTensors:
     node_opcode: torch.Tensor  # (n,) int64
     edge_index: torch.Tensor  # (2, m) int64 producer -> consumer
     config_node_pos: torch.Tensor | None  # (nc,) int64, layout only
-    layout_context: LayoutContext | None = None  # layout: tables of the per-config descriptors
+    layout_tables: Mapping[str, np.ndarray] | None = None  # layout: LayoutContext arrays (lazy)
+    _layout_context: LayoutContext | None = field(default=None, repr=False)
+
+    def layout_context(self) -> LayoutContext | None:
+        """The graph's :class:`LayoutContext`, built from its tables on first use."""
+        if self._layout_context is None and self.layout_tables is not None:
+            self._layout_context = LayoutContext.from_arrays(self.layout_tables)
+        return self._layout_context
 
 
 def graph_tensors(g: ProcessedGraph, device: torch.device) -> GraphTensors:
@@ -44,14 +54,14 @@ def graph_tensors(g: ProcessedGraph, device: torch.device) -> GraphTensors:
         node_opcode=torch.as_tensor(np.array(g.node_opcode, dtype=np.int64), device=device),
         edge_index=torch.as_tensor(np.array(edge_index), device=device),
         config_node_pos=pos,
-        layout_context=LayoutContext.from_arrays(g.layout_context) if g.layout_context else None,
+        layout_tables=g.layout_context,
     )
 
 
 def tabular_width(g: ProcessedGraph) -> int:
     """Width of :func:`config_tabular` rows for graphs like ``g`` (0 for tile: a tile model's
     config features already are the tabular ones, :func:`features.tabular.tile_config_features`)."""
-    return 0 if g.is_tile else len(config_descriptor_columns())
+    return 0 if g.is_tile else len(_DESCRIPTOR_COLUMNS)
 
 
 def config_tabular(tensors: GraphTensors, feats: torch.Tensor, where: str = "") -> torch.Tensor:
@@ -59,11 +69,12 @@ def config_tabular(tensors: GraphTensors, feats: torch.Tensor, where: str = "") 
     LightGBM table's pattern, non-default and mismatch counts
     (:func:`features.tabular.config_descriptor_columns`; no graph-level or heuristic-cost
     column), signed-log compressed. ``GnnConfig.tabular`` joins them after pooling."""
-    if tensors.layout_context is None:
+    context = tensors.layout_context()
+    if context is None:
         raise ValueError(f"{where or 'graph'}: no layout_context.npz in its processed directory; "
                          f"rebuild features (python -m features build) to use --tabular")
-    rows = layout_chunk_features(tensors.layout_context, feats.detach().cpu().numpy())
-    rows = signed_log1p(rows[:, config_descriptor_columns()])
+    rows = layout_chunk_features(context, feats.detach().cpu().numpy())
+    rows = signed_log1p(rows[:, _DESCRIPTOR_COLUMNS])
     return torch.as_tensor(rows, device=feats.device)
 
 

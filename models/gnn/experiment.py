@@ -73,10 +73,10 @@ def score_variant(run: GnnConfig, coll: Collection) -> dict:
     from models.gnn.train import train_collection
     from models.training import DistContext, TimeBudget, choose_device
 
-    if usable_folds(run, coll) < 2:
+    folds = usable_folds(run, coll)
+    if folds < 2:
         report = train_collection(run, coll)
         return {"score": report["score"], "seconds": report["train_seconds"], "kind": "valid"}
-    folds = usable_folds(run, coll)
     weight = run.budget_weight(coll)
     trained = train_folds(run, coll, TimeBudget(run.time_budget), folds * weight, DistContext(),
                           choose_device(run.device))

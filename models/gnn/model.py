@@ -257,7 +257,8 @@ class RankerGNN(nn.Module):
                 run: Callable[["RankerGNN"], torch.Tensor] | None = None) -> torch.Tensor:
         """``node_feat`` (n, F), ``node_opcode`` (n,), ``edge_index`` (2, m) producer->consumer,
         ``config_feat`` layout (B, nc, 18) / tile (B, Ft), ``config_node_pos`` (nc,) for layout,
-        ``tabular`` (B, T) per-config features when ``args.tabular_dim`` > 0. The configs of the batch are each other's attention context.
+        ``tabular`` (B, T) per-config features when ``args.tabular_dim`` > 0. The configs of the
+        batch are each other's attention context.
 
         ``run``: compute ``run(self)`` instead (e.g. a Graph Segment Training step built from the
         parts below), so that a DistributedDataParallel wrapper still sees a forward call."""
