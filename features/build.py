@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from tpurank.atomic import write_json
+from tpurank.atomic import remove_dead_temporaries, write_json
 from tpurank.collections import Collection, get_collection, parse_collections, npz_dir
 from tpurank.config import parse_config, save_run_config
 from features.buildconfig import BuildConfig
@@ -98,6 +98,7 @@ def build_features(cfg: BuildConfig) -> Path:
         raise FileNotFoundError(f"no npz files under {npz_dir(cfg.data)} for "
                                 f"{cfg.collections} / {cfg.splits}")
     fd = str(features_dir)
+    _sweep_dead_temporaries(features_dir, colls, splits)
     train = [Task(cfg, fd, f.collection.name, f.split, f.stem, str(f.path))
              for f in files if f.split == "train"]
     norm_results = _run(_norm_task, train, jobs, "norm stats", cfg.progress, _norm_cached)
@@ -146,6 +147,18 @@ def build_features(cfg: BuildConfig) -> Path:
     print(f"features: {len(results)} graphs ({len(fresh)} built, {len(results) - len(fresh)} cached) "
           f"in {elapsed:.1f} s -> {features_dir}")
     return features_dir
+
+
+def _sweep_dead_temporaries(features_dir: Path, colls: list[Collection], splits: list[str]) -> None:
+    """Delete what writers killed mid-graph left behind (temporary graph directories, parquet
+    parts, markers); a live concurrent build's temporaries are kept."""
+    for coll in colls:
+        slug_dir = features_dir / coll.slug
+        dirs = [slug_dir, slug_dir / "tabular"]
+        for split in splits:
+            dirs += [slug_dir / sub / split for sub in ("graphs", "done", "norm_parts", "tabular/parts")]
+        for directory in dirs:
+            remove_dead_temporaries(directory)
 
 
 def _remove_stale(features_dir: Path, colls: list[Collection], splits: list[str],

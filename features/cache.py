@@ -46,6 +46,7 @@ from typing import IO, Iterable
 import numpy as np
 from tqdm import tqdm
 
+from tpurank.atomic import pid_alive
 from tpurank.collections import parse_collections
 from features.io import (DEFAULT_CHUNK_BYTES, LAYOUT_KEYS, TILE_KEYS, BadGraphError, Graph,
                          discover, graph_from_arrays, iter_npz_chunks, npz_headers, open_npz,
@@ -146,16 +147,6 @@ def _write_entry(npz_path: Path, tmp: Path) -> dict[str, object]:
     return meta
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _remove_dead_tmp_dirs(cache_dir: Path, entry_name: str) -> None:
     """Drop temporary directories left by conversions whose process died (killed, OOM)."""
     for tmp in cache_dir.glob(f"{TMP_PREFIX}{entry_name}-*"):
@@ -163,7 +154,7 @@ def _remove_dead_tmp_dirs(cache_dir: Path, entry_name: str) -> None:
             pid = int(tmp.name[len(TMP_PREFIX) + len(entry_name) + 1:].split("-", 1)[0])
         except ValueError:
             continue
-        if not _pid_alive(pid):
+        if not pid_alive(pid):
             shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -38,7 +38,7 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-from tpurank.atomic import write_json
+from tpurank.atomic import temp_sibling, write_json
 from tpurank.collections import Collection
 from features.configcodes import CodedConfigs, encode_array
 from features.io import _read_npy_header
@@ -201,7 +201,7 @@ def save_processed(g: ProcessedGraph, out_dir: str | os.PathLike,
     are moved in instead of copied (a layout ``config_feat`` file is encoded, then dropped).
     """
     out_dir = Path(out_dir)
-    tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
+    tmp = temp_sibling(out_dir)
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)

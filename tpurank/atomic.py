@@ -1,7 +1,8 @@
 """Atomic file writes: write to a temporary sibling, fsync, then ``os.replace``.
 
 A crash never leaves a half-written file under the final name, so caches and outputs can be
-trusted on resume.
+trusted on resume. Every temporary name carries its writer's process id (``.NAME.tmp-PID…``), so
+what a killed run left behind is recognised and swept by :func:`remove_dead_temporaries`.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -16,12 +19,52 @@ from typing import Any, Iterator
 import numpy as np
 
 
+_TEMP_NAME = re.compile(r"^\..+\.tmp-(\d+)(?:-.*)?$")
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (on this machine)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def temp_sibling(path: str | os.PathLike) -> Path:
+    """This process's temporary name for ``path`` (same directory): ``.NAME.tmp-PID``."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+def remove_dead_temporaries(directory: str | os.PathLike) -> int:
+    """Delete the temporary files and directories in ``directory`` whose writer process is gone
+    (killed, out of memory); returns how many. Live writers' temporaries are left alone."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return 0
+    removed = 0
+    for entry in directory.iterdir():
+        match = _TEMP_NAME.match(entry.name)
+        if match is None or pid_alive(int(match.group(1))):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+        removed += 1
+    return removed
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path in the same directory; on success rename it to ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp" + suffix, dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-{os.getpid()}-", suffix=suffix,
+                               dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
     try:

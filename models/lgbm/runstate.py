@@ -11,7 +11,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from tpurank.atomic import write_json
+from tpurank.atomic import remove_dead_temporaries, write_json
 from tpurank.collections import Collection
 from tpurank.config import save_run_config
 from models.lgbm.config import LgbmConfig
@@ -50,10 +50,8 @@ def write_done(out_dir: Path, cfg: LgbmConfig, metrics: dict) -> None:
 
 
 def clean_temporaries(out_dir: Path) -> None:
-    """Remove the hidden ``.<name>.*.tmp*`` files a killed run's atomic writes left behind."""
-    for tmp in out_dir.glob(".*.tmp*"):
-        if tmp.is_file():
-            tmp.unlink(missing_ok=True)
+    """Remove the hidden temporaries a killed run's atomic writes left behind (not a live one's)."""
+    remove_dead_temporaries(out_dir)
 
 
 def sibling(collection: Collection) -> Collection | None:
