@@ -53,6 +53,7 @@ class GnnConfig(StageConfig):
     eval_every: int = 50  # validation scoring (early stopping, best checkpoint) every this many steps
     patience: int = 4  # evaluations without improvement before stopping (0 = never)
     val_max_configs: int = 256  # configs per valid graph scored during training (0 = all)
+    final_val_max_configs: int = 0  # configs per valid graph in the report after training (0 = all): bounds that evaluation's time whatever the config count
     max_train_graphs: int = 0  # 0 = all
     predict_batch: int = 64  # configs per forward pass at prediction time
     resume: bool = True  # continue from WORK/models/gnn/<slug>/seed<k>/last.pt when it exists
@@ -95,7 +96,7 @@ class GnnConfig(StageConfig):
                   "time_budget": 900.0, "eval_every": 50, "patience": 4, "val_max_configs": 128,
                   "predict_batch": 64, "threads": 0, "warmup_steps": 20, "lr": 3e-3,
                   "node_budget": 200000, "folds": 3, "tile_budget_weight": 0.5,
-                  "oof_max_configs": 500},
+                  "oof_max_configs": 500, "final_val_max_configs": 500},
         # full: one T4 (16 GB): node_budget keeps a step's activations near 9 GB in float32 under
         # the measured memory model (benchmarks/gnn_memory.json); 6 h of training at most; OOF
         # of the real data's 535 layout train graphs on 2,000 configs each (about 1.1M configs)
@@ -103,7 +104,7 @@ class GnnConfig(StageConfig):
                  "eval_every": 500, "patience": 8, "val_max_configs": 1000, "predict_batch": 128,
                  "conv": "sage", "dropout": 0.1, "warmup_steps": 500, "lr": 1e-3, "close_bias": 0.25,
                  "time_budget": 21600.0, "node_budget": 500000, "folds": 5,
-                 "oof_max_configs": 2000},
+                 "oof_max_configs": 2000, "final_val_max_configs": 2000},
     }
 
     def collection_list(self) -> list[Collection]:

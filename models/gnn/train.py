@@ -219,13 +219,14 @@ def eval_configs(graphs: list[ProcessedGraph], max_configs: int = 0) -> int:
 
 class EvalReserve:
     """Seconds to keep for the evaluations still due when the time runs out: the periodic one at
-    the stopping step and the final all-config one. Measured from the last periodic evaluation;
+    the stopping step and the final one (all configs, or ``final_val_max_configs`` per graph). Measured from the last periodic evaluation;
     before the first, estimated from the training speed (a forward pass costs about half a
     training step per config)."""
 
-    def __init__(self, valid: list[ProcessedGraph], max_configs: int):
+    def __init__(self, valid: list[ProcessedGraph], max_configs: int, final_max_configs: int = 0):
         self.periodic = eval_configs(valid, max_configs)
-        self.final_ratio = eval_configs(valid) / self.periodic if self.periodic else 1.0
+        final = eval_configs(valid, final_max_configs)
+        self.final_ratio = final / self.periodic if self.periodic else 1.0
         self.seconds_per_eval: float | None = None
 
     def seconds(self, seconds_per_config: float, pending_eval: bool) -> float:
@@ -304,7 +305,7 @@ def _loop(tr: Trainer, collection: Collection, graphs: list[ProcessedGraph],
     if ctx.active:
         per_step_graphs = _min_over_ranks(per_step_graphs, ctx, tr.device)
     cache, valid_cache = TensorCache(tr.device), TensorCache(tr.device)
-    reserve = EvalReserve(valid, cfg.val_max_configs)
+    reserve = EvalReserve(valid, cfg.val_max_configs, cfg.final_val_max_configs)
     t0, configs, running = time.monotonic(), 0, []
     label = f"gnn {collection.name}" + (f" {out.name}" if out.name.startswith("fold") else "")
     bar = tqdm(total=cfg.steps, initial=start, desc=label, mininterval=5.0, leave=False,
@@ -386,13 +387,15 @@ def _final_report(tr: Trainer, collection: Collection, valid: list[ProcessedGrap
                                           "model_args": tr.args.to_dict(), "step": loop.last_step})
     model, _ = load_trained_dir(out, tr.device)
     t_eval = time.monotonic()
-    report = evaluate(model, collection, valid, cfg, TensorCache(tr.device), max_configs=0)
+    report = evaluate(model, collection, valid, cfg, TensorCache(tr.device),
+                      max_configs=cfg.final_val_max_configs)
     elapsed = loop.seconds
     report.update({"seed": cfg.seed, "best_step": tr.stopper.best_step, "train_seconds": elapsed,
                    "final_eval_seconds": time.monotonic() - t_eval, "last_step": loop.last_step,
                    "stopped_by": loop.stopped_by, "world_size": tr.ctx.world_size,
                    "train_configs_per_s": loop.configs / elapsed if elapsed > 0 else float("nan"),
                    "n_train_graphs": n_train, "history": tr.history,
+                   "final_val_max_configs": cfg.final_val_max_configs,
                    "cross_attn": cfg.cross_attn, "joint_search": cfg.joint_search})
     write_json(out / "report.json", report)
     from models.gnn.report import plot_report

@@ -236,3 +236,34 @@ def test_tile_models_get_their_weighted_share_of_the_time_budget():
     # 3 tile folds (weight 0.5) + 1 layout model: 2.5 units; a tile fold gets 0.5 of them
     assert budget.share(2.5, 0.5) == pytest.approx(20.0)
     assert budget.share(1.0, 1.0) == pytest.approx(100.0)
+
+
+def test_eval_reserve_counts_the_capped_final_evaluation():
+    from types import SimpleNamespace
+
+    from models.gnn.train import EvalReserve
+
+    graphs = [SimpleNamespace(num_configs=10, target=np.zeros(10)),
+              SimpleNamespace(num_configs=3, target=np.zeros(3)),
+              SimpleNamespace(num_configs=50, target=None)]  # unlabelled: never scored
+    assert EvalReserve(graphs, 4).final_ratio == pytest.approx(13 / 7)  # final: every config
+    assert EvalReserve(graphs, 4, final_max_configs=6).final_ratio == pytest.approx(9 / 7)
+
+
+def test_final_report_scores_at_most_final_val_max_configs(tmp_path, toy_features, monkeypatch):
+    """The report after training scores a bounded subset per graph (its time must not grow with
+    the config count); periodic evaluations keep their own cap."""
+    import models.gnn.train as train_module
+
+    caps: list[int] = []
+    real = train_module.evaluate
+
+    def spy(model, collection, graphs, cfg, cache=None, max_configs=0):
+        caps.append(max_configs)
+        return real(model, collection, graphs, cfg, cache, max_configs)
+
+    monkeypatch.setattr(train_module, "evaluate", spy)
+    cfg = _cfg(tmp_path, toy_features, val_max_configs=4, final_val_max_configs=6)
+    report = train_collection(cfg, get_collection("layout:xla:random"))
+    assert caps[-1] == 6 and set(caps[:-1]) == {4}
+    assert report["final_val_max_configs"] == 6 and np.isfinite(report["score"])
