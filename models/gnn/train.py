@@ -219,15 +219,27 @@ def eval_configs(graphs: list[ProcessedGraph], max_configs: int = 0) -> int:
 
 class EvalReserve:
     """Seconds to keep for the evaluations still due when the time runs out: the periodic one at
-    the stopping step and the final one (all configs, or ``final_val_max_configs`` per graph). Measured from the last periodic evaluation;
-    before the first, estimated from the training speed (a forward pass costs about half a
-    training step per config)."""
+    the stopping step and the final one (all configs, or ``final_val_max_configs`` per graph).
+    Measured from the last periodic evaluation; before the first, estimated from the training
+    speed after the first step (a forward pass costs about half a training step per config)."""
 
     def __init__(self, valid: list[ProcessedGraph], max_configs: int, final_max_configs: int = 0):
         self.periodic = eval_configs(valid, max_configs)
         final = eval_configs(valid, final_max_configs)
         self.final_ratio = final / self.periodic if self.periodic else 1.0
         self.seconds_per_eval: float | None = None
+        self._warmup: tuple[float, int] | None = None  # (seconds, configs) after the first step
+
+    def seconds_per_config(self, spent: float, configs: int) -> float:
+        """Training seconds per config so far, without this invocation's first step: a warm-up
+        (thread pools, allocator, first reads of the graphs) that can take several steps' time
+        and would make the reserve stop a short share after one step. 0 = no estimate yet."""
+        if self._warmup is None:
+            if configs > 0:
+                self._warmup = (spent, configs)
+            return 0.0
+        more = configs - self._warmup[1]
+        return (spent - self._warmup[0]) / more if more > 0 else 0.0
 
     def seconds(self, seconds_per_config: float, pending_eval: bool) -> float:
         per_eval = self.seconds_per_eval
@@ -314,7 +326,7 @@ def _loop(tr: Trainer, collection: Collection, graphs: list[ProcessedGraph],
     while step < cfg.steps and not tr.stopped_by:
         spent = time.monotonic() - t0
         per_step = spent / (step - start) if step > start else 0.0
-        left = seconds - spent - reserve.seconds(spent / configs if configs else 0.0,
+        left = seconds - spent - reserve.seconds(reserve.seconds_per_config(spent, configs),
                                                  pending_eval=step > evaluated)
         stop = (tr.stopper.should_stop, cfg.step_budget > 0 and step - start >= cfg.step_budget,
                 left <= per_step * 0.5)

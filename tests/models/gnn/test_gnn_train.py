@@ -267,3 +267,16 @@ def test_final_report_scores_at_most_final_val_max_configs(tmp_path, toy_feature
     report = train_collection(cfg, get_collection("layout:xla:random"))
     assert caps[-1] == 6 and set(caps[:-1]) == {4}
     assert report["final_val_max_configs"] == 6 and np.isfinite(report["score"])
+
+
+def test_eval_reserve_speed_leaves_out_the_first_step():
+    """A slow first step (warm-up) must not make the reserve stop a short share after one step."""
+    from types import SimpleNamespace
+
+    from models.gnn.train import EvalReserve
+
+    reserve = EvalReserve([SimpleNamespace(num_configs=100, target=np.zeros(100))], 50)
+    assert reserve.seconds_per_config(0.0, 0) == 0.0  # nothing trained yet
+    assert reserve.seconds_per_config(1.0, 64) == 0.0  # after the first step: no estimate
+    assert reserve.seconds_per_config(1.2, 128) == pytest.approx(0.2 / 64)  # from step 2 on
+    assert reserve.seconds_per_config(1.4, 192) == pytest.approx(0.4 / 128)
