@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -29,3 +30,11 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data folder not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture
+def dead_pid() -> int:
+    """The id of a process that has exited (and been reaped): what a killed writer leaves."""
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid

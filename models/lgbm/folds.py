@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tpurank.atomic import save_npz, write_json
+from tpurank.atomic import remove_dead_temporaries, save_npz, write_json
 from tpurank.collections import Collection
 from features.processed import tabular_path
 from models.lgbm import ledger
@@ -43,7 +43,7 @@ from models.lgbm.config import LgbmConfig
 from models.lgbm.data import Rows, by_config, concat_rows, feature_columns, load_rows, read_keys
 from models.lgbm.fit import fit_model
 from models.lgbm.model import RankerModel
-from models.lgbm.runstate import (DONE_FILE, candidates, choose, clean_temporaries, fingerprint, read_done, save_model,
+from models.lgbm.runstate import (DONE_FILE, candidates, choose, fingerprint, read_done, save_model,
                                   sibling, write_done)
 from models.metrics import score_collection
 from models.predictions import (normalise_costs, predictions_path, read_predictions,
@@ -148,7 +148,7 @@ def train_fold(cfg: LgbmConfig, collection: Collection, plan, k: int, names: lis
     """Fit fold ``k``, write its held-out and test predictions; returns its metrics."""
     out_dir = fold_dir(cfg, collection, k)
     out_dir.mkdir(parents=True, exist_ok=True)
-    clean_temporaries(out_dir)
+    remove_dead_temporaries(out_dir)  # what a killed run's atomic writes left
     start = time.perf_counter()
     train, seen = _training_rows(cfg, collection, plan, k, names)
     inner_keys = plan.inner_valid(k)

@@ -11,7 +11,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from tpurank.atomic import remove_dead_temporaries, write_json
+from tpurank.atomic import write_json
 from tpurank.collections import Collection
 from tpurank.config import save_run_config
 from models.lgbm.config import LgbmConfig
@@ -47,11 +47,6 @@ def read_done(out_dir: Path, cfg: LgbmConfig) -> dict | None:
 def write_done(out_dir: Path, cfg: LgbmConfig, metrics: dict) -> None:
     """The completion marker: written last, atomically (``tpurank.atomic``)."""
     write_json(out_dir / DONE_FILE, {"fingerprint": fingerprint(cfg), "metrics": metrics})
-
-
-def clean_temporaries(out_dir: Path) -> None:
-    """Remove the hidden temporaries a killed run's atomic writes left behind (not a live one's)."""
-    remove_dead_temporaries(out_dir)
 
 
 def sibling(collection: Collection) -> Collection | None:

@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from tpurank.atomic import write_json
+from tpurank.atomic import remove_dead_temporaries, write_json
 from tpurank.collections import Collection
 from features.processed import tabular_path
 from models.lgbm import ledger
@@ -30,7 +30,7 @@ from models.lgbm.config import LgbmConfig
 from models.lgbm.data import Rows, concat_rows, feature_columns, load_rows, truth_by_graph
 from models.lgbm.fit import fit_model, safe_names  # noqa: F401  (re-exported)
 from models.lgbm.model import RankerModel
-from models.lgbm.runstate import (DONE_FILE, candidates, choose, clean_temporaries,  # noqa: F401
+from models.lgbm.runstate import (DONE_FILE, candidates, choose,  # noqa: F401
                                   fingerprint, read_done, save_model, sibling, write_done)
 from models.metrics import score_collection
 from models.predictions import predictions_path
@@ -77,7 +77,7 @@ def train_collection(cfg: LgbmConfig, collection: Collection,
         raise ValueError(f"--folds {cfg.folds}: use 0 (train/valid split) or K >= 2")
     out_dir = cfg.model_dir(collection)
     out_dir.mkdir(parents=True, exist_ok=True)
-    clean_temporaries(out_dir)
+    remove_dead_temporaries(out_dir)  # what a killed run's atomic writes left
     train_path = tabular_path(cfg.feature_root(), collection, "train")
     names = feature_columns(train_path) if train_path.is_file() else []
     start = time.perf_counter()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -125,14 +124,7 @@ def test_norm_fitted_on_train_only(built) -> None:
     assert np.allclose(train.mean(0), 0, atol=1e-3)
 
 
-def dead_pid() -> int:
-    """The id of a process that has exited (and been reaped)."""
-    proc = subprocess.Popen(["true"])
-    proc.wait()
-    return proc.pid
-
-
-def test_rerun_is_cached_and_killed_run_resumes(root: Path, built, capsys) -> None:
+def test_rerun_is_cached_and_killed_run_resumes(root: Path, built, capsys, dead_pid: int) -> None:
     cfg, fd = built
     capsys.readouterr()
     build_features(cfg)
@@ -142,7 +134,7 @@ def test_rerun_is_cached_and_killed_run_resumes(root: Path, built, capsys) -> No
     marker = fd / LAYOUT.slug / "done" / "valid"
     victim = sorted(marker.glob("*.json"))[0]
     victim.unlink()
-    leftover = fd / LAYOUT.slug / "graphs" / "valid" / f".{victim.stem}.tmp-{dead_pid()}"
+    leftover = fd / LAYOUT.slug / "graphs" / "valid" / f".{victim.stem}.tmp-{dead_pid}"
     leftover.mkdir()
     build_features(cfg)
     assert "(1 built," in capsys.readouterr().out

@@ -3,19 +3,11 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tpurank.atomic import atomic_path, remove_dead_temporaries, temp_sibling, write_json
-
-
-def dead_pid() -> int:
-    """The id of a process that has exited (and been reaped)."""
-    proc = subprocess.Popen(["true"])
-    proc.wait()
-    return proc.pid
 
 
 def test_atomic_path_leaves_only_the_final_file(tmp_path: Path) -> None:
@@ -39,8 +31,8 @@ def test_temporaries_name_their_writer(tmp_path: Path) -> None:
     assert temp_sibling(tmp_path / "g1").name == f".g1.tmp-{os.getpid()}"
 
 
-def test_dead_writers_temporaries_are_swept(tmp_path: Path) -> None:
-    dead = dead_pid()
+def test_dead_writers_temporaries_are_swept(tmp_path: Path, dead_pid: int) -> None:
+    dead = dead_pid
     (tmp_path / f".g7.tmp-{dead}").mkdir()
     (tmp_path / f".g7.tmp-{dead}" / "node_feat.npy").write_bytes(b"half")
     (tmp_path / f".part.parquet.tmp-{dead}-x1y2.parquet").write_bytes(b"half")
