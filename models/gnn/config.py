@@ -74,12 +74,13 @@ class GnnConfig(StageConfig):
     # --- graph segment training
     segment_size: int = 0  # GST: about this many nodes per graph segment (0 = off: whole graph per step)
     segments_per_step: int = 1  # GST: segments trained (forward + backward) per graph and step
-    stale_dropout: float = 0.5  # GST: probability of leaving out each stale (historical) segment embedding
+    stale_dropout: float = 0.5  # GST: probability of leaving out each stale (historical) segment, one draw per graph and step shared by its configs
     segment_method: str = "contiguous"  # GST partition: contiguous (topological ranges) | metis
     segment_halo: int = 0  # GST: hops of neighbours kept around a segment as boundary inputs (0 = cut edges dropped)
-    segment_combine: str = "pool"  # GST segments -> graph: pool (like the model's pooling) | mean
-    history_max_bytes: int = 268435456  # GST historical embedding table limit in bytes (oldest evicted)
-    history_fill: bool = True  # GST: embed (graph, config, segment) entries missing from the history without gradient (false: leave them out of the step, faster)
+    segment_combine: str = "sum"  # GST segments -> cost: sum (each segment scored, scores summed: the organisers' recipe) | pool (segment vectors combined like the pooling, then scored)
+    segment_draw: str = "nodes"  # GST trained segment drawn in proportion to its configurable nodes (nodes) | uniformly (uniform)
+    history_max_bytes: int = 268435456  # GST history table limit in bytes (oldest segments evicted)
+    history_fill: bool = False  # GST: compute history entries missing from the table without gradient (slower; false: a missing entry counts as zero)
     predict_context: int = 0  # inference attention context: 0 = all configs, N = a fixed seeded subset of N, -1 = chunks of predict_batch
     predict_tta: int = 0  # inference: average the costs over this many random contexts (0 = one fixed context)
 
@@ -143,8 +144,12 @@ class GnnConfig(StageConfig):
         With ``node_budget`` > 0 the step's graph copies (nodes x configs) stay within the budget,
         which bounds activation memory (see ``models.gnn.train``), but never below
         ``min_configs_per_step``. Tile models with ``tile_join="late"`` run message passing once
-        per graph whatever the config count, so the budget does not apply to them.
+        per graph whatever the config count, so the budget does not apply to them. Under Graph
+        Segment Training a step runs message passing over its ``segments_per_step`` trained
+        segments only (about ``segment_size`` nodes each), so the budget counts those.
         """
+        if self.segment_size > 0:
+            num_nodes = min(num_nodes, max(1, self.segments_per_step) * self.segment_size)
         wanted = self.configs_per_step
         if self.node_budget <= 0 or (is_tile and self.tile_join == "late"):
             return wanted

@@ -23,7 +23,8 @@ from features.processed import ProcessedGraph
 from models import metrics
 from models.gnn.config import GnnConfig
 from models.gnn.data import GraphTensors, config_rows, graph_tensors, load_graphs, tabular_rows
-from models.gnn.gst import GstState, SegmentCache, SegmentSpec, gst_costs, segmented_embed
+from models.gnn.gst import (GstState, SegmentCache, SegmentSpec, gst_costs, segmented_embed,
+                            summed_segment_costs)
 from models.gnn.model import ModelArgs, RankerGNN
 from models.training import choose_device, eval_mode, load_checkpoint, set_cpu_threads
 
@@ -121,13 +122,18 @@ def predict_costs(model: RankerGNN, g: ProcessedGraph, batch_size: int = 64,
     if len(idx) == 0:
         return np.zeros(0, dtype=np.float64)
     chunks = np.array_split(np.arange(len(idx)), math.ceil(len(idx) / max(1, batch_size)))
+    rounds = max(1, options.tta)
+    size = options.context if options.context > 0 or options.tta <= 0 else batch_size
     with eval_mode(model), torch.no_grad():
+        if options.segments is not None and options.segments.combine == "sum":
+            contexts = None if options.context < 0 else [
+                context_subset(len(idx), size, options.seed, r) for r in range(rounds)]
+            segs = _SEGMENTS.get(g, tensors, options.segments, options.features_dir)
+            return summed_segment_costs(model, segs, g, tensors, idx, chunks, contexts).cpu().numpy()
         if options.context < 0:  # legacy: each near-equal chunk is its own context
             out = [forward_configs(model, g, tensors, idx[c], device).float() for c in chunks]
             return torch.cat(out).cpu().numpy().astype(np.float64)
         z = torch.cat([embed_configs(model, g, tensors, idx[c], device, options) for c in chunks])
-        rounds = max(1, options.tta)
-        size = options.context if options.context > 0 or options.tta <= 0 else batch_size
         total = torch.zeros(len(idx), dtype=torch.float64, device=z.device)
         for r in range(rounds):
             ctx = z[torch.as_tensor(context_subset(len(idx), size, options.seed, r), device=z.device)]
