@@ -10,11 +10,13 @@ Needs two feature builds of the same data: ``features build`` (k=1 pruning, the 
 (seed, collection, variant) the K fold models of ``python -m models.gnn train --folds K`` (quick
 preset, one thread) share ``--budget`` seconds of training; then every labelled graph is scored
 (τ on at most ``--max-configs`` configs, exact inference) by the fold model that never saw it.
+Scoring time is not training time.
 Both variants use the same fold plan. Variants run one after another for each seed and
 collection, so they see about the same machine load. ``--variants`` lists the GST variants,
 ``name:field=value,...`` joined by ``;`` on top of ``--segment-size`` (the k=1 pruned default
 always runs first). Writes ``benchmarks/gst_quality_<name>.json``: every run (out-of-fold τ, worst
-graph, steps, seconds) and per collection and variant the mean and sd over seeds.
+graph, steps, seconds) and per collection and variant the mean and sd over seeds. ``--steps N``
+compares at equal steps instead (no early stopping; with ``--folds 0`` scored on the valid graphs).
 """
 
 from __future__ import annotations
@@ -40,7 +42,9 @@ from models.gnn.config import GnnConfig  # noqa: E402
 from models.gnn.experiment import parse_variants  # noqa: E402
 from models.gnn.folds import (fold_dir, get_plan, labelled_graphs, train_folds,  # noqa: E402
                               usable_folds)
+from models.gnn.data import load_graphs  # noqa: E402
 from models.gnn.infer import evaluate, load_trained_dir  # noqa: E402
+from models.gnn.train import train_collection  # noqa: E402
 from models.training import DistContext, TimeBudget  # noqa: E402
 
 PRUNED = "k=1 pruned (default)"
@@ -48,32 +52,40 @@ PRUNED = "k=1 pruned (default)"
 
 def run_one(base: GnnConfig, coll_name: str, seed: int, tag: str, overrides: dict,
             max_configs: int) -> dict:
-    """Train the fold models of one (variant, seed) within the budget, then score every labelled
-    graph with the fold model that never saw it (on at most ``max_configs`` configs)."""
+    """Train one (variant, seed) and score its held-out graphs on at most ``max_configs`` configs:
+    with ``folds`` >= 2 every labelled graph by the fold model that never saw it, else (equal
+    steps only: nothing is early-stopped) the official valid graphs."""
     run = apply_overrides(base, {**overrides, "tag": tag, "seed": seed, "resume": "false"})
     coll = get_collection(coll_name)
-    if usable_folds(run, coll) < 2:
-        raise SystemExit(f"{coll_name}: --folds {run.folds} not usable on {run.features_dir()}")
-    trained = train_folds(run, coll, TimeBudget(run.time_budget), run.folds * run.budget_weight(coll),
-                          DistContext(), torch.device("cpu"))
-    plan, graphs = get_plan(run, coll), labelled_graphs(run, coll)
-    per_graph: dict[str, float] = {}
     start = time.perf_counter()
-    for k in range(plan.folds):
-        model, saved = load_trained_dir(fold_dir(run, coll, k))
-        held_out = [graphs[key] for key in plan.held_out(k) if key in graphs]
+    if run.folds >= 2:
+        if usable_folds(run, coll) < 2:
+            raise SystemExit(f"{coll_name}: --folds {run.folds} not usable on {run.features_dir()}")
+        train_folds(run, coll, TimeBudget(run.time_budget), run.folds * run.budget_weight(coll),
+                    DistContext(), torch.device("cpu"))
+        plan, graphs = get_plan(run, coll), labelled_graphs(run, coll)
+        models = [(fold_dir(run, coll, k), [graphs[key] for key in plan.held_out(k) if key in graphs])
+                  for k in range(plan.folds)]
+        folds = [sorted(map(str, plan.held_out(k))) for k in range(plan.folds)]
+    else:
+        train_collection(run, coll)
+        models = [(run.model_dir(coll), load_graphs(run.features_dir(), coll, "valid"))]
+        folds = []
+    trained = time.perf_counter()
+    per_graph: dict[str, float] = {}
+    for model_dir, held_out in models:
+        model, saved = load_trained_dir(model_dir)
         per_graph.update(evaluate(model, coll, held_out, saved, max_configs=max_configs)["per_graph"])
-    reports = [json.loads((fold_dir(run, coll, k) / "report.json").read_text())
-               for k in range(plan.folds)]
+    reports = [json.loads((d / "report.json").read_text()) for d, _ in models]
     steps = sum(int(r.get("last_step") or 0) for r in reports)
     seconds = sum(float(r["train_seconds"]) for r in reports)
     return {"collection": coll_name, "seed": seed,
-            "oof_tau": round(statistics.mean(per_graph.values()), 4),
+            "tau": round(statistics.mean(per_graph.values()), 4),
             "worst_graph": round(min(per_graph.values()), 4), "graphs": len(per_graph),
             "steps": steps, "train_seconds": round(seconds, 1),
             "s_per_step": round(seconds / max(steps, 1), 2),
-            "score_seconds": round(time.perf_counter() - start, 1),
-            "_plan": [sorted(map(str, plan.held_out(k))) for k in range(plan.folds)]}
+            "wall_seconds": round(trained - start, 1),
+            "score_seconds": round(time.perf_counter() - trained, 1), "_plan": folds}
 
 
 def write_artifact(args: argparse.Namespace, variants: dict, rows: list[dict],
@@ -85,7 +97,7 @@ def write_artifact(args: argparse.Namespace, variants: dict, rows: list[dict],
             runs = [r for r in rows if r["variant"] == name and r["collection"] == coll]
             if not runs:
                 continue
-            scores = [r["oof_tau"] for r in runs]
+            scores = [r["tau"] for r in runs]
             summary.append({"collection": coll, "variant": name, "seeds": len(scores),
                             "mean": statistics.mean(scores),
                             "sd": statistics.stdev(scores) if len(scores) > 1 else 0.0,
@@ -97,7 +109,8 @@ def write_artifact(args: argparse.Namespace, variants: dict, rows: list[dict],
         f"{k}: " + ", ".join(f"{f}={v}" for f, v in o.items() if f != "work")
         for k, o in variants.items())
     write_json(Path(args.out or ROOT / "benchmarks" / f"gst_quality_{args.name}.json"),
-               {**bench_metadata(command), "data": args.data, "budget_s": args.budget,
+               {**bench_metadata(command), "data": args.data,
+                "budget_s": 0.0 if args.steps else args.budget, "steps": args.steps,
                 "folds": args.folds, "segment_size": args.segment_size, "notes": notes,
                 "rows": rows, "tables": {"Mean and sd over seeds": {"rows": summary}}})
     return summary
@@ -113,15 +126,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--collections", default="layout:xla:random")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--budget", type=float, default=450.0, help="training seconds per run")
+    ap.add_argument("--steps", type=int, default=0,
+                    help="equal steps instead of seconds: N steps per model, no early stopping "
+                         "(one evaluation, at the end); allows --folds 0 (score on valid)")
     ap.add_argument("--folds", type=int, default=2)
     ap.add_argument("--max-configs", type=int, default=200, help="configs scored per held-out graph")
     ap.add_argument("--segment-size", type=int, default=1000)
     ap.add_argument("--variants", default="GST:", help="GST variants, NAME:field=value,...;...")
     ap.add_argument("--out", default="")
     args = ap.parse_args(argv)
-    base = dataclasses.replace(GnnConfig(), **{**GnnConfig.PRESETS["quick"], "data": args.data,
-                                               "threads": 1, "predict_threads": 1,
-                                               "folds": args.folds, "time_budget": args.budget})
+    settings = {**GnnConfig.PRESETS["quick"], "data": args.data, "threads": 1,
+                "predict_threads": 1, "folds": args.folds, "time_budget": args.budget}
+    if args.steps > 0:
+        settings.update(time_budget=0.0, steps=args.steps, eval_every=args.steps, patience=0,
+                        val_max_configs=args.max_configs, final_val_max_configs=args.max_configs)
+    elif args.folds < 2:
+        ap.error("--folds 0 early-stops on the valid graphs it scores: use --folds K or --steps N")
+    base = dataclasses.replace(GnnConfig(), **settings)
     gst = parse_variants(args.variants)
     variants = {PRUNED: {"work": f"{args.work}/pruned", "features": args.pruned_features}}
     for name, overrides in gst.items():
