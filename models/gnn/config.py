@@ -74,13 +74,10 @@ class GnnConfig(StageConfig):
     # --- graph segment training
     segment_size: int = 0  # GST: about this many nodes per graph segment (0 = off: whole graph per step)
     segments_per_step: int = 1  # GST: segments trained (forward + backward) per graph and step
-    stale_dropout: float = 0.5  # GST: probability of leaving out each stale (historical) segment, one draw per graph and step shared by its configs
+    stale_dropout: float = 0.5  # GST: probability of leaving out each stale (historical) segment score, one draw per graph and step shared by its configs
     segment_method: str = "contiguous"  # GST partition: contiguous (topological ranges) | metis
     segment_halo: int = 0  # GST: hops of neighbours kept around a segment as boundary inputs (0 = cut edges dropped)
-    segment_combine: str = "sum"  # GST segments -> cost: sum (each segment scored, scores summed: the organisers' recipe) | pool (segment vectors combined like the pooling, then scored)
-    segment_draw: str = "nodes"  # GST trained segment drawn in proportion to its configurable nodes (nodes) | uniformly (uniform)
-    history_max_bytes: int = 268435456  # GST history table limit in bytes (oldest segments evicted)
-    history_fill: bool = False  # GST: compute history entries missing from the table without gradient (slower; false: a missing entry counts as zero)
+    history_max_bytes: int = 268435456  # GST history table of segment scores: limit in bytes (oldest segments evicted)
     predict_context: int = 0  # inference attention context: 0 = all configs, N = a fixed seeded subset of N, -1 = chunks of predict_batch
     predict_tta: int = 0  # inference: average the costs over this many random contexts (0 = one fixed context)
 

@@ -1,23 +1,21 @@
 """Graph Segment Training (GST, SPEC §7): constant training memory whatever the graph size.
 
-The organisers' recipe (``kaidic/GST``, ``custom_tpu_train.py``), as the default
-(``segment_combine="sum"``):
+The organisers' recipe (``kaidic/GST``, ``custom_tpu_train.py``):
 
 - each graph is cut into segments of about ``segment_size`` nodes (:mod:`features.segments`,
   cached with the features); a segment is scored on its own: pooled, through the model's scoring
   part (:meth:`RankerGNN.config_vectors`, cross-configuration attention over the step's configs,
   head) to **one scalar per config**, and a config's cost is the **sum** of its segments' scores.
-  A segment without a configurable node adds the same score to every config of its graph, which a
-  ranking loss ignores;
+  A segment without a configurable node adds the same score to every config of its graph, which
+  the ranking losses ignore;
 - a training step runs forward + backward through ``segments_per_step`` segments, drawn in
-  proportion to their configurable nodes (``segment_draw="nodes"``; ``uniform`` is the organisers'
-  draw). Their summed score is scaled to the expected number of segments kept in the step (the
-  trained ones plus ``1 - stale_dropout`` of the others);
+  proportion to their configurable nodes (never a segment without one: its step would have no
+  gradient). Their summed score is scaled to the expected number of segments kept in the step
+  (the trained ones plus ``1 - stale_dropout`` of the others that hold a configurable node);
 - every other segment's score comes from a **history table** (:class:`HistoryTable`, bounded in
-  bytes) keyed by (graph, segment, the config values that segment sees): two configs that agree on
-  a segment's configurable nodes share its entry, a segment without configurable node has one
-  entry per graph. A missing entry counts as zero (``history_fill=true`` computes it without
-  gradient instead, a pass over every missing segment of the step's configs);
+  bytes) keyed by (graph, segment, the config values that segment sees): two configs that agree
+  on a segment's configurable nodes share its entry, a segment without configurable node has one
+  entry per graph. A missing entry counts as zero;
 - **stale embedding dropout**: one mask per graph and step, shared by all its configs, leaves each
   historical score out with probability ``stale_dropout``, so two configs of a graph always sum
   the same segments and their difference is the model's, not the mask's.
@@ -25,9 +23,9 @@ The organisers' recipe (``kaidic/GST``, ``custom_tpu_train.py``), as the default
 Inference is exact: every segment is scored fresh and the scores are summed
 (:func:`summed_segment_costs`), one segment at a time over all configs (memory of one segment).
 
-``segment_combine="pool"`` is the earlier variant kept for comparison: the segments' pooled
-vectors are combined (:meth:`models.gnn.model.Pool.combine`, size-weighted; a missing or dropped
-segment is left out) and the one graph vector is scored.
+Measured against the variants this replaced (``BENCHMARKS.md``, "Graph Segment Training"):
+combining the segments' pooled vectors into one graph vector instead of summing scores, a uniform
+draw of the trained segment, and a no-grad pass filling missing history entries.
 
 Edges that cross segments are dropped (``segment_halo=0``) or kept as boundary inputs: a halo of
 ``segment_halo`` hops of neighbours joins the segment's message passing but not its pooling.
@@ -50,9 +48,6 @@ from features.segments import cached_segmentation, graph_fingerprint
 from models.gnn.data import GraphTensors, config_rows, tabular_rows
 from models.gnn.model import RankerGNN
 
-COMBINES = ("sum", "pool")
-DRAWS = ("nodes", "uniform")
-
 
 @dataclass(frozen=True)
 class SegmentSpec:
@@ -61,11 +56,6 @@ class SegmentSpec:
     size: int
     method: str = "contiguous"
     halo: int = 0
-    combine: str = "sum"
-
-    def __post_init__(self) -> None:
-        if self.combine not in COMBINES:
-            raise ValueError(f"unknown segment combine {self.combine!r}; expected one of {COMBINES}")
 
     @classmethod
     def from_config(cls, cfg: Any) -> "SegmentSpec | None":
@@ -73,8 +63,7 @@ class SegmentSpec:
         if size <= 0:
             return None
         return cls(size=size, method=getattr(cfg, "segment_method", "contiguous"),
-                   halo=int(getattr(cfg, "segment_halo", 0)),
-                   combine=getattr(cfg, "segment_combine", "sum"))
+                   halo=int(getattr(cfg, "segment_halo", 0)))
 
 
 @dataclass
@@ -181,7 +170,7 @@ class SegmentCache:
 @dataclass
 class _Entries:
     keys: np.ndarray  # (n,) uint64, sorted
-    values: np.ndarray  # (n, D) float32
+    values: np.ndarray  # (n,) float32
 
     @property
     def nbytes(self) -> int:
@@ -189,11 +178,11 @@ class _Entries:
 
 
 class HistoryTable:
-    """Historical segment outputs keyed by (graph, segment, config key), at most ``max_bytes``.
+    """Historical segment scores keyed by (graph, segment, config key), at most ``max_bytes``.
 
-    A config key (:func:`segment_config_keys`) identifies the config values a segment sees, so
-    configs that agree there share an entry. Each (graph, segment) holds sorted key and value
-    arrays (8 + 4·D bytes an entry); writing to one makes it the newest, and the oldest
+    A config key (:func:`segment_config_key`) identifies the config values a segment sees, so
+    configs that agree there share an entry. Each (graph, segment) holds sorted key and score
+    arrays (12 bytes an entry); writing to one makes it the newest, and the oldest
     (graph, segment) arrays are evicted when the table is over its byte limit.
     """
 
@@ -208,11 +197,10 @@ class HistoryTable:
         """Number of entries."""
         return sum(len(e.keys) for e in self._rows.values())
 
-    def lookup(self, graph: str, segment: int, keys: np.ndarray, dim: int
-               ) -> tuple[np.ndarray, np.ndarray]:
-        """Values (B, dim) of ``keys`` (B,) (0 where missing) and a (B,) mask of those present."""
+    def lookup(self, graph: str, segment: int, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Scores (B,) of ``keys`` (B,) (0 where missing) and a (B,) mask of those present."""
         keys = np.asarray(keys, dtype=np.uint64)
-        values = np.zeros((len(keys), dim), dtype=np.float32)
+        values = np.zeros(len(keys), dtype=np.float32)
         entries = self._rows.get((graph, int(segment)))
         if entries is None or not len(entries.keys):
             return values, np.zeros(len(keys), dtype=bool)
@@ -222,9 +210,9 @@ class HistoryTable:
         return values, have
 
     def store(self, graph: str, segment: int, keys: np.ndarray, values: np.ndarray) -> None:
-        """Write ``values`` (B, D) under ``keys`` (B,) (a repeated key keeps its first value)."""
+        """Write scores ``values`` (B,) under ``keys`` (B,) (a repeated key keeps its first one)."""
         keys, first = np.unique(np.asarray(keys, dtype=np.uint64), return_index=True)
-        values = np.asarray(values, dtype=np.float32)[first]
+        values = np.asarray(values, dtype=np.float32).reshape(-1)[first]
         slot = (graph, int(segment))
         old = self._rows.pop(slot, None)
         if old is not None:
@@ -280,19 +268,10 @@ def segment_scores(model: RankerGNN, seg: SegmentTensors, feats: torch.Tensor,
     return model.score(segment_vectors(model, seg, feats, tabular))
 
 
-def segmented_embed(model: RankerGNN, segs: GraphSegments, feats: torch.Tensor,
-                    combine: str) -> torch.Tensor:
-    """``segment_combine="pool"`` inference: every segment fresh, combined like training without
-    dropout, (B, P)."""
-    parts = torch.stack([embed_segment(model, s, feats) for s in segs.parts], dim=1)
-    return model.pool.combine(parts, segs.sizes.expand(parts.shape[0], -1), combine)
-
-
 def summed_segment_costs(model: RankerGNN, segs: GraphSegments, g: ProcessedGraph,
                          tensors: GraphTensors, idx: np.ndarray, chunks: list[np.ndarray],
                          contexts: list[np.ndarray] | None) -> torch.Tensor:
-    """Exact costs (len(idx),) float64 of a ``segment_combine="sum"`` model: every segment scored
-    fresh, the scores summed (averaged over ``contexts``, positions in ``idx`` of the configs every
+    """Exact costs (len(idx),) float64 of a segment-trained model: every segment scored fresh, the scores summed (averaged over ``contexts``, positions in ``idx`` of the configs every
     config attends to; ``None``: each chunk is its own context).
 
     One segment at a time over every chunk of configs, so memory holds one segment's vectors.
@@ -335,21 +314,19 @@ def segment_config_key(rows: np.ndarray, seg: SegmentTensors,
     return np.frombuffer(b"".join(digests), dtype="<u8").astype(np.uint64)
 
 
-def draw_trained(rng: np.random.Generator, segs: GraphSegments, count: int, draw: str) -> np.ndarray:
-    """Segments trained this step (sorted): ``nodes`` draws them in proportion to their core
-    configurable nodes (uniformly where no segment has one: tile graphs), ``uniform`` uniformly."""
-    if draw not in DRAWS:
-        raise ValueError(f"unknown segment draw {draw!r}; expected one of {DRAWS}")
-    k = segs.num_segments
+def draw_trained(rng: np.random.Generator, segs: GraphSegments, count: int) -> np.ndarray:
+    """Segments trained this step (sorted), drawn in proportion to their core configurable nodes
+    (uniformly where no segment has one: tile graphs)."""
     weights = np.array([p.core_configurable for p in segs.parts], dtype=np.float64)
-    if draw == "uniform" or weights.sum() <= 0:
-        weights = np.ones(k)
+    if weights.sum() <= 0:
+        weights = np.ones(segs.num_segments)
     count = min(max(1, count), int((weights > 0).sum()))
-    return np.sort(rng.choice(k, size=count, replace=False, p=weights / weights.sum()))
+    return np.sort(rng.choice(segs.num_segments, size=count, replace=False,
+                              p=weights / weights.sum()))
 
 
 def active_segments(model: RankerGNN, segs: GraphSegments) -> int:
-    """Segments whose output can differ between configs (those the rescaled sum stands for)."""
+    """Segments whose score can differ between configs (those the rescaled sum stands for)."""
     if model.uses_tabular:
         return segs.num_segments
     return sum(1 for p in segs.parts if not p.config_free)
@@ -359,10 +336,9 @@ class _Step:
     """One GST training step on one graph: its configs, their history keys, the table."""
 
     def __init__(self, model: RankerGNN, segs: GraphSegments, feats: torch.Tensor,
-                 tabular: torch.Tensor | None, history: HistoryTable, combine: str, fill: bool):
+                 tabular: torch.Tensor | None, history: HistoryTable):
         self.model, self.segs, self.feats, self.tabular = model, segs, feats, tabular
-        self.history, self.combine, self.fill = history, combine, fill
-        self.dim = 1 if combine == "sum" else model.pool.out_dim
+        self.history = history
         self._rows = feats.detach().cpu().numpy()
         self._tab = (None if tabular is None
                      else np.ascontiguousarray(tabular.detach().float().cpu().numpy()))
@@ -373,78 +349,37 @@ class _Step:
             self._keys[s] = segment_config_key(self._rows, self.segs.parts[s], self._tab)
         return self._keys[s]
 
-    def output(self, s: int, rows: torch.Tensor | None = None) -> torch.Tensor:
-        """(b, dim) output of segment ``s`` for the configs at ``rows`` (default all): its score
-        (``sum``) or its pooled vector (``pool``)."""
-        feats = self.feats if rows is None else self.feats[rows]
-        tab = self.tabular if rows is None or self.tabular is None else self.tabular[rows]
-        seg = self.segs.parts[s]
-        if self.combine == "sum":
-            return segment_scores(self.model, seg, feats, tab)[:, None]
-        return embed_segment(self.model, seg, feats).expand(feats.shape[0], -1)
+    def fresh(self, s: int) -> torch.Tensor:
+        """Scores (B,) of segment ``s`` with gradient, written to the table."""
+        scores = segment_scores(self.model, self.segs.parts[s], self.feats, self.tabular)
+        self.history.store(self.segs.key, s, self.keys(s), scores.detach().float().cpu().numpy())
+        return scores
 
-    def stale(self, s: int) -> tuple[torch.Tensor, np.ndarray]:
-        """(B, dim) stored outputs of segment ``s`` (0 where missing, or computed without gradient
-        with ``fill``) and the (B,) mask of the entries that hold a value."""
-        values, have = self.history.lookup(self.segs.key, s, self.keys(s), self.dim)
-        out = torch.as_tensor(values, device=self.feats.device)
-        missing = np.flatnonzero(~have)
-        if self.fill and len(missing):
-            with torch.no_grad():
-                rows = torch.as_tensor(missing, device=self.feats.device)
-                out[rows] = self.output(s, rows).float()
-            self.history.store(self.segs.key, s, self.keys(s)[missing], out[rows].cpu().numpy())
-            have = np.ones_like(have)
-        return out, have
-
-    def store(self, s: int, fresh: torch.Tensor) -> None:
-        self.history.store(self.segs.key, s, self.keys(s), fresh.detach().float().cpu().numpy())
+    def stale(self, s: int) -> torch.Tensor:
+        """Scores (B,) of segment ``s`` from the table (0 where missing)."""
+        values, _ = self.history.lookup(self.segs.key, s, self.keys(s))
+        return torch.as_tensor(values, device=self.feats.device)
 
 
 def gst_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
               device: torch.device, cfg: Any, step: int, state: GstState) -> torch.Tensor:
     """Costs of a training step's configs ``idx``: gradient through ``segments_per_step`` drawn
-    segments, the others from the history table (missing = 0, or a no-grad pass with
-    ``history_fill``), one stale-dropout mask for the graph."""
+    segments, the others' scores from the history table (missing = 0), one stale-dropout mask
+    for the graph."""
     spec = SegmentSpec.from_config(cfg)
     assert spec is not None
     features_dir = str(cfg.features_dir()) if hasattr(cfg, "features_dir") else None
     segs = state.segments.get(g, tensors, spec, features_dir)
     rng = np.random.default_rng([int(cfg.seed), int(step), zlib.crc32(segs.key.encode())])
-    trained = draw_trained(rng, segs, int(cfg.segments_per_step),
-                           getattr(cfg, "segment_draw", "nodes"))
+    trained = draw_trained(rng, segs, int(cfg.segments_per_step))
     stale = np.setdiff1d(np.arange(segs.num_segments), trained)
     p = float(cfg.stale_dropout) if model.training else 0.0
-    kept = [int(s) for s in stale[rng.random(len(stale)) >= p]]  # one mask for all configs
+    kept = stale[rng.random(len(stale)) >= p]  # one mask for all configs of the graph
     feats = config_rows(g, idx, device)
-    part = _Step(model, segs, feats, tabular_rows(model, g, tensors, feats), state.history,
-                 spec.combine, bool(getattr(cfg, "history_fill", False)))
-    fresh = {int(s): part.output(int(s)) for s in trained}
-    if spec.combine == "pool":
-        cost = _pooled_cost(part, fresh, kept)
-    else:
-        expected_kept = len(trained) + (1.0 - p) * max(active_segments(model, segs) - len(trained), 0)
-        cost = torch.cat(list(fresh.values()), dim=1).sum(dim=1) * (expected_kept / len(trained))
-        for s in kept:
-            cost = cost + part.stale(s)[0][:, 0].to(cost.dtype)
-    for s, values in fresh.items():
-        part.store(s, values)
-    return cost
-
-
-def _pooled_cost(part: _Step, fresh: dict[int, torch.Tensor], kept: list[int]) -> torch.Tensor:
-    """``segment_combine="pool"``: size-weighted combination of the trained segments' fresh pooled
-    vectors and the kept stale ones (missing ones left out), scored as one graph vector."""
-    model, segs, feats = part.model, part.segs, part.feats
-    dtype = next(iter(fresh.values())).dtype
-    parts = torch.zeros(feats.shape[0], segs.num_segments, part.dim, device=feats.device, dtype=dtype)
-    weights = torch.zeros(feats.shape[0], segs.num_segments, device=feats.device)
-    for s, values in fresh.items():
-        parts[:, s] = values
-        weights[:, s] = segs.sizes[s]
+    part = _Step(model, segs, feats, tabular_rows(model, g, tensors, feats), state.history)
+    fresh = torch.stack([part.fresh(int(s)) for s in trained], dim=1).sum(dim=1)
+    expected_kept = len(trained) + (1.0 - p) * max(active_segments(model, segs) - len(trained), 0)
+    cost = fresh * (expected_kept / len(trained))
     for s in kept:
-        values, have = part.stale(s)
-        parts[:, s] = values.to(dtype)
-        weights[:, s] = segs.sizes[s] * torch.as_tensor(have, device=feats.device)
-    pooled = model.pool.combine(parts, weights, "pool")
-    return model.score(model.config_vectors(pooled, feats, part.tabular))
+        cost = cost + part.stale(int(s)).to(cost.dtype)
+    return cost

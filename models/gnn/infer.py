@@ -23,8 +23,7 @@ from features.processed import ProcessedGraph
 from models import metrics
 from models.gnn.config import GnnConfig
 from models.gnn.data import GraphTensors, config_rows, graph_tensors, load_graphs, tabular_rows
-from models.gnn.gst import (GstState, SegmentCache, SegmentSpec, gst_costs, segmented_embed,
-                            summed_segment_costs)
+from models.gnn.gst import GstState, SegmentCache, SegmentSpec, gst_costs, summed_segment_costs
 from models.gnn.model import ModelArgs, RankerGNN
 from models.training import choose_device, eval_mode, load_checkpoint, set_cpu_threads
 
@@ -53,8 +52,8 @@ class InferenceOptions:
     configs being ranked, N > 0 = a fixed seeded random subset of at most N of them (the same for
     all), -1 = the old behaviour (each chunk of ``batch`` configs is its own context).
     ``tta`` > 0 averages the costs over that many random contexts of ``context`` configs
-    (``batch`` when ``context`` is 0). ``segments``: Graph Segment Training models are embedded
-    segment by segment (every segment fresh), as they were trained.
+    (``batch`` when ``context`` is 0). ``segments``: a Graph Segment Training model scores every
+    segment fresh (each segment's configs attending to the same context) and sums the scores.
     """
 
     context: int = 0
@@ -83,15 +82,11 @@ def forward_configs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, 
 
 
 def embed_configs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
-                  device: torch.device, options: InferenceOptions) -> torch.Tensor:
+                  device: torch.device) -> torch.Tensor:
     """Attention inputs (len(idx), hidden) of configs ``idx`` (one chunk): the embedding part."""
     feats = config_rows(g, idx, device)
-    if options.segments is not None:
-        segs = _SEGMENTS.get(g, tensors, options.segments, options.features_dir)
-        pooled = segmented_embed(model, segs, feats, options.segments.combine)
-    else:
-        pooled = model.embed(tensors.node_feat, tensors.node_opcode, tensors.edge_index, feats,
-                             tensors.config_node_pos)
+    pooled = model.embed(tensors.node_feat, tensors.node_opcode, tensors.edge_index, feats,
+                         tensors.config_node_pos)
     return model.config_vectors(pooled, feats, tabular_rows(model, g, tensors, feats))
 
 
@@ -125,7 +120,7 @@ def predict_costs(model: RankerGNN, g: ProcessedGraph, batch_size: int = 64,
     rounds = max(1, options.tta)
     size = options.context if options.context > 0 or options.tta <= 0 else batch_size
     with eval_mode(model), torch.no_grad():
-        if options.segments is not None and options.segments.combine == "sum":
+        if options.segments is not None:
             contexts = None if options.context < 0 else [
                 context_subset(len(idx), size, options.seed, r) for r in range(rounds)]
             segs = _SEGMENTS.get(g, tensors, options.segments, options.features_dir)
@@ -133,7 +128,7 @@ def predict_costs(model: RankerGNN, g: ProcessedGraph, batch_size: int = 64,
         if options.context < 0:  # legacy: each near-equal chunk is its own context
             out = [forward_configs(model, g, tensors, idx[c], device).float() for c in chunks]
             return torch.cat(out).cpu().numpy().astype(np.float64)
-        z = torch.cat([embed_configs(model, g, tensors, idx[c], device, options) for c in chunks])
+        z = torch.cat([embed_configs(model, g, tensors, idx[c], device) for c in chunks])
         total = torch.zeros(len(idx), dtype=torch.float64, device=z.device)
         for r in range(rounds):
             ctx = z[torch.as_tensor(context_subset(len(idx), size, options.seed, r), device=z.device)]
