@@ -18,6 +18,8 @@ class BuildConfig(StageConfig):
     prune_hops: int = 1  # k of the k-hop neighbourhood kept around configurable nodes; -1 = no pruning
     rewire: bool = True  # keep an edge between kept nodes joined only through removed nodes
     rewire_max_sources: int = 8  # rewired producers per removed path, nearest first; 0 = unlimited
+    config_graph_hops: int = 8  # layout: link two configurable nodes joined by a path of at most this many edges through non-configurable nodes (features.configgraph; the factorized GNN's head graph)
+    config_graph_max_links: int = 64  # layout: links kept per configurable node, nearest first (bounds fan-out); 0 = all
     pad_minus_one: bool = True  # -1 beyond the rank in per-dimension blocks (node and tile config)
     engineered: bool = True  # log transforms, lane (% 128) features, degree and depth
     dot_features: bool = True  # dot-general dims and dot/conv operand shapes
@@ -37,7 +39,8 @@ class BuildConfig(StageConfig):
 
     def transform_params(self) -> dict[str, Any]:
         """What changes the outputs (part of every cache key)."""
-        keys = ("prune_hops", "rewire", "rewire_max_sources", "pad_minus_one", "engineered",
+        keys = ("prune_hops", "rewire", "rewire_max_sources", "config_graph_hops",
+                "config_graph_max_links", "pad_minus_one", "engineered",
                 "dot_features", "exact_dot", "dedup", "max_train_configs", "tabular", "heuristic",
                 "tabular_max_train_rows")
         params = {k: getattr(self, k) for k in keys}

@@ -14,6 +14,7 @@ from tpurank import __version__
 from tpurank.collections import Collection, get_collection
 from features.buildconfig import BuildConfig
 from features.configcodes import CodedConfigs, encode_array
+from features.configgraph import config_graph_of_npz, to_positions
 from features.dotdims import DotDims
 from features.io import Graph
 from features.norm import NormStats, _apply
@@ -35,6 +36,7 @@ class NodeStage:
     orig_node_ids: np.ndarray
     config_node_pos: np.ndarray | None
     stats: dict[str, Any] = field(default_factory=dict)
+    config_graph: np.ndarray | None = None  # layout: features.configgraph rows, inner nodes as positions
 
 
 def node_feature_names(cfg: BuildConfig) -> list[str]:
@@ -76,10 +78,14 @@ def node_stage(graph: Graph, cfg: BuildConfig, exact_dot: dict[int, DotDims] | N
                           "kept_edges": int(ei.shape[1]), "rewired": 0})
     pr = tf.prune_graph(n, graph.edge_index, np.asarray(cfg_ids), cfg.prune_hops, cfg.rewire,
                         cfg.rewire_max_sources)
+    links = config_graph_of_npz(n, graph.edge_index, np.asarray(cfg_ids), cfg.config_graph_hops,
+                                cfg.config_graph_max_links)
     stats = {"nodes": n, "edges": pr.num_orig_edges, "kept_nodes": int(len(pr.kept)),
-             "kept_edges": int(pr.edge_index_pyg.shape[1]), "rewired": pr.num_rewired}
+             "kept_edges": int(pr.edge_index_pyg.shape[1]), "rewired": pr.num_rewired,
+             "config_links": int(len(links))}
     return NodeStage(feat[pr.kept], node_feature_names(cfg), op[pr.kept], pr.edge_index_pyg,
-                     pr.kept.astype(np.int64), pr.positions(np.asarray(cfg_ids)), stats)
+                     pr.kept.astype(np.int64), pr.positions(np.asarray(cfg_ids)), stats,
+                     to_positions(links, pr.kept))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,7 +187,8 @@ def process_graph(graph: Graph, collection: Collection | str, split: str, stem: 
                           node_opcode=ns.node_opcode, edge_index=ns.edge_index,
                           orig_node_ids=ns.orig_node_ids, config_feat=config_feat,
                           config_index=sel.index, config_node_pos=ns.config_node_pos,
-                          target=sel.target, meta=meta, layout_context=layout_arrays)
+                          target=sel.target, meta=meta, layout_context=layout_arrays,
+                          config_graph=ns.config_graph)
 
 
 def _with_heuristic(sink: Callable[[np.ndarray, np.ndarray], None],

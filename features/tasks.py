@@ -159,6 +159,8 @@ def _save_stage(task: Task, key: str, ns: NodeStage) -> None:
               "stats": np.array(json.dumps(ns.stats))}
     if ns.config_node_pos is not None:
         arrays["config_node_pos"] = ns.config_node_pos
+    if ns.config_graph is not None:
+        arrays["config_graph"] = ns.config_graph
     save_npz(_stage_path(task), **arrays)
 
 
@@ -175,7 +177,8 @@ def _load_stage(task: Task) -> NodeStage | None:
             return NodeStage(d["node_feat"], node_feature_names(task.cfg), d["node_opcode"],
                              d["edge_index"], d["orig_node_ids"],
                              d["config_node_pos"] if "config_node_pos" in d.files else None,
-                             json.loads(str(d["stats"])))
+                             json.loads(str(d["stats"])),
+                             d["config_graph"] if "config_graph" in d.files else None)
     except (OSError, ValueError, KeyError):
         return None
 
