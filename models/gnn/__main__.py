@@ -32,12 +32,13 @@ def train_main(argv: list[str]) -> int:
     under ``torchrun`` every rank runs this and rank 0 alone prints and writes summaries."""
     from models.gnn.config import GnnConfig
     from models.gnn.train import dump_summary, summary_line, train_collection
-    from models.training import TimeBudget, init_distributed, set_cpu_threads, shutdown_distributed
+    from models.training import (TimeBudget, budget_clock, init_distributed, set_cpu_threads,
+                                 shutdown_distributed)
 
     cfg = parse_config(GnnConfig, _with_default_preset(argv), prog="python -m models.gnn train")
     set_cpu_threads(cfg.threads)
     ctx, device = init_distributed(cfg.device)
-    budget = TimeBudget(cfg.time_budget)
+    budget = TimeBudget(cfg.time_budget, clock=budget_clock(cfg.budget_clock))
     try:
         from models.gnn.folds import train_folds, usable_folds
 

@@ -23,6 +23,8 @@ class GnnConfig(StageConfig):
     predict_threads: int = 0  # torch CPU threads for predict (0 = torch default: all cores)
 
     # --- model
+    arch: str = "factorized"  # layout: factorized (config-free trunk once per graph, per-config head over the configurable nodes) | copy (the graph copied per config)
+    head_layers: int = 2  # factorized: message-passing layers of the per-config head over the configurable-node graph
     conv: str = "sage"  # sage | gatv2
     hidden: int = 64  # node embedding width of every message-passing layer
     layers: int = 3  # message-passing layers
@@ -59,6 +61,7 @@ class GnnConfig(StageConfig):
     resume: bool = True  # continue from WORK/models/gnn/<slug>/seed<k>/last.pt when it exists
     step_budget: int = 0  # stop this invocation after this many steps (resume later); 0 = no limit
     time_budget: float = 0.0  # wall seconds for the whole train invocation, shared by its collections and folds (0 = no limit)
+    budget_clock: str = "wall"  # wall | cpu: --time-budget counts wall seconds, or this process's CPU seconds (equal compute for comparisons on a loaded machine; with --threads 1)
     tile_budget_weight: float = 1.0  # share of --time-budget of a tile model relative to a layout model (one fold each)
 
     # --- memory and processes
@@ -80,8 +83,7 @@ class GnnConfig(StageConfig):
     segment_combine: str = "pool"  # GST segments -> graph: pool (like the model's pooling) | mean
     history_max_bytes: int = 268435456  # GST historical embedding table limit in bytes (oldest evicted)
     history_fill: bool = True  # GST: embed (graph, config, segment) entries missing from the history without gradient (false: leave them out of the step, faster)
-    predict_context: int = 0  # inference attention context: 0 = all configs, N = a fixed seeded subset of N, -1 = chunks of predict_batch
-    predict_tta: int = 0  # inference: average the costs over this many random contexts (0 = one fixed context)
+    predict_context: int = 1024  # inference attention context: a fixed seeded subset of at most N of the configs ranked (0 = all; all and 64 scored alike, BENCHMARKS.md), so attention stays linear in the config count
 
     PRESETS: ClassVar[dict[str, dict[str, object]]] = {
         # quick: bounded by time, not steps (issue 11): 900 s of GNN training for all selected
@@ -137,16 +139,22 @@ class GnnConfig(StageConfig):
     def preds_dir(self) -> Path:
         return Path(self.work) / "preds"
 
-    def configs_per_step_for(self, num_nodes: int, is_tile: bool) -> int:
-        """Configs sampled from a graph of ``num_nodes`` kept nodes in one step.
+    def configs_per_step_for(self, num_nodes: int, is_tile: bool, config_nodes: int = 0) -> int:
+        """Configs sampled from a graph of ``num_nodes`` kept nodes (``config_nodes`` of them
+        configurable) in one step.
 
-        With ``node_budget`` > 0 the step's graph copies (nodes x configs) stay within the budget,
-        which bounds activation memory (see ``models.gnn.train``), but never below
-        ``min_configs_per_step``. Tile models with ``tile_join="late"`` run message passing once
-        per graph whatever the config count, so the budget does not apply to them.
+        With ``node_budget`` > 0 the step's per-config node rows stay within the budget, which
+        bounds activation memory (see ``models.gnn.train``), but never below
+        ``min_configs_per_step``: ``num_nodes`` rows per config for the copy model (one graph copy
+        each); ``config_nodes`` per config for the factorized model, whose trunk's ``num_nodes``
+        rows are paid once per step. Tile models with ``tile_join="late"`` run message passing
+        once per graph whatever the config count, so the budget does not apply to them.
         """
         wanted = self.configs_per_step
         if self.node_budget <= 0 or (is_tile and self.tile_join == "late"):
             return wanted
-        fits = self.node_budget // max(1, num_nodes)
+        if self.arch == "factorized" and not is_tile:
+            fits = (self.node_budget - num_nodes) // max(1, config_nodes)
+        else:
+            fits = self.node_budget // max(1, num_nodes)
         return max(min(self.min_configs_per_step, wanted), min(wanted, fits))

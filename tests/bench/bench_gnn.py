@@ -7,7 +7,14 @@ per step, for the ``quick`` model shape (and ``full`` on CUDA) — ``make bench`
 synthetic graphs (2k-40k nodes): each case runs in a fresh process (so peak RSS is its own) and
 records the bytes autograd saved for backward, the RSS growth at the end of the forward pass and
 the peak RSS growth over forward + backward, with and without activation checkpointing; the fit
-and the cases go to ``benchmarks/gnn_memory.json``."""
+and the cases go to ``benchmarks/gnn_memory.json``.
+
+``python tests/bench/bench_gnn.py speed`` compares the layout architectures (``--arch copy`` vs
+``factorized``) on kaggle-shaped programs of about 2k, 6k, 14k and 40k nodes before pruning
+(``features.sample`` motifs, about 350 configurable nodes, pruned and featurized by the feature
+pipeline): training steps per second at ``configs_per_step`` configs and prediction configs per
+second over 1,000 configs, both archs interleaved in one process so that their ratio is measured
+under the same load; ``benchmarks/gnn_speed.json``."""
 
 from __future__ import annotations
 
@@ -89,6 +96,125 @@ def current_rss_mb() -> float:
             return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
     except (OSError, ValueError, IndexError):
         return float("nan")
+
+
+# --- copy vs factorized speed on kaggle-shaped programs --------------------------------------
+
+SPEED_NODES = (2_000, 6_000, 14_000, 40_000)
+SPEED_CONFIGS = 1_000
+
+
+def kaggle_shaped_graph(target_nodes: int, seed: int = 0, configurable: int = 350,
+                        configs: int = SPEED_CONFIGS) -> ProcessedGraph:
+    """An xla program of about ``target_nodes`` nodes from the sample generator's motifs, with
+    ``configurable`` configurable nodes (fewer when it has fewer candidates) and random layout
+    configs, through the feature pipeline's node and config stages (default build: 1-hop pruning,
+    the configurable-node graph); unnormalised features, random targets."""
+    from features.buildconfig import BuildConfig
+    from features.io import Graph
+    from features.sample.files import _choose_configurable, _graph_arrays
+    from features.sample.layout_search import (_slot_spaces, encode_node_config_feat,
+                                               sample_layout_configs)
+    from features.sample.motifs import build_layout_graph
+    from features.stages import process_graph
+
+    rng = np.random.default_rng([seed, target_nodes])
+    fg = build_layout_graph("xla", rng, target_nodes)[0].finalize()
+    arrays = _graph_arrays(fg, rng)
+    ops = frozenset(("convolution", "dot", "reshape"))
+    ids = _choose_configurable(fg, rng, configurable, configurable, ops)
+    spaces = _slot_spaces(fg, ids)
+    feat = encode_node_config_feat(sample_layout_configs(rng, spaces, configs, "random"), spaces)
+    graph = Graph(node_feat=arrays["node_feat"], node_opcode=arrays["node_opcode"].astype(np.int64),
+                  edge_index=arrays["edge_index"].astype(np.int64),
+                  config_runtime=rng.integers(1_000, 100_000, size=configs),
+                  node_config_ids=ids.astype(np.int64), node_config_feat=feat)
+    cfg = dataclasses.replace(BuildConfig(), tabular=False)
+    g = process_graph(graph, "layout:xla:random", "valid", f"speed{target_nodes}", None, cfg)
+    g.meta["source_nodes"] = graph.num_nodes
+    return g
+
+
+def _cpu_and_wall(fn) -> tuple[float, float]:
+    cpu, wall = time.process_time(), time.perf_counter()
+    fn()
+    return time.process_time() - cpu, time.perf_counter() - wall
+
+
+def speed_cases(g: ProcessedGraph, archs: tuple[str, ...] = ("copy", "factorized"),
+                reps: int = 3) -> dict[str, dict]:
+    """Median seconds (process CPU and wall) of one quick-preset training step and of predicting
+    every config of ``g``, per freshly initialised ``arch`` model; the archs take turns in every
+    repetition, so that load on the machine falls on both alike."""
+    from models.gnn.infer import TensorCache, forward_configs, predict_costs
+
+    device = torch.device("cpu")
+    quick = {k: v for k, v in GnnConfig.PRESETS["quick"].items() if k in ("hidden", "layers")}
+    tensors = TensorCache(device).get(g)
+    target = np.asarray(g.target)
+    rng = np.random.default_rng(0)
+    runs = {}
+    for arch in archs:
+        cfg = dataclasses.replace(GnnConfig(), arch=arch, **quick)
+        model = RankerGNN(model_args_for(cfg, g))
+        runs[arch] = (cfg, model, make_optimizer(model, 1e-3, 1e-4), get_loss(cfg.loss))
+
+    def step(arch: str) -> None:
+        _, model, opt, loss_fn = runs[arch]
+        idx = np.sort(rng.choice(g.num_configs, STEP_CONFIGS, replace=False))
+        cost = forward_configs(model, g, tensors, idx, device)
+        opt.zero_grad()
+        loss_fn(cost, torch.as_tensor(target[idx])).backward()
+        opt.step()
+
+    def predict(arch: str) -> None:
+        predict_costs(runs[arch][1], g, runs[arch][0].predict_batch)
+
+    times: dict[str, dict[str, list]] = {a: {"train": [], "predict": []} for a in archs}
+    for arch in archs:
+        step(arch)  # warm-up
+    for _ in range(reps):
+        for arch in archs:
+            times[arch]["train"].append(_cpu_and_wall(lambda: step(arch)))
+            times[arch]["predict"].append(_cpu_and_wall(lambda: predict(arch)))
+    med = lambda xs, i: float(np.median([x[i] for x in xs]))  # noqa: E731
+    return {a: {"train_step_cpu_s": med(t["train"], 0), "train_step_wall_s": med(t["train"], 1),
+                "predict_cpu_s": med(t["predict"], 0), "predict_wall_s": med(t["predict"], 1)}
+            for a, t in times.items()}
+
+
+def speed_main() -> None:
+    import json
+
+    from tpurank.atomic import write_json
+    from tpurank.results import bench_metadata
+
+    threads = int(os.environ.get("BENCH_THREADS", "1"))
+    torch.set_num_threads(threads)
+    rows, ratios = [], []
+    for nodes in SPEED_NODES:
+        g = kaggle_shaped_graph(nodes)
+        shape = {"target_nodes": nodes, "source_nodes": g.meta["source_nodes"],
+                 "kept_nodes": g.num_nodes, "configurable": len(g.config_node_pos),
+                 "config_links": int(len(g.config_graph))}
+        case = speed_cases(g)
+        for arch, r in case.items():
+            rows.append({**shape, "arch": arch,
+                         "train_steps_per_cpu_s": 1 / r["train_step_cpu_s"],
+                         "predict_configs_per_cpu_s": g.num_configs / r["predict_cpu_s"],
+                         "train_steps_per_s": 1 / r["train_step_wall_s"],
+                         "predict_configs_per_s": g.num_configs / r["predict_wall_s"]})
+            print(json.dumps(rows[-1]), flush=True)
+        c, f = case["copy"], case["factorized"]
+        ratios.append({**shape, "train_speedup_cpu": c["train_step_cpu_s"] / f["train_step_cpu_s"],
+                       "predict_speedup_cpu": c["predict_cpu_s"] / f["predict_cpu_s"],
+                       "train_speedup_wall": c["train_step_wall_s"] / f["train_step_wall_s"],
+                       "predict_speedup_wall": c["predict_wall_s"] / f["predict_wall_s"]})
+        print(json.dumps(ratios[-1]), flush=True)
+    write_json(Path("benchmarks") / "gnn_speed.json",
+               {**bench_metadata("python tests/bench/bench_gnn.py speed"), "threads": threads,
+                "configs_per_step": STEP_CONFIGS, "rows": rows,
+                "tables": {"factorized speed-up over copy (same process, interleaved)": {"rows": ratios}}})
 
 
 # --- memory model check -----------------------------------------------------------------------
@@ -341,4 +467,4 @@ def main() -> None:
 if __name__ == "__main__":
     import sys
 
-    {"memory": memory_main, "project": project_main}.get(sys.argv[1] if sys.argv[1:] else "", main)()
+    {"memory": memory_main, "project": project_main, "speed": speed_main}.get(sys.argv[1] if sys.argv[1:] else "", main)()

@@ -81,6 +81,46 @@ def test_gnn_learns_toy_layout_ranking(tmp_path, learnable_features):
     assert report["score"] > 0.4, report["per_graph"]
 
 
+def test_factorized_gnn_learns_toy_layout_ranking(tmp_path, learnable_features):
+    """The factorized architecture (trunk once per graph, head over the configurable nodes)
+    ranks the held-out toy graphs' configs almost perfectly."""
+    coll = get_collection("layout:xla:random")
+    cfg = _cfg(tmp_path, learnable_features, steps=300, eval_every=100, hidden=16,
+               configs_per_step=16, cross_attn=False, lr=2e-2, arch="factorized")
+    report = train_collection(cfg, coll)
+    assert report["score"] >= 0.9, report["per_graph"]
+
+
+def test_factorized_trunk_runs_once_per_graph_per_step(tmp_path, toy_features, monkeypatch):
+    from models.gnn.model import RankerGNN
+
+    calls: list[bool] = []
+    trunk = RankerGNN.trunk
+    monkeypatch.setattr(RankerGNN, "trunk",
+                        lambda self, *a: calls.append(self.training) or trunk(self, *a))
+    cfg = _cfg(tmp_path, toy_features, arch="factorized", steps=6, eval_every=100,
+               graphs_per_step=2, configs_per_step=8)
+    train_collection(cfg, get_collection("layout:xla:random"))
+    assert sum(calls) == 6 * 2  # training: one trunk per graph of every step, whatever its configs
+    assert len(calls) - sum(calls) == 2 * 2  # evaluation at the last step + final report: 2 graphs each
+
+
+def test_copy_checkpoint_saved_before_the_arch_option_still_predicts(tmp_path, toy_features):
+    coll = get_collection("layout:xla:random")
+    cfg = _cfg(tmp_path, toy_features, arch="copy", steps=4, eval_every=4)
+    train_collection(cfg, coll)
+    best = cfg.model_dir(coll) / "best.pt"
+    state = load_checkpoint(best)
+    g = next(iter_processed(toy_features, coll, "test"))
+    before = predict_costs(load_trained_dir(cfg.model_dir(coll))[0], g)
+    for key in ("arch", "head_layers"):  # what an older release wrote
+        del state["model_args"][key]
+    torch.save(state, best)
+    model, _ = load_trained_dir(cfg.model_dir(coll))
+    assert model.args.arch == "copy"
+    np.testing.assert_array_equal(predict_costs(model, g), before)
+
+
 def test_joint_search_adds_other_search_graphs(tmp_path, toy_features):
     cfg = _cfg(tmp_path, toy_features, joint_search=True, steps=2, eval_every=2)
     report = train_collection(cfg, get_collection("layout:xla:default"))
@@ -132,12 +172,17 @@ def test_time_budget_stops_cleanly_and_a_rerun_does_not_train_more(tmp_path, toy
 
 def test_node_budget_bounds_configs_per_step():
     cfg = dataclasses.replace(GnnConfig(), configs_per_step=64, node_budget=100_000,
-                              min_configs_per_step=8)
+                              min_configs_per_step=8, arch="copy")
     assert cfg.configs_per_step_for(1_000, is_tile=False) == 64
     assert cfg.configs_per_step_for(10_000, is_tile=False) == 10
     assert cfg.configs_per_step_for(40_000, is_tile=False) == 8  # floor
     assert cfg.configs_per_step_for(40_000, is_tile=True) == 64  # late tile join: one graph pass
     assert dataclasses.replace(cfg, node_budget=0).configs_per_step_for(40_000, False) == 64
+    # factorized: the trunk's nodes once, then the configurable nodes per config
+    fac = dataclasses.replace(cfg, arch="factorized", configs_per_step=512)
+    assert fac.configs_per_step_for(10_000, False, config_nodes=350) == 257  # (100k - 10k) // 350
+    assert fac.configs_per_step_for(1_000, False, config_nodes=50) == 512
+    assert fac.configs_per_step_for(99_000, False, config_nodes=350) == 8  # floor
 
 
 def test_activation_checkpointing_trains_like_plain(tmp_path, toy_features):
