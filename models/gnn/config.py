@@ -99,13 +99,14 @@ class GnnConfig(StageConfig):
                   "predict_batch": 64, "threads": 0, "warmup_steps": 20, "lr": 3e-3,
                   "node_budget": 200000, "folds": 3, "tile_budget_weight": 0.5,
                   "oof_max_configs": 500, "final_val_max_configs": 500},
-        # full: one T4 (16 GB): node_budget keeps a step's activations near 9 GB in float32 under
-        # the measured memory model (benchmarks/gnn_memory.json); 6 h of training at most; OOF
+        # full: one T4 (16 GB): node_budget bounds a step's activations under the measured memory
+        # model (benchmarks/gnn_memory.json); 3,000 s of training at most, so that the whole
+        # Kaggle session stays under 3 h (the projection in BENCHMARKS.md, factorized model); OOF
         # of the real data's 535 layout train graphs on 2,000 configs each (about 1.1M configs)
         "full": {"hidden": 128, "layers": 4, "configs_per_step": 96, "steps": 20000,
                  "eval_every": 500, "patience": 8, "val_max_configs": 1000, "predict_batch": 128,
                  "conv": "sage", "dropout": 0.1, "warmup_steps": 500, "lr": 1e-3, "close_bias": 0.25,
-                 "time_budget": 21600.0, "node_budget": 500000, "folds": 5,
+                 "time_budget": 3000.0, "node_budget": 500000, "folds": 5,
                  "oof_max_configs": 2000, "final_val_max_configs": 2000},
     }
 
@@ -139,22 +140,24 @@ class GnnConfig(StageConfig):
     def preds_dir(self) -> Path:
         return Path(self.work) / "preds"
 
-    def configs_per_step_for(self, num_nodes: int, is_tile: bool, config_nodes: int = 0) -> int:
+    def configs_per_step_for(self, num_nodes: int, is_tile: bool, config_nodes: int = 0,
+                             config_links: int = 0) -> int:
         """Configs sampled from a graph of ``num_nodes`` kept nodes (``config_nodes`` of them
-        configurable) in one step.
+        configurable, ``config_links`` links between those) in one step.
 
-        With ``node_budget`` > 0 the step's per-config node rows stay within the budget, which
-        bounds activation memory (see ``models.gnn.train``), but never below
-        ``min_configs_per_step``: ``num_nodes`` rows per config for the copy model (one graph copy
-        each); ``config_nodes`` per config for the factorized model, whose trunk's ``num_nodes``
-        rows are paid once per step. Tile models with ``tile_join="late"`` run message passing
-        once per graph whatever the config count, so the budget does not apply to them.
+        With ``node_budget`` > 0 the step's node rows stay within the budget, which bounds
+        activation memory (see ``models.gnn.train``), but never below ``min_configs_per_step``:
+        ``num_nodes`` rows per config for the copy model (one graph copy each); for the factorized
+        model the trunk's ``num_nodes`` rows once per step, then ``config_nodes + config_links / 4``
+        rows per config (a head row keeps fewer bytes than a copy row, a link about a quarter of
+        a head row: ``benchmarks/gnn_memory.json``). Tile models with ``tile_join="late"`` run
+        message passing once per graph whatever the config count, so the budget does not apply.
         """
         wanted = self.configs_per_step
         if self.node_budget <= 0 or (is_tile and self.tile_join == "late"):
             return wanted
         if self.arch == "factorized" and not is_tile:
-            fits = (self.node_budget - num_nodes) // max(1, config_nodes)
+            fits = (self.node_budget - num_nodes) // max(1, config_nodes + config_links // 4)
         else:
             fits = self.node_budget // max(1, num_nodes)
         return max(min(self.min_configs_per_step, wanted), min(wanted, fits))

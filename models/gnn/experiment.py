@@ -82,8 +82,8 @@ def score_variant(run: GnnConfig, coll: Collection) -> dict:
                           choose_device(run.device))
     scored = predict_folds(run, coll)
     return {"score": scored["oof_score"], "valid": scored["valid_score"],
-            "oof_graphs": scored["oof_graphs"], "seconds": trained["train_seconds"],
-            "best_step": trained["best_step"], "kind": "oof"}
+            "oof_graphs": scored["oof_graphs"], "per_graph": scored["oof_per_graph"],
+            "seconds": trained["train_seconds"], "best_step": trained["best_step"], "kind": "oof"}
 
 
 def run_compare(cfg: GnnConfig, variants: dict[str, dict[str, str]], seeds: list[int]) -> dict:

@@ -22,14 +22,17 @@ checkpoints and reports its best weights as usual. Under a time limit the cosine
 decays over the projected number of steps (:class:`models.training.StepHorizon`).
 
 **Memory model** (per training step, CPU float32, SAGE layers, measured by
-``tests/bench/bench_gnn.py memory``): a layout step (or a tile step with ``tile_join="early"``)
-runs message passing over ``B`` copies of the ``n`` kept nodes, so its activations are about
-``A ~= alpha * n * B * d`` bytes for hidden size ``d``, where ``alpha`` grows linearly with the
-number of layers ``L`` (``alpha ~= alpha0 + alpha1 * L``; both fitted and written to
-``benchmarks/gnn_memory.json``). With ``--activation-checkpointing`` only each layer's input
+``tests/bench/bench_gnn.py memory``, fitted and written to ``benchmarks/gnn_memory.json``): a copy
+layout step (or a tile step with ``tile_join="early"``) runs message passing over ``B`` copies of
+the ``n`` kept nodes, so its activations are about ``A ~= alpha * n * B * d`` bytes for hidden
+size ``d``, where ``alpha`` grows linearly with the number of layers ``L`` (``alpha ~= alpha0 +
+alpha1 * L``). A factorized step keeps ``A ~= (trunk * n + (head * nc + link * E) * B) * d``
+bytes for ``nc`` configurable nodes and ``E`` links between them: the trunk once, the head per
+config (at 3 trunk and 2 head layers, a head row keeps about two thirds of a copy row's bytes and a
+link about a quarter of a head row's). With ``--activation-checkpointing`` only each layer's input
 (4 bytes per value) is kept plus one layer's working set. ``--node-budget NB`` caps ``n * B``
-(:meth:`GnnConfig.configs_per_step_for`), so a step needs about ``alpha * NB * d`` bytes
-whatever the graph size.
+(copy) or ``n + (nc + E / 4) * B`` (factorized) (:meth:`GnnConfig.configs_per_step_for`), so a
+step needs about ``alpha * NB * d`` bytes whatever the graph size.
 """
 
 from __future__ import annotations
@@ -178,12 +181,15 @@ def train_step(tr: Trainer, graphs: list[ProcessedGraph], cache: TensorCache, st
     for k, gi in enumerate(chosen):
         g = graphs[int(gi)]
         target = np.asarray(g.target, dtype=np.float64)
+        tensors = cache.get(g)
+        links = tensors.links
         size = cfg.configs_per_step_for(g.num_nodes, g.is_tile,
-                                        0 if g.is_tile else len(g.config_node_pos))
+                                        0 if g.is_tile else len(g.config_node_pos),
+                                        0 if links is None else int(links.hops.numel()))
         idx = sample_configs(rng, target, size, cfg.close_bias)
         with tr.no_sync(last=k == len(chosen) - 1):
             with autocast(tr.device, cfg.amp):
-                cost = tr.step_model(g, cache.get(g), idx, tr.device, cfg, step)
+                cost = tr.step_model(g, tensors, idx, tr.device, cfg, step)
             y = torch.as_tensor(target[idx], device=tr.device)
             kwargs = {"margin": cfg.margin} if cfg.loss == "hinge" else {}
             loss = loss_fn(cost.float(), y, **kwargs) / len(chosen)

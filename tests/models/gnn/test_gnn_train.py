@@ -50,11 +50,12 @@ def test_train_then_predict_covers_every_graph_and_config(tmp_path, toy_features
                                read_predictions(paths["test"])[g.stem], rtol=1e-5, atol=1e-5)
 
 
-def test_resume_gives_identical_model_and_predictions(tmp_path, toy_features):
+@pytest.mark.parametrize("arch", ["factorized", "copy"])
+def test_resume_gives_identical_model_and_predictions(tmp_path, toy_features, arch):
     coll = get_collection("layout:xla:default")
-    straight = _cfg(tmp_path / "a", toy_features)
+    straight = _cfg(tmp_path / "a", toy_features, arch=arch)
     train_collection(straight, coll)
-    interrupted = _cfg(tmp_path / "b", toy_features, step_budget=6)
+    interrupted = _cfg(tmp_path / "b", toy_features, step_budget=6, arch=arch)
     train_collection(interrupted, coll)
     assert load_checkpoint(interrupted.model_dir(coll) / "last.pt")["step"] == 4  # last eval
     train_collection(dataclasses.replace(interrupted, step_budget=0), coll)
@@ -183,6 +184,8 @@ def test_node_budget_bounds_configs_per_step():
     assert fac.configs_per_step_for(10_000, False, config_nodes=350) == 257  # (100k - 10k) // 350
     assert fac.configs_per_step_for(1_000, False, config_nodes=50) == 512
     assert fac.configs_per_step_for(99_000, False, config_nodes=350) == 8  # floor
+    # links count a quarter of a configurable node each: (100k - 10k) // (350 + 1400 // 4)
+    assert fac.configs_per_step_for(10_000, False, config_nodes=350, config_links=1_400) == 128
 
 
 def test_activation_checkpointing_trains_like_plain(tmp_path, toy_features):
