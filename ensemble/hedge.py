@@ -202,8 +202,8 @@ def portfolio_blend(normed: Sequence[Mapping[str, np.ndarray]], weights: Sequenc
 
 def portfolio_summary(fit: PortfolioFit, nested: NestedPortfolio | None = None) -> dict:
     """What the blend's summary records of the portfolio."""
-    out = {"members": fit.members, "slots": dict(zip(fit.members, fit.counts)),
-           "criterion": fit.criterion, "n_graphs": fit.n_graphs, "options": fit.options}
+    out = {"members": fit.members, "slots": fit.counts, "criterion": fit.criterion,
+           "n_graphs": fit.n_graphs, "options": fit.options}
     if nested is not None:
-        out["fold_slots"] = {k: dict(zip(fit.members, c)) for k, c in nested.counts.items()}
+        out["fold_slots"] = dict(nested.counts)  # fold -> slots of each member, in members' order
     return out

@@ -263,6 +263,8 @@ def _distribution_blocks(summary: dict, models: Sequence[str], valid: Mapping[st
         if oof:
             per_coll[c] = {m: oof["models"][m]["per_graph"] for m in models
                            if "per_graph" in oof["models"].get(m, {})}
+            if "per_graph" in oof.get("average", {}):  # the tile portfolio's weighted average
+                per_coll[c][f"{BLEND_MODEL} (average)"] = oof["average"]["per_graph"]
             if "per_graph" in oof["blend"]["scores"]:
                 per_coll[c][BLEND_MODEL] = oof["blend"]["scores"]["per_graph"]
         elif valid.get(c):
@@ -337,7 +339,7 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
                      "over the fitted graphs. Columns = candidate `a`: the criterion in-sample / "
                      "leave-one-graph-out (optimistic for the chosen `a`, which was picked by it), "
                      f"then the leave-one-graph-out mean and worst {WORST_FRACTION:.0%}."),
-               _shrink_table(summary)]
+               _shrink_table(summary)] + _portfolio_blocks(summary)
     if test_means:
         plot_collection_scores(test_means, "hidden test (sample only)", run_dir / "scores_test.png")
         blocks += [("h2", "Hidden-test scores — generated sample only"),
@@ -372,6 +374,21 @@ def _weights_table(summary: dict, models: Sequence[str]) -> tuple:
             for c, s in summary["collections"].items()]
     return ("table", ["collection", "fitted on", "method", "criterion", "graphs"] + list(models)
             + ["anchor", "shrink a"], rows)
+
+
+def _portfolio_blocks(summary: dict) -> list[Block]:
+    """The tile top-5 portfolio's slots (``--tile-top5 portfolio``), when it was used."""
+    out: list[Block] = []
+    for c, s in summary["collections"].items():
+        port = s.get("portfolio")
+        if port:
+            slots = ", ".join(f"{m} {n}" for m, n in zip(port["members"], port["slots"]))
+            folds = "; ".join(f"fold {k}: " + "/".join(str(n) for n in v)
+                              for k, v in sorted(port.get("fold_slots", {}).items()))
+            out.append(("p", f"**{c}** top 5: a portfolio of {slots} slots (criterion "
+                             f"{port['criterion']}, fitted on {port['n_graphs']} graphs"
+                             + (f"; nested, without each fold: {folds}" if folds else "") + ")."))
+    return out
 
 
 def _loo(fit: dict) -> dict:

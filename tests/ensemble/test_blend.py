@@ -195,11 +195,11 @@ def test_blend_with_the_tile_portfolio_submits_its_top5(fake_root, tmp_path):
     tile_summary = summary["collections"]["tile:xla"]
     assert summary["check"] == "ok" and "portfolio" not in summary["collections"][LAYOUT.name]
     slots = tile_summary["portfolio"]["slots"]
-    assert list(slots) == ["oracle", "noise", "blend"] and sum(slots.values()) == 5
+    assert tile_summary["portfolio"]["members"] == ["oracle", "noise", "blend"] and sum(slots) == 5
     rows = read_submission(sub)
     weights = [tile_summary["weights"][m] for m in ("oracle", "noise")]
     stems = [gf.stem for gf in discover(fake_root, [tile], ["test"])]
-    expected = portfolio_blend(_load_normed(cfg, tile, "test"), weights, list(slots.values()), stems)
+    expected = portfolio_blend(_load_normed(cfg, tile, "test"), weights, slots, stems)
     for stem in stems:
         n = min(5, len(expected[stem]))
         assert rows[tile.submission_id(stem)] == np.argsort(expected[stem], kind="stable")[:n].tolist()
