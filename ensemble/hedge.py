@@ -119,32 +119,59 @@ def slot_options(n_members: int, k: int = TILE_TOP_K) -> np.ndarray:
 
 @dataclass
 class PortfolioFit:
-    """The slots chosen for one collection and the evidence: the criterion of every option."""
+    """The slots chosen for one collection and the evidence: the criterion of every option, and
+    the leave-one-graph-out check against the preferred option (the blend alone)."""
 
     members: list[str]
     counts: list[int]
     n_graphs: int
     criterion: str
     options: dict[str, float] = field(default_factory=dict)  # "3,2" -> criterion over the fitted graphs
+    loo: float | None = None  # criterion of the leave-one-graph-out scores of the fitted option
+    preferred: float | None = None  # criterion of the preferred option (nothing fitted)
+    kept_preferred: bool = False  # the fitted option did not beat it on left-out graphs
 
 
 def fit_portfolio(members: Sequence[Mapping[str, np.ndarray]], names: Sequence[str],
                   truth: Mapping[str, np.ndarray], criterion, stems: Sequence[str] | None = None,
                   prefer: Sequence[float] | None = None,
-                  scorer: PortfolioScorer | None = None) -> PortfolioFit:
+                  scorer: PortfolioScorer | None = None, guard: bool = True) -> PortfolioFit:
     """The slot counts maximising ``criterion`` (an :class:`ensemble.weights.Criterion`) over
     ``stems`` (default every graph of ``truth``); among ties the counts closest to ``prefer``'s
-    share of the slots (default: all to the last member, the blend)."""
+    share of the slots (default: all to the last member, the blend).
+
+    ``guard``: the fitted option is kept only when its leave-one-graph-out scores (the option
+    refitted without each graph, scored on it) beat the preferred option's criterion by
+    ``LOO_TOLERANCE``; otherwise the preferred option is (21 options over heavy-tailed tile
+    scores overfit a few ruined kernels otherwise)."""
+    from ensemble.weights import LOO_TOLERANCE, MIN_GRAPHS_TO_FIT
+
     stems = sorted(truth if stems is None else stems)
     options = slot_options(len(members))
     scorer = scorer or PortfolioScorer(members, truth)
-    values = criterion.value(scorer.matrix(options, stems))
+    matrix = scorer.matrix(options, stems)
+    values = criterion.value(matrix)
     target = (slot_counts(prefer) if prefer is not None
               else np.eye(len(members), dtype=np.int64)[-1] * TILE_TOP_K)
-    top = np.flatnonzero(values >= values.max() - 1e-12)
-    best = options[top[np.argmin(np.abs(options[top] - target).sum(axis=1))]]
-    return PortfolioFit(list(names), best.tolist(), len(stems), criterion.describe(),
-                        {",".join(map(str, o)): float(v) for o, v in zip(options.tolist(), values)})
+    preferred = int(np.flatnonzero((options == target).all(axis=1))[0])
+
+    def best(vals: np.ndarray) -> int:
+        top = np.flatnonzero(vals >= vals.max() - 1e-12)
+        return int(top[np.argmin(np.abs(options[top] - target).sum(axis=1))])
+
+    chosen = best(values)
+    fit = PortfolioFit(list(names), options[chosen].tolist(), len(stems), criterion.describe(),
+                       {",".join(map(str, o)): float(v) for o, v in zip(options.tolist(), values)})
+    if guard and chosen != preferred:
+        if len(stems) < MIN_GRAPHS_TO_FIT:
+            fit.counts, fit.kept_preferred = options[preferred].tolist(), True
+            return fit
+        loo_values = criterion.leave_one_out(matrix)  # (options, graphs)
+        loo = np.array([matrix[best(loo_values[:, g]), g] for g in range(len(stems))])
+        fit.loo, fit.preferred = float(criterion.value(loo)), float(values[preferred])
+        if fit.loo < fit.preferred + LOO_TOLERANCE:
+            fit.counts, fit.kept_preferred = options[preferred].tolist(), True
+    return fit
 
 
 def blend_members(normed: Sequence[Mapping[str, np.ndarray]], weights: Sequence[float],
@@ -170,7 +197,7 @@ class NestedPortfolio:
 def nested_portfolio(normed: Sequence[Mapping[str, np.ndarray]], names: Sequence[str],
                      truth: Mapping[str, np.ndarray], fold_of: Mapping[str, int],
                      fold_weights: Mapping[str, Sequence[float]], criterion,
-                     with_blend: bool = True) -> NestedPortfolio:
+                     with_blend: bool = True, guard: bool = True) -> NestedPortfolio:
     """For every fold k: the blend member with the weights fitted without fold k
     (``fold_weights``, :class:`ensemble.oof.NestedBlend`'s), the slots fitted on the other folds'
     graphs, applied to fold k's graphs. ``with_blend`` False: the models alone are the members
@@ -186,7 +213,8 @@ def nested_portfolio(normed: Sequence[Mapping[str, np.ndarray]], names: Sequence
         fit_on = [s for s in stems if fold_of[s] != k]
         scored = [s for s in stems if fold_of[s] == k]
         fit = fit_portfolio(members, [*names, "blend"][:len(members)], truth, criterion,
-                            stems=fit_on, prefer=[*([0.0] * len(names)), 1.0] if with_blend else weights)
+                            stems=fit_on, prefer=[*([0.0] * len(names)), 1.0] if with_blend else weights,
+                            guard=guard)
         out.counts[str(k)] = fit.counts
         out.costs.update(portfolio_collection(members, fit.counts, blend, scored))
     return out
@@ -203,7 +231,8 @@ def portfolio_blend(normed: Sequence[Mapping[str, np.ndarray]], weights: Sequenc
 def portfolio_summary(fit: PortfolioFit, nested: NestedPortfolio | None = None) -> dict:
     """What the blend's summary records of the portfolio."""
     out = {"members": fit.members, "slots": fit.counts, "criterion": fit.criterion,
-           "n_graphs": fit.n_graphs, "options": fit.options}
+           "n_graphs": fit.n_graphs, "options": fit.options, "loo": fit.loo,
+           "preferred": fit.preferred, "kept_preferred": fit.kept_preferred}
     if nested is not None:
         out["fold_slots"] = dict(nested.counts)  # fold -> slots of each member, in members' order
     return out

@@ -8,6 +8,8 @@ Per run (a WORK trained with ``--folds K``), on the tile OOF predictions of ever
   blend stage reports it), with the selection criterion of each ``--tail-weights`` value;
 * ``portfolio``: the five slots shared among gnn, lgbm and that average, fitted on the other
   folds by the same criterion (:func:`ensemble.hedge.nested_portfolio`);
+* ``portfolio (unguarded)``: the fitted slots even where they do not beat the average alone on
+  left-out kernels (the guard of :func:`ensemble.hedge.fit_portfolio` off);
 * ``portfolio (models)``: the slots shared among the models only.
 
 Every number is held out: the kernel is scored by fold models that never saw it, with weights
@@ -45,9 +47,11 @@ def methods(inputs: oof_bench.OofInputs, tail_weights: list[float]) -> dict[str,
         nested = nested_blend(coll, normed, truth, fold_of, defaults.grid_step, defaults.alphas,
                               scorer, crit)
         out["average" + tag] = summarise(per_graph(coll, nested.costs, truth))
-        for label, with_blend in (("portfolio", True), ("portfolio (models)", False)):
+        for label, with_blend, guard in (("portfolio", True, True),
+                                         ("portfolio (unguarded)", True, False),
+                                         ("portfolio (models)", False, True)):
             port = nested_portfolio(normed, inputs.names, truth, fold_of, nested.weights, crit,
-                                    with_blend=with_blend)
+                                    with_blend=with_blend, guard=guard)
             out[label + tag] = dict(summarise(per_graph(coll, port.costs, truth)),
                                     slots=" ".join("/".join(map(str, c)) for c in port.counts.values()))
     return out
@@ -64,8 +68,9 @@ def table(rows: list[dict]) -> list[dict]:
             row = {"label": label, "method": method, "runs": len(mine),
                    "mean": spread([v["mean"] for v in vals]),
                    "worst 5%": spread([v["worst 5%"] for v in vals])}
-            ref = method.replace("portfolio (models)", "average").replace("portfolio", "average")
-            if ref != method:
+            tag = method[method.find(" (tail weight"):] if " (tail weight" in method else ""
+            ref = "average" + tag if tag and method.startswith("portfolio") else None
+            if ref:
                 row["mean ≥ average in"] = sum(
                     r["methods"][method]["mean"] >= r["methods"][ref]["mean"] - 1e-12 for r in mine)
                 row["worst 5% ≥ average in"] = sum(

@@ -102,3 +102,27 @@ def test_nested_portfolio_fits_each_fold_without_it():
     models_only = nested_portfolio([a, b], ["a", "b"], truth, fold_of, weights, Criterion(),
                                    with_blend=False)
     assert all(len(c) == 2 for c in models_only.counts.values())
+
+
+def test_the_guard_keeps_the_blend_unless_the_slots_pay_on_left_out_kernels():
+    """One kernel alone prefers a slot for model 'a' (the blend ranks its best config 6th): the
+    fitted option wins in-sample on that kernel only, so left out it is not chosen and the
+    guard keeps the blend alone. Where 'a' helps on many kernels the fitted option stays."""
+    rng = np.random.default_rng(4)
+    truth, a, blend = {}, {}, {}
+    for g in range(12):
+        rt = rng.uniform(1, 6, size=30)
+        rank = np.empty(30)
+        rank[np.argsort(rt)] = np.arange(30.0)  # 0 = the best config
+        truth[f"k{g}"] = rt
+        blend[f"k{g}"] = np.where(rank == 0, 5.5, rank) if g == 0 else rank  # kernel 0: best 6th
+        a[f"k{g}"] = rank if g == 0 else -rank  # elsewhere 'a' ranks the worst configs first
+    fit = fit_portfolio([a, blend], ["a", "blend"], truth, Criterion())
+    assert fit.options["1,4"] > fit.options["0,5"]  # in-sample the slot for 'a' pays
+    assert fit.kept_preferred and fit.counts == [0, 5] and fit.loo < fit.preferred + 1e-3
+    unguarded = fit_portfolio([a, blend], ["a", "blend"], truth, Criterion(), guard=False)
+    assert unguarded.counts != [0, 5]
+    truth, a, b = _kernels(20)
+    members = [a, b, blend_costs([a, b], [0.5, 0.5], sorted(truth))]
+    kept = fit_portfolio(members, ["a", "b", "blend"], truth, Criterion())
+    assert not kept.kept_preferred and kept.loo > kept.preferred
