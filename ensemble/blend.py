@@ -94,7 +94,7 @@ def blend_collection_valid(cfg: BlendConfig, coll: Collection) -> tuple[dict, di
     for model, preds in zip(cfg.model_list, valid_normed):
         _require(preds, {s: len(t) for s, t in truth.items()}, f"{coll.name}/valid, model {model}")
     fit = (fit_weights(coll, valid_normed, truth, cfg.grid_step, cfg.alphas, cfg.max_fit_configs,
-                       criterion=cfg.criterion)
+                       criterion=cfg.criterion(coll))
            if truth else FitResult([1.0 / len(cfg.model_list)] * len(cfg.model_list), 1.0, [], 0,
                      method="equal (no valid graphs)"))
     test_sizes = {gf.stem: config_count(gf.path) for gf in discover(cfg.data, [coll], ["test"])}
@@ -109,7 +109,7 @@ def blend_collection_valid(cfg: BlendConfig, coll: Collection) -> tuple[dict, di
         from ensemble.hedge import blend_members, fit_portfolio, portfolio_summary
 
         port = fit_portfolio(blend_members(valid_normed, fit.weights, sorted(truth)),
-                             [*cfg.model_list, BLEND_MODEL], truth, cfg.criterion)
+                             [*cfg.model_list, BLEND_MODEL], truth, cfg.criterion(coll))
         counts, summary["portfolio"] = port.counts, portfolio_summary(port)
     test_costs = _blend_split(test_normed, fit.weights, counts, sorted(test_sizes)) if test_sizes else {}
     if truth:

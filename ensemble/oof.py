@@ -286,9 +286,9 @@ def blend_collection_oof(cfg, coll: Collection) -> tuple[dict, dict[str, np.ndar
     manifests = check_manifests(cfg.work, coll)  # before any fitting: a leak fails fast
     scorer = GraphScorer(coll, normed, truth, cfg.max_fit_configs)
     fit = fit_weights(coll, normed, truth, cfg.grid_step, cfg.alphas, scorer=scorer,
-                      criterion=cfg.criterion)
+                      criterion=cfg.criterion(coll))
     nested = nested_blend(coll, normed, truth, fold_of, cfg.grid_step, cfg.alphas, scorer,
-                          cfg.criterion)
+                          cfg.criterion(coll))
     portfolio = _tile_portfolio(cfg, coll, normed, truth, fold_of, nested, fit.weights)
     oof = {"folds": folds, "plan": str(plan.path), "n_graphs": len(truth), "manifests": manifests,
            "n_labelled": len(labelled), "n_configs": aligned["configs"],
@@ -345,8 +345,8 @@ def _tile_portfolio(cfg, coll: Collection, normed: Sequence[Mapping[str, np.ndar
     from ensemble.weights import BLEND_MODEL
 
     members = blend_members(normed, weights, sorted(truth))
-    fit = fit_portfolio(members, [*cfg.model_list, BLEND_MODEL], truth, cfg.criterion)
-    inner = nested_portfolio(normed, cfg.model_list, truth, fold_of, nested.weights, cfg.criterion)
+    fit = fit_portfolio(members, [*cfg.model_list, BLEND_MODEL], truth, cfg.criterion(coll))
+    inner = nested_portfolio(normed, cfg.model_list, truth, fold_of, nested.weights, cfg.criterion(coll))
     average = nested.scores
     nested.costs = inner.costs
     nested.scores = fold_scores(coll, nested.costs, truth, fold_of)

@@ -113,7 +113,8 @@ class BlendConfig(StageConfig):
     max_fit_configs: int = 20_000  # graphs with more configs are scored on a fixed random subset of this many
     protocol: str = "auto"  # oof | valid | auto (oof when every model has OOF predictions)
     folds: int = 0  # K of the models' fold plan; 0 = count their test-fold<k> files
-    tail_weight: float = 0.0  # selection criterion of weights and shrinkage: (1 - w) x mean + w x mean of the worst --tail-fraction of graphs (0 = the mean)
+    tail_weight: float = 0.0  # layout: the selection criterion of weights and shrinkage is (1 - w) x mean + w x mean of the worst --tail-fraction of graphs (0 = the mean; chosen out of fold, BENCHMARKS.md)
+    tile_tail_weight: float = 0.5  # the same w for tile, whose score is unbounded below (chosen out of fold, BENCHMARKS.md)
     tail_fraction: float = 0.1  # share of a collection's graphs that the criterion's tail term (and the shrinkage anchor) averages, at least one
     tile_top5: str = "blend"  # tile top 5: blend (the weighted average's) | portfolio (slots shared among the models and the blend, ensemble.hedge)
 
@@ -123,9 +124,9 @@ class BlendConfig(StageConfig):
     def model_list(self) -> list[str]:
         return [m.strip() for m in self.models.split(",") if m.strip()]
 
-    @property
-    def criterion(self) -> Criterion:
-        return Criterion(self.tail_weight, self.tail_fraction)
+    def criterion(self, coll: Collection) -> Criterion:
+        """The selection criterion of ``coll`` (tile and layout have their own tail weight)."""
+        return Criterion(self.tile_tail_weight if coll.is_tile else self.tail_weight, self.tail_fraction)
 
     @property
     def preds_dir(self) -> Path:

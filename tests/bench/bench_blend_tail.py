@@ -7,7 +7,7 @@ the held-out fold, as the blend stage reports it) under each candidate criterion
 shrinkage anchor of issue 22 (``tail``: equal over the models not worse on the tail) and the
 rule before it (``equal``). Each is reported by the mean and by the worst 5 % of graphs, beside
 each model alone. Rerun it on new predictions to re-check the default
-(``BlendConfig.tail_weight``).
+(``BlendConfig.tail_weight`` for layout, ``tile_tail_weight`` for tile).
 
     python tests/bench/bench_blend_tail.py --run LABEL DATA WORK SEED [--run ...] \\
         [--tail-weights 0,0.25,0.5,1] [--out benchmarks/blend_tail.json]
