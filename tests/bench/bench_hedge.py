@@ -83,6 +83,7 @@ def table(rows: list[dict]) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ensemble.weights import BlendConfig
     from tpurank.atomic import write_json
     from tpurank.collections import get_collection
     from tpurank.results import bench_metadata
@@ -98,11 +99,13 @@ def main(argv: list[str] | None = None) -> int:
                      "graphs": len(inputs.truth), "models": inputs.names,
                      "methods": methods(inputs, tail_weights)})
         print(json.dumps(rows[-1]), flush=True)
+    default = f" (tail weight {BlendConfig().tile_tail_weight:g})"  # per run: the default criterion only
     per_run = [{"label": r["label"], "data": r["data"], "seed": r["seed"], "graphs": r["graphs"],
-                "method": m, **v} for r in rows for m, v in r["methods"].items()]
+                "method": m, **v} for r in rows for m, v in r["methods"].items()
+               if m in r["models"] or m.endswith(default)]
     write_json(args.out, {**bench_metadata(command), "raw": rows,
                           "tables": {"Mean ± sd over seeds (tile OOF score, nested)": {"rows": table(rows)},
-                                     "Per run": {"rows": per_run}}})
+                                     "Per run (the default tile tail weight)": {"rows": per_run}}})
     for row in table(rows):
         print(row)
     return 0
