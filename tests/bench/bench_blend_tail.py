@@ -5,8 +5,9 @@ blend is fitted and scored nested (weights and shrinkage fitted on the other fol
 the held-out fold, as the blend stage reports it) under each candidate criterion
 ``(1 - w) * mean + w * (mean of the worst 10 % of graphs)`` (``--tail-weights``), with the
 shrinkage anchor of issue 22 (``tail``: equal over the models not worse on the tail) and the
-rule before it (``equal``). Each is reported by the mean and by the worst 5 % of graphs, beside
-each model alone. Rerun it on new predictions to re-check the default
+rule before it (``equal``), and the blend stage's defaults (``default``: each kind's tail weight,
+the tile portfolio). Each is reported by the mean and by the worst 5 % of graphs, beside each
+model alone. Rerun it on new predictions to re-check the default
 (``BlendConfig.tail_weight`` for layout, ``tile_tail_weight`` for tile).
 
     python tests/bench/bench_blend_tail.py --run LABEL DATA WORK SEED [--run ...] \\
@@ -29,12 +30,22 @@ from oof_bench import per_graph, spread, summarise  # noqa: E402
 ANCHORS = ("tail", "equal")
 
 
+def default_label() -> str:
+    """The row of the blend stage's defaults (per-kind tail weight, tail anchor, tile top 5)."""
+    from ensemble.weights import BlendConfig
+
+    d = BlendConfig()
+    return (f"defaults (tile w={d.tile_tail_weight:g}, {d.tile_top5} top 5; "
+            f"layout w={d.tail_weight:g}; tail anchor)")
+
+
 def variant(lam: float, anchor: str) -> str:
-    return f"w={lam:g}, {anchor}"
+    return f"w={lam:g}, {anchor} anchor" + (" (before issue 22)" if lam == 0 and anchor == "equal" else "")
 
 
 def collection_methods(inputs: oof_bench.OofInputs, tail_weights: list[float]) -> dict[str, dict]:
     """``{method: {"mean", "worst 5%"}}`` of one collection of one run."""
+    from ensemble.hedge import nested_portfolio
     from ensemble.oof import nested_blend
     from ensemble.weights import BlendConfig, Criterion, GraphScorer
 
@@ -47,6 +58,13 @@ def collection_methods(inputs: oof_bench.OofInputs, tail_weights: list[float]) -
             nested = nested_blend(coll, normed, truth, fold_of, defaults.grid_step, defaults.alphas,
                                   scorer, Criterion(lam, defaults.tail_fraction), anchor)
             out[variant(lam, anchor)] = summarise(per_graph(coll, nested.costs, truth))
+    # what the blend stage does with its defaults (per-kind tail weight, tile portfolio)
+    crit = defaults.criterion(coll)
+    nested = nested_blend(coll, normed, truth, fold_of, defaults.grid_step, defaults.alphas, scorer, crit)
+    costs = nested.costs
+    if coll.is_tile and defaults.tile_top5 == "portfolio":
+        costs = nested_portfolio(normed, inputs.names, truth, fold_of, nested.weights, crit).costs
+    out[default_label()] = summarise(per_graph(coll, costs, truth))
     return out
 
 
