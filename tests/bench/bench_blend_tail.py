@@ -109,7 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"label": label, "data": Path(data).name, "seed": int(seed), "collections": per_coll})
         print(json.dumps(rows[-1]), flush=True)
     summary, colls = table(rows)
-    write_json(args.out, {**bench_metadata(command), "raw": rows, "tables": {
+    notes = ("w: the criterion's tail weight, (1 - w) x mean + w x mean of the worst 10 % of graphs; "
+             "anchor: what the weights are shrunk toward (tail: equal over the models not worse on "
+             "the tail; equal: every model). final: the mean over the five collections.")
+    write_json(args.out, {**bench_metadata(command), "raw": rows, "notes": notes, "tables": {
         "Nested OOF per collection (mean / worst 5 %, mean over seeds); over collections mean ± sd over seeds":
             {"rows": summary,
              "columns": ["label", "method", "runs", *colls, "final", "worst 5%, mean over collections"]}}})
