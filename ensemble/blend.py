@@ -62,6 +62,7 @@ from features.io import discover
 from models.metrics import final_score
 from models.predictions import NORMALISATIONS, model_runs, predictions_path, write_predictions
 
+from ensemble.hedge import blend_members, blend_or_portfolio, fit_portfolio, portfolio_summary
 from ensemble.submission import check_file, submission_rows, write_submission
 from ensemble.truth import config_count, split_truth
 from ensemble.weights import (BLEND_MODEL, BlendConfig, FitResult, _load_normed, _mean_score,  # noqa: F401
@@ -106,14 +107,12 @@ def blend_collection_valid(cfg: BlendConfig, coll: Collection) -> tuple[dict, di
                "valid_score": {}, "n_valid": len(truth), "n_test": len(test_sizes)}
     counts = None
     if coll.is_tile and cfg.tile_top5 == "portfolio" and truth:
-        from ensemble.hedge import blend_members, fit_portfolio, portfolio_summary
-
         port = fit_portfolio(blend_members(valid_normed, fit.weights, sorted(truth)),
                              [*cfg.model_list, BLEND_MODEL], truth, cfg.criterion(coll))
         counts, summary["portfolio"] = port.counts, portfolio_summary(port)
-    test_costs = _blend_split(test_normed, fit.weights, counts, sorted(test_sizes)) if test_sizes else {}
+    test_costs = blend_or_portfolio(test_normed, fit.weights, sorted(test_sizes), counts) if test_sizes else {}
     if truth:
-        valid_costs = _blend_split(valid_normed, fit.weights, counts, sorted(truth))
+        valid_costs = blend_or_portfolio(valid_normed, fit.weights, sorted(truth), counts)
         write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, "valid"), valid_costs)
         for model, preds in zip(cfg.model_list, valid_normed):
             summary["valid_score"][model] = _mean_score(coll, preds, truth)
@@ -121,16 +120,6 @@ def blend_collection_valid(cfg: BlendConfig, coll: Collection) -> tuple[dict, di
     if test_sizes:
         write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, "test"), test_costs)
     return summary, test_costs
-
-
-def _blend_split(normed: list[dict[str, np.ndarray]], weights: list[float], counts: list[int] | None,
-                 stems: list[str]) -> dict[str, np.ndarray]:
-    """The weighted average of ``stems``, or its tile portfolio with ``counts`` slots."""
-    if counts is None:
-        return blend_costs(normed, weights, stems)
-    from ensemble.hedge import portfolio_blend
-
-    return portfolio_blend(normed, weights, counts, stems)
 
 
 def run_id(cfg: BlendConfig) -> str:

@@ -228,6 +228,14 @@ def portfolio_blend(normed: Sequence[Mapping[str, np.ndarray]], weights: Sequenc
     return portfolio_collection(members, counts, members[-1], stems)
 
 
+def blend_or_portfolio(normed: Sequence[Mapping[str, np.ndarray]], weights: Sequence[float],
+                       stems: Sequence[str], counts: Sequence[int] | None = None) -> dict[str, np.ndarray]:
+    """The blend's costs of ``stems``: the weighted average, or (``counts`` given) its portfolio."""
+    if counts is None:
+        return blend_costs(normed, weights, stems)
+    return portfolio_blend(normed, weights, counts, stems)
+
+
 def portfolio_summary(fit: PortfolioFit, nested: NestedPortfolio | None = None) -> dict:
     """What the blend's summary records of the portfolio."""
     out = {"members": fit.members, "slots": fit.counts, "criterion": fit.criterion,

@@ -29,8 +29,8 @@ from models.cv import FoldPlan, fold_plan, load_plan, plan_path
 from models.metrics import graph_score
 from models.predictions import SEED_SEPARATOR
 
-from ensemble.hedge import (NestedPortfolio, PortfolioFit, blend_members, fit_portfolio,
-                            nested_portfolio, portfolio_blend, portfolio_summary)
+from ensemble.hedge import (NestedPortfolio, PortfolioFit, blend_members, blend_or_portfolio,
+                            fit_portfolio, nested_portfolio, portfolio_summary)
 from ensemble.truth import split_truth
 from ensemble.weights import Criterion, FitResult, GraphScorer, blend_costs, fit_weights
 
@@ -315,8 +315,8 @@ def blend_collection_oof(cfg, coll: Collection) -> tuple[dict, dict[str, np.ndar
             _require(preds, {s: len(t) for s, t in valid_truth.items()}, f"{coll.name}/valid, model {model}")
             summary["valid_score"][model] = _mean_score(coll, preds, valid_truth)
         # each official valid graph blended with the weights (and slots) fitted without its fold
-        valid_costs = {s: _blend_graph(valid_normed, nested.weights[str(fold_of[s])], s,
-                                       portfolio[1].counts[str(fold_of[s])] if portfolio else None)
+        valid_costs = {s: blend_or_portfolio(valid_normed, nested.weights[str(fold_of[s])], [s],
+                                             portfolio[1].counts[str(fold_of[s])] if portfolio else None)[s]
                        for s in sorted(valid_truth)}
         write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, "valid"), valid_costs)
         summary["valid_score"][BLEND_MODEL] = _mean_score(coll, valid_costs, valid_truth)
@@ -326,8 +326,8 @@ def blend_collection_oof(cfg, coll: Collection) -> tuple[dict, dict[str, np.ndar
         test_normed = _load_normed(cfg, coll, "test")
         for model, preds in zip(cfg.model_list, test_normed):
             _require(preds, test_sizes, f"{coll.name}/test, model {model}")
-        test_costs = (portfolio_blend(test_normed, fit.weights, portfolio[0].counts, sorted(test_sizes))
-                      if portfolio else blend_costs(test_normed, fit.weights, sorted(test_sizes)))
+        test_costs = blend_or_portfolio(test_normed, fit.weights, sorted(test_sizes),
+                                        portfolio[0].counts if portfolio else None)
         write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, "test"), test_costs)
     summary["n_test"] = len(test_sizes)
     return summary, test_costs
@@ -351,14 +351,6 @@ def _tile_portfolio(cfg, coll: Collection, normed: Sequence[Mapping[str, np.ndar
     nested.costs = inner.costs
     nested.scores = fold_scores(coll, nested.costs, truth, fold_of)
     return fit, inner, average
-
-
-def _blend_graph(normed: Sequence[Mapping[str, np.ndarray]], weights: Sequence[float], stem: str,
-                 counts: Sequence[int] | None) -> np.ndarray:
-    """One graph's blended costs: the weighted average, or its portfolio with ``counts`` slots."""
-    if counts is None:
-        return blend_costs(normed, weights, [stem])[stem]
-    return portfolio_blend(normed, weights, counts, [stem])[stem]
 
 
 def _fit_json(fit: FitResult) -> dict:

@@ -240,6 +240,8 @@ def fit_weights(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
     graph sets (nested schemes).
     """
     criterion = criterion or Criterion()
+    if anchor not in ("tail", "equal"):
+        raise ValueError(f"anchor must be 'tail' or 'equal', got {anchor!r}")
     k = len(normed)
     equal = np.full(k, 1.0 / k)
     stems = sorted(truth if stems is None else stems)
@@ -250,23 +252,18 @@ def fit_weights(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
     scorer = scorer or GraphScorer(coll, normed, truth, max_configs)
     grid = simplex_grid(k, grid_step)
     scores = scorer.matrix(grid, stems)  # (p, g)
-    corners = [int(np.flatnonzero(np.isclose(grid[:, m], 1.0))[0]) for m in range(k)]
-    if anchor not in ("tail", "equal"):
-        raise ValueError(f"anchor must be 'tail' or 'equal', got {anchor!r}")
-    target = tail_anchor(scores[corners], criterion) if anchor == "tail" else equal
+    singles = scores[[int(np.flatnonzero(np.isclose(grid[:, m], 1.0))[0]) for m in range(k)]]
+    worst = Criterion(1.0, criterion.tail_fraction)  # each model's mean over its worst graphs
+    model_tail = worst.value(singles)
+    target = _anchor_of(model_tail) if anchor == "tail" else equal
     best_all = grid[_best_index(criterion.value(scores), grid, target)]
     # leave-one-graph-out: the anchor and the grid optimum refitted without graph g, for every g
     loo_values = criterion.leave_one_out(scores)  # (p, g): each point's criterion without graph g
-    if anchor == "tail":
-        tails = Criterion(1.0, criterion.tail_fraction).leave_one_out(scores[corners])  # (k, g)
-        targets = [_anchor_of(tails[:, g]) for g in range(len(stems))]
-    else:
-        targets = [equal] * len(stems)
+    loo_tails = worst.leave_one_out(singles)  # (k, g)
+    targets = [_anchor_of(loo_tails[:, g]) if anchor == "tail" else equal for g in range(len(stems))]
     best_rest = [grid[_best_index(loo_values[:, g], grid, t)] for g, t in enumerate(targets)]
     result = FitResult([], 0.0, best_all.tolist(), len(stems), criterion=criterion.describe(),
-                       anchor=target.tolist(),
-                       model_tail=[float(np.sort(scores[c])[:tail_count(len(stems), criterion.tail_fraction)].mean())
-                                   for c in corners])
+                       anchor=target.tolist(), model_tail=model_tail.tolist())
     for alpha in alphas:
         loo = np.array([scorer.score((1 - alpha) * w + alpha * t, stem)
                         for w, t, stem in zip(best_rest, targets, stems)])
