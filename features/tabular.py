@@ -312,15 +312,6 @@ def tile_config_features(config_feat: np.ndarray, out_shape: np.ndarray,
                            np.stack([kp - op, kp, op], 1)], axis=1).astype(np.float32)
 
 
-def tile_count_groups(graph: Graph, decimals: int = 4) -> np.ndarray:
-    """(c,) int64 group of each config of a tile graph: configs whose kernel tile bounds cut the
-    kernel's output into the same number of tiles (``f_kernel_log_tiles``) share a group. The
-    tile top-5 hedge of :mod:`ensemble.hedge` spreads its picks over these groups."""
-    raw = np.asarray(graph.config_feat, np.float32)
-    log_tiles = _bound_stats(raw[:, 0:6], kernel_output_shape(graph))[:, 6]
-    return np.unique(np.round(log_tiles, decimals), return_inverse=True)[1].astype(np.int64)
-
-
 def tile_tabular_features(graph: Graph, config_rows: np.ndarray, pad_minus_one: bool = True) -> np.ndarray:
     """(c, F) rows named :func:`tile_feature_names` for the given config indices."""
     feats = tile_config_features(np.asarray(graph.config_feat)[config_rows], kernel_output_shape(graph),

@@ -44,11 +44,15 @@ def test_fit_puts_all_weight_on_the_perfect_model():
     truth, good, noise, half = _constructed(8)
     fit = fit_weights(LAYOUT, [noise, good, half], truth)
     assert fit.best_grid_weights == pytest.approx([0.0, 1.0, 0.0])
-    # the perfect model wins on every held-out graph, so no shrinkage is chosen
-    assert fit.alpha == 0.0
+    # the others are worse on the tail: the anchor is the perfect model alone, so shrinkage
+    # cannot move weight to them
+    assert fit.anchor == pytest.approx([0.0, 1.0, 0.0])
     assert fit.weights == pytest.approx([0.0, 1.0, 0.0])
-    assert fit.loo["0"] == pytest.approx(1.0)
-    assert fit.loo["0"] > fit.loo["1"]
+    assert fit.loo["0"] == pytest.approx(1.0) == fit.loo["1"]
+    # shrinking toward equal weights (the rule before issue 22) is worse on held-out graphs
+    old = fit_weights(LAYOUT, [noise, good, half], truth, anchor="equal")
+    assert old.alpha == 0.0 and old.weights == pytest.approx([0.0, 1.0, 0.0])
+    assert old.loo["0"] > old.loo["1"]
 
 
 def test_fit_on_a_config_subset_finds_the_same_answer():
@@ -94,7 +98,7 @@ def test_tile_fit_uses_top5_score():
     # one of those (it keeps the one closest to equal weights), and equal weights (a tie) must lose
     assert fit.weights[1] > 0.5
     assert fit.in_sample[f"{fit.alpha:g}"] == pytest.approx(1.0)
-    assert fit.loo["1"] < 1.0
+    assert fit_weights(tile, [bad, good], truth, anchor="equal").loo["1"] < 1.0
 
 
 def _write_model(fake_root, work, name, transform, seed):
@@ -171,23 +175,34 @@ def test_blend_rejects_stale_predictions_by_name(fake_root, tmp_path):
         run_blend(cfg)
 
 
-def test_blend_with_tile_hedge_submits_a_hedged_top5(fake_root, tmp_path):
-    """``--tile-hedge 1``: each tile row is the hedged top 5 of the blended costs (the rule itself
-    is tested in test_hedge.py), the summary records it and the submission passes the checker."""
-    from ensemble.hedge import graph_groups, hedged_order
+def test_blend_with_the_tile_portfolio_submits_its_top5(fake_root, tmp_path):
+    """``--tile-top5 portfolio`` (fitted on valid here): each tile row is the portfolio of the two
+    models and their average with the slots the summary records (the rule itself is tested in
+    test_hedge.py); other collections are untouched and the submission passes the checker."""
+    from ensemble.hedge import portfolio_blend
+    from ensemble.weights import _load_normed
     from features.io import discover
     from tpurank.collections import get_collection
 
     tile = get_collection("tile:xla")
     work = tmp_path / "work"
     _write_model(fake_root, work, "oracle", lambda rt, rng: rt + 0.1 * rng.normal(size=rt.shape) * rt.std(), 0)
+    _write_model(fake_root, work, "noise", lambda rt, rng: rng.normal(size=rt.shape), 1)
     sub = tmp_path / "s.csv"
-    cfg = parse_config(BlendConfig, ["--data", str(fake_root), "--work", str(work), "--models", "oracle",
-                                     "--submission", str(sub), "--tile-hedge", "1"])
+    cfg = parse_config(BlendConfig, ["--data", str(fake_root), "--work", str(work), "--models",
+                                     "oracle,noise", "--submission", str(sub), "--tile-top5", "portfolio"])
     summary = run_blend(cfg)
-    assert summary["check"] == "ok" and summary["collections"]["tile:xla"]["tile_hedge"] == 1
+    tile_summary = summary["collections"]["tile:xla"]
+    assert summary["check"] == "ok" and "portfolio" not in summary["collections"][LAYOUT.name]
+    slots = tile_summary["portfolio"]["slots"]
+    assert tile_summary["portfolio"]["members"] == ["oracle", "noise", "blend"] and sum(slots) == 5
     rows = read_submission(sub)
-    plain = read_predictions(predictions_path(work / "preds", "oracle", tile, "test"))
-    for gf in discover(fake_root, [tile], ["test"]):
-        groups = graph_groups(gf.path)
-        assert rows[tile.submission_id(gf.stem)] == hedged_order(plain[gf.stem], groups, 1)[:5].tolist()
+    weights = [tile_summary["weights"][m] for m in ("oracle", "noise")]
+    stems = [gf.stem for gf in discover(fake_root, [tile], ["test"])]
+    expected = portfolio_blend(_load_normed(cfg, tile, "test"), weights, slots, stems)
+    for stem in stems:
+        n = min(5, len(expected[stem]))
+        assert rows[tile.submission_id(stem)] == np.argsort(expected[stem], kind="stable")[:n].tolist()
+    cfg.tile_top5 = "best"
+    with pytest.raises(ValueError, match="--tile-top5 must be one of"):
+        run_blend(cfg)
