@@ -30,7 +30,6 @@ DEFAULT_MODE: dict[str, str] = {
 class LgbmConfig(StageConfig):
     """LightGBM ranker on the per-config tabular features (``python -m models.lgbm train|predict``)."""
 
-    preset: str = ""  # no preset unless asked: then the field defaults below apply as they are
     collection: str = ""  # alias of --collections (wins when given)
     features_dir: str = ""  # default: WORK/features
     tag: str = ""  # optional run name: model "lgbm-<tag>" (kept apart from the default "lgbm")
