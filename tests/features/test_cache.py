@@ -176,10 +176,9 @@ def test_cli_converts_whole_root(tmp_path: Path, capsys) -> None:
         _assert_same_graph(cache.load_cached(f.path, cache_dir), load_npz(f.path))
 
 
-def test_sample_dataset_round_trip(request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    """Every file of the generated tiny sample survives the cache (skipped until it exists)."""
-    pytest.importorskip("features.sample")
-    root = request.getfixturevalue("tiny_root")
+def test_sample_dataset_round_trip(tiny_root: Path, tmp_path: Path) -> None:
+    """Every file of the generated tiny sample survives the cache."""
+    root = tiny_root
     for f in discover(root):
         g = cache.load_cached(f.path, tmp_path / "cache")
         _assert_same_graph(g, load_npz(f.path))

@@ -258,9 +258,8 @@ def test_load_bad_files_missing_report_is_empty(tmp_path: Path) -> None:
     assert load_bad_files(tmp_path / "absent.json") == set()
 
 
-def test_sample_dataset_is_valid(request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    """The generated tiny sample passes (skipped until features.sample exists)."""
-    pytest.importorskip("features.sample")
-    root = request.getfixturevalue("tiny_root")
+def test_sample_dataset_is_valid(tiny_root: Path, tmp_path: Path) -> None:
+    """The generated tiny sample passes."""
+    root = tiny_root
     assert features_main(["validate", "--data", str(root), "--report",
                           str(tmp_path / "r.json"), "--no-progress"]) == 0

@@ -49,6 +49,7 @@ def test_eda_notebook_runs_and_plots(tiny_root: Path, tmp_path: Path) -> None:
         assert name in text
 
 
+@pytest.mark.slow  # the train notebook trains 30 fold models (about a minute on 2 cores)
 def test_train_notebook_trains_every_stage(trained_work: tuple[Path, object]) -> None:
     work, nb = trained_work
     kinds = nbrun.output_types(nb)
@@ -62,6 +63,7 @@ def test_train_notebook_trains_every_stage(trained_work: tuple[Path, object]) ->
     assert len(list(work.glob("features/*/norm.npz"))) == 5
 
 
+@pytest.mark.slow  # needs the train notebook's models
 def test_inference_notebook_writes_a_checked_submission(trained_work: tuple[Path, object],
                                                          tiny_root: Path, tmp_path: Path) -> None:
     weights, _ = trained_work
