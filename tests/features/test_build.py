@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from features.bigfile import layout_arrays, write_mini_root
+from bigfile import layout_arrays, write_mini_root
 from features.build import (BuildConfig, build_features, load_build_config, load_norm,
                             node_feature_names, process_graph)
 from tpurank.collections import COLLECTIONS, get_collection

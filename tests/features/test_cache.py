@@ -12,7 +12,7 @@ import pytest
 
 import features.cache as cache
 from features.__main__ import main as features_main
-from features.bigfile import layout_arrays, tile_arrays, write_mini_root
+from bigfile import layout_arrays, tile_arrays, write_mini_root
 from features.io import BadGraphError, discover, load_npz
 
 ARRAY_KEYS = ("node_feat", "node_opcode", "edge_index", "node_splits", "config_runtime",
@@ -192,7 +192,7 @@ def test_big_file_is_never_loaded_whole(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from features.bigfile import write_layout_npz
+    from bigfile import write_layout_npz
 
     src = write_layout_npz(tmp_path / "big.npz", 5000, 40_000, 200, seed=0)
     code = f"""

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from features.bigfile import layout_arrays, tile_arrays, write_mini_root
+from bigfile import layout_arrays, tile_arrays, write_mini_root
 from tpurank.collections import COLLECTIONS, SPLITS
 from features.io import (BadGraphError, discover, graph_from_arrays, iter_npz_chunks, iter_npz_rows,
                          load_graph, load_npz, npz_headers, read_npz_member)

@@ -149,7 +149,7 @@ def test_train_subsample_caps_rows_per_graph(toy_work: Path) -> None:
 
 
 def test_joint_search_adds_the_sibling_train_graphs(toy_work: Path) -> None:
-    from models.lgbm.toy import write_toy_features
+    from toy_features import write_toy_features
 
     default = get_collection("layout:xla:default")
     write_toy_features(toy_work / "features", (default,), seed=1)
