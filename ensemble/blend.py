@@ -51,8 +51,8 @@ from models.predictions import NORMALISATIONS, model_runs, predictions_path, wri
 
 from ensemble.submission import check_file, submission_rows, write_submission
 from ensemble.truth import config_count, split_truth
-from ensemble.weights import (BLEND_MODEL, BlendConfig, FitResult, _load_normed, _mean_score,  # noqa: F401
-                              _require, blend_costs, fit_weights, simplex_grid)
+from ensemble.weights import (BLEND_MODEL, BlendConfig, FitResult, _load_normed, _mean_score, _require,
+                              blend_costs, fit_weights)
 
 PROTOCOLS = ("auto", "oof", "valid")
 

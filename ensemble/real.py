@@ -120,7 +120,7 @@ def random_scores(graphs: Sequence[RealGraph], collection: str, draws: int, seed
 
 
 def heuristic_scores(graphs: Sequence[RealGraph], collection: str) -> Scores:
-    from models.baseline import graph_costs
+    from features.heuristic import graph_costs
 
     per_graph = {g.stem: graph_score(g, graph_costs(g.path, g.is_tile)) for g in graphs}
     return Scores("heuristic", collection, per_graph, note="models.baseline (training-free)")
@@ -129,7 +129,8 @@ def heuristic_scores(graphs: Sequence[RealGraph], collection: str) -> Scores:
 # ---------------------------------------------------------------- trained models
 
 def _features_pipeline(work: Path, features_dir: Path, coll: Collection) -> tuple[Any, Any]:
-    from features.build import BuildConfig, load_norm
+    from features.buildconfig import BuildConfig
+    from features.norm import load_norm
     from tpurank.config import load_run_config
 
     build_json = features_dir / coll.slug / "build.json"
@@ -142,7 +143,7 @@ def _process(graphs: Sequence[RealGraph], coll: Collection, build_cfg: Any, norm
              tabular: bool = False) -> tuple[dict[str, Any], list[Any]]:
     """Processed graphs (``valid`` split: all configs, source order) and tabular frames."""
     from features import tabular as tab
-    from features.build import process_graph
+    from features.stages import process_graph
     from features.io import load_npz
 
     processed, frames = {}, []

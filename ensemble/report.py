@@ -35,7 +35,7 @@ from tpurank.config import parse_config, run_metadata
 from models.metrics import graph_score
 from models.predictions import model_runs, read_model_predictions
 
-from ensemble.blend import BLEND_MODEL, BlendConfig
+from ensemble.weights import BLEND_MODEL, BlendConfig
 from ensemble.truth import truth as read_truth
 
 BASELINE_MODEL = "baseline"

@@ -24,7 +24,7 @@ valid/test rows complete), so the parquet grows with the number of graphs, not o
 
 Modules: :mod:`features.buildconfig` (parameters), :mod:`features.norm` (normalisation stats),
 :mod:`features.stages` (one graph's transforms, :func:`process_graph`), :mod:`features.tasks`
-(keys, markers, passes, worker pool); this module orchestrates and re-exports them.
+(keys, markers, passes, worker pool); this module orchestrates them.
 """
 
 from __future__ import annotations
@@ -45,16 +45,12 @@ from features.buildconfig import BuildConfig
 from features.io import GraphFile, discover
 from features.norm import NormStats, _fit, load_norm
 from features.processed import norm_path, tabular_path
-from features.stages import (TILE_CONFIG_NAMES, ConfigSelection, NodeStage, node_feature_names,
-                             node_stage, process_graph, select_configs, tile_config_feat)
-from features.tasks import (GraphBuildError, Task, _graph_cached, _graph_task, _key, _marker,
-                            _norm_cached, _norm_task, _read_marker, _run, part_path)
+from features.stages import node_feature_names
+from features.tasks import (Task, _graph_cached, _graph_task, _key, _marker, _norm_cached, _norm_task,
+                            _read_marker, _run, part_path)
 from features import tabular as tab
 
-__all__ = ["BuildConfig", "NormStats", "load_norm", "NodeStage", "node_feature_names", "node_stage",
-           "ConfigSelection", "select_configs", "tile_config_feat", "TILE_CONFIG_NAMES",
-           "process_graph", "GraphBuildError", "build_features", "load_build_config",
-           "reduction_report", "part_path", "main"]
+__all__ = ["build_features", "load_build_config", "reduction_report", "main"]
 
 
 def _files(cfg: BuildConfig, colls: list[Collection], splits: list[str]) -> list[GraphFile]:

@@ -44,9 +44,7 @@ from tpurank.collections import SPLITS
 from features.io import (LAYOUT_CONFIG_DIM, LAYOUT_KEYS, NODE_FEAT_DIM, TILE_CONFIG_DIM, TILE_KEYS,
                          BadGraphError, Graph, NpyHeader, iter_npz_chunks, npz_headers, open_npz,
                          read_npz_member)
-from features.validate_report import load_bad_files  # re-exported: callers read it from here
-
-__all__ = ["BadGraphError", "validate_file", "validate_graph", "check_file", "load_bad_files"]
+__all__ = ["validate_file", "validate_graph", "check_file"]
 
 LAYOUT_VALUE_MIN, LAYOUT_VALUE_MAX = -1, 5
 #: members checked chunk-wise instead of being loaded (they can be GBs)

@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from tpurank.collections import parse_collections
 from tpurank.config import StageConfig, parse_config, save_run_config
-from features.heuristic import graph_costs  # also imported from here by ensemble.real, models.gnn
+from features.heuristic import graph_costs
 from features.io import discover
 from models.predictions import predictions_path, write_predictions
 

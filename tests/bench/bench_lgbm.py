@@ -16,7 +16,7 @@ from features.processed import tabular_path
 from models.lgbm.config import LgbmConfig
 from models.lgbm.data import load_rows
 from toy_features import write_toy_features
-from models.lgbm.train import fit_model
+from models.lgbm.fit import fit_model
 
 ROUNDS = 100
 

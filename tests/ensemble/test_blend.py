@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from ensemble.blend import BlendConfig, fit_weights, run_blend, simplex_grid
+from ensemble.blend import run_blend
+from ensemble.weights import BlendConfig, fit_weights, simplex_grid
 from ensemble.submission import check_file, read_submission
 from tpurank.collections import get_collection
 from tpurank.config import parse_config

@@ -6,7 +6,8 @@ import json
 
 import numpy as np
 
-from ensemble.blend import BlendConfig, run_blend
+from ensemble.blend import run_blend
+from ensemble.weights import BlendConfig
 from ensemble.report import ReportConfig, main as report_main
 from tpurank.collections import COLLECTIONS
 from tpurank.config import parse_config

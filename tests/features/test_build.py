@@ -11,8 +11,10 @@ import polars as pl
 import pytest
 
 from bigfile import layout_arrays, write_mini_root
-from features.build import (BuildConfig, build_features, load_build_config, load_norm,
-                            node_feature_names, process_graph)
+from features.build import build_features, load_build_config
+from features.buildconfig import BuildConfig
+from features.norm import load_norm
+from features.stages import node_feature_names, process_graph
 from tpurank.collections import COLLECTIONS, get_collection
 from features.heuristic import log_costs, rank_fraction
 from features.io import discover, load_graph

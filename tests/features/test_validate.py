@@ -12,9 +12,9 @@ import pytest
 from features import io as fio
 from features.__main__ import main as features_main
 from bigfile import layout_arrays, tile_arrays, write_mini_root
-from features.io import graph_from_arrays
-from features.validate import (BadGraphError, check_file, load_bad_files, validate_file,
-                               validate_graph)
+from features.io import BadGraphError, graph_from_arrays
+from features.validate import check_file, validate_file, validate_graph
+from features.validate_report import load_bad_files
 
 Arrays = dict[str, np.ndarray]
 

@@ -20,7 +20,7 @@ STAGE_CONFIGS = [
     ("models.gnn.config", "GnnConfig"),
     ("models.lgbm.config", "LgbmConfig"),
     ("models.baseline", "BaselineConfig"),
-    ("ensemble.blend", "BlendConfig"),
+    ("ensemble.weights", "BlendConfig"),
     ("ensemble.report", "ReportConfig"),
     ("ensemble.seeds", "SeedsConfig"),
 ]

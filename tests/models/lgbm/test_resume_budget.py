@@ -19,7 +19,8 @@ from models.lgbm.budget import Slicer, TimeBudget
 from models.lgbm.config import LgbmConfig
 from models.lgbm.model import RankerModel
 from models.lgbm.predict import predict_all
-from models.lgbm.train import DONE_FILE, train_all
+from models.lgbm.runstate import DONE_FILE
+from models.lgbm.train import train_all
 from models.predictions import predictions_path
 
 TILE = get_collection("tile:xla")

@@ -17,7 +17,8 @@ from models.lgbm.config import LgbmConfig
 from models.lgbm.data import (Keys, TabularFormatError, assemble_costs, load_rows, read_keys,
                               read_rows, truth_by_graph)
 from models.lgbm.model import RankerModel
-from models.lgbm.train import fit_model, train_collection
+from models.lgbm.fit import fit_model
+from models.lgbm.train import train_collection
 from models.metrics import score_collection
 from models.predictions import predictions_path, read_predictions
 
