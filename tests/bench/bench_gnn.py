@@ -294,7 +294,7 @@ def memory_main() -> None:
     import sys
 
     from tpurank.atomic import write_json
-    from tpurank.results import bench_metadata
+    from tpurank.results.artifacts import bench_metadata
 
     cases = []
     for case in MEMORY_CASES:
@@ -358,7 +358,7 @@ def project_main() -> None:
     import json
 
     from tpurank.atomic import write_json
-    from tpurank.results import bench_metadata
+    from tpurank.results.artifacts import bench_metadata
 
     full = GnnConfig.PRESETS["full"]
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "1")))

@@ -28,7 +28,7 @@ from models.gnn.data import load_graphs  # noqa: E402
 from models.gnn.infer import InferenceOptions, TensorCache, load_trained  # noqa: E402
 from models.gnn.infer import predict_costs  # noqa: E402
 from tpurank.atomic import write_json  # noqa: E402
-from tpurank.results import bench_metadata  # noqa: E402
+from tpurank.results.artifacts import bench_metadata  # noqa: E402
 from tpurank.collections import get_collection  # noqa: E402
 
 SETTINGS = {  # name -> (context, tta)
