@@ -12,9 +12,11 @@ Per collection:
      *nested*: leave-one-fold-out (weights fitted on the other folds, scored on the left-out
      fold), mean ± sd over folds; the official valid graphs are scored with the weights of the
      fold that held them out;
-   * otherwise (``--protocol valid``, or models without ``oof``) the *valid* split, as before
-     cross-validation existed. The blend's valid score is then **in-sample** (its weights were
-     fitted on those graphs, and the models early-stopped on them) and is labelled so;
+   * with ``--protocol valid`` only, the *valid* split, as before cross-validation existed. The
+     blend's valid score is then **in-sample** (its weights were fitted on those graphs, and the
+     models early-stopped on them) and is labelled so. A model without ``oof`` predictions (one
+     trained without folds, or the training-free baseline) stops the default protocol with a
+     message naming it: the blend never switches protocol on its own;
 3. the test costs are the weighted sums; the submission holds every test graph of the data root.
    With ``--tile-hedge N`` a tile kernel's submitted top 5 holds at most N configs of one
    predicted tile-count group (:mod:`ensemble.hedge`, a fixed rule fitted on nothing).
@@ -61,16 +63,28 @@ def blend_collection(cfg: BlendConfig, coll: Collection) -> tuple[dict, dict[str
     """Blend one collection by the configured protocol; returns (summary, test costs)."""
     from ensemble.oof import blend_collection_oof, has_oof
 
-    lacking = has_oof(cfg.preds_dir, cfg.model_list, coll) if cfg.protocol != "valid" else []
-    if cfg.protocol == "oof" and lacking:
-        raise FileNotFoundError(f"{coll.name}: --protocol oof but no oof predictions of "
-                                f"{lacking} under {cfg.preds_dir} (train them with --folds K)")
-    if cfg.protocol != "valid" and not lacking:
-        return blend_collection_oof(cfg, coll)
-    summary, test_costs = blend_collection_valid(cfg, coll)
-    if lacking:
-        summary["note"] = f"no oof predictions of {', '.join(lacking)}: blend fitted on valid"
-    return summary, test_costs
+    if cfg.protocol == "valid":
+        return blend_collection_valid(cfg, coll)
+    lacking = has_oof(cfg.preds_dir, cfg.model_list, coll)
+    if lacking:  # never a silent switch of the whole blend to the in-sample valid protocol
+        raise FileNotFoundError(lacking_oof(cfg, coll, lacking))
+    return blend_collection_oof(cfg, coll)
+
+
+def lacking_oof(cfg: BlendConfig, coll: Collection, lacking: list[str]) -> str:
+    """Why the blend stops: which models have no out-of-fold predictions, and the two ways on."""
+    from tpurank.registry import BY_NAME, base_name
+
+    absent = [m for m in lacking if not model_runs(cfg.preds_dir, m)]
+    if absent:
+        return (f"no predictions of model {absent[0]!r} under {cfg.preds_dir} (run the model's "
+                "predict step first)")
+    why = [f"{m} (training-free: it writes none)" if base_name(m) in BY_NAME and not BY_NAME[base_name(m)].has_oof
+           else m for m in lacking]
+    return (f"{coll.name}: no out-of-fold predictions of {', '.join(why)} under {cfg.preds_dir}. The "
+            "blend is fitted on the models' out-of-fold predictions: train them with --folds K (the "
+            "quick and full presets do) and predict again, or fit it on the valid split with "
+            "--protocol valid (make run PROTOCOL=valid; in-sample: the models early-stopped on those graphs)")
 
 
 def blend_collection_valid(cfg: BlendConfig, coll: Collection) -> tuple[dict, dict[str, np.ndarray]]:
