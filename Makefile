@@ -61,14 +61,16 @@ help:
 
 setup: $(STAMP)
 
-$(VENV)/.installed: setup.cfg pyproject.toml
+# The packages the Kaggle image ships are installed at the versions it is assumed to have
+# (kaggle/image_packages.txt, as pip constraints): the tests run on what the notebooks will meet.
+IMAGE_PACKAGES := kaggle/image_packages.txt
+$(VENV)/.installed: setup.cfg pyproject.toml $(IMAGE_PACKAGES)
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install -q --upgrade pip
-	# torch first, pinned to the version the tests run with; pip takes it from its configured
-	# index and find-links. On Linux PyPI's torch is the CUDA build (GBs): for the CPU build alone
-	# pass TORCH_INDEX=https://download.pytorch.org/whl/cpu
-	$(VENV)/bin/python -m pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(VENV)/bin/python -m pip install -q -e '.[dev]'
+	$(VENV)/bin/python -m pip install -q --upgrade pip -c $(IMAGE_PACKAGES)
+	# torch first; pip takes it from its configured index and find-links. On Linux PyPI's torch
+	# is the CUDA build (GBs): for the CPU build alone pass TORCH_INDEX=https://download.pytorch.org/whl/cpu
+	$(VENV)/bin/python -m pip install -q torch -c $(IMAGE_PACKAGES) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(VENV)/bin/python -m pip install -q -e '.[dev]' -c $(IMAGE_PACKAGES)
 	touch $@
 
 sample: $(STAMP) $(SAMPLE)/.complete
