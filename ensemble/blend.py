@@ -52,7 +52,7 @@ from models.metrics import final_score
 from models.predictions import NORMALISATIONS, model_runs, predictions_path, write_predictions
 
 from ensemble.submission import check_file, submission_rows, write_submission
-from ensemble.truth import config_count, split_truth
+from ensemble.truth import split_truth, test_sizes as ranked_and_tied
 from ensemble.weights import (BLEND_MODEL, BlendConfig, FitResult, _load_normed, _mean_score, _require,
                               blend_costs, fit_weights)
 
@@ -96,7 +96,7 @@ def blend_collection_valid(cfg: BlendConfig, coll: Collection) -> tuple[dict, di
     fit = (fit_weights(coll, valid_normed, truth, cfg.grid_step, cfg.alphas, cfg.max_fit_configs)
            if truth else FitResult([1.0 / len(cfg.model_list)] * len(cfg.model_list), 1.0, [], 0,
                      method="equal (no valid graphs)"))
-    test_sizes = {gf.stem: config_count(gf.path) for gf in discover(cfg.data, [coll], ["test"])}
+    test_sizes = ranked_test_sizes(cfg.data, coll)
     test_normed = _load_normed(cfg, coll, "test") if test_sizes else []
     for model, preds in zip(cfg.model_list, test_normed):
         _require(preds, test_sizes, f"{coll.name}/test, model {model}")
@@ -113,6 +113,26 @@ def blend_collection_valid(cfg: BlendConfig, coll: Collection) -> tuple[dict, di
     if test_sizes:
         write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, "test"), test_costs)
     return summary, test_costs
+
+
+def ranked_test_sizes(data: str, coll: Collection) -> dict[str, int]:
+    """Config counts of the test graphs the models rank (not those whose configs all tie)."""
+    return ranked_and_tied(data, coll)[0]
+
+
+def with_tied_graphs(cfg: BlendConfig, coll: Collection, test_costs: dict[str, np.ndarray],
+                     summary: dict) -> dict[str, np.ndarray]:
+    """``test_costs`` plus every test graph without configurable nodes at one equal cost per
+    config, so that the submission ranks it in file order (features.repair); recorded in the
+    collection's summary and in the blend's test predictions."""
+    tied = ranked_and_tied(cfg.data, coll)[1]
+    if not tied:
+        return test_costs
+    costs = {**test_costs, **{stem: np.zeros(n) for stem, n in tied.items()}}
+    write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, "test"), costs)
+    summary["tied_test_graphs"] = {stem: "no configurable node: every config ties, file order"
+                                   for stem in sorted(tied)}
+    return costs
 
 
 def run_id(cfg: BlendConfig) -> str:
@@ -137,6 +157,7 @@ def run_blend(cfg: BlendConfig) -> dict:
         raise FileNotFoundError(f"{cfg.data}: no valid/test graphs of collections {cfg.collections!r}")
     for coll in colls:
         coll_summary, test_costs = blend_collection(cfg, coll)
+        test_costs = with_tied_graphs(cfg, coll, test_costs, coll_summary)
         if coll.is_tile and cfg.tile_hedge > 0 and test_costs:
             test_costs = hedge_test(cfg, coll, test_costs)
             coll_summary["tile_hedge"] = cfg.tile_hedge
@@ -201,7 +222,9 @@ def _print_collection(coll: Collection, s: dict) -> None:
           + (f" | OOF over {s['oof']['n_graphs']} graphs, {s['oof']['folds']} folds "
              f"(blend leave-one-fold-out): {oof}" if oof else "")
           + (f" | {label}: {scores}" if scores else "")
-          + (f" | note: {s['note']}" if s.get("note") else ""), flush=True)
+          + (f" | note: {s['note']}" if s.get("note") else "")
+          + (f" | {len(s['tied_test_graphs'])} test graph(s) without configurable nodes ranked in file "
+             f"order: {', '.join(s['tied_test_graphs'])}" if s.get("tied_test_graphs") else ""), flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,8 @@ prediction files, and writes ``submissions/<run>/report.{md,html,json}`` plus PN
 * per-graph scores (τ for layout, top-5 score for tile) per collection;
 * predicted-vs-true rank scatter of the blend for a few valid graphs;
 * the blend weights and the shrinkage evidence (in-sample vs leave-one-graph-out);
+* the test graphs that were repaired to be ranked (``features.repair``: from the validate report
+  ``WORK/validate_report.json`` and the blend's graphs without configurable nodes);
 * the run's config and git SHA;
 * hidden-test scores, only when the data root has hidden runtimes (generated samples) and
   clearly labelled as sample-only.
@@ -246,6 +248,12 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
             graph_blocks.append(("img", f"scatter_{coll.slug}.png", f"{name}: blend rank vs true rank"))
         if test:
             test_means[name] = {m: float(np.mean(list(v.values()))) for m, v in test.items()}
+    repaired = repaired_test_graphs(cfg, summary)
+    if repaired:
+        blocks += [("h2", "Repaired test graphs"),
+                   ("p", "Every test graph is ranked: these had a problem with a documented repair "
+                         "(features.repair); train and valid files with problems are skipped instead."),
+                   ("table", ["graph", "problem", "repair"], repaired)]
     blocks += _oof_blocks(summary, models, run_dir)
     blocks.append(("h2", "Official valid split (mean per-graph official metric)"))
     if valid_means:
@@ -283,8 +291,24 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
             "valid_protocol": {c: s.get("protocol", "valid (in-sample)")
                                for c, s in summary["collections"].items()},
             "hidden_test": test_means,
+            "repaired_test_graphs": [dict(zip(("graph", "problem", "repair"), r)) for r in repaired],
             "per_graph": details, "weights": {c: s["weights"] for c, s in summary["collections"].items()}}
     return blocks, data
+
+
+def repaired_test_graphs(cfg: ReportConfig, summary: dict) -> list[list[str]]:
+    """``[graph id, problem, repair]`` of every repaired test graph: the validate report's
+    ``repaired_files`` (when ``WORK/validate_report.json`` exists) and the blend's tied graphs."""
+    rows: dict[str, list[str]] = {}
+    report = Path(cfg.work) / "validate_report.json"
+    if report.is_file():
+        for entry in json.loads(report.read_text()).get("repaired_files", []):
+            graph = f"{entry['collection']}:{entry['stem']}"
+            rows[graph] = [graph, "; ".join(entry["problems"]), "; ".join(entry["repairs"])]
+    for name, s in summary["collections"].items():
+        for stem, repair in s.get("tied_test_graphs", {}).items():
+            rows.setdefault(f"{name}:{stem}", [f"{name}:{stem}", "no configurable node", repair])
+    return [rows[g] for g in sorted(rows)]
 
 
 def _weights_table(summary: dict, models: Sequence[str]) -> tuple:

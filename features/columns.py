@@ -27,6 +27,11 @@ MAX_RANK = 6
 LOG_COLUMNS = np.r_[21:31, 37:85, 107:109, 109:133]
 
 
+#: the shared unknown-opcode bucket: no opcode of ``hlo_opcodes.tsv`` has it (ids start at 1); the
+#: HLO converter gives it to an opcode missing from the table, ``features.repair`` to an id outside it
+UNKNOWN_OPCODE_ID = 0
+
+
 @functools.lru_cache(maxsize=1)
 def opcode_ids() -> dict[str, int]:
     """HLO opcode name -> id, from ``features/data/hlo_opcodes.tsv`` (Kaggle numbering)."""

@@ -35,7 +35,8 @@ import numpy as np
 from scipy.stats import rankdata
 
 from features.io import Graph, iter_npz_rows
-from features.transforms import producers_csr
+from features.pruning import producers_csr
+from features.repair import repair_nodes
 
 LANES, SUBLANES = 128, 8
 VMEM_BYTES = 16 * 2 ** 20  # on-chip vector memory a tile's working set must fit in
@@ -194,7 +195,8 @@ def config_chunks(path: str | os.PathLike, cache_dir: str | os.PathLike | None =
 def layout_costs(path: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> np.ndarray:
     """Heuristic cost per layout config of an npz graph file (linear scale; lower = faster)."""
     with np.load(path, allow_pickle=False) as data:
-        heuristic = LayoutHeuristic(data["node_feat"], data["node_config_ids"], data["edge_index"])
+        node_feat = repair_nodes(data["node_feat"], data["node_opcode"])[0]  # a test file's repairs
+        heuristic = LayoutHeuristic(node_feat, data["node_config_ids"], data["edge_index"])
     return heuristic.costs_of_chunks(config_chunks(path, cache_dir))
 
 
@@ -203,7 +205,7 @@ def graph_costs(path: str | os.PathLike, is_tile: bool,
     """Heuristic cost per config of an npz graph file: :func:`tile_costs` or :func:`layout_costs`."""
     if is_tile:
         with np.load(path, allow_pickle=False) as data:
-            return tile_costs(data["config_feat"], data["node_feat"])
+            return tile_costs(data["config_feat"], repair_nodes(data["node_feat"], data["node_opcode"])[0])
     return layout_costs(path, cache_dir)
 
 

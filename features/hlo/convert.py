@@ -18,9 +18,8 @@ import numpy as np
 from features.hlo.node_features import (WINDOW_FIELDS, InstructionFacts, encode_dims, node_features)
 from features.hlo.schema import ELEMENT_TYPE_SLOTS
 from features.io import TILE_CONFIG_DIM, LAYOUT_CONFIG_DIM
-from features.transforms import opcode_ids  # name -> id from features/data/hlo_opcodes.tsv
+from features.columns import UNKNOWN_OPCODE_ID, opcode_ids  # name -> id from features/data/hlo_opcodes.tsv
 
-UNKNOWN_OPCODE_ID = 0  # documented fallback: an opcode missing from data/hlo_opcodes.tsv
 SPLIT_MARKERS = ("cluster", "while", "cond")
 LAYOUT_MAX_DIMS, LAYOUT_MAX_TENSORS = 6, 3
 

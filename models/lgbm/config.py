@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpurank.collections import Collection, parse_collections
+from tpurank.collections import Collection, held_collections
 from tpurank.config import StageConfig
 from models.predictions import run_name
 
@@ -104,7 +104,8 @@ class LgbmConfig(StageConfig):
     }
 
     def selected_collections(self) -> list[Collection]:
-        return parse_collections(self.collection or self.collections)
+        """``--collection``/``--collections``; ``all`` = the collections the data root holds."""
+        return held_collections(self.data, self.collection or self.collections)
 
     def feature_root(self) -> Path:
         return Path(self.features_dir) if self.features_dir else Path(self.work) / "features"
