@@ -1,5 +1,5 @@
 """``python -m ensemble real --work W``: score trained models on the only real TPU measurements
-we hold (SPEC §9) — 15 tile kernels (tile top-5 score) and one layout record (Kendall τ over its
+we hold (docs/competition.md §9) — 15 tile kernels (tile top-5 score) and one layout record (Kendall τ over its
 112 usable configs) — next to a random ranking and the training-free heuristic
 (:mod:`features.heuristic`, what ``models.baseline`` ranks by).
 
@@ -313,7 +313,9 @@ def evaluate(work: str | Path, shared: str | Path = SHARED_DATA, models: Sequenc
             tag = label if len(colls) == 1 else f"{label} <- {name}"
             for name in names:
                 results.append((model_scores(name, work, graphs, coll, tag, device), graphs))
-    report = {"work": str(work), "shared": str(shared),
+    from tpurank.config import run_metadata
+
+    report = {"work": str(work), "shared": str(shared), "metadata": run_metadata(),
               "tile_kernels": {g.stem: len(g.target) for g in data.tile},
               "layout_configs": {g.stem: len(g.target) for g in data.layout},
               "results": [s.summary(g) for s, g in results]}

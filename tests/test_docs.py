@@ -147,3 +147,24 @@ def test_staged_runs_render_one_row_per_stage_with_per_run_provenance(tmp_path: 
     assert "**Per run**" in body
     assert "`abc`" in body and "cpus 2" in body and "bench_scale.py" in body
     assert artifact_shas(json.loads((tmp_path / "benchmarks" / "scale.json").read_text())) == ["abc"]
+
+
+def test_capture_real_renders_the_real_record_tables(tmp_path: Path) -> None:
+    from tpurank.results.capture import capture_real
+
+    real = tmp_path / "real_eval.json"
+    tile = {"tile_kernels": {f"k{i}": (3 if i < 2 else 9) for i in range(4)},
+            "layout_configs": {"unet": 112}}
+    results = [{"method": "random", "collection": "tile:xla", "score": 0.5, "score_gt5": 0.4, "spread": 0.01},
+               {"method": "gnn", "collection": "tile:xla", "score": 0.9, "score_gt5": 0.8},
+               {"method": "lgbm", "collection": "tile:xla", "missing": "no trained LightGBM"},
+               {"method": "heuristic", "collection": "layout:real", "score": 0.1},
+               {"method": "gnn", "collection": "layout:real <- layout:xla:default", "score": 0.2}]
+    real.write_text(json.dumps({**tile, "results": results, "metadata": {"git_sha": "abc123"}}))
+    out = capture_real(real, "make run && python -m ensemble real", tmp_path / "results" / "real.json")
+    assert json.loads(out.read_text())["git_sha"] == "abc123"
+    body = render_section("real", tmp_path)
+    assert "| random | — | 0.500 ± 0.010 | 0.400 |" in body
+    assert "| method | trained on | all 4 kernels | 2 kernels with > 5 configs |" in body
+    assert "| lgbm | tile:xla | not available | not available |" in body
+    assert "| gnn | layout:xla:default | 0.200 |" in body and "Kendall τ (112 configs)" in body

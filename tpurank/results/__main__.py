@@ -8,7 +8,7 @@ from pathlib import Path
 
 import tpurank.results as package
 from tpurank.results.artifacts import ROOT, ArtifactError
-from tpurank.results.capture import capture, capture_seeds
+from tpurank.results.capture import capture, capture_real, capture_seeds
 from tpurank.results.render import render, stale_sections
 
 
@@ -26,7 +26,14 @@ def main(argv: list[str] | None = None) -> int:
     cs.add_argument("reports", nargs="+", help="report.json files, or the submission folders holding <run>/report.json")
     cs.add_argument("--command", required=True, help="the command that made the runs, e.g. 'make results'")
     cs.add_argument("--out", default=str(ROOT / "results" / "seeds.json"), help="artifact written")
+    cr = sub.add_parser("capture-real", help="results/real.json from the real_eval.json of ensemble real")
+    cr.add_argument("real_eval", help="WORK/reports/real/real_eval.json of `python -m ensemble real`")
+    cr.add_argument("--command", required=True, help="the commands that trained and scored, e.g. 'make run'")
+    cr.add_argument("--out", default=str(ROOT / "results" / "real.json"), help="artifact written")
     args = parser.parse_args(argv)
+    if args.action == "capture-real":
+        print(capture_real(Path(args.real_eval), args.command, Path(args.out)))
+        return 0
     if args.action == "capture-seeds":
         print(capture_seeds([Path(p) for p in args.reports], args.command, Path(args.out)))
         return 0

@@ -63,3 +63,16 @@ def capture_seeds(reports: list[Path], command: str, out: Path) -> Path:
                      "created": max(r["created"] for r in runs), "machine": machine_description(),
                      "command": command, "seeds": runs})
     return out
+
+
+def capture_real(real_eval: Path, command: str, out: Path) -> Path:
+    """``results/real.json`` from the ``real_eval.json`` of ``python -m ensemble real``; the git
+    SHA is the one the evaluation recorded (the code that scored)."""
+    data = json.loads(real_eval.read_text())
+    meta = data.get("metadata", {})
+    write_json(out, {"git_sha": meta.get("git_sha") or git_sha(),
+                     "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(real_eval.stat().st_mtime)),
+                     "machine": machine_description(), "command": command,
+                     **{k: data[k] for k in ("tile_kernels", "layout_configs", "results")}})
+    return out
+

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tpurank.atomic import write_text
 from tpurank.results.artifacts import ARTIFACT_DIRS, ROOT, ArtifactError, artifact_path, load_artifact, provenance
-from tpurank.results.scores import run_body, seeds_body
+from tpurank.results.scores import real_body, run_body, seeds_body
 from tpurank.results.tables import bench_body
 
 DOC_FILES = ("README.md", "BENCHMARKS.md", "docs/*.md")
@@ -28,6 +28,7 @@ def render_section(name: str, root: Path = ROOT) -> str:
             f"{prov['created']}, {prov['machine']}, with `{prov['command']}`._")
     in_results = path.parent.name == "results"
     body = (seeds_body(data) if in_results and "seeds" in data else
+            real_body(data) if in_results and "tile_kernels" in data else
             run_body(data) if in_results and "valid" in data else bench_body(data, path))
     notes = f"\n\n{data['notes']}" if isinstance(data.get("notes"), str) and data["notes"] else ""
     return f"{head}\n\n{body}{notes}\n"

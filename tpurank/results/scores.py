@@ -1,4 +1,5 @@
-"""The score tables of ``results/*.json``: one run (``capture``), several seeds (``capture-seeds``)."""
+"""The score tables of ``results/*.json``: one run (``capture``), several seeds (``capture-seeds``),
+the real TPU records (``capture-real``)."""
 
 from __future__ import annotations
 
@@ -142,3 +143,39 @@ def seeds_body(data: dict[str, Any]) -> str:
     protocols = sorted({p for r in runs for p in (r.get("valid_protocol") or {}).values()})
     note = f"\n\nBlend weights fitted on: {', '.join(protocols)}." if protocols else ""
     return head + "**Official valid split**:\n\n" + _seeds_valid_table(runs) + note
+
+
+def _real_cell(r: dict[str, Any], key: str = "score") -> str:
+    if "missing" in r:
+        return "not available"
+    value = r.get(key)
+    if value is None:
+        return "—"
+    spread = f" ± {r['spread']:.3f}" if key == "score" and r.get("spread") is not None else ""
+    return f"{value:.3f}{spread}"
+
+
+def real_body(data: dict[str, Any]) -> str:
+    """The tables of ``ensemble real`` (``results/real.json``): tile top-5 score over every kernel
+    and over those with more than 5 configs; layout Kendall τ over the record's configs."""
+    kernels = data["tile_kernels"]
+    many = sum(n > 5 for n in kernels.values())
+    configs = ", ".join(str(n) for n in data["layout_configs"].values())
+    tile_rows, layout_rows = [], []
+    for r in data["results"]:
+        trained = r["collection"].split(" <- ")[1] if " <- " in r["collection"] else (
+            r["collection"] if r["method"] in MODEL_ORDER else "—")
+        if r["collection"].startswith("tile"):
+            tile_rows.append({"method": r["method"], "trained on": trained,
+                              f"all {len(kernels)} kernels": _real_cell(r),
+                              f"{many} kernels with > 5 configs": _real_cell(r, "score_gt5")})
+        else:
+            layout_rows.append({"method": r["method"], "models of": trained,
+                                f"Kendall τ ({configs} configs)": _real_cell(r)})
+    notes = ("Random: the mean of random rankings (± the sd of that mean over draws); a trained "
+             "model: the mean over its seeds (± their sd when there are several), each seed's "
+             "fold models averaged per graph as for the test split.")
+    return ("**Tile** (top-5 score):\n\n" + markdown_table(list(tile_rows[0]), tile_rows)
+            + "\n\n**Layout** (the UNet record):\n\n" + markdown_table(list(layout_rows[0]), layout_rows)
+            + "\n\n" + notes)
+
