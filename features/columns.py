@@ -1,4 +1,4 @@
-"""The SPEC §4 column blocks of ``node_feat``, opcode ids, and the helpers every transform reads them with."""
+"""The docs/competition.md §4 column blocks of ``node_feat``, opcode ids, and the helpers every transform reads them with."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from importlib import resources
 
 import numpy as np
 
-# ---- SPEC §4 column blocks ---------------------------------------------------------------------
+# ---- docs/competition.md §4 column blocks ---------------------------------------------------------------------
 SHAPE_DIMS = slice(21, 27)
 DIMENSIONS = slice(31, 37)
 WINDOW_BLOCK_STARTS = (37, 45, 53, 61, 69, 77)  # size, stride, pad low, pad high, dilations (6 each)

@@ -1,6 +1,6 @@
 """Layout configs as small integer codes: the one compact copy of the configs in WORK.
 
-A layout config row is ``(nc, 18)`` values in −1..5 (SPEC §5). Within one graph only a few
+A layout config row is ``(nc, 18)`` values in −1..5 (docs/competition.md §5). Within one graph only a few
 distinct 18-vectors occur (a node's output/input/kernel layouts come from a small menu), so a
 graph's configs are stored as
 

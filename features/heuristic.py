@@ -8,7 +8,7 @@ A TPU stores the two most-minor dimensions of a tensor in (8 x 128) tiles (subla
 so a dimension that is not a multiple of 128 on the lane axis (8 on the sublane axis) is padded
 and the padding is computed and moved for nothing.
 
-* **tile** (one kernel, configs = tile sizes; ``config_feat`` SPEC §5): output bounds are in
+* **tile** (one kernel, configs = tile sizes; ``config_feat`` docs/competition.md §5): output bounds are in
   TPU tile units along the root's layout (128 lanes on the minor dim, 8 sublanes on the
   second-minor). Larger tiles mean fewer grid steps (each with a fixed overhead), tiles that
   overhang the output shape waste work, and a double-buffered working set above the 16 MiB VMEM

@@ -1,4 +1,4 @@
-"""Discover and load TpuGraphs npz files (SPEC §3).
+"""Discover and load TpuGraphs npz files (docs/competition.md §3).
 
 ``discover(root)`` lists graph files in the Kaggle layout; ``load_graph(path)`` returns a
 :class:`Graph` (in RAM; :mod:`features.cache` memory-maps, :mod:`features.configcodes` streams

@@ -1,4 +1,4 @@
-"""Graph partitions for Graph Segment Training (SPEC §7): segments of about ``size`` nodes.
+"""Graph partitions for Graph Segment Training (docs/competition.md §7): segments of about ``size`` nodes.
 
 Two methods:
 

@@ -254,7 +254,7 @@ def kernel_output_shape(graph: Graph) -> np.ndarray:
 
     The root node (is_root, else the last node) gives it. A multi-output fusion's root is a tuple
     with no shape of its own: then the largest of the root's operands stands for the output (the
-    tile bounds in SPEC §5 refer to that array), so the bound/shape ratios stay meaningful.
+    tile bounds in docs/competition.md §5 refer to that array), so the bound/shape ratios stay meaningful.
     """
     nf = np.asarray(graph.node_feat)
     roots = np.flatnonzero(nf[:, 0] == 1)

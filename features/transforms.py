@@ -3,9 +3,9 @@
 - :func:`prune_graph`: keep the configurable nodes and their ``hops``-hop neighbourhood (both
   directions) and *rewire* kept nodes connected only through removed nodes.
 - :func:`repad_node_feat` / :func:`repad_tile_config`: per-dimension blocks get ``-1`` beyond the
-  tensor's rank instead of the ambiguous ``0`` (SPEC §4, §5).
+  tensor's rank instead of the ambiguous ``0`` (docs/competition.md §4, §5).
 - :func:`infer_dot_dims`: dot-general contracting/batch dimensions from the shapes of a ``dot``
-  node and its two operands (SPEC §7); :func:`dot_conv_features` encodes them per node.
+  node and its two operands (docs/competition.md §7); :func:`dot_conv_features` encodes them per node.
 - :func:`structure_features`: in/out degree and topological depth.
 - :func:`config_row_hashes` / :func:`dedup_groups`: identical-config detection, chunk by chunk.
 
@@ -59,7 +59,7 @@ def operand_max_rank(rank: np.ndarray, csr: Csr) -> np.ndarray:
 def repad_node_feat(node_feat: np.ndarray, node_opcode: np.ndarray, edge_index: np.ndarray) -> np.ndarray:
     """Copy of ``node_feat`` with ``-1`` in every per-dimension entry beyond the relevant rank.
 
-    Ranks used per block (SPEC §4):
+    Ranks used per block (docs/competition.md §4):
     - shape dims, minor_to_major: the output rank (non-zero shape dims);
     - ``dimensions``: max(output rank, operand ranks) — reduce/broadcast list operand dims;
     - window fields, reversal, conv spatial dim numbers: the window rank (non-zero window sizes);

@@ -1,4 +1,4 @@
-"""Validate TpuGraphs npz files against SPEC §3 (``python -m features validate``).
+"""Validate TpuGraphs npz files against docs/competition.md §3 (``python -m features validate``).
 
 ``validate_file(path)`` returns a list of problems (readable sentences, empty = ok);
 ``check_file(path)`` raises :class:`BadGraphError` (``"<path>: <problem>"``).

@@ -1,4 +1,4 @@
-"""The five TpuGraphs collections, their on-disk layout and submission IDs (SPEC §2, §6).
+"""The five TpuGraphs collections, their on-disk layout and submission IDs (docs/competition.md §2, §6).
 
 Collections are data, not code: every stage takes a :class:`Collection` and uses the same code
 path for all five.

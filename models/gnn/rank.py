@@ -91,7 +91,7 @@ def rank_module(module: Any, work: str | Path, n_candidates: int, collection: st
     """Sample candidate layouts of ``module`` and rank them with the trained GNN.
 
     The configurable nodes are ``config_nodes`` when given (e.g. a tuning record's
-    ``config_index_to_node``: SPEC §3 says to take the set from the data, not the opcode), else the
+    ``config_index_to_node``: docs/competition.md §3 says to take the set from the data, not the opcode), else the
     nodes with ``opcodes``; ``extra_nodes`` are added in both cases.
     """
     from features.hlo import DEFAULT_CONFIGURABLE, configurable_nodes, module_dot_dims, module_to_graph

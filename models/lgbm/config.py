@@ -98,8 +98,8 @@ class LgbmConfig(StageConfig):
                  "learning_rate": 0.03, "num_leaves": 63, "max_train_configs_per_graph": 10000,
                  "max_valid_configs_per_graph": 5000, "pairs_per_graph": 20000,
                  "valid_pairs_per_graph": 10000, "pair_refs": 32, "folds": 5,
-                 # a 9 h Kaggle session: 1 h of LightGBM beside the GNN's 6 h and the feature
-                 # build (BENCHMARKS.md, T4 projection)
+                 # a Kaggle session (docs/competition.md §2): 1 h of LightGBM beside the GNN's
+                 # 6 h and the feature build (BENCHMARKS.md, T4 projection)
                  "time_budget": 3600.0},
     }
 

@@ -318,7 +318,7 @@ def memory_main() -> None:
 # --- projected T4 wall time of PRESET=full on the real data ------------------------------------
 
 # Stated assumptions (not measurements): NVIDIA T4 datasheet peaks and the efficiencies assumed
-# for this workload; the real-data shape from SPEC §2 (1-hop pruned layout graphs ~2.1k nodes).
+# for this workload; the real-data shape from docs/competition.md §2 (1-hop pruned layout graphs ~2.1k nodes).
 T4 = {"fp32_tflops_peak": 8.1, "hbm_gb_s_peak": 320.0, "flop_efficiency": 0.5,
       "bandwidth_efficiency": 0.6, "activation_passes": 3.0}
 REAL = {"layout_collections": 4, "pruned_nodes": 2100, "valid_test_configs_per_layout": 1.0e6,

@@ -12,7 +12,7 @@ Content (plausible, not a model of any real program):
   ``edge_index`` rows are ``[consumer, producer]``;
 * opcodes from ``hlo_opcodes.tsv`` (parameters first, then elementwise ops), the configurable
   nodes being convolution, dot or reshape; ``node_feat`` fills element type (f32), shape dims
-  with sum/product, and the layout minor_to_major (SPEC §4);
+  with sum/product, and the layout minor_to_major (docs/competition.md §4);
 * per configurable node and tensor (output, input, kernel — kernel only for convolutions) a small
   menu of layouts: all −1 (compiler default), full permutations of the tensor's rank, or only the
   two most-minor dims given (``[1, 0, -1, ...]``); each config picks from the menus;
