@@ -28,8 +28,9 @@ import polars as pl
 from features import heuristic
 from tpurank.atomic import atomic_path
 from features.io import Graph
-from features.transforms import (MAX_RANK, SHAPE_DIMS, node_depths, opcode_ids, producers_csr,
-                                 prune_graph, repad_tile_config, tensor_rank)
+from features.columns import MAX_RANK, SHAPE_DIMS, opcode_ids, tensor_rank
+from features.pruning import node_depths, producers_csr, prune_graph
+from features.transforms import repad_tile_config
 from features.dotdims import DotDims
 
 NODE_TYPES = ("conv", "dot", "reshape", "other")

@@ -1,7 +1,8 @@
 """Build tasks: cache keys, done markers, the norm and graph passes of one graph, the worker pool.
 
 A graph's outputs are keyed by the input identity (path, size, mtime), the transform
-parameters, the package version and the norm stats; the ``done/<split>/<stem>.json`` marker
+parameters, a digest of the build code (:mod:`features.buildcode`), the on-disk format and the
+norm stats; the ``done/<split>/<stem>.json`` marker
 holding the key is written *last* (after the atomically renamed graph directory and tabular
 part), so a killed run leaves nothing that looks complete and a rerun redoes only what is
 missing or stale. The norm pass saves each train graph's node stage
@@ -25,9 +26,9 @@ from typing import Any, Callable
 import numpy as np
 from tqdm import tqdm
 
-from tpurank import __version__
 from tpurank.atomic import save_npz, write_json
 from tpurank.collections import Collection, get_collection, npz_dir, pb_dir
+from features.buildcode import code_digest
 from features.buildconfig import BuildConfig
 from features.configcodes import load_coded
 from features.dotdims import DotDims
@@ -120,7 +121,7 @@ def _norm_key(task: Task) -> tuple[str, Path, Path]:
     path = Path(task.path)
     pb = _pb_path(cfg.data, GraphFile(coll, task.split, task.stem, path))
     key = _key("norm", _identity(path), _identity(pb) if pb.is_file() and cfg.exact_dot else None,
-               cfg.transform_params(), __version__)
+               cfg.transform_params(), code_digest())
     marker = _marker(task.features_dir, coll, task.split, task.stem, "norm_parts")
     return key, marker, marker.with_suffix(".npz")
 
@@ -198,7 +199,7 @@ def _graph_key(task: Task) -> tuple[str, Path, Path, Path]:
     path = Path(task.path)
     pb = _pb_path(cfg.data, GraphFile(coll, task.split, task.stem, path))
     key = _key("graph", _identity(path), _identity(pb) if pb.is_file() and cfg.exact_dot else None,
-               cfg.transform_params(), __version__, FORMAT_VERSION, task.norm_key)
+               cfg.transform_params(), code_digest(), FORMAT_VERSION, task.norm_key)
     return (key, _marker(task.features_dir, coll, task.split, task.stem, "done"),
             graph_dir(task.features_dir, coll, task.split, task.stem),
             part_path(task.features_dir, coll, task.split, task.stem))

@@ -11,8 +11,7 @@
 
 The transforms live by concern — :mod:`features.columns` (column blocks, opcode ids),
 :mod:`features.pruning` (structure, pruning), :mod:`features.dot_features` (dot-general) and this
-module (re-padding, lane/log transforms, config deduplication) — and this module re-exports them
-all, so ``from features.transforms import ...`` keeps working.
+module (re-padding, lane/log transforms, config deduplication); import each from its module.
 
 Conventions: ``edge_index`` arguments are the npz convention ``(m, 2)`` rows ``[consumer, producer]``
 unless the name says ``pyg``; every function returns new arrays (inputs may be read-only memmaps).
@@ -24,16 +23,12 @@ import hashlib
 
 import numpy as np
 
-from features.columns import (CONV_INPUT_SPATIAL, CONV_KERNEL_SPATIAL, CONV_SCALAR,  # noqa: F401
+from features.columns import (CONV_INPUT_SPATIAL, CONV_KERNEL_SPATIAL, CONV_SCALAR,
                               DIMENSIONS, DYN_SLICE_SIZES, LOG_COLUMNS, MAX_RANK, MINOR_TO_MAJOR,
                               PAD_BLOCKS, SHAPE_DIMS, SLICE_BLOCKS, WINDOW_BLOCK_STARTS,
-                              WINDOW_REVERSAL, WINDOW_SIZE, opcode_id, opcode_ids, signed_log1p,
+                              WINDOW_REVERSAL, WINDOW_SIZE, opcode_ids, signed_log1p,
                               tensor_rank)
-from features.dot_features import (DOT_CONV_NAMES, _dot_output, dot_conv_features,  # noqa: F401
-                                   dot_dims_for_graph, infer_dot_dims, shapes_of)
-from features.pruning import (STRUCTURE_NAMES, Csr, PruneResult, k_hop_nodes,  # noqa: F401
-                              node_depths, producers_csr, prune_graph, rewire_edges,
-                              structure_features, topo_order)
+from features.pruning import Csr, producers_csr
 
 
 # ---- -1 re-padding -----------------------------------------------------------------------------
