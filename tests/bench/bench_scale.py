@@ -6,8 +6,6 @@ fraction, config fraction, preset and pipeline; ``make bench-scale [RUN=1]``).
 
     python tests/bench/bench_scale.py [--graph-fraction 0.05] [--config-fraction 0.03125]
         [--jobs 2] [--data DIR] [--work DIR] [--out benchmarks/scale.json] [--keep] [--run]
-    python tests/bench/bench_scale.py --data data/sample-small --work WORK --from-log --git-sha SHA
-        # records a `make run MON=1` already made on DATA into WORK (its WORK/stages.jsonl)
 
 Measured per stage: wall time, peak RSS of the stage's process tree (sampled from /proc every
 0.1–0.2 s; without ``--run`` also ``getrusage(RUSAGE_CHILDREN)`` max RSS of the biggest single
@@ -110,14 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--run", action="store_true",
                    help="after generation, the whole `make run` (every stage measured) instead of "
                         "validate + build alone")
-    p.add_argument("--from-log", action="store_true",
-                   help="record the `make run MON=1` already made on --data into --work (its "
-                        "stages.jsonl) instead of running anything")
-    p.add_argument("--git-sha", default="", help="with --from-log: the commit that run measured")
     a = p.parse_args(argv)
-    if a.from_log and not (a.data and a.work and a.git_sha):
-        p.error("--from-log needs --data, --work and --git-sha of the run")
-    a.run = a.run or a.from_log
     py = sys.executable
     tmp = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     data = Path(a.data) if a.data else tmp / "data"
@@ -132,12 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         n_files, n_configs = counts(data)
         input_bytes = du(data / "npz_all")
         report = work / "validate_report.json"
-        if a.from_log:
-            from tpurank.monitor import read_log
-
-            stages += [dict(r, make=f"make run DATA={data} MON=1 (recorded from {work / 'stages.jsonl'})")
-                       for r in read_log(work / "stages.jsonl")]
-        elif a.run:
+        if a.run:
             stages += make_run(data, work, a.preset)
         else:
             stages.append(run_stage("validate", [py, "-m", "features", "validate", "--data",
@@ -154,12 +140,10 @@ def main(argv: list[str] | None = None) -> int:
         sizes = {"input_bytes": input_bytes, "work_bytes": du(work),
                  "features_bytes": du(work / "features"), "cache_bytes": du(work / "cache")}
         sizes["work_over_input"] = round(sizes["work_bytes"] / max(1, input_bytes), 3)
-        sha = a.git_sha or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                          capture_output=True, text=True).stdout.strip()
-        scale = "kaggle" if not a.data or "kaggle" in data.name else data.name.removeprefix("sample-")
-        fractions = (a.graph_fraction, a.config_fraction) if scale == "kaggle" else (None, None)
-        result: dict[str, object] = {"dataset": {"scale": scale, "graph_fraction": fractions[0],
-                              "config_fraction": fractions[1], "files": n_files,
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                             text=True).stdout.strip()
+        result: dict[str, object] = {"dataset": {"scale": "kaggle", "graph_fraction": a.graph_fraction,
+                              "config_fraction": a.config_fraction, "files": n_files,
                               "configs": n_configs, "generated": not a.data},
                   "preset": a.preset, "jobs": a.jobs, "stages": stages, "sizes": sizes,
                   "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
@@ -175,14 +159,13 @@ def main(argv: list[str] | None = None) -> int:
         if a.run:
             result["hidden_test"] = hidden_test_means(work)
         result["total_wall_s"] = round(sum(s["wall_s"] for s in stages if s["stage"] != "generate"), 1)
-        same = (scale, *fractions, a.preset, result["pipeline"])
-        runs = [r for r in runs if (r["dataset"].get("scale", "kaggle"), r["dataset"]["graph_fraction"],
-                                    r["dataset"]["config_fraction"], r["preset"],
-                                    r.get("pipeline", "validate + build")) != same] + [result]
+        same = (a.graph_fraction, a.config_fraction, a.preset, result["pipeline"])
+        runs = [r for r in runs if (r["dataset"]["graph_fraction"], r["dataset"]["config_fraction"],
+                                    r["preset"], r.get("pipeline", "validate + build")) != same] + [result]
         write_json(out, {**bench_metadata("python tests/bench/bench_scale.py " + " ".join(sys.argv[1:])),
-                         "about": "tests/bench/bench_scale.py: one entry per (data scale, graph fraction, "
-                                  "config fraction, preset, pipeline), the latest run of each", "runs": runs})
-        print(f"{scale} data: {n_files} files, {n_configs} configs, "
+                         "about": "tests/bench/bench_scale.py: one entry per (graph fraction, config "
+                                  "fraction, preset), the latest run of each", "runs": runs})
+        print(f"kaggle-shaped data: {n_files} files, {n_configs} configs, "
               f"{input_bytes / 2**20:.1f} MiB (G={a.graph_fraction:g}, F={a.config_fraction:g})")
         for s in stages:
             extra = f"  {s.get('graphs_per_s', '')} graphs/s  {s.get('configs_per_s', '')} configs/s" \
