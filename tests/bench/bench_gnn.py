@@ -187,7 +187,7 @@ def speed_main() -> None:
     import json
 
     from tpurank.atomic import write_json
-    from tpurank.results import bench_metadata
+    from tpurank.results.artifacts import bench_metadata
 
     threads = int(os.environ.get("BENCH_THREADS", "1"))
     torch.set_num_threads(threads)
