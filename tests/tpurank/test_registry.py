@@ -4,6 +4,7 @@ pipeline, the docs tables and ``ensemble real``: a model listed once is known ev
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,9 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _make_n_run(tmp_path: Path, *variables: str) -> str:
     (tmp_path / "npz_all" / "npz").mkdir(parents=True, exist_ok=True)  # DATA given: no sample made
-    out = subprocess.run(["make", "-n", "run", "NO_VENV=1", f"PYTHON={sys.executable}",
-                          f"DATA={tmp_path}", *variables], cwd=ROOT, capture_output=True, text=True,
-                         timeout=60)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    out = subprocess.run(["make", "-n", "--no-print-directory", "run", "NO_VENV=1",
+                          f"PYTHON={sys.executable}", f"DATA={tmp_path}", *variables], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode == 0, out.stderr
     return out.stdout
 
