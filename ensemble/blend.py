@@ -14,9 +14,11 @@ Per collection:
      *nested*: leave-one-fold-out (weights fitted on the other folds, scored on the left-out
      fold), mean ± sd over folds; the official valid graphs are scored with the weights of the
      fold that held them out;
-   * otherwise (``--protocol valid``, or models without ``oof``) the *valid* split, as before
-     cross-validation existed. The blend's valid score is then **in-sample** (its weights were
-     fitted on those graphs, and the models early-stopped on them) and is labelled so;
+   * with ``--protocol valid`` only, the *valid* split, as before cross-validation existed. The
+     blend's valid score is then **in-sample** (its weights were fitted on those graphs, and the
+     models early-stopped on them) and is labelled so. A model without ``oof`` predictions (one
+     trained without folds, or the training-free baseline) stops the default protocol with a
+     message naming it: the blend never switches protocol on its own;
 3. the test costs are the weighted sums; the submission holds every test graph of the data root.
    With ``--tile-top5 portfolio`` a tile kernel's five submitted configs are shared among the
    models and their weighted average (:mod:`ensemble.hedge`), the slots fitted by the same
@@ -64,9 +66,9 @@ from models.predictions import NORMALISATIONS, model_runs, predictions_path, wri
 
 from ensemble.hedge import blend_members, blend_or_portfolio, fit_portfolio, portfolio_summary
 from ensemble.submission import check_file, submission_rows, write_submission
-from ensemble.truth import config_count, split_truth
-from ensemble.weights import (BLEND_MODEL, BlendConfig, FitResult, _load_normed, _mean_score,  # noqa: F401
-                              _require, blend_costs, fit_weights, simplex_grid)
+from ensemble.truth import split_truth, test_sizes as ranked_and_tied
+from ensemble.weights import (BLEND_MODEL, BlendConfig, FitResult, _load_normed, _mean_score, _require,
+                              blend_costs, fit_weights)
 
 PROTOCOLS = ("auto", "oof", "valid")
 TILE_TOP5 = ("blend", "portfolio")
@@ -76,16 +78,28 @@ def blend_collection(cfg: BlendConfig, coll: Collection) -> tuple[dict, dict[str
     """Blend one collection by the configured protocol; returns (summary, test costs)."""
     from ensemble.oof import blend_collection_oof, has_oof
 
-    lacking = has_oof(cfg.preds_dir, cfg.model_list, coll) if cfg.protocol != "valid" else []
-    if cfg.protocol == "oof" and lacking:
-        raise FileNotFoundError(f"{coll.name}: --protocol oof but no oof predictions of "
-                                f"{lacking} under {cfg.preds_dir} (train them with --folds K)")
-    if cfg.protocol != "valid" and not lacking:
-        return blend_collection_oof(cfg, coll)
-    summary, test_costs = blend_collection_valid(cfg, coll)
-    if lacking:
-        summary["note"] = f"no oof predictions of {', '.join(lacking)}: blend fitted on valid"
-    return summary, test_costs
+    if cfg.protocol == "valid":
+        return blend_collection_valid(cfg, coll)
+    lacking = has_oof(cfg.preds_dir, cfg.model_list, coll)
+    if lacking:  # never a silent switch of the whole blend to the in-sample valid protocol
+        raise FileNotFoundError(lacking_oof(cfg, coll, lacking))
+    return blend_collection_oof(cfg, coll)
+
+
+def lacking_oof(cfg: BlendConfig, coll: Collection, lacking: list[str]) -> str:
+    """Why the blend stops: which models have no out-of-fold predictions, and the two ways on."""
+    from tpurank.registry import BY_NAME, base_name
+
+    absent = [m for m in lacking if not model_runs(cfg.preds_dir, m)]
+    if absent:
+        return (f"no predictions of model {absent[0]!r} under {cfg.preds_dir} (run the model's "
+                "predict step first)")
+    why = [f"{m} (training-free: it writes none)" if base_name(m) in BY_NAME and not BY_NAME[base_name(m)].has_oof
+           else m for m in lacking]
+    return (f"{coll.name}: no out-of-fold predictions of {', '.join(why)} under {cfg.preds_dir}. The "
+            "blend is fitted on the models' out-of-fold predictions: train them with --folds K (the "
+            "quick and full presets do) and predict again, or fit it on the valid split with "
+            "--protocol valid (make run PROTOCOL=valid; in-sample: the models early-stopped on those graphs)")
 
 
 def blend_collection_valid(cfg: BlendConfig, coll: Collection) -> tuple[dict, dict[str, np.ndarray]]:
@@ -98,7 +112,7 @@ def blend_collection_valid(cfg: BlendConfig, coll: Collection) -> tuple[dict, di
                        criterion=cfg.criterion(coll))
            if truth else FitResult([1.0 / len(cfg.model_list)] * len(cfg.model_list), 1.0, [], 0,
                      method="equal (no valid graphs)"))
-    test_sizes = {gf.stem: config_count(gf.path) for gf in discover(cfg.data, [coll], ["test"])}
+    test_sizes = ranked_test_sizes(cfg.data, coll)
     test_normed = _load_normed(cfg, coll, "test") if test_sizes else []
     for model, preds in zip(cfg.model_list, test_normed):
         _require(preds, test_sizes, f"{coll.name}/test, model {model}")
@@ -120,6 +134,26 @@ def blend_collection_valid(cfg: BlendConfig, coll: Collection) -> tuple[dict, di
     if test_sizes:
         write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, "test"), test_costs)
     return summary, test_costs
+
+
+def ranked_test_sizes(data: str, coll: Collection) -> dict[str, int]:
+    """Config counts of the test graphs the models rank (not those whose configs all tie)."""
+    return ranked_and_tied(data, coll)[0]
+
+
+def with_tied_graphs(cfg: BlendConfig, coll: Collection, test_costs: dict[str, np.ndarray],
+                     summary: dict) -> dict[str, np.ndarray]:
+    """``test_costs`` plus every test graph without configurable nodes at one equal cost per
+    config, so that the submission ranks it in file order (features.repair); recorded in the
+    collection's summary and in the blend's test predictions."""
+    tied = ranked_and_tied(cfg.data, coll)[1]
+    if not tied:
+        return test_costs
+    costs = {**test_costs, **{stem: np.zeros(n) for stem, n in tied.items()}}
+    write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, "test"), costs)
+    summary["tied_test_graphs"] = {stem: "no configurable node: every config ties, file order"
+                                   for stem in sorted(tied)}
+    return costs
 
 
 def run_id(cfg: BlendConfig) -> str:
@@ -146,6 +180,7 @@ def run_blend(cfg: BlendConfig) -> dict:
         raise FileNotFoundError(f"{cfg.data}: no valid/test graphs of collections {cfg.collections!r}")
     for coll in colls:
         coll_summary, test_costs = blend_collection(cfg, coll)
+        test_costs = with_tied_graphs(cfg, coll, test_costs, coll_summary)
         summary["collections"][coll.name] = coll_summary
         rows.update(submission_rows(coll, test_costs))
         _print_collection(coll, coll_summary)
@@ -197,7 +232,9 @@ def _print_collection(coll: Collection, s: dict) -> None:
           + (f" | OOF over {s['oof']['n_graphs']} graphs, {s['oof']['folds']} folds "
              f"(blend leave-one-fold-out): {oof}" if oof else "")
           + (f" | {label}: {scores}" if scores else "")
-          + (f" | note: {s['note']}" if s.get("note") else ""), flush=True)
+          + (f" | note: {s['note']}" if s.get("note") else "")
+          + (f" | {len(s['tied_test_graphs'])} test graph(s) without configurable nodes ranked in file "
+             f"order: {', '.join(s['tied_test_graphs'])}" if s.get("tied_test_graphs") else ""), flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -275,12 +275,11 @@ def load_collection_oof(cfg, coll: Collection) -> tuple[int, FoldPlan, dict[str,
 
 def blend_collection_oof(cfg, coll: Collection) -> tuple[dict, dict[str, np.ndarray]]:
     """Fit on OOF, report nested; blend valid (nested weights) and test (all-OOF weights)."""
-    from features.io import discover
     from models.predictions import OOF_CONFIG_SPLIT, OOF_SPLIT, predictions_path, write_predictions
     from tpurank.atomic import save_npz
 
     from ensemble.weights import BLEND_MODEL, _load_normed, _mean_score, _require
-    from ensemble.truth import config_count
+    from ensemble.truth import test_sizes as ranked_and_tied
 
     folds, plan, fold_of, labelled, (normed, truth, aligned) = load_collection_oof(cfg, coll)
     manifests = check_manifests(cfg.work, coll)  # before any fitting: a leak fails fast
@@ -320,7 +319,7 @@ def blend_collection_oof(cfg, coll: Collection) -> tuple[dict, dict[str, np.ndar
                        for s in sorted(valid_truth)}
         write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, "valid"), valid_costs)
         summary["valid_score"][BLEND_MODEL] = _mean_score(coll, valid_costs, valid_truth)
-    test_sizes = {gf.stem: config_count(gf.path) for gf in discover(cfg.data, [coll], ["test"])}
+    test_sizes = ranked_and_tied(cfg.data, coll)[0]  # graphs without configurable nodes: run_blend
     test_costs: dict[str, np.ndarray] = {}
     if test_sizes:
         test_normed = _load_normed(cfg, coll, "test")

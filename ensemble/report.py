@@ -16,6 +16,8 @@ prediction files, and writes ``submissions/<run>/report.{md,html,json}`` plus PN
 * predicted-vs-true rank scatter of the blend for a few valid graphs;
 * the blend weights, the selection criterion and the shrinkage evidence (in-sample vs
   leave-one-graph-out criterion, leave-one-graph-out mean and worst 5 %);
+* the test graphs that were repaired to be ranked (``features.repair``: from the validate report
+  ``WORK/validate_report.json`` and the blend's graphs without configurable nodes);
 * the run's config and git SHA;
 * hidden-test scores, only when the data root has hidden runtimes (generated samples) and
   clearly labelled as sample-only.
@@ -39,7 +41,7 @@ from tpurank.config import parse_config, run_metadata
 from models.metrics import graph_score
 from models.predictions import model_runs, read_model_predictions
 
-from ensemble.blend import BLEND_MODEL, BlendConfig
+from ensemble.weights import BLEND_MODEL, BlendConfig
 from ensemble.truth import truth as read_truth
 from ensemble.weights import WORST_FRACTION, tail_mean
 
@@ -321,6 +323,12 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
             graph_blocks.append(("img", f"scatter_{coll.slug}.png", f"{name}: blend rank vs true rank"))
         if test:
             test_means[name] = {m: float(np.mean(list(v.values()))) for m, v in test.items()}
+    repaired = repaired_test_graphs(cfg, summary)
+    if repaired:
+        blocks += [("h2", "Repaired test graphs"),
+                   ("p", "Every test graph is ranked: these had a problem with a documented repair "
+                         "(features.repair); train and valid files with problems are skipped instead."),
+                   ("table", ["graph", "problem", "repair"], repaired)]
     blocks += _oof_blocks(summary, models, run_dir)
     blocks += _distribution_blocks(summary, models, details["valid"], run_dir)
     blocks.append(("h2", "Official valid split (mean per-graph official metric)"))
@@ -361,8 +369,24 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
             "valid_protocol": {c: s.get("protocol", "valid (in-sample)")
                                for c, s in summary["collections"].items()},
             "hidden_test": test_means,
+            "repaired_test_graphs": [dict(zip(("graph", "problem", "repair"), r)) for r in repaired],
             "per_graph": details, "weights": {c: s["weights"] for c, s in summary["collections"].items()}}
     return blocks, data
+
+
+def repaired_test_graphs(cfg: ReportConfig, summary: dict) -> list[list[str]]:
+    """``[graph id, problem, repair]`` of every repaired test graph: the validate report's
+    ``repaired_files`` (when ``WORK/validate_report.json`` exists) and the blend's tied graphs."""
+    rows: dict[str, list[str]] = {}
+    report = Path(cfg.work) / "validate_report.json"
+    if report.is_file():
+        for entry in json.loads(report.read_text()).get("repaired_files", []):
+            graph = f"{entry['collection']}:{entry['stem']}"
+            rows[graph] = [graph, "; ".join(entry["problems"]), "; ".join(entry["repairs"])]
+    for name, s in summary["collections"].items():
+        for stem, repair in s.get("tied_test_graphs", {}).items():
+            rows.setdefault(f"{name}:{stem}", [f"{name}:{stem}", "no configurable node", repair])
+    return [rows[g] for g in sorted(rows)]
 
 
 def _weights_table(summary: dict, models: Sequence[str]) -> tuple:

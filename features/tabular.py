@@ -28,8 +28,9 @@ import polars as pl
 from features import heuristic
 from tpurank.atomic import atomic_path
 from features.io import Graph
-from features.transforms import (MAX_RANK, SHAPE_DIMS, node_depths, opcode_ids, producers_csr,
-                                 prune_graph, repad_tile_config, tensor_rank)
+from features.columns import MAX_RANK, SHAPE_DIMS, opcode_ids, tensor_rank
+from features.pruning import node_depths, producers_csr, prune_graph
+from features.transforms import repad_tile_config
 from features.dotdims import DotDims
 
 NODE_TYPES = ("conv", "dot", "reshape", "other")
@@ -254,7 +255,7 @@ def kernel_output_shape(graph: Graph) -> np.ndarray:
 
     The root node (is_root, else the last node) gives it. A multi-output fusion's root is a tuple
     with no shape of its own: then the largest of the root's operands stands for the output (the
-    tile bounds in SPEC §5 refer to that array), so the bound/shape ratios stay meaningful.
+    tile bounds in docs/competition.md §5 refer to that array), so the bound/shape ratios stay meaningful.
     """
     nf = np.asarray(graph.node_feat)
     roots = np.flatnonzero(nf[:, 0] == 1)

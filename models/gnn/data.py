@@ -156,7 +156,7 @@ def load_graphs(features_dir: str | Path, collection: Collection, split: str) ->
 
 
 def joint_collections(collection: Collection) -> list[Collection]:
-    """The collection and, for layout, the other search of the same source (SPEC §7)."""
+    """The collection and, for layout, the other search of the same source (docs/competition.md §7)."""
     if collection.is_tile:
         return [collection]
     other = "random" if collection.search == "default" else "default"

@@ -48,7 +48,7 @@ def parse_variants(spec: str) -> dict[str, dict[str, str]]:
 
 def reference_scores(data: str, collection: Collection, seeds: int = 20) -> dict[str, float]:
     """Validation score of the heuristic baseline (``models.baseline``) and of random rankings."""
-    from models.baseline import graph_costs
+    from features.heuristic import graph_costs
 
     files = discover(data, [collection], ["valid"])
     truth = {gf.stem: load_graph(gf.path).target() for gf in files}

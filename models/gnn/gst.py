@@ -1,4 +1,4 @@
-"""Graph Segment Training (GST, SPEC §7): constant training memory whatever the graph size.
+"""Graph Segment Training (GST, docs/competition.md §7): constant training memory whatever the graph size.
 
 Each graph is cut into segments of about ``segment_size`` nodes (:mod:`features.segments`, cached
 with the features). A training step runs forward + backward through ``segments_per_step``

@@ -180,7 +180,7 @@ class Pool(nn.Module):
 
 
 class CrossConfigAttention(nn.Module):
-    """Lets the ``B`` configs of one graph attend to each other (SPEC §7): a pre-norm transformer
+    """Lets the ``B`` configs of one graph attend to each other (docs/competition.md §7): a pre-norm transformer
     block whose sequence is the batch of configs. A config's score can then depend on how it
     differs from the other configs of the same graph."""
 

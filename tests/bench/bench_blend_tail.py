@@ -96,7 +96,7 @@ def table(rows: list[dict]) -> tuple[list[dict], list[str]]:
 def main(argv: list[str] | None = None) -> int:
     from tpurank.atomic import write_json
     from tpurank.collections import COLLECTIONS
-    from tpurank.results import bench_metadata
+    from tpurank.results.artifacts import bench_metadata
 
     args, tail_weights, command = oof_bench.parse_args(__doc__, argv, "0,0.25,0.5,1", "blend_tail")
     rows = []

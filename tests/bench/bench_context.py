@@ -29,7 +29,7 @@ from models.gnn.data import load_graphs  # noqa: E402
 from models.gnn.infer import TensorCache, load_trained_dir, predict_costs  # noqa: E402
 from tpurank.atomic import write_json  # noqa: E402
 from tpurank.collections import get_collection  # noqa: E402
-from tpurank.results import bench_metadata  # noqa: E402
+from tpurank.results.artifacts import bench_metadata  # noqa: E402
 
 CONTEXTS = (0, 1024, 256, 64)  # 0 = all configs
 

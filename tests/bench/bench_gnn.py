@@ -187,7 +187,7 @@ def speed_main() -> None:
     import json
 
     from tpurank.atomic import write_json
-    from tpurank.results import bench_metadata
+    from tpurank.results.artifacts import bench_metadata
 
     threads = int(os.environ.get("BENCH_THREADS", "1"))
     torch.set_num_threads(threads)
@@ -329,7 +329,7 @@ def memory_main() -> None:
     import sys
 
     from tpurank.atomic import write_json
-    from tpurank.results import bench_metadata
+    from tpurank.results.artifacts import bench_metadata
 
     cases = []
     for case in MEMORY_CASES:
@@ -353,7 +353,7 @@ def memory_main() -> None:
 # --- projected T4 wall time of PRESET=full on the real data ------------------------------------
 
 # Stated assumptions (not measurements): NVIDIA T4 datasheet peaks and the efficiencies assumed
-# for this workload; the real-data shape from SPEC §2 (1-hop pruned layout graphs ~2.1k nodes).
+# for this workload; the real-data shape from docs/competition.md §2 (1-hop pruned layout graphs ~2.1k nodes).
 T4 = {"fp32_tflops_peak": 8.1, "hbm_gb_s_peak": 320.0, "flop_efficiency": 0.5,
       "bandwidth_efficiency": 0.6, "activation_passes": 3.0, "seconds_per_op": 2e-5}
 REAL = {"layout_collections": 4, "pruned_nodes": 2100, "configurable_nodes": 350,
@@ -424,7 +424,7 @@ def project_main() -> None:
     import json
 
     from tpurank.atomic import write_json
-    from tpurank.results import bench_metadata
+    from tpurank.results.artifacts import bench_metadata
 
     full = GnnConfig.PRESETS["full"]
     arch = str(full.get("arch", GnnConfig().arch))

@@ -83,7 +83,7 @@ def summary(rows: list[dict], base: str) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     from tpurank.atomic import write_json
-    from tpurank.results import bench_metadata
+    from tpurank.results.artifacts import bench_metadata
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--report", nargs=2, action="append", required=True, metavar=("LABEL", "JSON"),

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tpurank.atomic import write_json  # noqa: E402
-from tpurank.results import bench_metadata  # noqa: E402
+from tpurank.results.artifacts import bench_metadata  # noqa: E402
 
 
 def train(work: str, data: str, collection: str, seed: int, budget: float, extra: list[str]) -> dict:

@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     from ensemble.weights import BlendConfig
     from tpurank.atomic import write_json
     from tpurank.collections import get_collection
-    from tpurank.results import bench_metadata
+    from tpurank.results.artifacts import bench_metadata
 
     args, tail_weights, command = oof_bench.parse_args(__doc__, argv, "0,0.5", "hedge")
     coll = get_collection("tile:xla")

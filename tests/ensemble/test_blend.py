@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 
-from ensemble.blend import BlendConfig, fit_weights, run_blend, simplex_grid
+from ensemble.blend import run_blend
+from ensemble.weights import BlendConfig, fit_weights, simplex_grid
 from ensemble.submission import check_file, read_submission
 from tpurank.collections import get_collection
 from tpurank.config import parse_config
@@ -125,7 +127,7 @@ def test_blend_end_to_end(fake_root, tmp_path):
                      lambda rt, rng: rng.normal(size=rt.shape), seed + 5)
     sub = tmp_path / "subs" / "submission.csv"
     cfg = parse_config(BlendConfig, ["--data", str(fake_root), "--work", str(work), "--preset", "quick",
-                                     "--models", "oracle,noise", "--submission", str(sub)])
+                                     "--models", "oracle,noise", "--submission", str(sub), "--protocol", "valid"])
     summary = run_blend(cfg)
     assert summary["check"] == "ok" and check_file(sub, fake_root) == []
     assert summary["runs"]["noise"] == ["noise@seed0", "noise@seed1"]
@@ -157,7 +159,9 @@ def test_baseline_only_pipeline_on_the_generated_sample(tiny_root, tmp_path, cap
     assert baseline_main(["predict", "--data", str(tiny_root), "--work", str(work)]) == 0
     cfg = parse_config(BlendConfig, ["--data", str(tiny_root), "--work", str(work), "--models", "baseline",
                                      "--submission", str(sub)])
-    summary = run_blend(cfg)
+    with pytest.raises(FileNotFoundError, match=r"baseline \(training-free: it writes none\).*--protocol valid"):
+        run_blend(cfg)  # the default protocol needs out-of-fold predictions: said, not switched
+    summary = run_blend(dataclasses.replace(cfg, protocol="valid"))
     assert summary["check"] == "ok"
     assert check_main([str(sub), "--data", str(tiny_root)]) == 0
     assert check_main([str(tiny_root / "sample_submission.csv"), "--data", str(tiny_root)]) == 0
@@ -169,7 +173,7 @@ def test_blend_rejects_stale_predictions_by_name(fake_root, tmp_path):
     work = tmp_path / "work"
     _write_model(fake_root, work, "m", lambda rt, rng: np.append(rt, 0.0), 0)  # one cost too many
     cfg = parse_config(BlendConfig, ["--data", str(fake_root), "--work", str(work), "--models", "m",
-                                     "--submission", str(tmp_path / "s.csv")])
+                                     "--submission", str(tmp_path / "s.csv"), "--protocol", "valid"])
     stale = r"tile:xla/valid, model m: graph 'tile-xla-valid-0' has \d+ predicted"
     with pytest.raises(ValueError, match=stale):
         run_blend(cfg)
@@ -190,7 +194,8 @@ def test_blend_with_the_tile_portfolio_submits_its_top5(fake_root, tmp_path):
     _write_model(fake_root, work, "noise", lambda rt, rng: rng.normal(size=rt.shape), 1)
     sub = tmp_path / "s.csv"
     cfg = parse_config(BlendConfig, ["--data", str(fake_root), "--work", str(work), "--models",
-                                     "oracle,noise", "--submission", str(sub), "--tile-top5", "portfolio"])
+                                     "oracle,noise", "--submission", str(sub), "--tile-top5", "portfolio",
+                                     "--protocol", "valid"])
     summary = run_blend(cfg)
     tile_summary = summary["collections"]["tile:xla"]
     assert summary["check"] == "ok" and "portfolio" not in summary["collections"][LAYOUT.name]

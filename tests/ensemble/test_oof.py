@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import ensemble.oof as oof_mod
-from ensemble.blend import BlendConfig, run_blend
+from ensemble.blend import run_blend
+from ensemble.weights import BlendConfig
 from ensemble.submission import check_file, expected_rows, read_submission
 from ensemble.truth import split_truth
 from ensemble.truth import test_truth as hidden_truth
@@ -125,7 +126,7 @@ def test_valid_blend_uses_the_weights_of_its_fold(cv_root, cv_work, oof_run):
     s = summary["collections"][coll.name]
     plan = fold_plan(cv_work, cv_work / "features", coll, folds=K, seed=0, data=cv_root)
     fold_of = oof_mod.stem_folds(plan)
-    from ensemble.blend import _load_normed, blend_costs
+    from ensemble.weights import _load_normed, blend_costs
 
     cfg = _cfg(cv_root, cv_work)
     normed = _load_normed(cfg, coll, "valid")
