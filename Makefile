@@ -30,14 +30,30 @@ ifeq ($(DATA),)
 endif
 WORK ?= work/$(notdir $(abspath $(DATA)))-$(PRESET)
 SUBMISSION ?= submissions/submission.csv
-MODELS ?= gnn,lgbm
 COMMON := --data $(DATA) --work $(WORK) --preset $(PRESET) --seed $(SEED)
+# what the blend is fitted on: auto = the models' out-of-fold predictions (it stops, naming the
+# model, when one lacks them); valid = the official valid split (e.g. MODELS=baseline)
+PROTOCOL ?= auto
+
+# The model registry (tpurank/registry.py, read with the plain interpreter: it needs no package):
+# name:module:stages per model. `make run` trains and predicts every model named in MODELS, and
+# predicts with every training-free one (the report's floor).
+REGISTRY := $(shell $(PYTHON) -m tpurank.registry make)
+comma := ,
+field = $(word $(2),$(subst :, ,$(1)))
+MODELS ?= $(shell $(PYTHON) -m tpurank.registry default-models)
+RUN_MODELS := $(foreach e,$(REGISTRY),$(if $(or $(filter $(call field,$(e),1),$(subst $(comma), ,$(MODELS))),$(if $(findstring train,$(call field,$(e),3)),,x)),$(e)))
+define model_stages
+	$(foreach s,$(subst $(comma), ,$(call field,$(1),3)),$(call stage,$(call field,$(1),1)-$(s)) $(PY) -m $(call field,$(1),2) $(s) $(COMMON)
+)
+endef
 
 .PHONY: help setup sample run results features gnn lgbm blend test test-slow bench bench-scale docs notebooks kaggle-bundle kaggle-push clean
 
 help:
 	@echo "make run    [DATA=root] [PRESET=quick|full] [SUBMISSION=csv]  whole pipeline -> submission"
-	@echo "make test                                                     fast test suite"
+	@echo "            [MODELS=gnn,lgbm] [PROTOCOL=auto|valid]           what the blend uses and is fitted on"
+	@echo "make test                                                     fast test suite (make test-slow: the rest)"
 	@echo "make sample [SCALE=tiny|small|kaggle] [SAMPLE_ARGS=...]                generated data"
 	@echo "make results [SEEDS='0 1 2']                                  make run per seed -> README tables"
 	@echo "make docs                                                     rewrite every generated table"
@@ -45,12 +61,16 @@ help:
 
 setup: $(STAMP)
 
-$(VENV)/.installed: setup.cfg pyproject.toml
+# The packages the Kaggle image ships are installed at the versions it is assumed to have
+# (kaggle/image_packages.txt, as pip constraints): the tests run on what the notebooks will meet.
+IMAGE_PACKAGES := kaggle/image_packages.txt
+$(VENV)/.installed: setup.cfg pyproject.toml $(IMAGE_PACKAGES)
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install -q --upgrade pip
-	# torch first and pinned: the CPU wheel on disk; unpinned, pip would fetch a multi-GB CUDA build
-	$(VENV)/bin/python -m pip install -q torch==2.13.0
-	$(VENV)/bin/python -m pip install -q -e '.[dev]'
+	$(VENV)/bin/python -m pip install -q --upgrade pip -c $(IMAGE_PACKAGES)
+	# torch first; pip takes it from its configured index and find-links. On Linux PyPI's torch
+	# is the CUDA build (GBs): for the CPU build alone pass TORCH_INDEX=https://download.pytorch.org/whl/cpu
+	$(VENV)/bin/python -m pip install -q torch -c $(IMAGE_PACKAGES) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(VENV)/bin/python -m pip install -q -e '.[dev]' -c $(IMAGE_PACKAGES)
 	touch $@
 
 sample: $(STAMP) $(SAMPLE)/.complete
@@ -66,21 +86,20 @@ stage = $(if $(MONITOR),$(MONITOR) --stage $(1) --)
 run: $(STAMP) $(NEED_SAMPLE)
 	$(call stage,validate) $(PY) -m features validate --data $(DATA) --skip-bad --report $(WORK)/validate_report.json
 	$(call stage,features) $(PY) -m features build $(COMMON) --skip-bad-report $(WORK)/validate_report.json
-	$(call stage,gnn-train) $(PY) -m models.gnn train $(COMMON)
-	$(call stage,gnn-predict) $(PY) -m models.gnn predict $(COMMON)
-	$(call stage,lgbm-train) $(PY) -m models.lgbm train $(COMMON)
-	$(call stage,lgbm-predict) $(PY) -m models.lgbm predict $(COMMON)
-	$(call stage,baseline) $(PY) -m models.baseline predict $(COMMON)
-	$(call stage,blend) $(PY) -m ensemble blend $(COMMON) --models $(MODELS) --submission $(SUBMISSION)
+	$(foreach e,$(RUN_MODELS),$(call model_stages,$(e)))
+	$(call stage,blend) $(PY) -m ensemble blend $(COMMON) --models $(MODELS) --protocol $(PROTOCOL) --submission $(SUBMISSION)
 	$(call stage,check) $(PY) -m ensemble check $(SUBMISSION) --data $(DATA)
 	$(call stage,report) $(PY) -m ensemble report $(COMMON) --models $(MODELS) --submission $(SUBMISSION)
 	$(call stage,score) $(PY) -m ensemble score $(SUBMISSION) --data $(DATA)
+	$(call stage,real) $(PY) -m ensemble real --work $(WORK) --models $(MODELS) --skip-missing
 
 test: $(STAMP)
-	$(PY) -m pytest -m "not slow" -q -p no:cacheprovider
+	@start=$$(date +%s); $(PY) -m pytest -m "not slow" -q -p no:cacheprovider; rc=$$?; \
+	  echo "make test: $$(( $$(date +%s) - start )) s"; exit $$rc
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -m slow -q -p no:cacheprovider
+	@start=$$(date +%s); $(PY) -m pytest -m slow -q -p no:cacheprovider; rc=$$?; \
+	  echo "make test-slow: $$(( $$(date +%s) - start )) s"; exit $$rc
 
 bench: $(STAMP)
 	$(PY) tests/bench/run.py

@@ -1,74 +1,246 @@
-"""Tile top-5 hedging: spread the five submitted configs of a kernel over predicted tile-count
-groups (issue 12).
+"""Tile top-5 portfolio: a kernel's five submitted configs drawn from several rankings (issue 22).
 
-The tile score only looks at the best true runtime among the five configs submitted. When a
-ranker is sure about one tiling it fills all five slots with near-copies of it (same number of
-tiles, other minor choices), and when that tiling is the wrong one the kernel scores badly even
-if the true best config sits at predicted rank 6–14. Hedging keeps the ranker's order but takes
-at most ``per_group`` configs from one *tile-count group* (configs whose kernel tile bounds cut
-the output into the same number of tiles, :func:`features.tabular.tile_count_groups`) into the
-top five; the rest of the ranking is unchanged.
+The tile score only looks at the best true runtime among the five configs submitted, and it is
+unbounded below (``2 - rt/best``: five picks that are all 5.7x slower than the best config score
+-3.7). A weighted average of the models' scores ranks by one combined opinion, so where one
+model has a blind spot for a kernel (ranks its best configs last) the average can still fill all
+five slots with that blind spot's favourites. The portfolio instead gives each *member* ranking
+(each model, and the weighted-average blend) a number of the five slots and interleaves their
+top picks, skipping configs already taken, so every member with a slot contributes its own best
+configs to the answer.
 
-``per_group`` is one small integer applied after the models and the blend; it is fitted on no
-graph's runtimes and is chosen by the out-of-fold comparison in
-``tests/bench/bench_hedge.py`` (BENCHMARKS.md, "Tile top-5 hedging").
+The slots are fitted out of fold (:func:`fit_portfolio`: every way of sharing the five slots
+among the members, scored by the blend's :class:`ensemble.weights.Criterion`), and scored
+nested (:func:`nested_portfolio`: fitted on the other folds, applied to the held-out one);
+``tests/bench/bench_hedge.py`` compares it with the weighted average and each model alone by the
+mean and by the worst 5 % of kernels (BENCHMARKS.md, "Tile top-5 portfolio").
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from models.metrics import TILE_TOP_K
 
+from ensemble.weights import blend_costs, simplex_grid
 
-def hedged_order(cost: np.ndarray, groups: np.ndarray, per_group: int, k: int = TILE_TOP_K) -> np.ndarray:
-    """All configs fastest-first: the first ``k`` in cost order with at most ``per_group`` of one
-    group (topped up in cost order when there are fewer groups than that allows), then the rest
-    in cost order. ``per_group`` <= 0 or >= ``k``: plain cost order."""
-    order = np.argsort(np.asarray(cost, dtype=np.float64), kind="stable")
-    groups = np.asarray(groups)
-    if len(groups) != len(order):
-        raise ValueError(f"{len(groups)} tile-count groups for {len(order)} configs")
-    if per_group <= 0 or per_group >= k or len(order) <= k:
-        return order
-    taken: dict[int, int] = {}
+#: each member's order is kept this deep: enough for its share of the slots after skipping
+#: configs the other members took first
+ORDER_DEPTH = 2 * TILE_TOP_K
+
+
+def slot_counts(weights: Sequence[float], k: int = TILE_TOP_K) -> np.ndarray:
+    """Slots per member: ``weights * k`` rounded by largest remainder (they sum to ``k``)."""
+    w = np.clip(np.asarray(weights, dtype=np.float64), 0.0, None)
+    if w.sum() <= 0:
+        raise ValueError(f"portfolio weights must have a positive sum, got {list(weights)}")
+    exact = w / w.sum() * k
+    counts = np.floor(exact + 1e-9).astype(np.int64)
+    rest = np.argsort(-(exact - counts), kind="stable")[:k - counts.sum()]
+    counts[rest] += 1
+    return counts
+
+
+def slot_sequence(counts: Sequence[int]) -> list[int]:
+    """The member of each slot, interleaved: next is the member with the largest share of its
+    slots still to fill (ties: more slots, then the earlier member). (3, 2) -> 0, 1, 0, 1, 0."""
+    counts = [int(c) for c in counts]
+    left = list(counts)
+    out: list[int] = []
+    for _ in range(sum(counts)):
+        m = max((i for i in range(len(counts)) if left[i] > 0),
+                key=lambda i: (left[i] / counts[i], counts[i], -i))
+        out.append(m)
+        left[m] -= 1
+    return out
+
+
+def portfolio_top(orders: Sequence[np.ndarray], counts: Sequence[int]) -> list[int]:
+    """The portfolio's picks: in :func:`slot_sequence` order each member adds its best config not
+    already picked. ``orders``: each member's configs, fastest first (at least its share deep)."""
     picks: list[int] = []
-    for i in order.tolist():
-        g = int(groups[i])
-        if taken.get(g, 0) < per_group:
-            picks.append(i)
-            taken[g] = taken.get(g, 0) + 1
-            if len(picks) == k:
-                break
-    if len(picks) < k:  # too few groups: fill with the next configs in cost order
-        chosen = set(picks)
-        picks += [i for i in order.tolist() if i not in chosen][:k - len(picks)]
-    head = np.asarray(picks, dtype=np.int64)
-    rest = order[~np.isin(order, head)]
-    return np.concatenate([head, rest])
+    seen: set[int] = set()
+    pos = [0] * len(orders)
+    for m in slot_sequence(counts):
+        order = orders[m]
+        while pos[m] < len(order) and int(order[pos[m]]) in seen:
+            pos[m] += 1
+        if pos[m] < len(order):
+            picks.append(int(order[pos[m]]))
+            seen.add(picks[-1])
+    return picks
 
 
-def hedged_costs(cost: np.ndarray, groups: np.ndarray, per_group: int, k: int = TILE_TOP_K) -> np.ndarray:
-    """Costs whose ranking is :func:`hedged_order` (the position of each config), so every
-    consumer of costs (scores, submission rows) sees the hedged top ``k``."""
-    order = hedged_order(cost, groups, per_group, k)
+def portfolio_costs(members: Sequence[np.ndarray], counts: Sequence[int],
+                    rest: np.ndarray) -> np.ndarray:
+    """Costs whose ranking is the portfolio's picks first, then every other config in the order
+    of ``rest`` (the weighted-average blend), so every consumer of costs (scores, submission
+    rows) sees the portfolio's top five."""
+    rest = np.asarray(rest, dtype=np.float64)
+    orders = [np.argsort(np.asarray(c, dtype=np.float64), kind="stable")[:ORDER_DEPTH] for c in members]
+    picks = portfolio_top(orders, counts)
+    order = np.argsort(rest, kind="stable")
+    order = np.concatenate([np.asarray(picks, dtype=np.int64), order[~np.isin(order, picks)]])
     out = np.empty(len(order), dtype=np.float64)
     out[order] = np.arange(len(order), dtype=np.float64)
     return out
 
 
-def graph_groups(path: str | Path) -> np.ndarray:
-    """Tile-count group of every source config of the tile graph at ``path``."""
-    from features.io import load_graph
-    from features.tabular import tile_count_groups
+class PortfolioScorer:
+    """Tile scores of portfolios over fixed member rankings, per graph; each member's order is
+    sorted once per graph."""
 
-    return tile_count_groups(load_graph(path))
+    def __init__(self, members: Sequence[Mapping[str, np.ndarray]], truth: Mapping[str, np.ndarray]) -> None:
+        self.truth = {s: np.asarray(t, dtype=np.float64) for s, t in truth.items()}
+        self.orders = {s: [np.argsort(np.asarray(m[s], dtype=np.float64), kind="stable")[:ORDER_DEPTH]
+                           for m in members] for s in truth}
+        self._cache: dict[tuple[tuple[int, ...], str], float] = {}
+
+    def score(self, counts: Sequence[int], stem: str) -> float:
+        key = (tuple(int(c) for c in counts), stem)
+        if key not in self._cache:
+            rt = self.truth[stem]
+            picks = portfolio_top(self.orders[stem], counts)
+            self._cache[key] = float(2.0 - rt[picks].min() / rt.min())
+        return self._cache[key]
+
+    def matrix(self, options: np.ndarray, stems: Sequence[str]) -> np.ndarray:
+        """Scores of every slot option (rows of counts) on every graph, shape (options, graphs)."""
+        return np.array([[self.score(c, s) for s in stems] for c in options])
 
 
-def hedge_collection(costs: dict[str, np.ndarray], paths: dict[str, Path],
-                     per_group: int) -> dict[str, np.ndarray]:
-    """:func:`hedged_costs` of every graph's costs (over all its source configs)."""
-    return {stem: hedged_costs(cost, graph_groups(paths[stem]), per_group)
-            for stem, cost in costs.items()}
+def slot_options(n_members: int, k: int = TILE_TOP_K) -> np.ndarray:
+    """Every way of sharing ``k`` slots among ``n_members`` (rows of counts)."""
+    return np.rint(simplex_grid(n_members, 1.0 / k) * k).astype(np.int64)
+
+
+@dataclass
+class PortfolioFit:
+    """The slots chosen for one collection and the evidence: the criterion of every option, and
+    the leave-one-graph-out check against the preferred option (the blend alone)."""
+
+    members: list[str]
+    counts: list[int]
+    n_graphs: int
+    criterion: str
+    options: dict[str, float] = field(default_factory=dict)  # "3,2" -> criterion over the fitted graphs
+    loo: float | None = None  # criterion of the leave-one-graph-out scores of the fitted option
+    preferred: float | None = None  # criterion of the preferred option (nothing fitted)
+    kept_preferred: bool = False  # the fitted option did not beat it on left-out graphs
+
+
+def fit_portfolio(members: Sequence[Mapping[str, np.ndarray]], names: Sequence[str],
+                  truth: Mapping[str, np.ndarray], criterion, stems: Sequence[str] | None = None,
+                  prefer: Sequence[float] | None = None,
+                  scorer: PortfolioScorer | None = None, guard: bool = True) -> PortfolioFit:
+    """The slot counts maximising ``criterion`` (an :class:`ensemble.weights.Criterion`) over
+    ``stems`` (default every graph of ``truth``); among ties the counts closest to ``prefer``'s
+    share of the slots (default: all to the last member, the blend).
+
+    ``guard``: the fitted option is kept only when its leave-one-graph-out scores (the option
+    refitted without each graph, scored on it) beat the preferred option's criterion by
+    ``LOO_TOLERANCE``; otherwise the preferred option is (21 options over heavy-tailed tile
+    scores overfit a few ruined kernels otherwise)."""
+    from ensemble.weights import LOO_TOLERANCE, MIN_GRAPHS_TO_FIT
+
+    stems = sorted(truth if stems is None else stems)
+    options = slot_options(len(members))
+    scorer = scorer or PortfolioScorer(members, truth)
+    matrix = scorer.matrix(options, stems)
+    values = criterion.value(matrix)
+    target = (slot_counts(prefer) if prefer is not None
+              else np.eye(len(members), dtype=np.int64)[-1] * TILE_TOP_K)
+    preferred = int(np.flatnonzero((options == target).all(axis=1))[0])
+
+    def best(vals: np.ndarray) -> int:
+        top = np.flatnonzero(vals >= vals.max() - 1e-12)
+        return int(top[np.argmin(np.abs(options[top] - target).sum(axis=1))])
+
+    chosen = best(values)
+    fit = PortfolioFit(list(names), options[chosen].tolist(), len(stems), criterion.describe(),
+                       {",".join(map(str, o)): float(v) for o, v in zip(options.tolist(), values)})
+    if guard and chosen != preferred:
+        if len(stems) < MIN_GRAPHS_TO_FIT:
+            fit.counts, fit.kept_preferred = options[preferred].tolist(), True
+            return fit
+        loo_values = criterion.leave_one_out(matrix)  # (options, graphs)
+        loo = np.array([matrix[best(loo_values[:, g]), g] for g in range(len(stems))])
+        fit.loo, fit.preferred = float(criterion.value(loo)), float(values[preferred])
+        if fit.loo < fit.preferred + LOO_TOLERANCE:
+            fit.counts, fit.kept_preferred = options[preferred].tolist(), True
+    return fit
+
+
+def blend_members(normed: Sequence[Mapping[str, np.ndarray]], weights: Sequence[float],
+                  stems: Sequence[str]) -> list[dict[str, np.ndarray]]:
+    """The portfolio's members: each model's costs, then the weighted-average blend's."""
+    return [{s: np.asarray(m[s]) for s in stems} for m in normed] + [blend_costs(normed, weights, stems)]
+
+
+def portfolio_collection(members: Sequence[Mapping[str, np.ndarray]], counts: Sequence[int],
+                         rest: Mapping[str, np.ndarray], stems: Sequence[str]) -> dict[str, np.ndarray]:
+    """:func:`portfolio_costs` of every graph of ``stems``; ``rest`` (the blend) orders the rest."""
+    return {s: portfolio_costs([m[s] for m in members], counts, rest[s]) for s in stems}
+
+
+@dataclass
+class NestedPortfolio:
+    """Leave-one-fold-out portfolio: per fold the slots fitted without it, and the costs."""
+
+    counts: dict[str, list[int]] = field(default_factory=dict)  # fold -> slot counts
+    costs: dict[str, np.ndarray] = field(default_factory=dict)  # stem -> cost, its fold's slots
+
+
+def nested_portfolio(normed: Sequence[Mapping[str, np.ndarray]], names: Sequence[str],
+                     truth: Mapping[str, np.ndarray], fold_of: Mapping[str, int],
+                     fold_weights: Mapping[str, Sequence[float]], criterion,
+                     with_blend: bool = True, guard: bool = True) -> NestedPortfolio:
+    """For every fold k: the blend member with the weights fitted without fold k
+    (``fold_weights``, :class:`ensemble.oof.NestedBlend`'s), the slots fitted on the other folds'
+    graphs, applied to fold k's graphs. ``with_blend`` False: the models alone are the members
+    (the blend still orders the configs after the five)."""
+    stems = sorted(truth)
+    out = NestedPortfolio()
+    for k in sorted(set(fold_of[s] for s in stems)):
+        members = blend_members(normed, fold_weights[str(k)], stems)
+        blend = members[-1]
+        if not with_blend:
+            members = members[:-1]
+        weights = fold_weights[str(k)]
+        fit_on = [s for s in stems if fold_of[s] != k]
+        scored = [s for s in stems if fold_of[s] == k]
+        fit = fit_portfolio(members, [*names, "blend"][:len(members)], truth, criterion,
+                            stems=fit_on, prefer=[*([0.0] * len(names)), 1.0] if with_blend else weights,
+                            guard=guard)
+        out.counts[str(k)] = fit.counts
+        out.costs.update(portfolio_collection(members, fit.counts, blend, scored))
+    return out
+
+
+def portfolio_blend(normed: Sequence[Mapping[str, np.ndarray]], weights: Sequence[float],
+                    counts: Sequence[int], stems: Sequence[str]) -> dict[str, np.ndarray]:
+    """The tile costs the blend submits with the portfolio: ``counts`` slots of the models and of
+    their ``weights`` average (the last member), which also orders the configs after the five."""
+    members = blend_members(normed, weights, stems)
+    return portfolio_collection(members, counts, members[-1], stems)
+
+
+def blend_or_portfolio(normed: Sequence[Mapping[str, np.ndarray]], weights: Sequence[float],
+                       stems: Sequence[str], counts: Sequence[int] | None = None) -> dict[str, np.ndarray]:
+    """The blend's costs of ``stems``: the weighted average, or (``counts`` given) its portfolio."""
+    if counts is None:
+        return blend_costs(normed, weights, stems)
+    return portfolio_blend(normed, weights, counts, stems)
+
+
+def portfolio_summary(fit: PortfolioFit, nested: NestedPortfolio | None = None) -> dict:
+    """What the blend's summary records of the portfolio."""
+    out = {"members": fit.members, "slots": fit.counts, "criterion": fit.criterion,
+           "n_graphs": fit.n_graphs, "options": fit.options, "loo": fit.loo,
+           "preferred": fit.preferred, "kept_preferred": fit.kept_preferred}
+    if nested is not None:
+        out["fold_slots"] = dict(nested.counts)  # fold -> slots of each member, in members' order
+    return out

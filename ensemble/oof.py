@@ -29,8 +29,10 @@ from models.cv import FoldPlan, fold_plan, load_plan, plan_path
 from models.metrics import graph_score
 from models.predictions import SEED_SEPARATOR
 
+from ensemble.hedge import (NestedPortfolio, PortfolioFit, blend_members, blend_or_portfolio,
+                            fit_portfolio, nested_portfolio, portfolio_summary)
 from ensemble.truth import split_truth
-from ensemble.weights import FitResult, GraphScorer, blend_costs, fit_weights
+from ensemble.weights import Criterion, FitResult, GraphScorer, blend_costs, fit_weights
 
 LABELLED_SPLITS = ("train", "valid")
 
@@ -101,7 +103,8 @@ class NestedBlend:
 
 def nested_blend(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
                  truth: Mapping[str, np.ndarray], fold_of: Mapping[str, int], grid_step: float,
-                 alphas: Sequence[float], scorer: GraphScorer) -> NestedBlend:
+                 alphas: Sequence[float], scorer: GraphScorer, criterion: Criterion | None = None,
+                 anchor: str = "tail") -> NestedBlend:
     """Fit the blend on all folds but ``k`` and blend fold ``k`` with those weights, for every k."""
     stems = sorted(truth)
     out = NestedBlend(scores={})
@@ -109,7 +112,7 @@ def nested_blend(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
         fit_on = [s for s in stems if fold_of[s] != k]
         scored = [s for s in stems if fold_of[s] == k]
         fit: FitResult = fit_weights(coll, normed, truth, grid_step, alphas, stems=fit_on,
-                                     scorer=scorer)
+                                     scorer=scorer, criterion=criterion, anchor=anchor)
         out.weights[str(k)], out.alpha[str(k)], out.method[str(k)] = fit.weights, fit.alpha, fit.method
         out.costs.update(blend_costs(normed, fit.weights, scored))
     out.scores = fold_scores(coll, out.costs, truth, fold_of)
@@ -252,15 +255,9 @@ def check_manifests(work: str | Path, coll: Collection) -> list[str]:
     return checked
 
 
-def blend_collection_oof(cfg, coll: Collection) -> tuple[dict, dict[str, np.ndarray]]:
-    """Fit on OOF, report nested; blend valid (nested weights) and test (all-OOF weights)."""
-    from features.io import discover
-    from models.predictions import OOF_CONFIG_SPLIT, OOF_SPLIT, predictions_path, write_predictions
-    from tpurank.atomic import save_npz
-
-    from ensemble.weights import BLEND_MODEL, _load_normed, _mean_score, _require
-    from ensemble.truth import config_count
-
+def load_collection_oof(cfg, coll: Collection) -> tuple[int, FoldPlan, dict[str, int], dict, tuple]:
+    """The OOF inputs of one collection's blend: K, the fold plan, stem -> fold, the labelled
+    truth and :func:`load_aligned_oof`'s (normed, truth, info)."""
     folds = cfg.folds or detect_folds(cfg.preds_dir, cfg.model_list, coll)
     plan = plan_for(cfg.work, cfg.data, coll, folds, cfg.seed)
     fold_of = stem_folds(plan)
@@ -273,14 +270,31 @@ def blend_collection_oof(cfg, coll: Collection) -> tuple[dict, dict[str, np.ndar
     if len(truth) < 2:
         raise ValueError(f"{coll.name}/oof: {len(truth)} graph(s) predicted by every model run; "
                          "nothing to fit a blend on")
+    return folds, plan, fold_of, labelled, (normed, truth, aligned)
+
+
+def blend_collection_oof(cfg, coll: Collection) -> tuple[dict, dict[str, np.ndarray]]:
+    """Fit on OOF, report nested; blend valid (nested weights) and test (all-OOF weights)."""
+    from models.predictions import OOF_CONFIG_SPLIT, OOF_SPLIT, predictions_path, write_predictions
+    from tpurank.atomic import save_npz
+
+    from ensemble.weights import BLEND_MODEL, _load_normed, _mean_score, _require
+    from ensemble.truth import test_sizes as ranked_and_tied
+
+    folds, plan, fold_of, labelled, (normed, truth, aligned) = load_collection_oof(cfg, coll)
     manifests = check_manifests(cfg.work, coll)  # before any fitting: a leak fails fast
     scorer = GraphScorer(coll, normed, truth, cfg.max_fit_configs)
-    fit = fit_weights(coll, normed, truth, cfg.grid_step, cfg.alphas, scorer=scorer)
-    nested = nested_blend(coll, normed, truth, fold_of, cfg.grid_step, cfg.alphas, scorer)
+    fit = fit_weights(coll, normed, truth, cfg.grid_step, cfg.alphas, scorer=scorer,
+                      criterion=cfg.criterion(coll))
+    nested = nested_blend(coll, normed, truth, fold_of, cfg.grid_step, cfg.alphas, scorer,
+                          cfg.criterion(coll))
+    portfolio = _tile_portfolio(cfg, coll, normed, truth, fold_of, nested, fit.weights)
     oof = {"folds": folds, "plan": str(plan.path), "n_graphs": len(truth), "manifests": manifests,
            "n_labelled": len(labelled), "n_configs": aligned["configs"],
            "not_in_every_run": aligned["not_in_every_run"],
            "under_2_common_configs": aligned["under_2_common_configs"], "blend": nested.to_json(), "models": {}, "runs": {}}
+    if portfolio is not None:
+        oof["average"] = portfolio[2]  # the weighted average's nested scores, for comparison
     for model, preds in zip(cfg.model_list, normed):
         oof["models"][model] = fold_scores(coll, preds, truth, fold_of)
         runs = run_fold_scores(cfg, coll, model, labelled, folds, fold_of)
@@ -292,26 +306,50 @@ def blend_collection_oof(cfg, coll: Collection) -> tuple[dict, dict[str, np.ndar
     valid_truth = {s: t for s, t in split_truth(cfg.data, coll, "valid").items() if s in truth}
     summary = {"protocol": "oof", "weights": dict(zip(cfg.model_list, fit.weights)),
                "fit": _fit_json(fit), "oof": oof, "valid_score": {}, "n_valid": len(valid_truth)}
+    if portfolio is not None:
+        summary["portfolio"] = portfolio_summary(portfolio[0], portfolio[1])
     if valid_truth:
         valid_normed = _load_normed(cfg, coll, "valid")
         for model, preds in zip(cfg.model_list, valid_normed):
             _require(preds, {s: len(t) for s, t in valid_truth.items()}, f"{coll.name}/valid, model {model}")
             summary["valid_score"][model] = _mean_score(coll, preds, valid_truth)
-        # each official valid graph blended with the weights fitted without its fold
-        valid_costs = {s: blend_costs(valid_normed, nested.weights[str(fold_of[s])], [s])[s]
+        # each official valid graph blended with the weights (and slots) fitted without its fold
+        valid_costs = {s: blend_or_portfolio(valid_normed, nested.weights[str(fold_of[s])], [s],
+                                             portfolio[1].counts[str(fold_of[s])] if portfolio else None)[s]
                        for s in sorted(valid_truth)}
         write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, "valid"), valid_costs)
         summary["valid_score"][BLEND_MODEL] = _mean_score(coll, valid_costs, valid_truth)
-    test_sizes = {gf.stem: config_count(gf.path) for gf in discover(cfg.data, [coll], ["test"])}
+    test_sizes = ranked_and_tied(cfg.data, coll)[0]  # graphs without configurable nodes: run_blend
     test_costs: dict[str, np.ndarray] = {}
     if test_sizes:
         test_normed = _load_normed(cfg, coll, "test")
         for model, preds in zip(cfg.model_list, test_normed):
             _require(preds, test_sizes, f"{coll.name}/test, model {model}")
-        test_costs = blend_costs(test_normed, fit.weights, sorted(test_sizes))
+        test_costs = blend_or_portfolio(test_normed, fit.weights, sorted(test_sizes),
+                                        portfolio[0].counts if portfolio else None)
         write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, "test"), test_costs)
     summary["n_test"] = len(test_sizes)
     return summary, test_costs
+
+
+def _tile_portfolio(cfg, coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
+                    truth: Mapping[str, np.ndarray], fold_of: Mapping[str, int], nested: NestedBlend,
+                    weights: Sequence[float]) -> tuple[PortfolioFit, NestedPortfolio, dict] | None:
+    """``--tile-top5 portfolio`` on a tile collection: the slots fitted on every OOF graph (for
+    the test) and nested (per fold). The nested portfolio's costs and scores replace the
+    average's in ``nested`` (they are what the blend submits); returns (fit, nested fit, the
+    average's nested scores). None otherwise."""
+    if not (coll.is_tile and cfg.tile_top5 == "portfolio"):
+        return None
+    from ensemble.weights import BLEND_MODEL
+
+    members = blend_members(normed, weights, sorted(truth))
+    fit = fit_portfolio(members, [*cfg.model_list, BLEND_MODEL], truth, cfg.criterion(coll))
+    inner = nested_portfolio(normed, cfg.model_list, truth, fold_of, nested.weights, cfg.criterion(coll))
+    average = nested.scores
+    nested.costs = inner.costs
+    nested.scores = fold_scores(coll, nested.costs, truth, fold_of)
+    return fit, inner, average
 
 
 def _fit_json(fit: FitResult) -> dict:

@@ -15,6 +15,7 @@ Each stage is invoked through its own CLI entry point with the exact arguments o
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -23,20 +24,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-#: stage name -> (module whose ``main(argv)`` runs it, leading sub-command words)
+from tpurank.registry import DEFAULT_BLEND, MODELS, get_model
+
+
+
+def entry_point(module: str) -> str:
+    """What ``python -m module`` runs: a package's ``__main__``, else the module itself."""
+    spec = importlib.util.find_spec(module)
+    return f"{module}.__main__" if spec is not None and spec.submodule_search_locations else module
+
+
+#: stage name -> (module whose ``main(argv)`` runs it, leading sub-command words); a model's
+#: stages are ``<name>-train`` / ``<name>-predict`` (tpurank.registry)
 STAGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "validate": ("features.__main__", ("validate",)),
     "features": ("features.__main__", ("build",)),
-    "gnn-train": ("models.gnn.__main__", ("train",)),
-    "gnn-predict": ("models.gnn.__main__", ("predict",)),
-    "lgbm-train": ("models.lgbm.__main__", ("train",)),
-    "lgbm-predict": ("models.lgbm.__main__", ("predict",)),
+    **{f"{m.name}-{s}": (entry_point(m.module), (s,)) for m in MODELS for s in m.stages},
     "blend": ("ensemble.__main__", ("blend",)),
     "check": ("ensemble.__main__", ("check",)),
     "report": ("ensemble.__main__", ("report",)),
     "score": ("ensemble.__main__", ("score",)),
 }
-MODEL_STAGES = {"gnn": ("gnn-train", "gnn-predict"), "lgbm": ("lgbm-train", "lgbm-predict")}
 
 
 @dataclass
@@ -48,14 +56,20 @@ class Run:
     preset: str = "quick"
     seed: int = 0
     collections: str = "all"
-    models: str = "gnn,lgbm"
+    models: str = ",".join(DEFAULT_BLEND)
     submission: str = ""  # default: WORK/submission.csv
+    protocol: str = "auto"  # what the blend is fitted on: auto (out-of-fold predictions) | valid
     #: per-stage overrides, e.g. {"gnn-train": {"steps": 20}, "lgbm-train": {"num_boost_round": 30}}
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def model_list(self) -> list[str]:
         return [m.strip() for m in self.models.split(",") if m.strip()]
+
+    def model_stages(self, stage: str) -> list[str]:
+        """``<model>-<stage>`` of every model of :attr:`models` that has that stage (registry)."""
+        return [f"{get_model(m).name}-{stage}" for m in self.model_list
+                if stage in get_model(m).stages]
 
     @property
     def validate_report(self) -> Path:
@@ -88,6 +102,8 @@ def stage_argv(run: Run, stage: str) -> list[str]:
     elif stage in ("blend", "report"):
         argv = [*words, *_options(common | {"models": run.models}),
                 "--submission", str(run.submission_path)]
+        if stage == "blend":
+            argv += ["--protocol", run.protocol]
     else:
         argv = [*words, *_options(common)]
         if stage == "features" and run.validate_report.is_file():  # skip what validate found bad
@@ -115,13 +131,12 @@ def run_stages(run: Run, stages: Sequence[str]) -> dict[str, float]:
 
 def train(run: Run, build_features: bool = True) -> dict[str, float]:
     """features build (optional) -> each model's train stage."""
-    stages = (["features"] if build_features else []) + [MODEL_STAGES[m][0] for m in run.model_list]
-    return run_stages(run, stages)
+    return run_stages(run, (["features"] if build_features else []) + run.model_stages("train"))
 
 
 def predict(run: Run) -> dict[str, float]:
     """Each model's predict stage (valid + test predictions under WORK/preds)."""
-    return run_stages(run, [MODEL_STAGES[m][1] for m in run.model_list])
+    return run_stages(run, run.model_stages("predict"))
 
 
 def submit(run: Run, score_if_possible: bool = True) -> Path:

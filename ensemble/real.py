@@ -1,14 +1,17 @@
 """``python -m ensemble real --work W``: score trained models on the only real TPU measurements
-we hold (SPEC §9) — 15 tile kernels (tile top-5 score) and one layout record (Kendall τ over its
+we hold (docs/competition.md §9) — 15 tile kernels (tile top-5 score) and one layout record (Kendall τ over its
 112 usable configs) — next to a random ranking and the training-free heuristic
-(:mod:`models.baseline`).
+(:mod:`features.heuristic`, what ``models.baseline`` ranks by).
 
 The records are converted from the raw protos (:mod:`features.hlo`), written as npz under
 ``W/real/data`` (Kaggle layout, split ``valid``), featurized with the *trained* pipeline's
 feature settings and normalisation stats (never refitted on the real data) and scored by every
-trained model found in ``W``: GNN (``W/models/gnn/<slug>/seed*``) and LightGBM
-(``W/models/lgbm/<slug>``). The layout record (a 3-D UNet, an XLA program with near-default
-configs) is scored by the models of both ``layout:xla:default`` and ``layout:xla:random``.
+trained model of the registry (:mod:`tpurank.registry`) found in ``W``:
+``W/models/<model>/<slug>/seed<k>/`` — for a cross-validated run (``--folds K``, the presets'
+default) its ``fold<j>/`` models, whose costs are averaged per graph as for the test split
+(:func:`models.predictions.average_folds`); several seeds are averaged per graph score, their
+spread shown. The layout record (a 3-D UNet, an XLA program with near-default configs) is
+scored by the models of both ``layout:xla:default`` and ``layout:xla:random``.
 
 Caveat printed with the numbers: 7 of the 15 kernels have <= 5 usable configs, so any ranking
 scores 1.0 on them; the mean over the 8 kernels with > 5 configs is reported too.
@@ -120,7 +123,7 @@ def random_scores(graphs: Sequence[RealGraph], collection: str, draws: int, seed
 
 
 def heuristic_scores(graphs: Sequence[RealGraph], collection: str) -> Scores:
-    from models.baseline import graph_costs
+    from features.heuristic import graph_costs
 
     per_graph = {g.stem: graph_score(g, graph_costs(g.path, g.is_tile)) for g in graphs}
     return Scores("heuristic", collection, per_graph, note="models.baseline (training-free)")
@@ -129,7 +132,8 @@ def heuristic_scores(graphs: Sequence[RealGraph], collection: str) -> Scores:
 # ---------------------------------------------------------------- trained models
 
 def _features_pipeline(work: Path, features_dir: Path, coll: Collection) -> tuple[Any, Any]:
-    from features.build import BuildConfig, load_norm
+    from features.buildconfig import BuildConfig
+    from features.norm import load_norm
     from tpurank.config import load_run_config
 
     build_json = features_dir / coll.slug / "build.json"
@@ -142,7 +146,7 @@ def _process(graphs: Sequence[RealGraph], coll: Collection, build_cfg: Any, norm
              tabular: bool = False) -> tuple[dict[str, Any], list[Any]]:
     """Processed graphs (``valid`` split: all configs, source order) and tabular frames."""
     from features import tabular as tab
-    from features.build import process_graph
+    from features.stages import process_graph
     from features.io import load_npz
 
     processed, frames = {}, []
@@ -160,42 +164,71 @@ def _process(graphs: Sequence[RealGraph], coll: Collection, build_cfg: Any, norm
     return processed, frames
 
 
-def _trained_seeds(work: Path, coll: Collection) -> list[int]:
-    base = work / "models" / "gnn" / coll.slug
-    return sorted(int(p.name[4:]) for p in base.glob("seed*")
-                  if p.name[4:].isdigit() and (p / "best.pt").is_file())
+def trained_models(base: Path, marker: str) -> dict[int, list[Path]]:
+    """``{seed: model directories}`` of the models trained under ``base`` (one collection of one
+    model): ``seed<k>/fold<j>/`` for a cross-validated run (``--folds K``, the presets' default),
+    else ``seed<k>/`` itself; a directory counts when it holds ``marker`` (the saved model)."""
+    found: dict[int, list[Path]] = {}
+    for seed_dir in sorted(base.glob("seed*")):
+        if not seed_dir.name[4:].isdigit():
+            continue
+        folds = sorted((p for p in seed_dir.glob("fold*") if p.name[4:].isdigit() and (p / marker).is_file()),
+                       key=lambda p: int(p.name[4:]))
+        dirs = folds or ([seed_dir] if (seed_dir / marker).is_file() else [])
+        if dirs:
+            found[int(seed_dir.name[4:])] = dirs
+    return found
+
+
+def fold_ensemble(per_model: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """One seed's costs: its fold models averaged as for the test split (per-graph z-scores,
+    :func:`models.predictions.average_folds`); a single model's costs as they are."""
+    from models.predictions import average_folds
+
+    return per_model[0] if len(per_model) == 1 else average_folds(per_model)
+
+
+def seed_scores(model: str, label: str, graphs: Sequence[RealGraph], coll: Collection,
+                per_seed: dict[int, dict[str, np.ndarray]], notes: list[str]) -> Scores:
+    """Scores of a model's seeds (each one fold ensemble), the mean over seeds per graph."""
+    scored = {seed: {g.stem: graph_score(g, costs[g.stem]) for g in graphs}
+              for seed, costs in per_seed.items()}
+    per_graph = {g.stem: float(np.mean([s[g.stem] for s in scored.values()])) for g in graphs}
+    means = {seed: float(np.mean(list(s.values()))) for seed, s in scored.items()}
+    spread = float(np.std(list(means.values()))) if len(means) > 1 else None
+    each = f" (per seed {', '.join(f'{m:.4f}' for m in means.values())})" if len(means) > 1 else ""
+    return Scores(model, label, per_graph, spread=spread,
+                  note=f"{coll.name} models, seeds {sorted(per_seed)}: " + "; ".join(notes) + each)
+
+
+def _units_note(dirs: list[Path]) -> str:
+    return f"{len(dirs)} fold models averaged" if len(dirs) > 1 else "one model"
 
 
 def gnn_scores(work: Path, graphs: Sequence[RealGraph], coll: Collection, device: str,
                label: str) -> Scores:
-    from models.gnn import load_trained, predict_costs
+    from models.gnn.infer import load_trained_dir, predict_costs
 
-    seeds = _trained_seeds(work, coll)
-    if not seeds:
-        return Scores("gnn", label, missing=f"no trained GNN under {work / 'models/gnn' / coll.slug}")
-    per_seed: list[dict[str, float]] = []
+    base = work / "models" / "gnn" / coll.slug
+    trained = trained_models(base, "best.pt")
+    if not trained:
+        return Scores("gnn", label, missing=f"no trained GNN under {base}")
     processed = None
-    for seed in seeds:
-        model, gcfg = load_trained(work, coll, seed=seed, device=device)
-        if processed is None:
-            fdir = Path(gcfg.features) if gcfg.features else work / "features"
-            build_cfg, norm = _features_pipeline(work, fdir, coll)
-            processed, _ = _process(graphs, coll, build_cfg, norm)
-        per_seed.append({g.stem: graph_score(g, predict_costs(model, processed[g.stem],
-                                                              batch_size=gcfg.predict_batch))
-                         for g in graphs})
-    per_graph = {g.stem: float(np.mean([s[g.stem] for s in per_seed])) for g in graphs}
-    means = [np.mean(list(s.values())) for s in per_seed]
-    return Scores("gnn", label, per_graph, spread=float(np.std(means)) if len(means) > 1 else None,
-                  note=f"{coll.name} model, mean over seeds {seeds}"
-                  + (f" (per seed {', '.join(f'{m:.4f}' for m in means)})" if len(means) > 1 else ""))
-
-
-def lgbm_model_dirs(work: Path, coll: Collection) -> list[Path]:
-    """Trained LightGBM models of ``coll``: ``W/models/lgbm[-tag]/<slug>[/seed<k>]/model.txt``."""
-    found = list((work / "models").glob(f"lgbm*/{coll.slug}/model.txt"))
-    found += list((work / "models").glob(f"lgbm*/{coll.slug}/seed*/model.txt"))
-    return sorted(p.parent for p in found)
+    per_seed: dict[int, dict[str, np.ndarray]] = {}
+    notes = []
+    for seed, dirs in trained.items():
+        costs = []
+        for model_dir in dirs:
+            model, gcfg = load_trained_dir(model_dir, device)
+            if processed is None:
+                fdir = Path(gcfg.features) if gcfg.features else work / "features"
+                build_cfg, norm = _features_pipeline(work, fdir, coll)
+                processed, _ = _process(graphs, coll, build_cfg, norm)
+            costs.append({g.stem: predict_costs(model, processed[g.stem], batch_size=gcfg.predict_batch)
+                          for g in graphs})
+        per_seed[seed] = fold_ensemble(costs)
+        notes.append(f"seed {seed}: {_units_note(dirs)}")
+    return seed_scores("gnn", label, graphs, coll, per_seed, notes)
 
 
 def lgbm_scores(work: Path, graphs: Sequence[RealGraph], coll: Collection, label: str,
@@ -205,27 +238,43 @@ def lgbm_scores(work: Path, graphs: Sequence[RealGraph], coll: Collection, label
     from features import tabular as tab
     from models.lgbm.model import RankerModel
 
-    dirs = lgbm_model_dirs(work, coll)
-    if not dirs:
-        return Scores("lgbm", label, missing=f"no trained LightGBM under {work / 'models'}/lgbm*/{coll.slug}")
+    base = work / "models" / "lgbm" / coll.slug
+    trained = trained_models(base, "model.txt")
+    if not trained:
+        return Scores("lgbm", label, missing=f"no trained LightGBM under {base}")
     build_cfg, norm = _features_pipeline(work, work / "features", coll)
     _, frames = _process(graphs, coll, build_cfg, norm, tabular=True)
     path = scratch / coll.slug / f"{SPLIT}.parquet"
     tab.write_parquet(pl.concat(frames, how="vertical"), path)
-    per_model, notes = [], []
-    for model_dir in dirs:
-        model = RankerModel.load(model_dir)
-        costs = model.predict_file(path, progress=False)
-        per_model.append({g.stem: graph_score(g, costs[g.stem]) for g in graphs})
-        flat = sum(int(np.ptp(costs[g.stem]) == 0) for g in graphs)
-        notes.append(f"{model.info.mode} seed {model.info.seed}"
-                     + (f" constant on {flat} graph(s)" if flat else ""))
-    per_graph = {g.stem: float(np.mean([m[g.stem] for m in per_model])) for g in graphs}
-    means = [float(np.mean(list(m.values()))) for m in per_model]
-    return Scores("lgbm", label, per_graph,
-                  spread=float(np.std(means)) if len(means) > 1 else None,
-                  note=f"{coll.name} models: " + "; ".join(notes)
-                  + (f"; per model {', '.join(f'{m:.4f}' for m in means)}" if len(means) > 1 else ""))
+    per_seed: dict[int, dict[str, np.ndarray]] = {}
+    notes = []
+    for seed, dirs in trained.items():
+        models = [RankerModel.load(d) for d in dirs]
+        costs = [m.predict_file(path, progress=False) for m in models]
+        per_seed[seed] = fold_ensemble(costs)
+        flat = sum(int(np.ptp(per_seed[seed][g.stem]) == 0) for g in graphs)
+        notes.append(f"seed {seed}: {models[0].info.mode}, {_units_note(dirs)}"
+                     + (f", constant on {flat} graph(s)" if flat else ""))
+    return seed_scores("lgbm", label, graphs, coll, per_seed, notes)
+
+
+#: how each trained model of the registry (tpurank.registry) is scored on the real records; a
+#: registered model without an entry is listed as not available
+SCORERS: dict[str, Callable[..., Scores]] = {
+    "gnn": lambda work, graphs, coll, label, device, scratch: gnn_scores(work, graphs, coll, device, label),
+    "lgbm": lambda work, graphs, coll, label, device, scratch: lgbm_scores(work, graphs, coll, label, scratch),
+}
+
+
+def model_scores(model: str, work: Path, graphs: Sequence[RealGraph], coll: Collection, label: str,
+                 device: str) -> Scores:
+    """Scores of registered model ``model``'s trained models of ``coll``, or the gap, said."""
+    scorer = SCORERS.get(model)
+    if scorer is None:
+        return Scores(model, label, missing=f"ensemble real has no scorer for model {model!r} "
+                                            "(add one to ensemble.real.SCORERS)")
+    return _guarded(lambda: scorer(work, graphs, coll, label, device, work / "real" / "features"),
+                    model, label)
 
 
 def _guarded(fn: Callable[[], Scores], method: str, label: str) -> Scores:
@@ -239,10 +288,20 @@ def _guarded(fn: Callable[[], Scores], method: str, label: str) -> Scores:
 
 # ---------------------------------------------------------------- report
 
-def evaluate(work: str | Path, shared: str | Path = SHARED_DATA, models: Sequence[str] = ("gnn", "lgbm"),
+def trained_model_names(models: Sequence[str] | None = None) -> list[str]:
+    """The registry's models with a train stage (of ``models`` when given; ``gnn@seed0`` -> gnn)."""
+    from tpurank.registry import MODELS, base_name
+
+    wanted = None if models is None else {base_name(m) for m in models}
+    return [m.name for m in MODELS if m.trains and (wanted is None or m.name in wanted)]
+
+
+def evaluate(work: str | Path, shared: str | Path = SHARED_DATA, models: Sequence[str] | None = None,
              draws: int = 1000, seed: int = 0, device: str = "cpu") -> dict[str, Any]:
-    """Score every method on the real records; writes ``W/reports/real/real_eval.json``."""
+    """Score every method on the real records — random, the heuristic, and each trained model of
+    the registry (of ``models`` when given); writes ``W/reports/real/real_eval.json``."""
     work, shared = Path(work), Path(shared)
+    names = trained_model_names(models)
     data = prepare(shared, work / "real" / "data")
     results: list[tuple[Scores, list[RealGraph]]] = []
     for graphs, label, colls in ((data.tile, TILE, (TILE,)),
@@ -252,14 +311,11 @@ def evaluate(work: str | Path, shared: str | Path = SHARED_DATA, models: Sequenc
         for name in colls:
             coll = get_collection(name)
             tag = label if len(colls) == 1 else f"{label} <- {name}"
-            if "gnn" in models:
-                results.append((_guarded(lambda: gnn_scores(work, graphs, coll, device, tag),
-                                         "gnn", tag), graphs))
-            if "lgbm" in models:
-                results.append((_guarded(lambda: lgbm_scores(work, graphs, coll, tag,
-                                                             work / "real" / "features"),
-                                         "lgbm", tag), graphs))
-    report = {"work": str(work), "shared": str(shared),
+            for name in names:
+                results.append((model_scores(name, work, graphs, coll, tag, device), graphs))
+    from tpurank.config import run_metadata
+
+    report = {"work": str(work), "shared": str(shared), "metadata": run_metadata(),
               "tile_kernels": {g.stem: len(g.target) for g in data.tile},
               "layout_configs": {g.stem: len(g.target) for g in data.layout},
               "results": [s.summary(g) for s, g in results]}
@@ -288,26 +344,36 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from tpurank.config import StageConfig, default_work
+
+    stage = StageConfig()
     p = argparse.ArgumentParser(prog="python -m ensemble real", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--work", required=True)
+    p.add_argument("--work", default="", help="the trained run's WORK (default: work/<data-name>-<preset>, "
+                                              f"as every stage: {stage.work})")
+    p.add_argument("--data", default=stage.data, help="the run's data root (only names the default --work)")
+    p.add_argument("--preset", default=stage.preset, help="the run's preset (only names the default --work)")
     p.add_argument("--shared", default=str(SHARED_DATA), help="folder holding real-tpu/")
-    p.add_argument("--models", default="gnn,lgbm")
+    p.add_argument("--models", default="", help="comma list of trained models to score (default: every "
+                                                 "model of tpurank.registry with a train stage)")
     p.add_argument("--draws", type=int, default=1000, help="random rankings averaged")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu")
-    # accepted for `make`-style common options; unused
-    p.add_argument("--data", default="")
-    p.add_argument("--preset", default="")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random rankings")
+    p.add_argument("--device", default="cpu", help="torch device of the GNN")
+    p.add_argument("--skip-missing", action="store_true",
+                   help="exit 0 with a note when the real records are not there (make run)")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    work = args.work or default_work(args.data, args.preset)
+    models = [m.strip() for m in args.models.split(",") if m.strip()] or None
     try:
-        report = evaluate(args.work, args.shared, [m.strip() for m in args.models.split(",")],
-                          args.draws, args.seed, args.device)
+        report = evaluate(work, args.shared, models, args.draws, args.seed, args.device)
     except FileNotFoundError as exc:
+        if args.skip_missing and not (Path(args.shared) / "real-tpu").is_dir():
+            print(f"ensemble real: skipped, no real TPU records ({exc})")
+            return 0
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(format_report(report))
-    print(f"-> {Path(args.work) / 'reports' / 'real' / 'real_eval.json'}")
+    print(f"-> {Path(work) / 'reports' / 'real' / 'real_eval.json'}")
     return 0
 
 

@@ -9,9 +9,15 @@ prediction files, and writes ``submissions/<run>/report.{md,html,json}`` plus PN
 * per-collection official-valid score of every model, the baseline and the blend, with the
   number of graphs and what the blend's number is (nested, or in-sample when the blend was
   fitted on valid);
+* the per-graph score distribution (worst graph, mean of the worst 5 %, quartiles, mean) of
+  every model and of the blend per collection, out of fold (else on valid), with box plots: the
+  tile score is unbounded below, so a mean alone hides kernels the answer ruins;
 * per-graph scores (τ for layout, top-5 score for tile) per collection;
 * predicted-vs-true rank scatter of the blend for a few valid graphs;
-* the blend weights and the shrinkage evidence (in-sample vs leave-one-graph-out);
+* the blend weights, the selection criterion and the shrinkage evidence (in-sample vs
+  leave-one-graph-out criterion, leave-one-graph-out mean and worst 5 %);
+* the test graphs that were repaired to be ranked (``features.repair``: from the validate report
+  ``WORK/validate_report.json`` and the blend's graphs without configurable nodes);
 * the run's config and git SHA;
 * hidden-test scores, only when the data root has hidden runtimes (generated samples) and
   clearly labelled as sample-only.
@@ -35,8 +41,9 @@ from tpurank.config import parse_config, run_metadata
 from models.metrics import graph_score
 from models.predictions import model_runs, read_model_predictions
 
-from ensemble.blend import BLEND_MODEL, BlendConfig
+from ensemble.weights import BLEND_MODEL, BlendConfig
 from ensemble.truth import truth as read_truth
+from ensemble.weights import WORST_FRACTION, tail_mean
 
 BASELINE_MODEL = "baseline"
 MAX_BARS = 40
@@ -211,6 +218,76 @@ def _oof_blocks(summary: dict, models: Sequence[str], run_dir: Path) -> list[Blo
             ("table", header, rows), ("img", "scores_oof.png", "OOF score per collection")]
 
 
+def distribution_rows(per_graph: Mapping[str, Mapping[str, float]]) -> list[list[str]]:
+    """One row per model: graphs, worst graph, mean of the worst 5 %, 10th/25th/50th
+    percentiles, mean."""
+    rows = []
+    for model, scores in per_graph.items():
+        v = np.asarray(list(scores.values()), dtype=np.float64)
+        if not v.size:
+            continue
+        q10, q25, q50 = np.percentile(v, [10, 25, 50])
+        rows.append([model, str(v.size), f"{v.min():.4f}", f"{tail_mean(v, WORST_FRACTION):.4f}",
+                     f"{q10:.4f}", f"{q25:.4f}", f"{q50:.4f}", f"{v.mean():.4f}"])
+    return rows
+
+
+DISTRIBUTION_HEADER = ["model", "graphs", "worst", f"worst {WORST_FRACTION:.0%} (mean)", "10th pct",
+                       "25th pct", "median", "mean"]
+
+
+def plot_distributions(per_coll: Mapping[str, Mapping[str, Mapping[str, float]]], title: str,
+                       path: Path) -> None:
+    """One panel per collection: a box per model (whiskers to the 5th/95th percentile, every
+    graph beyond them drawn as a point)."""
+    plt = _plt()
+    colls = list(per_coll)
+    fig, axes = plt.subplots(1, len(colls), figsize=(3.0 * len(colls) + 1, 3.4), squeeze=False)
+    for ax, coll in zip(axes[0], colls):
+        models = list(per_coll[coll])
+        ax.boxplot([list(per_coll[coll][m].values()) for m in models], whis=(5, 95),
+                   tick_labels=models, flierprops={"markersize": 3})
+        ax.axhline(0, color="black", lw=0.5)
+        ax.set_title(coll, fontsize=9)
+        ax.tick_params(axis="x", labelrotation=30, labelsize=8)
+    axes[0][0].set_ylabel("per-graph score (tile: top-5 score, layout: τ)")
+    fig.suptitle(title, fontsize=9, y=1.04)
+    _save(fig, path)
+
+
+def _distribution_blocks(summary: dict, models: Sequence[str], valid: Mapping[str, dict],
+                         run_dir: Path) -> list[Block]:
+    """Per collection, the per-graph score distribution of every model and of the blend: out of
+    fold (blend nested) when the models were cross-validated, else on the official valid split."""
+    per_coll: dict[str, dict[str, dict[str, float]]] = {}
+    for c, s in summary["collections"].items():
+        oof = s.get("oof")
+        if oof:
+            per_coll[c] = {m: oof["models"][m]["per_graph"] for m in models
+                           if "per_graph" in oof["models"].get(m, {})}
+            if "per_graph" in oof.get("average", {}):  # the tile portfolio's weighted average
+                per_coll[c][f"{BLEND_MODEL} (average)"] = oof["average"]["per_graph"]
+            if "per_graph" in oof["blend"]["scores"]:
+                per_coll[c][BLEND_MODEL] = oof["blend"]["scores"]["per_graph"]
+        elif valid.get(c):
+            per_coll[c] = dict(valid[c])
+    per_coll = {c: v for c, v in per_coll.items() if v}
+    if not per_coll:
+        return []
+    blocks: list[Block] = [
+        ("h2", "Per-graph score distribution"),
+        ("p", "Every model's and the blend's per-graph scores, out of fold (blend nested) where "
+              "the models were cross-validated, else on the official valid split. The tile score is "
+              f"unbounded below: the worst graph and the mean of the worst {WORST_FRACTION:.0%} show "
+              "what a mean hides.")]
+    for c, per_graph in per_coll.items():
+        kind = "out of fold" if summary["collections"][c].get("oof") else "valid"
+        blocks += [("p", f"**{c}** ({kind})"), ("table", DISTRIBUTION_HEADER, distribution_rows(per_graph))]
+    plot_distributions(per_coll, "per-graph scores", run_dir / "distribution.png")
+    blocks.append(("img", "distribution.png", "per-graph score distribution per collection"))
+    return blocks
+
+
 def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
     summary_path = cfg.blend_dir / "summary.json"
     if not summary_path.is_file():
@@ -246,7 +323,14 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
             graph_blocks.append(("img", f"scatter_{coll.slug}.png", f"{name}: blend rank vs true rank"))
         if test:
             test_means[name] = {m: float(np.mean(list(v.values()))) for m, v in test.items()}
+    repaired = repaired_test_graphs(cfg, summary)
+    if repaired:
+        blocks += [("h2", "Repaired test graphs"),
+                   ("p", "Every test graph is ranked: these had a problem with a documented repair "
+                         "(features.repair); train and valid files with problems are skipped instead."),
+                   ("table", ["graph", "problem", "repair"], repaired)]
     blocks += _oof_blocks(summary, models, run_dir)
+    blocks += _distribution_blocks(summary, models, details["valid"], run_dir)
     blocks.append(("h2", "Official valid split (mean per-graph official metric)"))
     if valid_means:
         plot_collection_scores(valid_means, "valid", run_dir / "scores_valid.png")
@@ -256,12 +340,14 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
     else:
         blocks.append(("p", "No valid graphs with runtimes under the data root."))
     blocks += [("h2", "Blend weights"), _weights_table(summary, models),
-               ("p", "Weights: coarse simplex grid optimum on the fitted graphs (OOF predictions of "
-                     "every labelled graph, or the valid split), shrunk toward equal weights by "
-                     "`a`; `a` chosen by leave-one-graph-out over the fitted graphs. Rows = "
-                     "candidate `a`: in-sample score / leave-one-graph-out score (the latter is "
-                     "optimistic for the chosen `a`, which was picked by it)."),
-               _shrink_table(summary)]
+               ("p", "Weights: the coarse simplex grid point that maximises the criterion on the "
+                     "fitted graphs (OOF predictions of every labelled graph, or the valid split), "
+                     "shrunk by `a` toward the anchor (equal weights over the models whose worst "
+                     "graphs are not worse than the best model's); `a` chosen by leave-one-graph-out "
+                     "over the fitted graphs. Columns = candidate `a`: the criterion in-sample / "
+                     "leave-one-graph-out (optimistic for the chosen `a`, which was picked by it), "
+                     f"then the leave-one-graph-out mean and worst {WORST_FRACTION:.0%}."),
+               _shrink_table(summary)] + _portfolio_blocks(summary)
     if test_means:
         plot_collection_scores(test_means, "hidden test (sample only)", run_dir / "scores_test.png")
         blocks += [("h2", "Hidden-test scores — generated sample only"),
@@ -283,15 +369,50 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
             "valid_protocol": {c: s.get("protocol", "valid (in-sample)")
                                for c, s in summary["collections"].items()},
             "hidden_test": test_means,
+            "repaired_test_graphs": [dict(zip(("graph", "problem", "repair"), r)) for r in repaired],
             "per_graph": details, "weights": {c: s["weights"] for c, s in summary["collections"].items()}}
     return blocks, data
 
 
+def repaired_test_graphs(cfg: ReportConfig, summary: dict) -> list[list[str]]:
+    """``[graph id, problem, repair]`` of every repaired test graph: the validate report's
+    ``repaired_files`` (when ``WORK/validate_report.json`` exists) and the blend's tied graphs."""
+    rows: dict[str, list[str]] = {}
+    report = Path(cfg.work) / "validate_report.json"
+    if report.is_file():
+        for entry in json.loads(report.read_text()).get("repaired_files", []):
+            graph = f"{entry['collection']}:{entry['stem']}"
+            rows[graph] = [graph, "; ".join(entry["problems"]), "; ".join(entry["repairs"])]
+    for name, s in summary["collections"].items():
+        for stem, repair in s.get("tied_test_graphs", {}).items():
+            rows.setdefault(f"{name}:{stem}", [f"{name}:{stem}", "no configurable node", repair])
+    return [rows[g] for g in sorted(rows)]
+
+
 def _weights_table(summary: dict, models: Sequence[str]) -> tuple:
     rows = [[c, "OOF" if s.get("protocol") == "oof" else "valid", s["fit"]["method"],
-             str(s["fit"]["n_graphs"])] + [f"{s['weights'][m]:.2f}" for m in models]
-            + [f"{s['fit']['alpha']:g}"] for c, s in summary["collections"].items()]
-    return ("table", ["collection", "fitted on", "method", "graphs"] + list(models) + ["shrink a"], rows)
+             s["fit"].get("criterion", "mean"), str(s["fit"]["n_graphs"])]
+            + [f"{s['weights'][m]:.2f}" for m in models]
+            + [" / ".join(f"{a:.2f}" for a in s["fit"]["anchor"]) if s["fit"].get("anchor") else "equal",
+               f"{s['fit']['alpha']:g}"]
+            for c, s in summary["collections"].items()]
+    return ("table", ["collection", "fitted on", "method", "criterion", "graphs"] + list(models)
+            + ["anchor", "shrink a"], rows)
+
+
+def _portfolio_blocks(summary: dict) -> list[Block]:
+    """The tile top-5 portfolio's slots (``--tile-top5 portfolio``), when it was used."""
+    out: list[Block] = []
+    for c, s in summary["collections"].items():
+        port = s.get("portfolio")
+        if port:
+            slots = ", ".join(f"{m} {n}" for m, n in zip(port["members"], port["slots"]))
+            folds = "; ".join(f"fold {k}: " + "/".join(str(n) for n in v)
+                              for k, v in sorted(port.get("fold_slots", {}).items()))
+            out.append(("p", f"**{c}** top 5: a portfolio of {slots} slots (criterion "
+                             f"{port['criterion']}, fitted on {port['n_graphs']} graphs"
+                             + (f"; nested, without each fold: {folds}" if folds else "") + ")."))
+    return out
 
 
 def _loo(fit: dict) -> dict:
@@ -303,8 +424,13 @@ def _shrink_table(summary: dict) -> tuple:
     rows = []
     for c, s in summary["collections"].items():
         fit, loo = s["fit"], _loo(s["fit"])
-        rows.append([c] + [f"{fit['in_sample'][a]:.4f} / {loo[a]:.4f}"
-                           if a in loo else "—" for a in alphas])
+        cells = [c]
+        for a in alphas:
+            cell = f"{fit['in_sample'][a]:.4f} / {loo[a]:.4f}" if a in loo else "—"
+            if a in fit.get("loo_mean", {}):
+                cell += f" (mean {fit['loo_mean'][a]:.4f}, worst {fit['loo_worst'][a]:.4f})"
+            cells.append(cell)
+        rows.append(cells)
     return ("table", ["collection"] + [f"a={a}" for a in alphas], rows)
 
 

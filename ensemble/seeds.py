@@ -40,7 +40,8 @@ def evaluate(cfg: SeedsConfig, coll: Collection, runs: list[str]) -> dict[str, d
     valid_truth = read_truth(cfg.data, coll, "valid")
     test_truth = read_truth(cfg.data, coll, "test")
     valid = [read_model_predictions(cfg.preds_dir, r, coll, "valid", cfg.norm) for r in runs]
-    fit = fit_weights(coll, valid, valid_truth, cfg.grid_step, cfg.alphas, cfg.max_fit_configs)
+    fit = fit_weights(coll, valid, valid_truth, cfg.grid_step, cfg.alphas, cfg.max_fit_configs,
+                      criterion=cfg.criterion(coll))
     out = {"valid": {r: _mean_score(coll, p, valid_truth) for r, p in zip(runs, valid)},
            "weights": dict(zip(runs, fit.weights))}
     out["valid"][BLEND_MODEL] = _mean_score(coll, blend_costs(valid, fit.weights, sorted(valid_truth)),

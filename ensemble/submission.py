@@ -1,4 +1,4 @@
-"""Submission CSV: writer and strict checker (SPEC §6).
+"""Submission CSV: writer and strict checker (docs/competition.md §6).
 
 Format: header ``ID,TopConfigs``; one row per test graph; ``TopConfigs`` = config indices joined
 by ``;``, fastest first. Tile rows hold the 5 best configs (all of them when a graph has fewer);

@@ -33,6 +33,20 @@ def config_count(path: str | os.PathLike) -> int:
     return headers["config_runtime"].size
 
 
+def test_sizes(root: str | os.PathLike, collection: Collection) -> tuple[dict[str, int], dict[str, int]]:
+    """``(ranked, tied)``: ``{stem: config count}`` of the test graphs the models rank, and of those
+    without configurable nodes, whose configs all tie (no model sees them; the submission keeps
+    their file order: :mod:`features.repair`)."""
+    from features.repair import has_no_configurable_node
+
+    ranked: dict[str, int] = {}
+    tied: dict[str, int] = {}
+    for gf in discover(root, [collection], ["test"]):
+        no_config = not collection.is_tile and has_no_configurable_node(gf.path)
+        (tied if no_config else ranked)[gf.stem] = config_count(gf.path)
+    return ranked, tied
+
+
 def split_truth(root: str | os.PathLike, collection: Collection, split: str) -> dict[str, np.ndarray]:
     """``{stem: target}`` for every graph of a labelled split (train/valid) of one collection."""
     return {gf.stem: read_target(gf.path) for gf in discover(root, [collection], [split])}

@@ -24,7 +24,7 @@ valid/test rows complete), so the parquet grows with the number of graphs, not o
 
 Modules: :mod:`features.buildconfig` (parameters), :mod:`features.norm` (normalisation stats),
 :mod:`features.stages` (one graph's transforms, :func:`process_graph`), :mod:`features.tasks`
-(keys, markers, passes, worker pool); this module orchestrates and re-exports them.
+(keys, markers, passes, worker pool); this module orchestrates them.
 """
 
 from __future__ import annotations
@@ -45,19 +45,19 @@ from features.buildconfig import BuildConfig
 from features.io import GraphFile, discover
 from features.norm import NormStats, _fit, load_norm
 from features.processed import norm_path, tabular_path
-from features.stages import (TILE_CONFIG_NAMES, ConfigSelection, NodeStage, node_feature_names,
-                             node_stage, process_graph, select_configs, tile_config_feat)
-from features.tasks import (GraphBuildError, Task, _graph_cached, _graph_task, _key, _marker,
-                            _norm_cached, _norm_task, _read_marker, _run, part_path)
+from features.repair import NO_CONFIGURABLE_NODE, REPAIRED_SPLIT, has_no_configurable_node
+from features.stages import node_feature_names
+from features.tasks import (Task, _graph_cached, _graph_task, _key, _marker, _norm_cached, _norm_task,
+                            _read_marker, _run, part_path)
 from features import tabular as tab
 
-__all__ = ["BuildConfig", "NormStats", "load_norm", "NodeStage", "node_feature_names", "node_stage",
-           "ConfigSelection", "select_configs", "tile_config_feat", "TILE_CONFIG_NAMES",
-           "process_graph", "GraphBuildError", "build_features", "load_build_config",
-           "reduction_report", "part_path", "main"]
+__all__ = ["build_features", "load_build_config", "reduction_report", "main"]
 
 
 def _files(cfg: BuildConfig, colls: list[Collection], splits: list[str]) -> list[GraphFile]:
+    """The files to build: bad files of the validate report skipped; test layout graphs without
+    configurable nodes left out too (their configs all tie: the blend ranks them in file order,
+    features.repair)."""
     files = discover(cfg.data, colls, splits)
     if cfg.skip_bad_report:
         from features.validate_report import load_bad_files
@@ -67,7 +67,12 @@ def _files(cfg: BuildConfig, colls: list[Collection], splits: list[str]) -> list
         for f in skipped:
             print(f"skipping bad file {f.path} (listed in {cfg.skip_bad_report})", file=sys.stderr)
         files = [f for f in files if str(f.path.resolve()) not in bad]
-    return files
+    tied = [f for f in files if f.split == REPAIRED_SPLIT and not f.collection.is_tile
+            and has_no_configurable_node(f.path)]
+    for f in tied:
+        print(f"{f.path}: no configurable node, nothing to featurize ({NO_CONFIGURABLE_NODE})",
+              file=sys.stderr)
+    return [f for f in files if f not in tied]
 
 
 def _fit_norm(features_dir: Path, coll: Collection, results: list[dict[str, Any]]) -> NormStats | None:
@@ -143,6 +148,9 @@ def build_features(cfg: BuildConfig) -> Path:
               f"({report['edge_reduction']:.1%} removed, {report['rewired']} rewired), "
               f"configs {report['source_configs']} -> {report['configs']}")
     _remove_stale(features_dir, colls, splits, {(f.collection.name, f.split, f.stem) for f in files})
+    for r in results:
+        if r.get("repairs"):
+            print(f"repaired {r['collection']}/{r['split']}/{r['stem']}: {'; '.join(r['repairs'])}")
     fresh = [r for r in results if not r.get("cached")]
     print(f"features: {len(results)} graphs ({len(fresh)} built, {len(results) - len(fresh)} cached) "
           f"in {elapsed:.1f} s -> {features_dir}")

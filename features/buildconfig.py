@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
 
 from tpurank.config import StageConfig
 
@@ -18,6 +18,8 @@ class BuildConfig(StageConfig):
     prune_hops: int = 1  # k of the k-hop neighbourhood kept around configurable nodes; -1 = no pruning
     rewire: bool = True  # keep an edge between kept nodes joined only through removed nodes
     rewire_max_sources: int = 8  # rewired producers per removed path, nearest first; 0 = unlimited
+    config_graph_hops: int = 8  # layout: link two configurable nodes joined by a path of at most this many edges through non-configurable nodes (features.configgraph; the factorized GNN's head graph)
+    config_graph_max_links: int = 64  # layout: links kept per configurable node, nearest first (bounds fan-out); 0 = all
     pad_minus_one: bool = True  # -1 beyond the rank in per-dimension blocks (node and tile config)
     engineered: bool = True  # log transforms, lane (% 128) features, degree and depth
     dot_features: bool = True  # dot-general dims and dot/conv operand shapes
@@ -34,13 +36,16 @@ class BuildConfig(StageConfig):
 
     PRESETS = {"quick": {"max_train_configs": 4000, "tabular_max_train_rows": 2000},
                "full": {"max_train_configs": 0, "tabular_max_train_rows": 8000}}
+    #: the fields that change no output (where things are, how the work is spread and shown)
+    RUN_FIELDS: ClassVar[tuple[str, ...]] = ("data", "work", "preset", "seed", "collections", "splits",
+                                             "out", "jobs", "config_chunk", "use_cache",
+                                             "skip_bad_report", "progress")
 
     def transform_params(self) -> dict[str, Any]:
-        """What changes the outputs (part of every cache key)."""
-        keys = ("prune_hops", "rewire", "rewire_max_sources", "pad_minus_one", "engineered",
-                "dot_features", "exact_dot", "dedup", "max_train_configs", "tabular", "heuristic",
-                "tabular_max_train_rows")
-        params = {k: getattr(self, k) for k in keys}
+        """What changes the outputs (part of every cache key): every field but :attr:`RUN_FIELDS`,
+        so a new option is in the key without anyone listing it (the node blocks' flags of
+        ``features.stages.NODE_BLOCKS`` among them); the seed when configs are subsampled."""
+        params = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in self.RUN_FIELDS}
         if self.max_train_configs or self.tabular_max_train_rows:
             params["seed"] = self.seed
         return params

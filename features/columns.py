@@ -1,4 +1,4 @@
-"""The SPEC §4 column blocks of ``node_feat``, opcode ids, and the helpers every transform reads them with."""
+"""The docs/competition.md §4 column blocks of ``node_feat``, opcode ids, and the helpers every transform reads them with."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from importlib import resources
 
 import numpy as np
 
-# ---- SPEC §4 column blocks ---------------------------------------------------------------------
+# ---- docs/competition.md §4 column blocks ---------------------------------------------------------------------
 SHAPE_DIMS = slice(21, 27)
 DIMENSIONS = slice(31, 37)
 WINDOW_BLOCK_STARTS = (37, 45, 53, 61, 69, 77)  # size, stride, pad low, pad high, dilations (6 each)
@@ -25,6 +25,11 @@ MAX_RANK = 6
 # Columns with a large range that get a signed log1p (dims, sums, products, counts, window fields,
 # slice/pad values). Dimension *indices* (dimensions, dim numbers, minor_to_major) stay raw.
 LOG_COLUMNS = np.r_[21:31, 37:85, 107:109, 109:133]
+
+
+#: the shared unknown-opcode bucket: no opcode of ``hlo_opcodes.tsv`` has it (ids start at 1); the
+#: HLO converter gives it to an opcode missing from the table, ``features.repair`` to an id outside it
+UNKNOWN_OPCODE_ID = 0
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,6 +1,6 @@
 """Layout configs as small integer codes: the one compact copy of the configs in WORK.
 
-A layout config row is ``(nc, 18)`` values in −1..5 (SPEC §5). Within one graph only a few
+A layout config row is ``(nc, 18)`` values in −1..5 (docs/competition.md §5). Within one graph only a few
 distinct 18-vectors occur (a node's output/input/kernel layouts come from a small menu), so a
 graph's configs are stored as
 
@@ -177,6 +177,10 @@ def load_coded(path: str | os.PathLike, chunk: int = 4096, configs: bool = True)
         shape = _member_header(zf, zf.getinfo("node_config_feat.npy"), path).shape
         if len(shape) != 3 or shape[2] != WIDTH:
             raise BadGraphError(path, f"node_config_feat has shape {shape}, expected (c, nc, 18)")
+        if shape[1] == 0:
+            raise BadGraphError(path, "node_config_ids is empty: the graph has no configurable nodes "
+                                      "(a test graph's configs all tie and are not featurized; skip a "
+                                      "train/valid one: features validate --skip-bad)")
         arrays["node_config_feat"] = encode_npz_configs(path, shape[0], shape[1], chunk, zf=zf) \
             if configs else CodedConfigs(np.zeros((0, shape[1]), np.uint8), np.zeros((0, WIDTH), np.int8))
         try:

@@ -1,4 +1,4 @@
-"""Dot-general dimension numbers inferred from shapes (SPEC §7) and the per-node dot/conv features."""
+"""Dot-general dimension numbers inferred from shapes (docs/competition.md §7) and the per-node dot/conv features."""
 
 from __future__ import annotations
 

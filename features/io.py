@@ -1,4 +1,4 @@
-"""Discover and load TpuGraphs npz files (SPEC §3).
+"""Discover and load TpuGraphs npz files (docs/competition.md §3).
 
 ``discover(root)`` lists graph files in the Kaggle layout; ``load_graph(path)`` returns a
 :class:`Graph` (in RAM; :mod:`features.cache` memory-maps, :mod:`features.configcodes` streams
@@ -352,6 +352,10 @@ def iter_npz_rows(path: str | os.PathLike, key: str, rows: int,
         row_shape = header.shape[1:]
         row_bytes = int(np.prod(row_shape, dtype=np.int64)) * header.dtype.itemsize
         if not header.shape or header.shape[0] == 0:
+            return
+        if row_bytes == 0:  # e.g. node_config_feat (c, 0, 18): c empty rows, no bytes to read
+            for start in range(0, header.shape[0], max(1, rows)):
+                yield np.zeros((min(max(1, rows), header.shape[0] - start),) + row_shape, header.dtype)
             return
         chunk_bytes = max(1, rows) * max(1, row_bytes)
         for chunk in iter_npz_chunks(path, key, chunk_bytes, zf=zf):

@@ -8,7 +8,7 @@ Layout of a feature directory (``FEATURES`` = ``<work>/features`` by default)::
         graphs/<split>/<stem>/           # one ProcessedGraph, one .npy per array
             meta.json
             node_feat.npy  node_opcode.npy  edge_index.npy  orig_node_ids.npy
-            [config_node_pos.npy]  [target.npy]  config_index.npy
+            [config_node_pos.npy]  [target.npy]  config_index.npy  [config_graph.npy]
             tile:   config_feat.npy                       (c, Ft) float32
             layout: config_codes.npy  config_table.npy   (c, nc) codes into (t, 18) int8 vectors
                     layout_context.npz   per-node lookup tables of the descriptive per-config
@@ -44,10 +44,11 @@ from features.configcodes import CodedConfigs, encode_array
 from features.io import _read_npy_header
 
 # Version of this on-disk format, part of every graph's cache key (features.tasks): 2 added
-# layout_context.npz, so entries written before are rebuilt rather than read without it.
-FORMAT_VERSION = 2
+# layout_context.npz, 3 config_graph.npy, so entries written before are rebuilt rather than read
+# without them.
+FORMAT_VERSION = 3
 ARRAYS = ("node_feat", "node_opcode", "edge_index", "orig_node_ids", "config_feat",
-          "config_node_pos", "target", "config_index")
+          "config_node_pos", "target", "config_index", "config_graph")
 SMALL_ARRAYS = tuple(a for a in ARRAYS if a != "config_feat")
 MAX_OPEN_MAPS = int(os.environ.get("TPURANK_MAX_OPEN_MAPS", "32"))
 _OPEN_MAPS: "OrderedDict[str, np.ndarray]" = OrderedDict()
@@ -147,6 +148,11 @@ class ProcessedGraph:
     - ``target``: (c,) float64 runtime to rank (tile: runtime/normalizer), None for test.
     - ``config_index``: (c,) int64 index of each row in the source file's configs (train rows may
       be deduplicated: the index of the first occurrence).
+    - ``config_graph``: layout only, (E, 6) int64 links between configurable nodes joined through
+      non-configurable nodes (:mod:`features.configgraph`: ``[src, dst, hops, first_inner,
+      last_inner, kind]``, ordinals of ``config_node_pos`` and positions in this graph), the factorized
+      GNN's head graph; None in graphs written before it (the GNN then derives it from
+      ``edge_index``).
     - ``layout_context``: layout only, the arrays of the graph's
       :class:`features.tabular.LayoutContext` (a few small tables per configurable node), from
       which the descriptive per-config features of any config rows are computed; a loaded graph
@@ -166,6 +172,7 @@ class ProcessedGraph:
     target: np.ndarray | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     layout_context: Mapping[str, np.ndarray] | None = None  # LayoutContext.arrays() (layout only)
+    config_graph: np.ndarray | None = None  # (E, 6) features.configgraph links (layout only)
 
     @property
     def num_nodes(self) -> int:

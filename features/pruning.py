@@ -35,7 +35,7 @@ def producers_csr(num_nodes: int, edge_index: np.ndarray) -> Csr:
 
 
 def topo_order(num_nodes: int, edge_index: np.ndarray) -> np.ndarray:
-    """A topological order (producers first). Identity when the file is already ordered (SPEC §3)."""
+    """A topological order (producers first). Identity when the file is already ordered (docs/competition.md §3)."""
     e = np.asarray(edge_index, dtype=np.int64).reshape(-1, 2)
     if e.size == 0 or bool(np.all(e[:, 0] > e[:, 1])):
         return np.arange(num_nodes, dtype=np.int64)

@@ -1,23 +1,34 @@
 """One graph's transforms: node stage (features, pruning), config selection (dedup, subsample),
-config encoding and tabular rows — :func:`process_graph`."""
+config encoding and tabular rows — :func:`process_graph`.
+
+The node features are blocks of columns, one row of :data:`NODE_BLOCKS` each: the
+``BuildConfig`` flag that turns the block on, the function that computes it and its column
+names. That one table makes the node stage (:func:`node_stage`), the column names
+(:func:`node_feature_names`) and, through the flags, the cache key (``BuildConfig.transform_params``);
+a new block is one row. The cache key also holds a digest of this code (``features.tasks``)."""
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from tpurank import __version__
 from tpurank.collections import Collection, get_collection
+from features.buildcode import code_digest
 from features.buildconfig import BuildConfig
+from features.columns import signed_log1p
 from features.configcodes import CodedConfigs, encode_array
+from features.configgraph import config_graph_of_npz, to_positions
+from features.dot_features import DOT_CONV_NAMES, dot_conv_features, dot_dims_for_graph
 from features.dotdims import DotDims
-from features.io import Graph
+from features.io import NODE_FEAT_DIM, Graph
 from features.norm import NormStats, _apply
 from features.processed import ProcessedGraph
+from features.pruning import STRUCTURE_NAMES, prune_graph, structure_features
 from features import tabular as tab
 from features import transforms as tf
 
@@ -35,51 +46,111 @@ class NodeStage:
     orig_node_ids: np.ndarray
     config_node_pos: np.ndarray | None
     stats: dict[str, Any] = field(default_factory=dict)
+    config_graph: np.ndarray | None = None  # layout: features.configgraph rows, inner nodes as positions
+
+
+@dataclass
+class NodeInputs:
+    """What the node blocks are computed from: one graph, the build settings, exact dot dims."""
+
+    graph: Graph
+    cfg: BuildConfig
+    exact_dot: dict[int, DotDims] | None = None
+
+    @cached_property
+    def node_feat(self) -> np.ndarray:
+        return np.asarray(self.graph.node_feat, np.float32)
+
+    @cached_property
+    def node_opcode(self) -> np.ndarray:
+        return np.asarray(self.graph.node_opcode, np.int64)
+
+    @cached_property
+    def repadded(self) -> np.ndarray:
+        """The 140 raw columns with -1 beyond each tensor's rank (computed once)."""
+        return tf.repad_node_feat(self.node_feat, self.node_opcode, self.graph.edge_index)
+
+
+def _raw(x: NodeInputs) -> np.ndarray:
+    base = x.repadded if x.cfg.pad_minus_one else x.node_feat.copy()
+    return tf.log_transform_columns(base) if x.cfg.engineered else base
+
+
+def _is_configurable(x: NodeInputs) -> np.ndarray:
+    out = np.zeros((x.graph.num_nodes, 1), np.float32)
+    if x.graph.node_config_ids is not None:
+        out[np.asarray(x.graph.node_config_ids), 0] = 1.0
+    return out
+
+
+@dataclass(frozen=True)
+class NodeBlock:
+    """Columns of ``ProcessedGraph.node_feat``: present when ``flag`` (a ``BuildConfig`` field) is
+    on, or always (``flag`` None); ``compute`` returns them as an (n, len(columns)) array."""
+
+    flag: str | None
+    compute: Callable[[NodeInputs], np.ndarray]
+    columns: tuple[str, ...]
+
+
+#: the node feature blocks, in column order (docs/features.md, "What the models get")
+NODE_BLOCKS: tuple[NodeBlock, ...] = (
+    # docs/competition.md §4 after -1 re-padding (pad_minus_one) and log transforms (engineered)
+    NodeBlock(None, _raw, tuple(f"raw_{i}" for i in range(NODE_FEAT_DIM))),
+    NodeBlock("engineered", lambda x: tf.lane_features(x.repadded), tuple(tf.LANE_NAMES)),
+    NodeBlock("dot_features", lambda x: dot_conv_features(x.node_feat, x.node_opcode, x.graph.edge_index,
+                                                          x.exact_dot), tuple(DOT_CONV_NAMES)),
+    NodeBlock("engineered", lambda x: structure_features(x.graph.num_nodes, x.graph.edge_index),
+              tuple(STRUCTURE_NAMES)),
+    NodeBlock(None, _is_configurable, ("is_configurable",)),
+)
+#: the BuildConfig fields that switch node blocks on or off
+NODE_FLAGS: tuple[str, ...] = tuple(dict.fromkeys(b.flag for b in NODE_BLOCKS if b.flag))
+
+
+def node_blocks(cfg: BuildConfig) -> list[NodeBlock]:
+    """The blocks these settings turn on, in column order."""
+    return [b for b in NODE_BLOCKS if b.flag is None or getattr(cfg, b.flag)]
 
 
 def node_feature_names(cfg: BuildConfig) -> list[str]:
     """Column names of ``ProcessedGraph.node_feat`` for these transform parameters."""
-    names = [f"raw_{i}" for i in range(140)]
-    if cfg.engineered:
-        names += list(tf.LANE_NAMES)
-    if cfg.dot_features:
-        names += list(tf.DOT_CONV_NAMES)
-    if cfg.engineered:
-        names += list(tf.STRUCTURE_NAMES)
-    return names + ["is_configurable"]
+    return [name for block in node_blocks(cfg) for name in block.columns]
+
+
+def node_features(inputs: NodeInputs) -> np.ndarray:
+    """The unnormalised node features of the full graph: the active blocks side by side."""
+    parts = []
+    for block in node_blocks(inputs.cfg):
+        part = np.asarray(block.compute(inputs), np.float32)
+        if part.shape != (inputs.graph.num_nodes, len(block.columns)):
+            raise ValueError(f"node block {block.columns[0]}..: shape {part.shape}, expected "
+                             f"({inputs.graph.num_nodes}, {len(block.columns)})")
+        parts.append(part)
+    return np.concatenate(parts, axis=1)
 
 
 def node_stage(graph: Graph, cfg: BuildConfig, exact_dot: dict[int, DotDims] | None = None) -> NodeStage:
     """Transforms on the nodes: features on the full graph, then pruning (layout only)."""
-    nf = np.asarray(graph.node_feat, np.float32)
     op = np.asarray(graph.node_opcode, np.int64)
     n = graph.num_nodes
-    base = tf.repad_node_feat(nf, op, graph.edge_index) if cfg.pad_minus_one else nf.copy()
-    blocks = [tf.log_transform_columns(base) if cfg.engineered else base]
-    if cfg.engineered:
-        blocks.append(tf.lane_features(tf.repad_node_feat(nf, op, graph.edge_index)
-                                       if not cfg.pad_minus_one else base))
-    if cfg.dot_features:
-        blocks.append(tf.dot_conv_features(nf, op, graph.edge_index, exact_dot))
-    if cfg.engineered:
-        blocks.append(tf.structure_features(n, graph.edge_index))
-    is_cfg = np.zeros((n, 1), np.float32)
+    feat = node_features(NodeInputs(graph, cfg, exact_dot))
     cfg_ids = graph.node_config_ids
-    if cfg_ids is not None:
-        is_cfg[np.asarray(cfg_ids), 0] = 1.0
-    blocks.append(is_cfg)
-    feat = np.concatenate(blocks, axis=1)
     if graph.is_tile or cfg_ids is None:
         ei = np.asarray(graph.edge_index, np.int64).reshape(-1, 2)[:, ::-1].T.copy()
         return NodeStage(feat, node_feature_names(cfg), op, ei, np.arange(n, dtype=np.int64), None,
                          {"nodes": n, "edges": int(ei.shape[1]), "kept_nodes": n,
                           "kept_edges": int(ei.shape[1]), "rewired": 0})
-    pr = tf.prune_graph(n, graph.edge_index, np.asarray(cfg_ids), cfg.prune_hops, cfg.rewire,
+    pr = prune_graph(n, graph.edge_index, np.asarray(cfg_ids), cfg.prune_hops, cfg.rewire,
                         cfg.rewire_max_sources)
+    links = config_graph_of_npz(n, graph.edge_index, np.asarray(cfg_ids), cfg.config_graph_hops,
+                                cfg.config_graph_max_links)
     stats = {"nodes": n, "edges": pr.num_orig_edges, "kept_nodes": int(len(pr.kept)),
-             "kept_edges": int(pr.edge_index_pyg.shape[1]), "rewired": pr.num_rewired}
+             "kept_edges": int(pr.edge_index_pyg.shape[1]), "rewired": pr.num_rewired,
+             "config_links": int(len(links))}
     return NodeStage(feat[pr.kept], node_feature_names(cfg), op[pr.kept], pr.edge_index_pyg,
-                     pr.kept.astype(np.int64), pr.positions(np.asarray(cfg_ids)), stats)
+                     pr.kept.astype(np.int64), pr.positions(np.asarray(cfg_ids)), stats,
+                     to_positions(links, pr.kept))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -134,7 +205,7 @@ def tile_config_feat(graph: Graph, rows: np.ndarray, cfg: BuildConfig) -> np.nda
     """Tile config features for the GNN: signed-log of :func:`tab.tile_config_features`."""
     feats = tab.tile_config_features(np.asarray(graph.config_feat)[rows], tab.kernel_output_shape(graph),
                                      cfg.pad_minus_one)
-    return tf.signed_log1p(feats) if cfg.engineered else feats
+    return signed_log1p(feats) if cfg.engineered else feats
 
 
 TILE_CONFIG_NAMES = tuple(tab.tile_feature_names()[len(tab.GRAPH_FEATURES):])
@@ -158,7 +229,7 @@ def process_graph(graph: Graph, collection: Collection | str, split: str, stem: 
     node_feat = _apply(ns.node_feat, *(norm.node_mean, norm.node_std) if norm else (None, None))
     sel = select_configs(graph, split, cfg, seed_key=f"{coll.slug}/{stem}")
     meta: dict[str, Any] = {"node_feature_names": ns.names, "prune": ns.stats,
-                            "transform_params": cfg.transform_params(), "version": __version__,
+                            "transform_params": cfg.transform_params(), "code": code_digest(),
                             "num_source_configs": sel.num_source, "num_duplicates": sel.num_duplicates}
     if tabular_sink is not None:
         meta["tabular_feature_names"] = tab.tabular_feature_names(graph.is_tile, cfg.heuristic)
@@ -181,7 +252,8 @@ def process_graph(graph: Graph, collection: Collection | str, split: str, stem: 
                           node_opcode=ns.node_opcode, edge_index=ns.edge_index,
                           orig_node_ids=ns.orig_node_ids, config_feat=config_feat,
                           config_index=sel.index, config_node_pos=ns.config_node_pos,
-                          target=sel.target, meta=meta, layout_context=layout_arrays)
+                          target=sel.target, meta=meta, layout_context=layout_arrays,
+                          config_graph=ns.config_graph)
 
 
 def _with_heuristic(sink: Callable[[np.ndarray, np.ndarray], None],
@@ -217,7 +289,7 @@ def layout_context_of(graph: Graph, cfg: BuildConfig,
                       exact_dot: dict[int, DotDims] | None = None) -> tab.LayoutContext:
     """The graph's :class:`features.tabular.LayoutContext` (dot contracting dims included when
     ``cfg.dot_features``): LightGBM's layout rows and the GNN's ``--tabular`` join both use it."""
-    dots = tf.dot_dims_for_graph(np.asarray(graph.node_feat), graph.node_opcode, graph.edge_index,
+    dots = dot_dims_for_graph(np.asarray(graph.node_feat), graph.node_opcode, graph.edge_index,
                                  exact_dot) if cfg.dot_features else None
     return tab.layout_context(graph, dots, cfg.rewire_max_sources)
 

@@ -28,8 +28,9 @@ import polars as pl
 from features import heuristic
 from tpurank.atomic import atomic_path
 from features.io import Graph
-from features.transforms import (MAX_RANK, SHAPE_DIMS, node_depths, opcode_ids, producers_csr,
-                                 prune_graph, repad_tile_config, tensor_rank)
+from features.columns import MAX_RANK, SHAPE_DIMS, opcode_ids, tensor_rank
+from features.pruning import node_depths, producers_csr, prune_graph
+from features.transforms import repad_tile_config
 from features.dotdims import DotDims
 
 NODE_TYPES = ("conv", "dot", "reshape", "other")
@@ -254,7 +255,7 @@ def kernel_output_shape(graph: Graph) -> np.ndarray:
 
     The root node (is_root, else the last node) gives it. A multi-output fusion's root is a tuple
     with no shape of its own: then the largest of the root's operands stands for the output (the
-    tile bounds in SPEC §5 refer to that array), so the bound/shape ratios stay meaningful.
+    tile bounds in docs/competition.md §5 refer to that array), so the bound/shape ratios stay meaningful.
     """
     nf = np.asarray(graph.node_feat)
     roots = np.flatnonzero(nf[:, 0] == 1)
@@ -310,15 +311,6 @@ def tile_config_features(config_feat: np.ndarray, out_shape: np.ndarray,
     op = np.log1p(np.maximum(raw[:, 15], 0))
     return np.concatenate([cfg, _bound_stats(kernel, out_shape), _bound_stats(output, out_shape),
                            np.stack([kp - op, kp, op], 1)], axis=1).astype(np.float32)
-
-
-def tile_count_groups(graph: Graph, decimals: int = 4) -> np.ndarray:
-    """(c,) int64 group of each config of a tile graph: configs whose kernel tile bounds cut the
-    kernel's output into the same number of tiles (``f_kernel_log_tiles``) share a group. The
-    tile top-5 hedge of :mod:`ensemble.hedge` spreads its picks over these groups."""
-    raw = np.asarray(graph.config_feat, np.float32)
-    log_tiles = _bound_stats(raw[:, 0:6], kernel_output_shape(graph))[:, 6]
-    return np.unique(np.round(log_tiles, decimals), return_inverse=True)[1].astype(np.int64)
 
 
 def tile_tabular_features(graph: Graph, config_rows: np.ndarray, pad_minus_one: bool = True) -> np.ndarray:

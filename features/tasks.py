@@ -1,7 +1,8 @@
 """Build tasks: cache keys, done markers, the norm and graph passes of one graph, the worker pool.
 
 A graph's outputs are keyed by the input identity (path, size, mtime), the transform
-parameters, the package version and the norm stats; the ``done/<split>/<stem>.json`` marker
+parameters, a digest of the build code (:mod:`features.buildcode`), the on-disk format and the
+norm stats; the ``done/<split>/<stem>.json`` marker
 holding the key is written *last* (after the atomically renamed graph directory and tabular
 part), so a killed run leaves nothing that looks complete and a rerun redoes only what is
 missing or stale. The norm pass saves each train graph's node stage
@@ -25,15 +26,16 @@ from typing import Any, Callable
 import numpy as np
 from tqdm import tqdm
 
-from tpurank import __version__
 from tpurank.atomic import save_npz, write_json
 from tpurank.collections import Collection, get_collection, npz_dir, pb_dir
+from features.buildcode import code_digest
 from features.buildconfig import BuildConfig
 from features.configcodes import load_coded
 from features.dotdims import DotDims
-from features.io import Graph, GraphFile
+from features.io import BadGraphError, Graph, GraphFile
 from features.norm import _moments, load_norm
 from features.processed import FORMAT_VERSION, graph_dir, save_processed
+from features.repair import REPAIRED_SPLIT, repair_graph
 from features.stages import NodeStage, node_feature_names, node_stage, process_graph, tile_config_feat
 from features import tabular as tab
 
@@ -66,20 +68,29 @@ def _exact_dims(cfg: BuildConfig, gf: GraphFile) -> tuple[dict[int, DotDims] | N
     return exact_dot_dims(pb), _identity(pb)
 
 
-def _load(cfg: BuildConfig, path: Path, configs: bool = True) -> Graph:
-    """The graph, layout configs streamed out of the npz into codes (or, with ``use_cache``,
-    memory-mapped from the int8 ``WORK/cache`` copy, made on first use). ``configs=False``:
-    nodes only (the norm pass), the big member is not even decompressed."""
+def _load(cfg: BuildConfig, path: Path, split: str, configs: bool = True) -> tuple[Graph, list[str]]:
+    """The graph and the repairs made to it (a test graph's, :mod:`features.repair`); layout
+    configs streamed out of the npz into codes (or, with ``use_cache``, memory-mapped from the
+    int8 ``WORK/cache`` copy, made on first use). ``configs=False``: nodes only (the norm pass),
+    the big member is not even decompressed. A train/valid graph that would need a repair is an
+    error naming the file: those are skipped (``--skip-bad-report``), never repaired."""
     try:
         if cfg.use_cache:
             from features.cache import load_cached
 
-            return load_cached(path, Path(cfg.work) / "cache")
-        return load_coded(path, cfg.config_chunk, configs=configs)
+            graph = load_cached(path, Path(cfg.work) / "cache")
+        else:
+            graph = load_coded(path, cfg.config_chunk, configs=configs)
+        graph, repairs = repair_graph(graph)
     except Exception as exc:  # the message must name the file
         if str(path) in str(exc):
             raise
         raise ValueError(f"{path}: cannot load graph: {type(exc).__name__}: {exc}") from exc
+    if repairs and split != REPAIRED_SPLIT:
+        raise BadGraphError(path, f"needs a repair ({'; '.join(repairs)}), which only a test graph gets; "
+                                  "skip it: features validate --skip-bad --report R, then features build "
+                                  "--skip-bad-report R")
+    return graph, repairs
 
 
 @dataclass(frozen=True)
@@ -110,7 +121,7 @@ def _norm_key(task: Task) -> tuple[str, Path, Path]:
     path = Path(task.path)
     pb = _pb_path(cfg.data, GraphFile(coll, task.split, task.stem, path))
     key = _key("norm", _identity(path), _identity(pb) if pb.is_file() and cfg.exact_dot else None,
-               cfg.transform_params(), __version__)
+               cfg.transform_params(), code_digest())
     marker = _marker(task.features_dir, coll, task.split, task.stem, "norm_parts")
     return key, marker, marker.with_suffix(".npz")
 
@@ -136,7 +147,7 @@ def _norm_task(task: Task) -> dict[str, Any]:
         return cached
     cfg, coll, path, gf = _task_file(task)
     key, marker, npz = _norm_key(task)
-    graph = _load(cfg, path, configs=False)
+    graph, _ = _load(cfg, path, task.split, configs=False)
     exact, _ = _exact_dims(cfg, gf)
     ns = node_stage(graph, cfg, exact)
     arrays = {"node": _moments(ns.node_feat)}
@@ -159,6 +170,8 @@ def _save_stage(task: Task, key: str, ns: NodeStage) -> None:
               "stats": np.array(json.dumps(ns.stats))}
     if ns.config_node_pos is not None:
         arrays["config_node_pos"] = ns.config_node_pos
+    if ns.config_graph is not None:
+        arrays["config_graph"] = ns.config_graph
     save_npz(_stage_path(task), **arrays)
 
 
@@ -175,7 +188,8 @@ def _load_stage(task: Task) -> NodeStage | None:
             return NodeStage(d["node_feat"], node_feature_names(task.cfg), d["node_opcode"],
                              d["edge_index"], d["orig_node_ids"],
                              d["config_node_pos"] if "config_node_pos" in d.files else None,
-                             json.loads(str(d["stats"])))
+                             json.loads(str(d["stats"])),
+                             d["config_graph"] if "config_graph" in d.files else None)
     except (OSError, ValueError, KeyError):
         return None
 
@@ -185,7 +199,7 @@ def _graph_key(task: Task) -> tuple[str, Path, Path, Path]:
     path = Path(task.path)
     pb = _pb_path(cfg.data, GraphFile(coll, task.split, task.stem, path))
     key = _key("graph", _identity(path), _identity(pb) if pb.is_file() and cfg.exact_dot else None,
-               cfg.transform_params(), __version__, FORMAT_VERSION, task.norm_key)
+               cfg.transform_params(), code_digest(), FORMAT_VERSION, task.norm_key)
     return (key, _marker(task.features_dir, coll, task.split, task.stem, "done"),
             graph_dir(task.features_dir, coll, task.split, task.stem),
             part_path(task.features_dir, coll, task.split, task.stem))
@@ -208,7 +222,7 @@ def _graph_task(task: Task) -> dict[str, Any]:
     cfg, coll, path, gf = _task_file(task)
     key, marker, out_dir, part = _graph_key(task)
     start = time.perf_counter()
-    graph = _load(cfg, path)
+    graph, repairs = _load(cfg, path, task.split)
     exact, _ = _exact_dims(cfg, gf)
     norm = load_norm(task.features_dir, coll) if task.norm_key else None
     frames: list[Any] = []
@@ -223,6 +237,7 @@ def _graph_task(task: Task) -> dict[str, Any]:
     pg.meta["source"] = _identity(path)
     pg.meta["exact_dot"] = exact is not None
     pg.meta["node_stage_reused"] = stage is not None
+    pg.meta["repairs"] = repairs
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     save_processed(pg, out_dir)
     if cfg.tabular:
@@ -236,6 +251,7 @@ def _graph_task(task: Task) -> dict[str, Any]:
     summary = dict(pg.meta["prune"], configs=int(len(pg.config_index)),
                    source_configs=int(pg.meta["num_source_configs"]),
                    duplicates=int(pg.meta["num_duplicates"]), stem=task.stem, split=task.split,
+                   repairs=repairs,
                    collection=coll.name, seconds=round(time.perf_counter() - start, 3))
     write_json(marker, {"key": key, "summary": summary})
     _stage_path(task).unlink(missing_ok=True)  # used once: the graph is done

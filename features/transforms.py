@@ -3,16 +3,15 @@
 - :func:`prune_graph`: keep the configurable nodes and their ``hops``-hop neighbourhood (both
   directions) and *rewire* kept nodes connected only through removed nodes.
 - :func:`repad_node_feat` / :func:`repad_tile_config`: per-dimension blocks get ``-1`` beyond the
-  tensor's rank instead of the ambiguous ``0`` (SPEC §4, §5).
+  tensor's rank instead of the ambiguous ``0`` (docs/competition.md §4, §5).
 - :func:`infer_dot_dims`: dot-general contracting/batch dimensions from the shapes of a ``dot``
-  node and its two operands (SPEC §7); :func:`dot_conv_features` encodes them per node.
+  node and its two operands (docs/competition.md §7); :func:`dot_conv_features` encodes them per node.
 - :func:`structure_features`: in/out degree and topological depth.
 - :func:`config_row_hashes` / :func:`dedup_groups`: identical-config detection, chunk by chunk.
 
 The transforms live by concern — :mod:`features.columns` (column blocks, opcode ids),
 :mod:`features.pruning` (structure, pruning), :mod:`features.dot_features` (dot-general) and this
-module (re-padding, lane/log transforms, config deduplication) — and this module re-exports them
-all, so ``from features.transforms import ...`` keeps working.
+module (re-padding, lane/log transforms, config deduplication); import each from its module.
 
 Conventions: ``edge_index`` arguments are the npz convention ``(m, 2)`` rows ``[consumer, producer]``
 unless the name says ``pyg``; every function returns new arrays (inputs may be read-only memmaps).
@@ -24,16 +23,12 @@ import hashlib
 
 import numpy as np
 
-from features.columns import (CONV_INPUT_SPATIAL, CONV_KERNEL_SPATIAL, CONV_SCALAR,  # noqa: F401
+from features.columns import (CONV_INPUT_SPATIAL, CONV_KERNEL_SPATIAL, CONV_SCALAR,
                               DIMENSIONS, DYN_SLICE_SIZES, LOG_COLUMNS, MAX_RANK, MINOR_TO_MAJOR,
                               PAD_BLOCKS, SHAPE_DIMS, SLICE_BLOCKS, WINDOW_BLOCK_STARTS,
-                              WINDOW_REVERSAL, WINDOW_SIZE, opcode_id, opcode_ids, signed_log1p,
+                              WINDOW_REVERSAL, WINDOW_SIZE, opcode_ids, signed_log1p,
                               tensor_rank)
-from features.dot_features import (DOT_CONV_NAMES, _dot_output, dot_conv_features,  # noqa: F401
-                                   dot_dims_for_graph, infer_dot_dims, shapes_of)
-from features.pruning import (STRUCTURE_NAMES, Csr, PruneResult, k_hop_nodes,  # noqa: F401
-                              node_depths, producers_csr, prune_graph, rewire_edges,
-                              structure_features, topo_order)
+from features.pruning import Csr, producers_csr
 
 
 # ---- -1 re-padding -----------------------------------------------------------------------------
@@ -59,7 +54,7 @@ def operand_max_rank(rank: np.ndarray, csr: Csr) -> np.ndarray:
 def repad_node_feat(node_feat: np.ndarray, node_opcode: np.ndarray, edge_index: np.ndarray) -> np.ndarray:
     """Copy of ``node_feat`` with ``-1`` in every per-dimension entry beyond the relevant rank.
 
-    Ranks used per block (SPEC §4):
+    Ranks used per block (docs/competition.md §4):
     - shape dims, minor_to_major: the output rank (non-zero shape dims);
     - ``dimensions``: max(output rank, operand ranks) — reduce/broadcast list operand dims;
     - window fields, reversal, conv spatial dim numbers: the window rank (non-zero window sizes);

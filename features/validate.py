@@ -1,4 +1,4 @@
-"""Validate TpuGraphs npz files against SPEC §3 (``python -m features validate``).
+"""Validate TpuGraphs npz files against docs/competition.md §3 (``python -m features validate``).
 
 ``validate_file(path)`` returns a list of problems (readable sentences, empty = ok);
 ``check_file(path)`` raises :class:`BadGraphError` (``"<path>: <problem>"``).
@@ -24,6 +24,11 @@ What is checked, per file:
 ``node_config_feat`` (several GB for a 100k-config graph) is never loaded whole: its header is
 read from the zip and its values are checked in bounded chunks streamed from the member.
 
+Three problems have a documented repair (:mod:`features.repair`) and leave a *test* file usable
+(every test graph must be ranked): non-finite node features, opcode ids outside the table, and
+no configurable node. Each problem is a :class:`Problem` (a ``str``) whose ``repair`` names it;
+:func:`repairs_of` tells whether all of a file's problems can be repaired.
+
 The walk over a data root, the JSON report and the CLI are in :mod:`features.validate_root` and
 :mod:`features.validate_report`.
 """
@@ -44,9 +49,9 @@ from tpurank.collections import SPLITS
 from features.io import (LAYOUT_CONFIG_DIM, LAYOUT_KEYS, NODE_FEAT_DIM, TILE_CONFIG_DIM, TILE_KEYS,
                          BadGraphError, Graph, NpyHeader, iter_npz_chunks, npz_headers, open_npz,
                          read_npz_member)
-from features.validate_report import load_bad_files  # re-exported: callers read it from here
+from features.repair import NO_CONFIGURABLE_NODE, NON_FINITE, UNKNOWN_OPCODE
 
-__all__ = ["BadGraphError", "validate_file", "validate_graph", "check_file", "load_bad_files"]
+__all__ = ["Problem", "validate_file", "validate_graph", "check_file", "repairs_of"]
 
 LAYOUT_VALUE_MIN, LAYOUT_VALUE_MAX = -1, 5
 #: members checked chunk-wise instead of being loaded (they can be GBs)
@@ -57,6 +62,25 @@ FEATURE_KEYS = ("node_feat", "config_feat", "node_config_feat")
 MAX_LISTED = 5  # offending values/rows quoted in a message
 #: streamed chunk size: a check makes ~3 temporaries of a chunk, so peak RSS stays ~100 MB
 CHUNK_BYTES = 8 << 20
+
+
+class Problem(str):
+    """One problem sentence; ``repair`` is its documented fallback (:mod:`features.repair`) when a
+    test file may have it and still be ranked, else empty."""
+
+    repair: str
+
+    def __new__(cls, text: str, repair: str = "") -> "Problem":
+        obj = super().__new__(cls, text)
+        obj.repair = repair
+        return obj
+
+
+def repairs_of(problems: Iterable[str]) -> list[str] | None:
+    """The repairs that make a file with ``problems`` usable as a test file, or None when one of
+    them has no repair (or there is no problem)."""
+    repairs = [getattr(p, "repair", "") for p in problems]
+    return sorted(set(repairs)) if repairs and all(repairs) else None
 
 
 @lru_cache(maxsize=1)
@@ -185,7 +209,8 @@ def _check_shapes(specs: dict[str, tuple[tuple[int, ...], np.dtype]], kind: str)
     if c == 0:
         problems.append("empty config set: config_runtime has 0 entries (c == 0)")
     if kind == "layout" and shape["node_config_ids"] == (0,):
-        problems.append("node_config_ids is empty: the graph has no configurable nodes")
+        problems.append(Problem("node_config_ids is empty: the graph has no configurable nodes",
+                                NO_CONFIGURABLE_NODE))
     return problems
 
 
@@ -194,23 +219,23 @@ def _listed(values: np.ndarray) -> str:
     return f"[{shown}{', ...' if len(values) > MAX_LISTED else ''}]"
 
 
-def _check_finite(key: str, a: np.ndarray) -> list[str]:
+def _check_finite(key: str, a: np.ndarray, repair: str = "") -> list[str]:
     if a.dtype.kind != "f":
         return []
     bad = ~np.isfinite(a)
     if not bad.any():
         return []
     n_nan, n_inf = int(np.isnan(a).sum()), int(bad.sum() - np.isnan(a).sum())
-    return [f"{key} has {n_nan} NaN and {n_inf} infinite values"]
+    return [Problem(f"{key} has {n_nan} NaN and {n_inf} infinite values", repair)]
 
 
 def _check_nodes(src: ArraySource) -> list[str]:
-    problems = _check_finite("node_feat", src.load("node_feat"))
+    problems = _check_finite("node_feat", src.load("node_feat"), NON_FINITE)
     opcode = src.load("node_opcode")
     unknown = np.setdiff1d(np.unique(opcode), np.fromiter(known_opcodes(), np.int64))
     if unknown.size:
-        problems.append(f"node_opcode has {unknown.size} unknown opcode ids (not in "
-                        f"hlo_opcodes.tsv): {_listed(unknown)}")
+        problems.append(Problem(f"node_opcode has {unknown.size} unknown opcode ids (not in "
+                                f"hlo_opcodes.tsv): {_listed(unknown)}", UNKNOWN_OPCODE))
     return problems
 
 

@@ -1,7 +1,7 @@
 """Build the Kaggle datasets (code, wheels, weights) and the inference kernel folder.
 
     python kaggle/bundle.py --work WORK [--out kaggle/build] [--owner NAME]
-                            [--kaggle-python 3.11] [--extra PKG ...] [--self-contained]
+                            [--kaggle-python 3.11] [--extra PKG ...]
 
 Writes, each folder with its filled-in and validated Kaggle metadata::
 
@@ -13,13 +13,14 @@ Writes, each folder with its filled-in and validated Kaggle metadata::
 
 Each dataset folder is ready for ``kaggle datasets create|version -p DIR -r zip`` (see push.py).
 
-What goes into the wheels dataset: the Kaggle Python image ships torch, numpy, scipy, lightgbm,
-scikit-learn, networkx, polars, protobuf, tqdm, matplotlib and the usual jupyter stack, but not
-torch-geometric (nor, depending on the image version, its small ``xxhash`` dependency). Those are
-downloaded as wheels for the Kaggle interpreter (``--kaggle-python``), pinned to the versions
-installed here, i.e. the ones the tests ran with. ``--extra PKG`` adds more if an image lacks
-something; ``--self-contained`` adds the whole dependency closure except torch itself (what a bare
-interpreter needs; used by the offline-install test). torch is never bundled: it is in the image.
+What goes into the wheels dataset: what tpurank needs at run time beyond the packages of the
+Kaggle image, as listed (with the versions assumed) in ``kaggle/image_packages.txt`` — found by
+walking tpurank's installed requirements and stopping at the image's packages: torch-geometric
+and its small ``xxhash`` dependency today. They are downloaded as wheels for the Kaggle
+interpreter (``--kaggle-python``), pinned to the versions installed here, i.e. the ones the tests
+ran with. ``--extra PKG`` adds more if an image lacks something. torch is never bundled: it is in
+the image. ``tests/kaggle/test_bundle.py`` installs this default bundle offline into an environment
+of exactly the listed packages and runs the inference notebook there.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "kaggle" / "build"
 CODE, WHEELS, WEIGHTS, KERNEL = "tpurank-code", "tpurank-wheels", "tpurank-weights", "tpurank-inference"
 DATASETS = (CODE, WHEELS, WEIGHTS)
-KAGGLE_MISSING = ("torch-geometric", "xxhash")
+IMAGE_PACKAGES = REPO / "kaggle" / "image_packages.txt"
 NEVER_BUNDLED = ("torch",)
 KAGGLE_PYTHON = "3.11"
 PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64",
@@ -96,11 +97,32 @@ def requirement_names(dist: str) -> list[str]:
     return names
 
 
-def closure_roots() -> list[str]:
-    """Everything a bare interpreter needs for tpurank, except torch (in the image)."""
-    roots = requirement_names("tpurank") + requirement_names("torch")
-    skip = {_canonical(n) for n in NEVER_BUNDLED}
-    return sorted({n for n in roots if _canonical(n) not in skip}, key=str.lower)
+def image_requirements(path: Path = IMAGE_PACKAGES) -> list[str]:
+    """The requirement lines (``name==version``) of the Kaggle image's package list."""
+    lines = [ln.split("#", 1)[0].strip() for ln in path.read_text().splitlines()]
+    return [ln for ln in lines if ln]
+
+
+def image_names(path: Path = IMAGE_PACKAGES) -> set[str]:
+    """Canonical names of the packages the Kaggle image ships (:func:`image_requirements`)."""
+    from packaging.requirements import Requirement
+
+    return {_canonical(Requirement(line).name) for line in image_requirements(path)}
+
+
+def missing_from_image(path: Path = IMAGE_PACKAGES) -> list[str]:
+    """What tpurank needs at run time that the image lacks: its installed requirements walked
+    breadth first, stopping at the image's packages (whose own dependencies are the image's)."""
+    image = image_names(path) | {_canonical(n) for n in NEVER_BUNDLED}
+    missing: list[str] = []
+    todo = requirement_names("tpurank")
+    while todo:
+        name = todo.pop(0)
+        if _canonical(name) in image or _canonical(name) in {_canonical(m) for m in missing}:
+            continue
+        missing.append(name)
+        todo += requirement_names(name)
+    return sorted(missing, key=str.lower)
 
 
 def build_code(out: Path) -> None:
@@ -115,26 +137,23 @@ def build_code(out: Path) -> None:
     (out / "BUILD_INFO.json").write_text(json.dumps(info, indent=2) + "\n")
 
 
-def download_wheels(out: Path, requirements: list[str], python_version: str, with_deps: bool) -> None:
+def download_wheels(out: Path, requirements: list[str], python_version: str) -> None:
     """Binary wheels for the Kaggle interpreter (any platform-independent wheel also matches)."""
     cmd = [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(out),
            "--python-version", python_version, "--implementation", "cp"]
     for plat in PLATFORMS:
         cmd += ["--platform", plat]
-    if not with_deps:
-        cmd.append("--no-deps")
+    cmd.append("--no-deps")  # the image has every dependency of what is bundled (missing_from_image)
     run(cmd + requirements)
 
 
-def build_wheels(out: Path, python_version: str, extras: list[str], self_contained: bool) -> None:
-    names = list(KAGGLE_MISSING) + list(extras)
-    if self_contained:
-        names = sorted(set(names) | set(closure_roots()), key=str.lower)
-    download_wheels(out, [pinned(n) for n in names], python_version, with_deps=self_contained)
+def build_wheels(out: Path, python_version: str, extras: list[str]) -> None:
+    names = missing_from_image() + [n for n in extras if n not in missing_from_image()]
+    download_wheels(out, [pinned(n) for n in names], python_version)
     for whl in out.glob("*.whl"):  # a dependency must never drag torch in
         if _canonical(whl.name.split("-")[0]) in {_canonical(n) for n in NEVER_BUNDLED}:
             whl.unlink()
-    listing = {"python_version": python_version, "self_contained": self_contained,
+    listing = {"python_version": python_version, "image": image_requirements(),
                "requested": [pinned(n) for n in names],
                "wheels": sorted(p.name for p in out.glob("*.whl"))}
     (out / "WHEELS.json").write_text(json.dumps(listing, indent=2) + "\n")
@@ -181,12 +200,11 @@ def write_metadata(out: Path, name: str, owner: str) -> list[str]:
 
 
 def bundle(work: Path, out: Path = DEFAULT_OUT, owner: str = DEFAULT_OWNER,
-           python_version: str = KAGGLE_PYTHON, extras: list[str] | None = None,
-           self_contained: bool = False) -> dict[str, int]:
+           python_version: str = KAGGLE_PYTHON, extras: list[str] | None = None) -> dict[str, int]:
     """Build all four folders under ``out``; returns their sizes in bytes."""
     builders = {
         CODE: build_code,
-        WHEELS: lambda d: build_wheels(d, python_version, list(extras or []), self_contained),
+        WHEELS: lambda d: build_wheels(d, python_version, list(extras or [])),
         WEIGHTS: lambda d: build_weights(d, Path(work)),
         KERNEL: build_kernel,
     }
@@ -219,14 +237,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="Python version of the Kaggle image, for binary wheels")
     parser.add_argument("--extra", action="append", default=[], metavar="PKG",
                         help="another package to bundle (repeatable)")
-    parser.add_argument("--self-contained", action="store_true",
-                        help="bundle the whole dependency closure except torch")
     args = parser.parse_args(argv)
     if args.owner == DEFAULT_OWNER:
         print(f"note: ids use the placeholder owner {DEFAULT_OWNER!r}; pass --owner or set "
               "KAGGLE_USERNAME before pushing", file=sys.stderr)
-    sizes = bundle(args.work, args.out, args.owner, args.kaggle_python, args.extra,
-                   args.self_contained)
+    sizes = bundle(args.work, args.out, args.owner, args.kaggle_python, args.extra)
     print(f"\nKaggle bundle in {args.out} (metadata valid):")
     for name, size in sizes.items():
         print(f"  {name:20s} {human_size(size):>10s}  {args.out / name}")

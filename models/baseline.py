@@ -27,8 +27,9 @@ from tqdm import tqdm
 
 from tpurank.collections import parse_collections
 from tpurank.config import StageConfig, parse_config, save_run_config
-from features.heuristic import graph_costs  # also imported from here by ensemble.real, models.gnn
+from features.heuristic import graph_costs
 from features.io import discover
+from features.repair import REPAIRED_SPLIT, has_no_configurable_node
 from models.predictions import predictions_path, write_predictions
 
 MODEL_NAME = "baseline"
@@ -49,7 +50,8 @@ def predict(cfg: BaselineConfig) -> list[Path]:
     written = []
     for coll in parse_collections(cfg.collections):
         for split in [s.strip() for s in cfg.splits.split(",") if s.strip()]:
-            files = discover(cfg.data, [coll], [split])
+            files = [gf for gf in discover(cfg.data, [coll], [split])  # configs that all tie: no ranking
+                     if coll.is_tile or split != REPAIRED_SPLIT or not has_no_configurable_node(gf.path)]
             if not files:
                 continue
             costs = {gf.stem: graph_costs(gf.path, coll.is_tile, Path(cfg.work) / "cache")

@@ -1,4 +1,4 @@
-"""Ranking losses over the configs of one graph (SPEC §7).
+"""Ranking losses over the configs of one graph (docs/competition.md §7).
 
 Convention everywhere: the model predicts a **cost** (lower = predicted faster) and the target
 is the true runtime (lower = faster). Inputs are ``(B,)`` or ``(G, B)`` tensors — ``G`` groups

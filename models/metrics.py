@@ -1,4 +1,4 @@
-"""The official score (SPEC §6): tile top-5 score and layout Kendall τ, per graph and per collection.
+"""The official score (docs/competition.md §6): tile top-5 score and layout Kendall τ, per graph and per collection.
 
 All functions take *costs* (lower = predicted faster) and true runtimes (lower = faster).
 """

@@ -295,6 +295,20 @@ def shutdown_distributed(ctx: DistContext) -> None:
 # --- time budget ------------------------------------------------------------------------------
 
 
+BUDGET_CLOCKS = {"wall": time.monotonic, "cpu": time.process_time}
+
+
+def budget_clock(name: str):
+    """The clock time budgets are counted in: ``wall`` seconds, or ``cpu`` seconds of this
+    process (all its threads), which a loaded machine does not shrink: with one thread, runs
+    compared at an equal ``cpu`` budget get equal compute whatever else runs beside them."""
+    try:
+        return BUDGET_CLOCKS[name]
+    except KeyError:
+        raise ValueError(f"unknown budget clock {name!r}; expected one of "
+                         f"{', '.join(BUDGET_CLOCKS)}") from None
+
+
 class TimeBudget:
     """Wall-clock seconds for a whole invocation, shared by the runs it makes (collections,
     folds): each run gets an equal share of what is left, so time a run leaves unused carries

@@ -35,7 +35,10 @@ SUBMISSION = None  # None: /kaggle/working/submission.csv on Kaggle, else WORK/s
 PRESET = None  # None: the preset the weights were trained with (their MANIFEST.json)
 SEED = 0
 COLLECTIONS = "all"
-MODELS = "gnn,lgbm"
+MODELS = "gnn,lgbm"  # models to predict with and blend (tpurank/registry.py)
+# the blend's weights are fitted on the valid split here: inference has no train graphs, hence no
+# out-of-fold predictions (the blend stops unless told so)
+PROTOCOL = "valid"
 # per stage; train graphs need no features here (norm stats come with the weights)
 OVERRIDES = {"features": {"splits": "valid,test"}}
 
@@ -68,7 +71,7 @@ submission = SUBMISSION or ("/kaggle/working/submission.csv" if os.path.isdir("/
                             else str(work / "submission.csv"))
 run = pipeline.Run(data=str(pipeline.find_data(DATA, SAMPLE_DIR, SAMPLE_SCALE)), work=str(work),
                    preset=preset, seed=SEED, collections=COLLECTIONS, models=MODELS,
-                   submission=submission, overrides=OVERRIDES)
+                   submission=submission, protocol=PROTOCOL, overrides=OVERRIDES)
 run
 
 # %% [markdown]
@@ -85,7 +88,7 @@ pipeline.run_stages(run, ["validate", "features"])
 pipeline.predict(run)
 
 # %% [markdown]
-# ## Blend (weights fitted on the valid split), check, write `submission.csv`
+# ## Blend (weights fitted on the valid split: `PROTOCOL`), check, write `submission.csv`
 
 # %%
 path = pipeline.submit(run)

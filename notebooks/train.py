@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # Train: features → GNN → LightGBM
+# # Train: features → models (GNN, LightGBM)
 #
 # Runs the pipeline stages for the chosen collections with a chosen preset, exactly as
 # `make run` does (each stage is its CLI entry point, called in-process by `ensemble.pipeline`).
@@ -30,7 +30,7 @@ WORK = None  # None: /kaggle/working/work on Kaggle, else work/notebook
 PRESET = "quick"  # quick | full
 SEED = 0
 COLLECTIONS = "all"  # e.g. "layout:xla:random,tile:xla"
-MODELS = "gnn,lgbm"
+MODELS = "gnn,lgbm"  # models to train (tpurank/registry.py)
 OVERRIDES = {}  # per stage, e.g. {"gnn-train": {"steps": 40}, "lgbm-train": {"num_boost_round": 50}}
 CODE_DIR = "/kaggle/input/tpurank-code"  # on Kaggle: the tpurank wheel (bundle dataset)
 WHEELS_DIR = "/kaggle/input/tpurank-wheels"  # on Kaggle: wheels the image lacks
@@ -74,25 +74,18 @@ pipeline.run_stage(run, "validate")
 pipeline.run_stage(run, "features")
 
 # %% [markdown]
-# ## GNN ranker
-# One model per collection; progress bars show the loss and the validation score.
+# ## Models
+# The train stage of every model in `MODELS` (the model table is `tpurank/registry.py`): one
+# model per collection (and fold); progress bars show the loss and the validation score.
 
 # %%
-if "gnn" in run.model_list:
-    pipeline.run_stage(run, "gnn-train")
+pipeline.train(run, build_features=False)
 
 # %% [markdown]
 # ## Training curves (GNN train loss and validation score)
 
 # %%
 pipeline.plot_training_curves(run.work)
-
-# %% [markdown]
-# ## LightGBM ranker
-
-# %%
-if "lgbm" in run.model_list:
-    pipeline.run_stage(run, "lgbm-train")
 
 # %% [markdown]
 # ## Validation score per collection and model

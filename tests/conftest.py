@@ -24,6 +24,42 @@ def tiny_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+#: tiny-sample settings of the notebooks: a handful of steps/rounds, one worker process (tests
+#: share 2 cores); the quick preset still cross-validates (3 folds)
+TINY_OVERRIDES = {
+    "features": {"jobs": 1, "progress": False},
+    "gnn-train": {"steps": 8, "eval_every": 4, "hidden": 16, "layers": 2, "configs_per_step": 16,
+                  "val_max_configs": 32, "threads": 1},
+    "gnn-predict": {"threads": 1},
+    "lgbm-train": {"num_boost_round": 20, "early_stopping_rounds": 5, "threads": 1},
+    "lgbm-predict": {"threads": 1},
+}
+
+
+@pytest.fixture
+def tiny_overrides() -> dict[str, dict[str, object]]:
+    """Per-stage overrides of the notebooks' tiny settings (a fresh copy to change)."""
+    import copy
+
+    return copy.deepcopy(TINY_OVERRIDES)
+
+
+@pytest.fixture(scope="session")
+def train_notebook(tiny_root: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
+    """The train notebook run once on the tiny sample with the quick preset (3 folds: 30 fold
+    models, about a minute): (its work dir, the executed notebook). For slow tests only."""
+    import nbrun
+
+    work = tmp_path_factory.mktemp("nb-train") / "work"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OMP_NUM_THREADS", "1")
+        mp.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+        nb = nbrun.run_notebook("train", {"DATA": str(tiny_root), "WORK": str(work), "PRESET": "quick",
+                                          "COLLECTIONS": "all", "OVERRIDES": TINY_OVERRIDES},
+                                cwd=work.parent)
+    return work, nb
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """``../shared/data`` (real TPU records, JAX HLO); tests using it skip when it is absent."""

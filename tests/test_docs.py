@@ -9,15 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from tpurank import results
-from tpurank.results import (ROOT, ArtifactError, artifact_path, load_artifact, provenance,
-                             render, render_section, stale_sections)
+from tpurank.results.artifacts import (ARTIFACT_DIRS, ROOT, ArtifactError, artifact_path, artifact_shas,
+                                       is_ancestor, load_artifact, missing_provenance, provenance)
+from tpurank.results.capture import capture, capture_seeds
+from tpurank.results.render import doc_files, render, render_section, sections, stale_sections
 
 LINK = re.compile(r"\]\((?!https?://|#|mailto:)([^)#\s]+)(?:#[^)]*)?\)")
 
 
 def _artifacts() -> list[Path]:
-    return sorted(p for d in results.ARTIFACT_DIRS for p in (ROOT / d).glob("*.json"))
+    return sorted(p for d in ARTIFACT_DIRS for p in (ROOT / d).glob("*.json"))
 
 
 def test_marked_sections_match_the_committed_artifacts() -> None:
@@ -28,15 +29,15 @@ def test_marked_sections_match_the_committed_artifacts() -> None:
 
 @pytest.mark.parametrize("path", _artifacts(), ids=lambda p: p.name)
 def test_artifact_sha_is_an_ancestor_of_head(path: Path) -> None:
-    shas = results.artifact_shas(load_artifact(path))
+    shas = artifact_shas(load_artifact(path))
     assert shas, f"{path.relative_to(ROOT)}: no git_sha"
-    outside = [s for s in shas if not results.is_ancestor(s)]
+    outside = [s for s in shas if not is_ancestor(s)]
     assert not outside, (f"{path.relative_to(ROOT)}: measured at {outside}, not ancestors of HEAD "
                          f"— its numbers come from code outside this history; measure again")
 
 
 def test_every_artifact_is_shown_somewhere() -> None:
-    shown = {name for doc in results.doc_files() for name, _ in results.sections(doc.read_text())}
+    shown = {name for doc in doc_files() for name, _ in sections(doc.read_text())}
     unshown = [p.relative_to(ROOT).as_posix() for p in _artifacts() if p.stem not in shown]
     assert not unshown, f"artifacts no doc section renders (add <!-- results:NAME --> markers): {unshown}"
 
@@ -44,7 +45,7 @@ def test_every_artifact_is_shown_somewhere() -> None:
 def test_readme_is_a_front_page_and_links_resolve() -> None:
     readme = (ROOT / "README.md").read_text()
     assert len(readme.splitlines()) <= 160, "README.md is the front page: move details to docs/"
-    broken = [f"{doc.relative_to(ROOT)} -> {target}" for doc in results.doc_files()
+    broken = [f"{doc.relative_to(ROOT)} -> {target}" for doc in doc_files()
               for target in LINK.findall(doc.read_text()) if not (doc.parent / target).exists()]
     assert not broken, f"broken relative links: {broken}"
 
@@ -73,8 +74,8 @@ def test_generator_rewrites_sections_and_detects_staleness(tmp_path: Path) -> No
     assert "`c`" in text and "2026-12-01" in text and stale_sections(tmp_path) == []
     _toy(tmp_path, [{"what": "load", "seconds": 2.0}])
     assert stale_sections(tmp_path) == ["README.md: results:toy"]
-    assert results.is_ancestor(provenance(load_artifact(path), path)["git_sha"])
-    assert not results.is_ancestor("0" * 40)
+    assert is_ancestor(provenance(load_artifact(path), path)["git_sha"])
+    assert not is_ancestor("0" * 40)
 
 
 def test_artifact_without_provenance_is_a_clear_error(tmp_path: Path) -> None:
@@ -93,7 +94,7 @@ def test_capture_turns_a_report_into_the_readme_table(tmp_path: Path) -> None:
         "hidden_test": {"tile:xla": {"gnn": 0.7, "lgbm": 0.6, "blend": 0.75}},
         "valid_protocol": {"tile:xla": "oof"}}))
     (run / "blend.json").write_text(json.dumps({"metadata": {"git_sha": "abc123"}}))
-    out = results.capture(run / "report.json", "make run", tmp_path / "results" / "run.json")
+    out = capture(run / "report.json", "make run", tmp_path / "results" / "run.json")
     saved = json.loads(out.read_text())
     assert saved["git_sha"] == "abc123" and saved["command"] == "make run" and saved["machine"]
     body = render_section("run", tmp_path)
@@ -115,7 +116,7 @@ def test_capture_seeds_renders_mean_and_sd_over_seeds(tmp_path: Path) -> None:
                                  "blend_nested": {**fold, "mean": 0.85}}}}))
         (run / "blend.json").write_text(json.dumps({"metadata": {"git_sha": "abc123", "seed": seed}}))
         folders.append(sub)
-    out = results.capture_seeds(folders, "make results", tmp_path / "results" / "seeds.json")
+    out = capture_seeds(folders, "make results", tmp_path / "results" / "seeds.json")
     saved = json.loads(out.read_text())
     assert [r["seed"] for r in saved["seeds"]] == [0, 1, 2] and saved["git_sha"] == "abc123"
     body = render_section("seeds", tmp_path)
@@ -124,14 +125,14 @@ def test_capture_seeds_renders_mean_and_sd_over_seeds(tmp_path: Path) -> None:
     assert "| tile:xla | 0.700 ± 0.100 | 0.700 ± 0.000 | 0.900 ± 0.000 |" in body
     assert "| mean on the sample's hidden test runtimes | 0.700 ± 0.100 | 0.700 ± 0.000 | 0.800 ± 0.000 |" in body
     with pytest.raises(ArtifactError, match="no <run>/report.json"):
-        results.capture_seeds([tmp_path / "empty"], "x", tmp_path / "x.json")
+        capture_seeds([tmp_path / "empty"], "x", tmp_path / "x.json")
 
 
 @pytest.mark.parametrize("path", _artifacts(), ids=lambda p: p.name)
 def test_artifact_records_date_machine_and_command(path: Path) -> None:
-    missing = results.missing_provenance(load_artifact(path))
+    missing = missing_provenance(load_artifact(path))
     assert not missing, (f"{path.relative_to(ROOT)} lacks {', '.join(missing)}: write it with "
-                         f"{{**tpurank.results.bench_metadata(command), 'rows': [...]}}")
+                         f"{{**tpurank.results.artifacts.bench_metadata(command), 'rows': [...]}}")
 
 
 def test_staged_runs_render_one_row_per_stage_with_per_run_provenance(tmp_path: Path) -> None:
@@ -145,4 +146,25 @@ def test_staged_runs_render_one_row_per_stage_with_per_run_provenance(tmp_path: 
     assert "| kaggle | 395 | 1,000 | quick | validate + build | build | 12.5 |" in body
     assert "**Per run**" in body
     assert "`abc`" in body and "cpus 2" in body and "bench_scale.py" in body
-    assert results.artifact_shas(json.loads((tmp_path / "benchmarks" / "scale.json").read_text())) == ["abc"]
+    assert artifact_shas(json.loads((tmp_path / "benchmarks" / "scale.json").read_text())) == ["abc"]
+
+
+def test_capture_real_renders_the_real_record_tables(tmp_path: Path) -> None:
+    from tpurank.results.capture import capture_real
+
+    real = tmp_path / "real_eval.json"
+    tile = {"tile_kernels": {f"k{i}": (3 if i < 2 else 9) for i in range(4)},
+            "layout_configs": {"unet": 112}}
+    results = [{"method": "random", "collection": "tile:xla", "score": 0.5, "score_gt5": 0.4, "spread": 0.01},
+               {"method": "gnn", "collection": "tile:xla", "score": 0.9, "score_gt5": 0.8},
+               {"method": "lgbm", "collection": "tile:xla", "missing": "no trained LightGBM"},
+               {"method": "heuristic", "collection": "layout:real", "score": 0.1},
+               {"method": "gnn", "collection": "layout:real <- layout:xla:default", "score": 0.2}]
+    real.write_text(json.dumps({**tile, "results": results, "metadata": {"git_sha": "abc123"}}))
+    out = capture_real(real, "make run && python -m ensemble real", tmp_path / "results" / "real.json")
+    assert json.loads(out.read_text())["git_sha"] == "abc123"
+    body = render_section("real", tmp_path)
+    assert "| random | — | 0.500 ± 0.010 | 0.400 |" in body
+    assert "| method | trained on | all 4 kernels | 2 kernels with > 5 configs |" in body
+    assert "| lgbm | tile:xla | not available | not available |" in body
+    assert "| gnn | layout:xla:default | 0.200 |" in body and "Kendall τ (112 configs)" in body

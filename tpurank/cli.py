@@ -3,7 +3,7 @@
     tpurank run [DATA=...] [PRESET=full] ...     the whole pipeline: ``make run`` with these variables
     tpurank features build --data D ...           = python -m features build --data D ...
     tpurank gnn train --preset quick ...          = python -m models.gnn train ...
-    tpurank lgbm | baseline | ensemble | hlo | sample | docs ...
+    tpurank lgbm | baseline | ensemble | hlo | sample | docs ...   (models: tpurank.registry)
 
 Stages are named by module strings and run with :mod:`runpy`, so this core package imports no
 stage (the layers go tpurank -> features -> models -> ensemble). ``python -m`` keeps working: this
@@ -19,12 +19,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-#: console word -> (module run as ``__main__``, what it does)
+from tpurank.registry import MODELS
+
+#: console word -> (module run as ``__main__``, what it does); one word per registered model
 GROUPS: dict[str, tuple[str, str]] = {
     "features": ("features", "validate | build | sample | cache: the feature stage"),
-    "gnn": ("models.gnn", "train | predict | compare | rank: the GNN ranker"),
-    "lgbm": ("models.lgbm", "train | predict | compare: the LightGBM ranker"),
-    "baseline": ("models.baseline", "predict: the training-free heuristic"),
+    **{m.name: (m.module, m.help) for m in MODELS},
     "ensemble": ("ensemble", "blend | check | report | score | submit | seeds | real"),
     "hlo": ("features.hlo", "info | convert: raw HLO protos"),
     "sample": ("features.sample", "write the generated sample dataset"),

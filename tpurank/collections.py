@@ -1,4 +1,4 @@
-"""The five TpuGraphs collections, their on-disk layout and submission IDs (SPEC §2, §6).
+"""The five TpuGraphs collections, their on-disk layout and submission IDs (docs/competition.md §2, §6).
 
 Collections are data, not code: every stage takes a :class:`Collection` and uses the same code
 path for all five.
@@ -76,6 +76,17 @@ def parse_collections(spec: str | list[str] | tuple[str, ...] | None) -> list[Co
         return list(COLLECTIONS)
     names = spec.split(",") if isinstance(spec, str) else list(spec)
     return [get_collection(n.strip()) for n in names if n.strip()]
+
+
+def held_collections(root: str | os.PathLike, spec: str | list[str] | tuple[str, ...] | None = "all"
+                     ) -> list[Collection]:
+    """What a stage given ``spec`` works on: ``all`` means the collections the data root holds
+    (an npz file in any split), so a root with only some collections trains only those; a root
+    that is not there at all restricts nothing (all five). Named collections are taken as named."""
+    if not (spec is None or spec == "all" or spec == ["all"]) or not npz_dir(root).is_dir():
+        return parse_collections(spec)
+    return [c for c in COLLECTIONS
+            if any(next(c.split_dir(root, s).glob("*.npz"), None) is not None for s in SPLITS)]
 
 
 def npz_dir(root: str | os.PathLike) -> Path:

@@ -1,4 +1,4 @@
-"""Raw HLO protos (SPEC §8): read ``TuningData`` / ``ModuleTuningData`` / ``HloModuleProto`` files
+"""Raw HLO protos (docs/competition.md §8): read ``TuningData`` / ``ModuleTuningData`` / ``HloModuleProto`` files
 with the protobuf runtime only, convert them to the npz arrays of the TpuGraphs release, and read
 exact per-node facts (dot-general dimension numbers, operand shapes) the npz files lose.
 

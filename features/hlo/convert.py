@@ -1,4 +1,4 @@
-"""Turn an HloModuleProto (+ tuning runs) into the npz arrays of the TpuGraphs release (SPEC §3–5, §8).
+"""Turn an HloModuleProto (+ tuning runs) into the npz arrays of the TpuGraphs release (docs/competition.md §3–5, §8).
 
 Node order: all computations in proto order, instructions in proto order (operands first).
 Edges ``[user, operand]`` over the unique operand ids of each instruction, plus
@@ -18,14 +18,13 @@ import numpy as np
 from features.hlo.node_features import (WINDOW_FIELDS, InstructionFacts, encode_dims, node_features)
 from features.hlo.schema import ELEMENT_TYPE_SLOTS
 from features.io import TILE_CONFIG_DIM, LAYOUT_CONFIG_DIM
-from features.transforms import opcode_ids  # name -> id from features/data/hlo_opcodes.tsv
+from features.columns import UNKNOWN_OPCODE_ID, opcode_ids  # name -> id from features/data/hlo_opcodes.tsv
 
-UNKNOWN_OPCODE_ID = 0  # documented fallback: an opcode missing from data/hlo_opcodes.tsv
 SPLIT_MARKERS = ("cluster", "while", "cond")
 LAYOUT_MAX_DIMS, LAYOUT_MAX_TENSORS = 6, 3
 
 
-# ---------------------------------------------------------------- node features (SPEC §4)
+# ---------------------------------------------------------------- node features (docs/competition.md §4)
 # the encoding itself is features.hlo.node_features (shared with the sample generator)
 
 def instruction_facts(inst: Any, is_root: bool) -> InstructionFacts:
@@ -61,7 +60,7 @@ def instruction_facts(inst: Any, is_root: bool) -> InstructionFacts:
 
 
 def instruction_features(inst: Any, is_root: bool) -> np.ndarray:
-    """The 140 node features of one HloInstructionProto (SPEC §4 order)."""
+    """The 140 node features of one HloInstructionProto (docs/competition.md §4 order)."""
     return np.asarray(node_features(instruction_facts(inst, is_root)), dtype=np.float32)
 
 
@@ -148,7 +147,7 @@ def unknown_opcodes(module: Any) -> list[str]:
                    if i.opcode not in table})
 
 
-# ---------------------------------------------------------------- configs (SPEC §5)
+# ---------------------------------------------------------------- configs (docs/competition.md §5)
 
 def tile_config_features(tile: Any) -> np.ndarray:
     """24 tile features: kernel/output/input bounds, each 6 + sum + product (0 when empty)."""

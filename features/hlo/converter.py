@@ -18,7 +18,7 @@ from features.hlo.convert import (LAYOUT_CONFIG_DIM, is_layout_record, is_tile_r
 from features.hlo.reader import read_proto
 from features.io import Graph, graph_from_arrays
 
-# Opcodes an XLA layout autotuner configures in the Kaggle data (SPEC §3).
+# Opcodes an XLA layout autotuner configures in the Kaggle data (docs/competition.md §3).
 DEFAULT_CONFIGURABLE = ("convolution", "dot", "reshape")
 TILE_COLLECTION = "tile:xla"
 LAYOUT_COLLECTION = "layout:xla:default"

@@ -1,4 +1,4 @@
-"""Exact per-node facts read from the raw protos, which the npz files lose (SPEC §7):
+"""Exact per-node facts read from the raw protos, which the npz files lose (docs/competition.md §7):
 dot-general contracting/batch dimensions, operand shapes of dot and convolution nodes,
 gather/scatter dimension numbers. Keys are flat node indices in the converted graph's order.
 """

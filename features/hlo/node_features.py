@@ -1,4 +1,4 @@
-"""The 140 node features of one HLO instruction (SPEC §4) — the one featurizer of tpurank.
+"""The 140 node features of one HLO instruction (docs/competition.md §4) — the one featurizer of tpurank.
 
 Both producers of node features call :func:`node_features`: ``features.hlo.convert`` (from an
 ``HloInstructionProto``, which reproduces the official release's arrays exactly) and the sample
@@ -66,7 +66,7 @@ def encode_dims(values: Iterable[int], lead: int, aggregate: bool,
     return out
 
 
-#: feature offsets of the per-dimension fields (SPEC §4)
+#: feature offsets of the per-dimension fields (docs/competition.md §4)
 DIMS, DIMENSIONS, WINDOW, REVERSAL, CONV, SLICE, DYNAMIC_SLICE, PAD_LOW, PAD_HIGH, LAYOUT = (
     21, 31, 37, 85, 93, 109, 121, 125, 129, 134)
 
@@ -99,7 +99,7 @@ def _put(f: list[float], start: int, values: Sequence[int], lead: int, aggregate
 
 
 def node_features(facts: InstructionFacts) -> list[float]:
-    """The 140 features of one instruction in SPEC §4 order.
+    """The 140 features of one instruction in docs/competition.md §4 order.
 
     Fields are written into a copy of :data:`EMPTY_ROW`, skipping empty ones: the sample
     generator featurizes every node of every graph it writes, so this is on its hot path.

@@ -1,5 +1,5 @@
 """The subset of XLA's ``hlo.proto`` / ``xla_data.proto`` and tpu_graphs' ``tuning.proto`` that
-tpurank reads (SPEC §8), built as protobuf descriptors in code: no ``protoc``, no TensorFlow.
+tpurank reads (docs/competition.md §8), built as protobuf descriptors in code: no ``protoc``, no TensorFlow.
 
 Field numbers follow the public XLA schema, so real files parse; every field not listed here is
 kept by the protobuf runtime as an *unknown field* and ignored. Messages are proto3 (repeated
@@ -178,7 +178,7 @@ def message_class(name: str) -> Any:
         raise KeyError(f"no message {name!r} in the tpurank HLO schema subset") from None
 
 
-# XLA PrimitiveType numbers (SPEC §8) and their one-hot slot among node features 2..20 (SPEC §4).
+# XLA PrimitiveType numbers (docs/competition.md §8) and their one-hot slot among node features 2..20 (docs/competition.md §4).
 ELEMENT_TYPE_SLOTS: dict[int, int] = {
     0: 0,    # PRIMITIVE_TYPE_INVALID
     1: 1,    # PRED

@@ -1,6 +1,6 @@
 """Generated TpuGraphs-like sample data: ``python -m features.sample --out DIR --scale tiny|small``.
 
-The generator writes a dataset in the exact Kaggle layout (SPEC §2–§5) so that every stage of the
+The generator writes a dataset in the exact Kaggle layout (docs/competition.md §2–§5) so that every stage of the
 pipeline can run, be tested and be scored without the 6 GB download:
 
     DIR/npz_all/npz/tile/xla/{train,valid,test}/<stem>.npz

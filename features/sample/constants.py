@@ -65,7 +65,7 @@ SCALES: dict[str, ScaleSpec] = {
 
 @dataclass(frozen=True)
 class KaggleSpec:
-    """The real data's shape (SPEC §2–§3), for ``--scale kaggle`` (see ``features.sample.kaggle``).
+    """The real data's shape (docs/competition.md §2–§3), for ``--scale kaggle`` (see ``features.sample.kaggle``).
 
     Counts are (train, valid, test) graphs per collection; node counts are drawn from a gamma
     distribution with the published mean and standard deviation, clipped to ``node_range``.

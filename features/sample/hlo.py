@@ -260,5 +260,5 @@ def node_facts(fg: FlatGraph, i: int) -> InstructionFacts:
 
 
 def featurize(fg: FlatGraph) -> np.ndarray:
-    """node_feat (n, 140) float32 following SPEC §4: the featurizer of ``features.hlo`` itself."""
+    """node_feat (n, 140) float32 following docs/competition.md §4: the featurizer of ``features.hlo`` itself."""
     return features_matrix(node_facts(fg, i) for i in range(len(fg.nodes)))

@@ -5,7 +5,7 @@ compressed bytes), **not** to measure model quality: graphs come from the same m
 and cost model as the small scales, scaled up (more layers and blocks), and many configs of one
 file are cheap variations of each other. Use ``small`` (or the real download) to compare models.
 
-What it reproduces (SPEC §2–§3, :class:`features.sample.constants.KaggleSpec`):
+What it reproduces (docs/competition.md §2–§3, :class:`features.sample.constants.KaggleSpec`):
 
 * per collection and split the real graph counts (xla:default 61/7/8, xla:random 69/7/8,
   nlp:default 198/20/17, nlp:random 207/20/17, tile 5709/676/844), times ``graph_fraction``

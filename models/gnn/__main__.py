@@ -27,17 +27,30 @@ def _with_default_preset(argv: list[str]) -> list[str]:
     return ["--preset", "quick", *argv]
 
 
+def _held(cfg):
+    """``cfg`` with ``--collections all`` narrowed to the collections the data root holds."""
+    import dataclasses
+
+    from tpurank.collections import held_collections
+
+    if cfg.collection:
+        return cfg
+    names = ",".join(c.name for c in held_collections(cfg.data, cfg.collections))
+    return dataclasses.replace(cfg, collections=names or cfg.collections)
+
+
 def train_main(argv: list[str]) -> int:
     """Train every selected collection (or its ``--folds`` fold models) within ``--time-budget``;
     under ``torchrun`` every rank runs this and rank 0 alone prints and writes summaries."""
     from models.gnn.config import GnnConfig
     from models.gnn.train import dump_summary, summary_line, train_collection
-    from models.training import TimeBudget, init_distributed, set_cpu_threads, shutdown_distributed
+    from models.training import (TimeBudget, budget_clock, init_distributed, set_cpu_threads,
+                                 shutdown_distributed)
 
-    cfg = parse_config(GnnConfig, _with_default_preset(argv), prog="python -m models.gnn train")
+    cfg = _held(parse_config(GnnConfig, _with_default_preset(argv), prog="python -m models.gnn train"))
     set_cpu_threads(cfg.threads)
     ctx, device = init_distributed(cfg.device)
-    budget = TimeBudget(cfg.time_budget)
+    budget = TimeBudget(cfg.time_budget, clock=budget_clock(cfg.budget_clock))
     try:
         from models.gnn.folds import train_folds, usable_folds
 
@@ -68,7 +81,7 @@ def predict_main(argv: list[str]) -> int:
     from models.gnn.config import GnnConfig
     from models.gnn.infer import predict_collection
 
-    cfg = parse_config(GnnConfig, _with_default_preset(argv), prog="python -m models.gnn predict")
+    cfg = _held(parse_config(GnnConfig, _with_default_preset(argv), prog="python -m models.gnn predict"))
     for coll in cfg.collection_list():
         from models.gnn.folds import predict_folds, usable_folds
 

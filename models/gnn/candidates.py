@@ -1,9 +1,9 @@
 """Candidate layouts for the configurable nodes of a new program (used by ``rank --hlo``).
 
-Encoding (SPEC §5): per configurable node 18 values, the output tensor's minor-to-major order in
+Encoding (docs/competition.md §5): per configurable node 18 values, the output tensor's minor-to-major order in
 0–5, the first operand's (input) in 6–11, the second operand's (kernel, convolutions only) in
 12–17; -1 where unset. An all -1 node means "compiler's default layout"; candidate 0 is the all
--1 config. Like the real TPU records (SPEC §9), the default search space sets only the two most
+-1 config. Like the real TPU records (docs/competition.md §9), the default search space sets only the two most
 minor dimensions of each tensor (``space="minor2"``); ``space="full"`` sets whole permutations.
 """
 

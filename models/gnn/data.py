@@ -14,9 +14,12 @@ import numpy as np
 import torch
 
 from tpurank.collections import Collection, get_collection
+from features.buildconfig import BuildConfig
 from features.columns import signed_log1p
+from features.configgraph import COLUMNS, PATH, config_graph
 from features.processed import ProcessedGraph, iter_processed
 from features.tabular import LayoutContext, config_descriptor_columns, layout_chunk_features
+from models.gnn.model import ConfigLinks
 
 _DESCRIPTOR_COLUMNS = np.asarray(config_descriptor_columns())  # once, not on every step
 
@@ -30,6 +33,7 @@ class GraphTensors:
     edge_index: torch.Tensor  # (2, m) int64 producer -> consumer
     config_node_pos: torch.Tensor | None  # (nc,) int64, layout only
     layout_tables: Mapping[str, np.ndarray] | None = None  # layout: LayoutContext arrays (lazy)
+    links: ConfigLinks | None = None  # layout: the configurable-node graph
     _layout_context: LayoutContext | None = field(default=None, repr=False)
 
     def layout_context(self) -> LayoutContext | None:
@@ -46,16 +50,45 @@ def graph_tensors(g: ProcessedGraph, device: torch.device) -> GraphTensors:
     if edge_index.size and (edge_index.min() < 0 or edge_index.max() >= g.num_nodes):
         raise ValueError(f"{g.collection}/{g.split}/{g.stem}: edge_index refers to nodes outside "
                          f"0..{g.num_nodes - 1}")
-    pos = None
+    pos = links = None
     if not g.is_tile:
         pos = torch.as_tensor(np.array(g.config_node_pos, dtype=np.int64), device=device)
+        links = config_links(g, edge_index, device)
     return GraphTensors(
         node_feat=torch.as_tensor(feat, device=device),
         node_opcode=torch.as_tensor(np.array(g.node_opcode, dtype=np.int64), device=device),
         edge_index=torch.as_tensor(np.array(edge_index), device=device),
         config_node_pos=pos,
         layout_tables=g.layout_context,
+        links=links,
     )
+
+
+def config_links(g: ProcessedGraph, edge_index: np.ndarray, device: torch.device) -> ConfigLinks:
+    """The configurable-node graph of a layout graph as tensors: the one ``features build``
+    stored (computed on the source graph), or, for graphs written without it, computed here on
+    the processed graph ``edge_index`` (2, m) with the build's default hop limit (rewired edges
+    then shorten some paths)."""
+    links = g.config_graph
+    if links is None:
+        hops = BuildConfig().config_graph_hops
+        links = config_graph(g.num_nodes, edge_index[0], edge_index[1],
+                             np.asarray(g.config_node_pos, dtype=np.int64), hops,
+                             BuildConfig().config_graph_max_links)
+    links = np.asarray(links, dtype=np.int64)
+    links = links.reshape(-1, links.shape[-1] if links.ndim == 2 else len(COLUMNS))
+    if links.shape[1] == len(COLUMNS) - 1:  # written before meet links: path links only
+        links = np.concatenate([links, np.full((len(links), 1), PATH)], axis=1)
+    nc = len(g.config_node_pos)
+    if links.size and (links[:, :2].min() < 0 or links[:, :2].max() >= nc
+                       or links[:, 3:].max() >= g.num_nodes):
+        raise ValueError(f"{g.collection}/{g.split}/{g.stem}: config_graph refers to configurable "
+                         f"nodes outside 0..{nc - 1} or nodes outside 0..{g.num_nodes - 1}; "
+                         f"rebuild features")
+    return ConfigLinks(edge_index=torch.as_tensor(links[:, :2].T.copy(), device=device),
+                       hops=torch.as_tensor(links[:, 2].copy(), device=device),
+                       inner=torch.as_tensor(links[:, 3:5].copy(), device=device),
+                       kind=torch.as_tensor(links[:, 5].copy(), device=device))
 
 
 def tabular_width(g: ProcessedGraph) -> int:
@@ -127,7 +160,7 @@ def load_graphs(features_dir: str | Path, collection: Collection, split: str) ->
 
 
 def joint_collections(collection: Collection) -> list[Collection]:
-    """The collection and, for layout, the other search of the same source (SPEC §7)."""
+    """The collection and, for layout, the other search of the same source (docs/competition.md §7)."""
     if collection.is_tile:
         return [collection]
     other = "random" if collection.search == "default" else "default"

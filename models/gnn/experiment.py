@@ -48,7 +48,7 @@ def parse_variants(spec: str) -> dict[str, dict[str, str]]:
 
 def reference_scores(data: str, collection: Collection, seeds: int = 20) -> dict[str, float]:
     """Validation score of the heuristic baseline (``models.baseline``) and of random rankings."""
-    from models.baseline import graph_costs
+    from features.heuristic import graph_costs
 
     files = discover(data, [collection], ["valid"])
     truth = {gf.stem: load_graph(gf.path).target() for gf in files}
@@ -71,19 +71,19 @@ def score_variant(run: GnnConfig, coll: Collection) -> dict:
     >= 2 (and the official valid graphs' OOF score), else the valid-split score."""
     from models.gnn.folds import predict_folds, train_folds, usable_folds
     from models.gnn.train import train_collection
-    from models.training import DistContext, TimeBudget, choose_device
+    from models.training import DistContext, TimeBudget, budget_clock, choose_device
 
     folds = usable_folds(run, coll)
     if folds < 2:
         report = train_collection(run, coll)
         return {"score": report["score"], "seconds": report["train_seconds"], "kind": "valid"}
     weight = run.budget_weight(coll)
-    trained = train_folds(run, coll, TimeBudget(run.time_budget), folds * weight, DistContext(),
+    trained = train_folds(run, coll, TimeBudget(run.time_budget, clock=budget_clock(run.budget_clock)), folds * weight, DistContext(),
                           choose_device(run.device))
     scored = predict_folds(run, coll)
     return {"score": scored["oof_score"], "valid": scored["valid_score"],
-            "oof_graphs": scored["oof_graphs"], "seconds": trained["train_seconds"],
-            "best_step": trained["best_step"], "kind": "oof"}
+            "oof_graphs": scored["oof_graphs"], "per_graph": scored["oof_per_graph"],
+            "seconds": trained["train_seconds"], "best_step": trained["best_step"], "kind": "oof"}
 
 
 def run_compare(cfg: GnnConfig, variants: dict[str, dict[str, str]], seeds: list[int]) -> dict:

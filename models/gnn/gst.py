@@ -1,4 +1,4 @@
-"""Graph Segment Training (GST, SPEC §7): constant training memory whatever the graph size.
+"""Graph Segment Training (GST, docs/competition.md §7): constant training memory whatever the graph size.
 
 The organisers' recipe (``kaidic/GST``, ``custom_tpu_train.py``):
 
@@ -268,18 +268,30 @@ def segment_scores(model: RankerGNN, seg: SegmentTensors, feats: torch.Tensor,
     return model.score(segment_vectors(model, seg, feats, tabular))
 
 
+def require_copy(model: RankerGNN) -> None:
+    """GST embeds each segment per config (the copy model's path, :meth:`RankerGNN.embed`); a
+    factorized model has no such path (``models.gnn.train.arch_for`` trains GST runs as copy)."""
+    if getattr(model, "factorized", False):
+        raise ValueError("Graph Segment Training (segment_size > 0) runs on the copy architecture; "
+                         "this model is factorized (train it with --arch copy, or without "
+                         "--segment-size)")
+
+
 def summed_segment_costs(model: RankerGNN, segs: GraphSegments, g: ProcessedGraph,
                          tensors: GraphTensors, idx: np.ndarray, chunks: list[np.ndarray],
-                         contexts: list[np.ndarray] | None) -> torch.Tensor:
-    """Exact costs (len(idx),) float64 of a segment-trained model: every segment scored fresh, the scores summed (averaged over ``contexts``, positions in ``idx`` of the configs every
-    config attends to; ``None``: each chunk is its own context).
+                         context: np.ndarray) -> torch.Tensor:
+    """Exact costs (len(idx),) float64 of a segment-trained model: every segment scored fresh,
+    the scores summed; in every segment each config attends to the configs at positions
+    ``context`` of ``idx``.
 
     One segment at a time over every chunk of configs, so memory holds one segment's vectors.
     A segment that sees no configurable node gives every config the same vector, so it is
     embedded for one config only.
     """
+    require_copy(model)
     device = tensors.node_feat.device
     total = torch.zeros(len(idx), dtype=torch.float64, device=device)
+    ctx_pos = torch.as_tensor(context, device=device)
     for seg in segs.parts:
         def vectors(c: np.ndarray, seg: SegmentTensors = seg) -> torch.Tensor:
             feats = config_rows(g, idx[c], device)
@@ -290,12 +302,8 @@ def summed_segment_costs(model: RankerGNN, segs: GraphSegments, g: ProcessedGrap
             total += model.score(z).double()
             continue
         z = torch.cat([vectors(c) for c in chunks])
-        if contexts is None:
-            total += torch.cat([model.score(z[c]).double() for c in chunks])
-            continue
-        for positions in contexts:
-            ctx = z[torch.as_tensor(positions, device=z.device)]
-            total += torch.cat([model.score(z[c], ctx).double() for c in chunks]) / len(contexts)
+        ctx = z[ctx_pos]
+        total += torch.cat([model.score(z[c], ctx).double() for c in chunks])
     return total
 
 
@@ -368,6 +376,7 @@ def gst_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: n
     for the graph."""
     spec = SegmentSpec.from_config(cfg)
     assert spec is not None
+    require_copy(model)
     features_dir = str(cfg.features_dir()) if hasattr(cfg, "features_dir") else None
     segs = state.segments.get(g, tensors, spec, features_dir)
     rng = np.random.default_rng([int(cfg.seed), int(step), zlib.crc32(segs.key.encode())])

@@ -24,7 +24,7 @@ from models import metrics
 from models.gnn.config import GnnConfig
 from models.gnn.data import GraphTensors, config_rows, graph_tensors, load_graphs, tabular_rows
 from models.gnn.gst import GstState, SegmentCache, SegmentSpec, gst_costs, summed_segment_costs
-from models.gnn.model import ModelArgs, RankerGNN
+from models.gnn.model import GraphState, ModelArgs, RankerGNN
 from models.training import choose_device, eval_mode, load_checkpoint, set_cpu_threads
 
 MODEL_NAME = "gnn"
@@ -50,14 +50,12 @@ class InferenceOptions:
 
     ``context``: the cross-configuration attention context every config attends to: 0 = all the
     configs being ranked, N > 0 = a fixed seeded random subset of at most N of them (the same for
-    all), -1 = the old behaviour (each chunk of ``batch`` configs is its own context).
-    ``tta`` > 0 averages the costs over that many random contexts of ``context`` configs
-    (``batch`` when ``context`` is 0). ``segments``: a Graph Segment Training model scores every
-    segment fresh (each segment's configs attending to the same context) and sums the scores.
+    all, so a cost never depends on the chunk a config landed in, and the attention's cost stays
+    linear in the config count). ``segments``: a Graph Segment Training model (a copy model) scores
+    every segment fresh, each segment's configs attending to the same context, and sums the scores.
     """
 
     context: int = 0
-    tta: int = 0
     seed: int = 0
     segments: SegmentSpec | None = None
     features_dir: str | None = None  # where segment boundaries are cached (optional)
@@ -65,12 +63,17 @@ class InferenceOptions:
     @classmethod
     def from_config(cls, cfg: GnnConfig) -> "InferenceOptions":
         features = str(cfg.features_dir()) if cfg.work or cfg.features else None
-        return cls(context=int(getattr(cfg, "predict_context", 0)),
-                   tta=int(getattr(cfg, "predict_tta", 0)), seed=int(cfg.seed),
+        return cls(context=max(0, int(getattr(cfg, "predict_context", 0))), seed=int(cfg.seed),
                    segments=SegmentSpec.from_config(cfg), features_dir=features)
 
 
 _SEGMENTS = SegmentCache(max_graphs=256)  # inference-time segment tensors, per graph object
+
+
+def graph_state(model: RankerGNN, tensors: GraphTensors) -> GraphState:
+    """The config-free part of a graph (:meth:`RankerGNN.graph_state`: the factorized trunk)."""
+    return model.graph_state(tensors.node_feat, tensors.node_opcode, tensors.edge_index,
+                             tensors.config_node_pos, tensors.links)
 
 
 def forward_configs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
@@ -78,24 +81,25 @@ def forward_configs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, 
     """Costs of configs ``idx`` of graph ``g`` (one batch, the batch as attention context)."""
     feats = config_rows(g, idx, device)
     return model(tensors.node_feat, tensors.node_opcode, tensors.edge_index, feats,
-                 tensors.config_node_pos, tabular_rows(model, g, tensors, feats))
+                 tensors.config_node_pos, tabular_rows(model, g, tensors, feats),
+                 links=tensors.links)
 
 
 def embed_configs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
-                  device: torch.device) -> torch.Tensor:
-    """Attention inputs (len(idx), hidden) of configs ``idx`` (one chunk): the embedding part."""
+                  device: torch.device, state: GraphState | None = None) -> torch.Tensor:
+    """Attention inputs (len(idx), hidden) of configs ``idx`` (one chunk): the embedding part.
+    ``state``: the graph's :func:`graph_state`, computed once for all its chunks."""
     feats = config_rows(g, idx, device)
-    pooled = model.embed(tensors.node_feat, tensors.node_opcode, tensors.edge_index, feats,
-                         tensors.config_node_pos)
+    pooled = model.embed_configs(state or graph_state(model, tensors), feats)
     return model.config_vectors(pooled, feats, tabular_rows(model, g, tensors, feats))
 
 
-def context_subset(n: int, size: int, seed: int, round_: int = 0) -> np.ndarray:
+def context_subset(n: int, size: int, seed: int) -> np.ndarray:
     """Positions (sorted) of a seeded random context of ``size`` among ``n`` configs (all when
     ``size`` is 0 or at least ``n``)."""
     if size <= 0 or size >= n:
         return np.arange(n)
-    rng = np.random.default_rng([seed, 7727, n, round_])
+    rng = np.random.default_rng([seed, 7727, n, 0])
     return np.sort(rng.choice(n, size=size, replace=False))
 
 
@@ -104,10 +108,11 @@ def predict_costs(model: RankerGNN, g: ProcessedGraph, batch_size: int = 64,
                   options: InferenceOptions | None = None) -> np.ndarray:
     """Predicted cost (lower = faster) of every config of ``g`` (or of ``idx``), in that order.
 
-    Configs are embedded in chunks of at most ``batch_size`` (memory-bounded), then every config
-    attends to the same context (``options.context``), so a cost does not depend on the chunk a
-    config landed in. ``options`` default to the ones a loaded model carries
-    (``model.inference_options``, set by :func:`load_trained_dir`), else all-config context.
+    The graph's config-free part (the factorized trunk) runs once; configs are embedded in chunks
+    of at most ``batch_size`` (memory-bounded), then every config attends to the same context
+    (``options.context``), so a cost does not depend on the chunk a config landed in.
+    ``options`` default to the ones a loaded model carries (``model.inference_options``, set by
+    :func:`load_trained_dir`), else all-config context.
     """
     model = getattr(model, "module", model)  # a DistributedDataParallel wrapper
     options = options or getattr(model, "inference_options", None) or InferenceOptions()
@@ -117,23 +122,17 @@ def predict_costs(model: RankerGNN, g: ProcessedGraph, batch_size: int = 64,
     if len(idx) == 0:
         return np.zeros(0, dtype=np.float64)
     chunks = np.array_split(np.arange(len(idx)), math.ceil(len(idx) / max(1, batch_size)))
-    rounds = max(1, options.tta)
-    size = options.context if options.context > 0 or options.tta <= 0 else batch_size
+    context = context_subset(len(idx), options.context, options.seed)
     with eval_mode(model), torch.no_grad():
         if options.segments is not None:
-            contexts = None if options.context < 0 else [
-                context_subset(len(idx), size, options.seed, r) for r in range(rounds)]
             segs = _SEGMENTS.get(g, tensors, options.segments, options.features_dir)
-            return summed_segment_costs(model, segs, g, tensors, idx, chunks, contexts).cpu().numpy()
-        if options.context < 0:  # legacy: each near-equal chunk is its own context
-            out = [forward_configs(model, g, tensors, idx[c], device).float() for c in chunks]
-            return torch.cat(out).cpu().numpy().astype(np.float64)
-        z = torch.cat([embed_configs(model, g, tensors, idx[c], device) for c in chunks])
-        total = torch.zeros(len(idx), dtype=torch.float64, device=z.device)
-        for r in range(rounds):
-            ctx = z[torch.as_tensor(context_subset(len(idx), size, options.seed, r), device=z.device)]
-            total += torch.cat([model.score(z[c], ctx).double() for c in chunks])
-    return (total / rounds).cpu().numpy()
+            return summed_segment_costs(model, segs, g, tensors, idx, chunks,
+                                        context).cpu().numpy()
+        state = graph_state(model, tensors)
+        z = torch.cat([embed_configs(model, g, tensors, idx[c], device, state) for c in chunks])
+        ctx = z[torch.as_tensor(context, device=z.device)]
+        costs = torch.cat([model.score(z[c], ctx).double() for c in chunks])
+    return costs.cpu().numpy()
 
 
 def validation_subset(g: ProcessedGraph, max_configs: int, seed: int) -> np.ndarray:
@@ -185,7 +184,7 @@ def load_trained_dir(model_dir: str | Path, device: torch.device | str = "cpu"
     """Model (best weights, eval mode) and config saved in ``model_dir``."""
     model_dir = Path(model_dir)
     state = load_checkpoint(model_dir / "best.pt", device)
-    model = RankerGNN(ModelArgs(**state["model_args"])).to(device)
+    model = RankerGNN(ModelArgs.from_dict(state["model_args"])).to(device)
     model.load_state_dict(state["model"])
     model.eval()
     cfg_path = model_dir / "config.json"

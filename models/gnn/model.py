@@ -1,10 +1,20 @@
 """The GNN ranker: node encoder, config join, message passing (PyG), pooling, cross-configuration
 attention and a scoring MLP. It outputs one **cost** per config (lower = predicted faster).
 
-Layout (node-level configs): the graph is copied once per config of the batch and each copy gets
-its config's 18 layout values joined at the configurable nodes (embedded as categories); all other
-nodes get a learned "no config" vector. Message passing then runs over the ``B`` copies at once
-(PyG batching: edge indices offset by ``n`` per copy).
+Layout (node-level configs) has two architectures (``ModelArgs.arch``):
+
+- ``factorized``: a config-free **trunk** (node encoder and message passing over the graph) runs
+  once per graph, whatever the number of configs; a per-config **head** then works on the
+  configurable nodes only: each one's trunk embedding joined with its config's 18 layout values
+  (embedded as categories), message passing over the configurable-node graph
+  (:mod:`features.configgraph`: links through non-configurable paths, each link described by
+  its length and the trunk embeddings of its inner nodes), pooling over the configurable nodes
+  together with the trunk's pooled graph summary. A config costs O(configurable nodes x head
+  layers x hidden) instead of O(kept nodes x layers x hidden).
+- ``copy``: the graph is copied once per config of the batch and each copy gets its config's
+  layout values joined at the configurable nodes; all other nodes get a learned "no config"
+  vector. Message passing then runs over the ``B`` copies at once (PyG batching: edge indices
+  offset by ``n`` per copy). Checkpoints saved before ``arch`` existed are ``copy`` models.
 
 Tile (graph-level configs): the config's features (24 raw, or the feature pipeline's engineered
 columns) are encoded and either joined at every node before message passing (``tile_join="early"``,
@@ -12,26 +22,30 @@ one graph copy per config, as for layout) or joined with the embedding of the ke
 pooling (``"late"``: one message passing per graph, config and graph embeddings combined with
 their product so the MLP can model kernel-specific preferences).
 
-The model has two parts: :meth:`RankerGNN.embed` (node encoder, config join, message passing,
-pooling: one vector per config, chunkable over configs and over graph segments, see
-``models.gnn.gst``) and the scoring part :meth:`RankerGNN.config_vectors` + :meth:`RankerGNN.score`
-(cross-configuration attention over a set of config vectors, then the MLP head). ``forward`` is
-the two in a row with the batch as its own attention context; inference can instead give every
-config the same fixed context (``models.gnn.infer.predict_costs``).
+The model has three parts: :meth:`RankerGNN.graph_state` (what does not depend on the configs:
+the factorized trunk, once per graph), :meth:`RankerGNN.embed_configs` (one pooled vector per
+config, chunkable over configs; :meth:`RankerGNN.embed` is the copy model's, also chunkable over
+graph segments, see ``models.gnn.gst``) and the scoring part :meth:`RankerGNN.config_vectors` +
+:meth:`RankerGNN.score` (cross-configuration attention over a set of config vectors, then the MLP
+head). ``forward`` is the three in a row with the batch as its own attention context; inference
+gives every config the same context (``models.gnn.infer.predict_costs``).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Callable
 
 import torch
 from torch import nn
-from torch_geometric.nn import GATv2Conv, SAGEConv
+from torch_geometric.nn import GATv2Conv, GINEConv, SAGEConv
 
 LAYOUT_CONFIG_DIM = 18
 LAYOUT_VALUES = 8  # values -1..5 -> 0..6, plus one bucket for anything out of range
 OPCODE_VOCAB = 256  # HLO opcode ids (about 120 today); larger ids share the last bucket
+LINK_HOPS = 16  # link lengths embedded by the factorized head; longer links share the last bucket
+LINK_KINDS = 2  # features.configgraph: path, meet
+ARCHS = ("copy", "factorized")
 
 
 @dataclass
@@ -54,9 +68,22 @@ class ModelArgs:
     cross_heads: int = 4
     tile_join: str = "early"  # early | late
     tabular_dim: int = 0  # layout: width of the per-config descriptive features joined after pooling (0 = none)
+    arch: str = "copy"  # layout: copy | factorized (the default keeps older checkpoints what they are)
+    head_layers: int = 2  # factorized: message-passing layers of the per-config head
+    head_product: bool = False  # factorized: the join also multiplies trunk and layout embeddings
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, saved: dict) -> "ModelArgs":
+        """Model args of a checkpoint (fields added since it was saved take their defaults)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in saved.items() if k in known})
+
+    @property
+    def factorized(self) -> bool:
+        return self.kind == "layout" and self.arch == "factorized"
 
 
 def make_conv(kind: str, dim: int, heads: int) -> nn.Module:
@@ -88,9 +115,10 @@ class NodeNorm(nn.Module):
         if self.kind == "none":
             return h
         axis = 1 if self.kind == "instance" else 2
-        mean = h.mean(dim=axis, keepdim=True)
-        var = h.var(dim=axis, keepdim=True, unbiased=False)
-        return (h - mean) * torch.rsqrt(var + 1e-5) * self.weight + self.bias
+        centred = h - h.mean(dim=axis, keepdim=True)
+        # two passes by hand: torch's var over a middle axis is several times slower on CPU
+        var = (centred * centred).mean(dim=axis, keepdim=True)
+        return centred * torch.rsqrt(var + 1e-5) * self.weight + self.bias
 
 
 class BiDirectionalLayer(nn.Module):
@@ -132,29 +160,9 @@ class Pool(nn.Module):
         weights = torch.softmax(self.gate(h).squeeze(-1), dim=1)
         return torch.einsum("bn,bnd->bd", weights, h)
 
-    def combine(self, parts: torch.Tensor, weights: torch.Tensor, mode: str = "pool") -> torch.Tensor:
-        """Pooled segment vectors ``parts`` (B, K, out_dim) -> one vector per config (B, out_dim).
-
-        ``weights`` (B, K) are the segments' node counts, 0 for a segment left out (stale
-        embedding dropout). ``mode="pool"`` combines like the pooling itself: size-weighted mean
-        of the mean half and max of the max half for ``meanmax`` (so segments that cut no edge
-        reproduce whole-graph pooling exactly), size-weighted mean for ``attention``;
-        ``mode="mean"`` is the size-weighted mean of whole vectors.
-        """
-        if mode not in ("pool", "mean"):
-            raise ValueError(f"unknown segment combine {mode!r}; expected pool or mean")
-        w = weights.to(parts.dtype)
-        mean = (parts * w[..., None]).sum(dim=1) / w.sum(dim=1, keepdim=True).clamp_min(1e-12)
-        if mode == "mean" or self.gate is not None:
-            return mean
-        half = parts.shape[-1] // 2
-        present = (weights > 0)[..., None]
-        top = parts[..., half:].masked_fill(~present, float("-inf")).amax(dim=1)
-        return torch.cat([mean[..., :half], top], dim=-1)
-
 
 class CrossConfigAttention(nn.Module):
-    """Lets the ``B`` configs of one graph attend to each other (SPEC §7): a pre-norm transformer
+    """Lets the ``B`` configs of one graph attend to each other (docs/competition.md §7): a pre-norm transformer
     block whose sequence is the batch of configs. A config's score can then depend on how it
     differs from the other configs of the same graph."""
 
@@ -187,10 +195,140 @@ class LayoutConfigEncoder(nn.Module):
         self.register_buffer("offsets", torch.arange(LAYOUT_CONFIG_DIM) * LAYOUT_VALUES,
                              persistent=False)
 
+    def indices(self, values: torch.Tensor) -> torch.Tensor:
+        """Row of each (position, value) in the embedding table, same shape as ``values``."""
+        return (values.long() + 1).clamp(0, LAYOUT_VALUES - 1) + self.offsets
+
     def forward(self, values: torch.Tensor) -> torch.Tensor:  # (B, nc, 18) ints -> (B, nc, d)
-        idx = (values.long() + 1).clamp(0, LAYOUT_VALUES - 1) + self.offsets
-        emb = self.embed(idx)  # (B, nc, 18, e)
+        emb = self.embed(self.indices(values))  # (B, nc, 18, e)
         return self.proj(emb.flatten(-2))
+
+    def projected_table(self, weight: torch.Tensor | None = None) -> torch.Tensor:
+        """(18 * values, d') table whose rows, summed over a node's 18 (position, value) pairs,
+        give ``forward`` without its bias, multiplied by ``weight`` (d', d) when given: the
+        encoder is linear in its embeddings, so a later linear map folds into one lookup."""
+        per_position = self.proj.weight.view(-1, LAYOUT_CONFIG_DIM, self.embed.embedding_dim)
+        emb = self.embed.weight.view(LAYOUT_CONFIG_DIM, LAYOUT_VALUES, -1)
+        table = torch.einsum("dpe,pve->pvd", per_position, emb).reshape(-1, per_position.shape[0])
+        return table if weight is None else table @ weight.T
+
+
+@dataclass
+class ConfigLinks:
+    """The configurable-node graph of one graph as tensors (:mod:`features.configgraph`)."""
+
+    edge_index: torch.Tensor  # (2, E) ordinals of configurable nodes, producer -> consumer
+    hops: torch.Tensor  # (E,) path lengths
+    inner: torch.Tensor  # (E, 2) first and last inner node of the path (graph positions, -1 none)
+    kind: torch.Tensor  # (E,) features.configgraph.PATH (directed path) or MEET (outputs meet)
+
+
+class LinkLayer(nn.Module):
+    """Per-config message passing over the configurable-node graph, both link directions
+    (PyG ``GINEConv``: a message is the neighbour's state plus the link's features), residual,
+    pre-normalisation over the configurable nodes of each config."""
+
+    def __init__(self, dim: int, norm: str, dropout: float):
+        super().__init__()
+        self.forward_conv = GINEConv(nn.Linear(dim, dim), aggr="mean")
+        self.backward_conv = GINEConv(nn.Linear(dim, dim), aggr="mean")
+        self.norm = NodeNorm(norm, dim)
+        self.act = nn.GELU()
+        self.dropout = nn.Dropout(dropout)
+        self.gate = nn.Parameter(torch.zeros(1))  # ReZero: each layer starts as the identity
+
+    def forward(self, x: torch.Tensor, links: ConfigLinks, link_feat: torch.Tensor) -> torch.Tensor:
+        h = self.norm(x)  # (B, nc, d): PyG propagates along the node axis -2 of every config
+        msg = self.forward_conv(h, links.edge_index, link_feat) \
+            + self.backward_conv(h, links.edge_index.flip(0), link_feat)
+        return x + self.gate * self.dropout(self.act(msg))
+
+
+class ConfigHead(nn.Module):
+    """The factorized model's per-config part: configurable nodes' trunk embeddings joined with
+    their layout embeddings, ``head_layers`` of :class:`LinkLayer`, pooled over the nodes."""
+
+    def __init__(self, args: ModelArgs):
+        super().__init__()
+        d = args.hidden
+        self.hop_embed = nn.Embedding(LINK_HOPS + 1, d)
+        self.kind_embed = nn.Embedding(LINK_KINDS, d)
+        self.link_proj = nn.Sequential(nn.Linear(2 * d, d), nn.GELU())
+        self.join = nn.Sequential(nn.Linear(2 * d, d), nn.GELU())
+        self.product = None
+        if args.head_product:  # (U trunk + b) * (V layout): second-order terms in one lookup more
+            self.product = nn.ModuleDict({"trunk": nn.Linear(d, d),
+                                          "layout": nn.Linear(d, d, bias=False)})
+            nn.init.zeros_(self.product["trunk"].weight)
+            nn.init.zeros_(self.product["trunk"].bias)
+        self.layers = nn.ModuleList(LinkLayer(d, args.norm, args.dropout)
+                                    for _ in range(args.head_layers))
+        self.pool = Pool(args.pool, d)
+
+    def link_features(self, h: torch.Tensor, links: ConfigLinks) -> torch.Tensor:
+        """(E, d) features of the links, from their kinds, lengths and the trunk embeddings ``h``
+        (n, d) of their inner nodes (mean of those present): config-free, once per graph."""
+        present = links.inner >= 0
+        inner = h[links.inner.clamp_min(0)] * present[..., None].to(h.dtype)  # (E, 2, d)
+        inner = inner.sum(dim=1) / present.sum(dim=1, keepdim=True).clamp_min(1).to(h.dtype)
+        hops = self.hop_embed(links.hops.clamp(0, LINK_HOPS)) + self.kind_embed(links.kind)
+        return self.link_proj(torch.cat([hops, inner], dim=-1))
+
+    def node_inputs(self, node_h: torch.Tensor, encoder: LayoutConfigEncoder) -> torch.Tensor:
+        """The config-free half of the join for the configurable nodes' trunk embeddings
+        ``node_h`` (nc, d), with every bias folded in (once per graph); with the product term,
+        the trunk side of the product too, as (nc, 2d)."""
+        linear = self.join[0]
+        d = node_h.shape[-1]
+        bias = linear.bias + linear.weight[:, d:] @ encoder.proj.bias
+        node_in = nn.functional.linear(node_h, linear.weight[:, :d], bias)
+        if self.product is None:
+            return node_in
+        return torch.cat([node_in, self.product["trunk"](node_h)], dim=-1)
+
+    def _lookup(self, encoder: LayoutConfigEncoder, idx: torch.Tensor, weight: torch.Tensor,
+                shape: tuple[int, ...]) -> torch.Tensor:
+        """``weight @ (encoder(values) - bias)`` per node, as one summed lookup."""
+        return nn.functional.embedding_bag(idx, encoder.projected_table(weight),
+                                           mode="sum").view(*shape)
+
+    def forward(self, node_in: torch.Tensor, values: torch.Tensor, encoder: LayoutConfigEncoder,
+                links: ConfigLinks, link_feat: torch.Tensor) -> torch.Tensor:
+        """``node_in`` from :meth:`node_inputs`, ``values`` (B, nc, 18) layout values -> (B, P).
+        The join ``GELU(W [trunk; encoder(values)] + b)`` is computed as the config-free half plus
+        one summed lookup per node (:meth:`LayoutConfigEncoder.projected_table`): no per-config
+        matrix product before the link layers."""
+        batch, nc = values.shape[:2]
+        if nc == 0:  # no configurable node: nothing to tell the configs apart
+            return node_in.new_zeros(batch, self.pool.out_dim)
+        d = self.join[0].weight.shape[0]
+        idx = encoder.indices(values).view(-1, LAYOUT_CONFIG_DIM)
+        pre = self._lookup(encoder, idx, self.join[0].weight[:, d:], (batch, nc, d))
+        pre = pre + node_in[:, :d].to(pre.dtype)
+        if self.product is not None:
+            layout = self.product["layout"]
+            v = self._lookup(encoder, idx, layout.weight, (batch, nc, d)) \
+                + layout.weight @ encoder.proj.bias
+            pre = pre + node_in[:, d:].to(pre.dtype) * v
+        x = self.join[1](pre)
+        for layer in self.layers:
+            x = layer(x, links, link_feat.to(x.dtype))
+        return self.pool(x)
+
+
+@dataclass
+class GraphState:
+    """What :meth:`RankerGNN.embed_configs` needs of one graph, computed once per graph by
+    :meth:`RankerGNN.graph_state` (the factorized trunk's outputs; the copy model's inputs)."""
+
+    node_feat: torch.Tensor
+    node_opcode: torch.Tensor
+    edge_index: torch.Tensor
+    config_node_pos: torch.Tensor | None
+    summary: torch.Tensor | None = None  # factorized: (1, P) pooled trunk output
+    node_in: torch.Tensor | None = None  # factorized: (nc, d) the join's config-free half
+    links: ConfigLinks | None = None
+    link_feat: torch.Tensor | None = None  # factorized: (E, d)
 
 
 def signed_log1p(x: torch.Tensor) -> torch.Tensor:
@@ -211,21 +349,28 @@ class RankerGNN(nn.Module):
                                      nn.Linear(d, d))
         if args.tile_join not in ("early", "late"):
             raise ValueError(f"unknown tile_join {args.tile_join!r}; expected early or late")
+        if args.arch not in ARCHS:
+            raise ValueError(f"unknown arch {args.arch!r}; expected one of {', '.join(ARCHS)}")
         self.late_join = args.kind == "tile" and args.tile_join == "late"
+        self.factorized = args.factorized
         if args.kind == "layout":
             self.config_encoder = LayoutConfigEncoder(args.layout_value_dim, d)
-            self.no_config = nn.Parameter(torch.zeros(d))
+            if not self.factorized:
+                self.no_config = nn.Parameter(torch.zeros(d))
         else:
             self.tile_encoder = nn.Sequential(nn.Linear(args.config_dim, d), nn.GELU(),
                                               nn.Linear(d, d))
-        if not self.late_join:
+        if not (self.late_join or self.factorized):
             self.join = nn.Sequential(nn.Linear(2 * d, d), nn.GELU())
         self.layers = nn.ModuleList(BiDirectionalLayer(args.conv, d, args.heads, args.norm,
                                                        args.dropout) for _ in range(args.layers))
         self.pool = Pool(args.pool, d)
+        self.config_head = ConfigHead(args) if self.factorized else None
         if self.late_join:
             self.graph_proj = nn.Linear(self.pool.out_dim, d)
         z_dim = 3 * d if self.late_join else self.pool.out_dim
+        if self.factorized:
+            z_dim += self.config_head.pool.out_dim
         self.tabular_encoder = None
         if args.tabular_dim > 0:
             if args.kind != "layout":
@@ -254,11 +399,13 @@ class RankerGNN(nn.Module):
     def forward(self, node_feat: torch.Tensor | None = None, node_opcode: torch.Tensor | None = None,
                 edge_index: torch.Tensor | None = None, config_feat: torch.Tensor | None = None,
                 config_node_pos: torch.Tensor | None = None, tabular: torch.Tensor | None = None, *,
+                links: ConfigLinks | None = None,
                 run: Callable[["RankerGNN"], torch.Tensor] | None = None) -> torch.Tensor:
         """``node_feat`` (n, F), ``node_opcode`` (n,), ``edge_index`` (2, m) producer->consumer,
         ``config_feat`` layout (B, nc, 18) / tile (B, Ft), ``config_node_pos`` (nc,) for layout,
-        ``tabular`` (B, T) per-config features when ``args.tabular_dim`` > 0. The configs of the
-        batch are each other's attention context.
+        ``tabular`` (B, T) per-config features when ``args.tabular_dim`` > 0, ``links`` the
+        configurable-node graph (factorized layout models). The configs of the batch are each
+        other's attention context.
 
         ``run``: compute ``run(self)`` instead (e.g. a Graph Segment Training step built from the
         parts below), so that a DistributedDataParallel wrapper still sees a forward call."""
@@ -266,17 +413,55 @@ class RankerGNN(nn.Module):
             return run(self)
         if node_feat is None or node_opcode is None or edge_index is None or config_feat is None:
             raise ValueError("RankerGNN.forward needs node_feat, node_opcode, edge_index, config_feat")
-        pooled = self.embed(node_feat, node_opcode, edge_index, config_feat, config_node_pos)
+        state = self.graph_state(node_feat, node_opcode, edge_index, config_node_pos, links)
+        pooled = self.embed_configs(state, config_feat)
         return self.score(self.config_vectors(pooled, config_feat, tabular))
+
+    # --- config-free part: once per graph
+    def trunk(self, node_feat: torch.Tensor, node_opcode: torch.Tensor,
+              edge_index: torch.Tensor) -> torch.Tensor:
+        """Node embeddings (n, d) of the graph without any config (the factorized trunk)."""
+        return self._message_passing(self.encode_nodes(node_feat, node_opcode)[None], edge_index)[0]
+
+    def graph_state(self, node_feat: torch.Tensor, node_opcode: torch.Tensor,
+                    edge_index: torch.Tensor, config_node_pos: torch.Tensor | None = None,
+                    links: ConfigLinks | None = None) -> GraphState:
+        """Everything per graph that the configs share: for a factorized model the trunk (its
+        embeddings of the configurable nodes, the pooled summary, the links' features)."""
+        state = GraphState(node_feat, node_opcode, edge_index, config_node_pos)
+        if not self.factorized:
+            return state
+        if config_node_pos is None or links is None:
+            raise ValueError("a factorized layout model needs config_node_pos and links")
+        h = self.trunk(node_feat, node_opcode, edge_index)
+        state.summary = self.pool(h[None])
+        state.node_in = self.config_head.node_inputs(h[config_node_pos], self.config_encoder)
+        state.links = links
+        state.link_feat = self.config_head.link_features(h, links)
+        return state
+
+    def embed_configs(self, state: GraphState, config_feat: torch.Tensor) -> torch.Tensor:
+        """Pooled embedding (B, P') of each config of ``config_feat`` on the graph of ``state``
+        (late tile: the config-independent (1, P))."""
+        if not self.factorized:
+            return self.embed(state.node_feat, state.node_opcode, state.edge_index, config_feat,
+                              state.config_node_pos)
+        local = self.config_head(state.node_in, config_feat, self.config_encoder, state.links,
+                                 state.link_feat)
+        return torch.cat([state.summary.to(local.dtype).expand(local.shape[0], -1), local], dim=-1)
 
     # --- embedding part: chunkable over configs (and over graph segments)
     def embed(self, node_feat: torch.Tensor, node_opcode: torch.Tensor, edge_index: torch.Tensor,
               config_feat: torch.Tensor, config_node_pos: torch.Tensor | None = None,
               pool_nodes: int | None = None) -> torch.Tensor:
-        """Pooled graph embedding of each config, (B, P) with ``P = pool.out_dim``; for a late-join
-        tile model the config-independent (1, P) embedding of the kernel graph.
+        """Pooled graph embedding of each config, (B, P) with ``P = pool.out_dim``, of a copy
+        layout model or a tile model; for a late-join tile model the config-independent (1, P)
+        embedding of the kernel graph.
 
         ``pool_nodes`` pools only the first nodes (a segment's own nodes, ahead of its halo)."""
+        if self.factorized:
+            raise ValueError("embed is the copy model's per-config path; a factorized model embeds "
+                             "configs with graph_state + embed_configs")
         base = self.encode_nodes(node_feat, node_opcode)  # (n, d)
         batch = config_feat.shape[0]
         n, d = base.shape

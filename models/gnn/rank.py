@@ -55,7 +55,8 @@ def _features_dir(work: Path, gnn_cfg: Any) -> Path:
 def load_pipeline(work: str | Path, collection: Collection, seed: int | None = None,
                   device: str = "cpu") -> tuple[Any, Any, Any, Any]:
     """``(model, gnn_cfg, build_cfg, norm)`` of the trained pipeline under ``work``."""
-    from features.build import BuildConfig, load_norm
+    from features.buildconfig import BuildConfig
+    from features.norm import load_norm
     from tpurank.config import load_run_config
     from models.gnn import load_trained
 
@@ -74,7 +75,7 @@ def load_pipeline(work: str | Path, collection: Collection, seed: int | None = N
 def score_graph(graph: Any, pipeline: tuple[Any, Any, Any, Any], collection: Collection,
                 stem: str, exact_dot: dict | None = None) -> np.ndarray:
     """Predicted cost of every config of ``graph`` (a :class:`features.io.Graph`)."""
-    from features.build import process_graph
+    from features.stages import process_graph
     from models.gnn import predict_costs
 
     model, gnn_cfg, build_cfg, norm = pipeline
@@ -90,7 +91,7 @@ def rank_module(module: Any, work: str | Path, n_candidates: int, collection: st
     """Sample candidate layouts of ``module`` and rank them with the trained GNN.
 
     The configurable nodes are ``config_nodes`` when given (e.g. a tuning record's
-    ``config_index_to_node``: SPEC §3 says to take the set from the data, not the opcode), else the
+    ``config_index_to_node``: docs/competition.md §3 says to take the set from the data, not the opcode), else the
     nodes with ``opcodes``; ``extra_nodes`` are added in both cases.
     """
     from features.hlo import DEFAULT_CONFIGURABLE, configurable_nodes, module_dot_dims, module_to_graph

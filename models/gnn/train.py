@@ -22,14 +22,17 @@ checkpoints and reports its best weights as usual. Under a time limit the cosine
 decays over the projected number of steps (:class:`models.training.StepHorizon`).
 
 **Memory model** (per training step, CPU float32, SAGE layers, measured by
-``tests/bench/bench_gnn.py memory``): a layout step (or a tile step with ``tile_join="early"``)
-runs message passing over ``B`` copies of the ``n`` kept nodes, so its activations are about
-``A ~= alpha * n * B * d`` bytes for hidden size ``d``, where ``alpha`` grows linearly with the
-number of layers ``L`` (``alpha ~= alpha0 + alpha1 * L``; both fitted and written to
-``benchmarks/gnn_memory.json``). With ``--activation-checkpointing`` only each layer's input
+``tests/bench/bench_gnn.py memory``, fitted and written to ``benchmarks/gnn_memory.json``): a copy
+layout step (or a tile step with ``tile_join="early"``) runs message passing over ``B`` copies of
+the ``n`` kept nodes, so its activations are about ``A ~= alpha * n * B * d`` bytes for hidden
+size ``d``, where ``alpha`` grows linearly with the number of layers ``L`` (``alpha ~= alpha0 +
+alpha1 * L``). A factorized step keeps ``A ~= (trunk * n + (head * nc + link * E) * B) * d``
+bytes for ``nc`` configurable nodes and ``E`` links between them: the trunk once, the head per
+config (at 3 trunk and 2 head layers, a head row keeps about two thirds of a copy row's bytes and a
+link about a quarter of a head row's). With ``--activation-checkpointing`` only each layer's input
 (4 bytes per value) is kept plus one layer's working set. ``--node-budget NB`` caps ``n * B``
-(:meth:`GnnConfig.configs_per_step_for`), so a step needs about ``alpha * NB * d`` bytes
-whatever the graph size.
+(copy) or ``n + (nc + E / 4) * B`` (factorized) (:meth:`GnnConfig.configs_per_step_for`), so a
+step needs about ``alpha * NB * d`` bytes whatever the graph size.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +60,7 @@ from models.gnn.infer import TensorCache, evaluate, load_trained_dir, train_cost
 from models.gnn.model import ModelArgs, RankerGNN
 from models.losses import get_loss
 from models.training import (DistContext, EarlyStopping, StepHorizon, autocast, broadcast_floats,
+                             budget_clock,
                              broadcast_object, barrier, checkpoint_module_lists, load_checkpoint,
                              make_grad_scaler, make_horizon_scheduler, make_optimizer,
                              mean_over_ranks, save_checkpoint, seed_everything, set_cpu_threads,
@@ -71,7 +76,29 @@ def model_args_for(cfg: GnnConfig, g: ProcessedGraph) -> ModelArgs:
                      layout_value_dim=cfg.layout_value_dim, norm=cfg.norm, pool=cfg.pool,
                      dropout=cfg.dropout, cross_attn=cfg.cross_attn, cross_heads=cfg.cross_heads,
                      tile_join=cfg.tile_join,
-                     tabular_dim=tabular_width(g) if cfg.tabular else 0)
+                     tabular_dim=tabular_width(g) if cfg.tabular else 0,
+                     arch=arch_for(cfg, g), head_layers=cfg.head_layers,
+                     head_product=cfg.head_product)
+
+
+GST_ARCH_WARNING = ("--segment-size {size}: Graph Segment Training runs on the copy "
+                    "architecture; training a copy model instead of --arch {arch}")
+
+
+def arch_for(cfg: GnnConfig, g: ProcessedGraph) -> str:
+    """The layout architecture of a run: ``cfg.arch``, except that Graph Segment Training
+    (``--segment-size``) embeds graph segments per config, the copy model's path, so a GST run
+    trains a copy model (with a warning when ``cfg.arch`` says otherwise: ``--segment-size N``
+    alone selects GST although ``factorized`` is the default); tile models have one
+    architecture (recorded as ``copy``)."""
+    if g.is_tile:
+        return "copy"
+    if cfg.segment_size > 0:
+        if cfg.arch != "copy":
+            warnings.warn(GST_ARCH_WARNING.format(size=cfg.segment_size, arch=cfg.arch),
+                          UserWarning, stacklevel=2)
+        return "copy"
+    return cfg.arch
 
 
 class StepModule(nn.Module):
@@ -117,7 +144,7 @@ class Trainer:
     def restore(self, path: Path) -> int:
         """Load everything saved in ``last.pt``; returns the next step."""
         state = load_checkpoint(path, self.device)
-        if state["model_args"] != self.args.to_dict():
+        if ModelArgs.from_dict(state["model_args"]).to_dict() != self.args.to_dict():
             raise RuntimeError(f"{path}: saved model shape differs from this config; "
                                f"use --resume false or another --tag")
         self.model.load_state_dict(state["model"])
@@ -169,11 +196,15 @@ def train_step(tr: Trainer, graphs: list[ProcessedGraph], cache: TensorCache, st
     for k, gi in enumerate(chosen):
         g = graphs[int(gi)]
         target = np.asarray(g.target, dtype=np.float64)
-        size = cfg.configs_per_step_for(g.num_nodes, g.is_tile)
+        tensors = cache.get(g)
+        links = tensors.links
+        size = cfg.configs_per_step_for(g.num_nodes, g.is_tile,
+                                        0 if g.is_tile else len(g.config_node_pos),
+                                        0 if links is None else int(links.hops.numel()))
         idx = sample_configs(rng, target, size, cfg.close_bias)
         with tr.no_sync(last=k == len(chosen) - 1):
             with autocast(tr.device, cfg.amp):
-                cost = tr.step_model(g, cache.get(g), idx, tr.device, cfg, step)
+                cost = tr.step_model(g, tensors, idx, tr.device, cfg, step)
             y = torch.as_tensor(target[idx], device=tr.device)
             kwargs = {"margin": cfg.margin} if cfg.loss == "hinge" else {}
             loss = loss_fn(cost.float(), y, **kwargs) / len(chosen)
@@ -275,7 +306,8 @@ def fit(cfg: GnnConfig, collection: Collection, train: list[ProcessedGraph],
         valid: list[ProcessedGraph], out: Path, seconds: float, ctx: DistContext,
         device: torch.device, extra_config: dict | None = None) -> dict[str, Any]:
     """Train on ``train``, early-stop on ``valid``, write ``out/`` and return the report."""
-    t_start = time.monotonic()
+    clock = budget_clock(cfg.budget_clock)
+    t_start = clock()
     seed_everything(cfg.seed)
     set_cpu_threads(cfg.threads)
     out.mkdir(parents=True, exist_ok=True)
@@ -289,7 +321,7 @@ def fit(cfg: GnnConfig, collection: Collection, train: list[ProcessedGraph],
     if ctx.is_main:
         _write_config(cfg, out, ctx, extra_config)
     barrier(ctx)
-    loop = _loop(tr, collection, mine, valid, out, start, seconds - (time.monotonic() - t_start))
+    loop = _loop(tr, collection, mine, valid, out, start, seconds - (clock() - t_start))
     report = None
     if ctx.is_main:
         report = _final_report(tr, collection, valid, out, loop, len(train))
@@ -318,13 +350,14 @@ def _loop(tr: Trainer, collection: Collection, graphs: list[ProcessedGraph],
         per_step_graphs = _min_over_ranks(per_step_graphs, ctx, tr.device)
     cache, valid_cache = TensorCache(tr.device), TensorCache(tr.device)
     reserve = EvalReserve(valid, cfg.val_max_configs, cfg.final_val_max_configs)
-    t0, configs, running = time.monotonic(), 0, []
+    clock = budget_clock(cfg.budget_clock)
+    t0, configs, running = clock(), 0, []
     label = f"gnn {collection.name}" + (f" {out.name}" if out.name.startswith("fold") else "")
     bar = tqdm(total=cfg.steps, initial=start, desc=label, mininterval=5.0, leave=False,
                disable=not ctx.is_main)  # total follows the time budget's projected steps: ETA
     step, evaluated, stopped_by = start, start, tr.stopped_by or "steps"
     while step < cfg.steps and not tr.stopped_by:
-        spent = time.monotonic() - t0
+        spent = clock() - t0
         per_step = spent / (step - start) if step > start else 0.0
         left = seconds - spent - reserve.seconds(reserve.seconds_per_config(spent, configs),
                                                  pending_eval=step > evaluated)
@@ -345,20 +378,20 @@ def _loop(tr: Trainer, collection: Collection, graphs: list[ProcessedGraph],
         bar.total = tr.horizon.total
         bar.update(1)
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            t_eval = time.monotonic()
+            t_eval = clock()
             _evaluate_and_save(tr, collection, valid, valid_cache, out, step, running,
-                               time.monotonic() - t0, bar)
-            reserve.seconds_per_eval = time.monotonic() - t_eval
+                               clock() - t0, bar)
+            reserve.seconds_per_eval = clock() - t_eval
             running, evaluated = [], step
     if stopped_by == "time_budget" and not tr.stopped_by:
         tr.stopped_by = stopped_by  # final: a rerun resumes into the report, not more training
         if step > evaluated and running:  # keep what was trained since the last evaluation
             _evaluate_and_save(tr, collection, valid, valid_cache, out, step, running,
-                               time.monotonic() - t0, bar)
+                               clock() - t0, bar)
         elif ctx.is_main:
             save_checkpoint(out / "last.pt", tr.state(step))
     bar.close()
-    return LoopResult(seconds=time.monotonic() - t0, configs=int(mean_over_ranks(
+    return LoopResult(seconds=clock() - t0, configs=int(mean_over_ranks(
         configs, tr.ctx, tr.device) * tr.ctx.world_size), last_step=step, stopped_by=stopped_by)
 
 

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpurank.collections import Collection, parse_collections
+from tpurank.collections import Collection, held_collections
 from tpurank.config import StageConfig
 from models.predictions import run_name
 
@@ -30,7 +30,6 @@ DEFAULT_MODE: dict[str, str] = {
 class LgbmConfig(StageConfig):
     """LightGBM ranker on the per-config tabular features (``python -m models.lgbm train|predict``)."""
 
-    preset: str = ""  # no preset unless asked: then the field defaults below apply as they are
     collection: str = ""  # alias of --collections (wins when given)
     features_dir: str = ""  # default: WORK/features
     tag: str = ""  # optional run name: model "lgbm-<tag>" (kept apart from the default "lgbm")
@@ -99,13 +98,14 @@ class LgbmConfig(StageConfig):
                  "learning_rate": 0.03, "num_leaves": 63, "max_train_configs_per_graph": 10000,
                  "max_valid_configs_per_graph": 5000, "pairs_per_graph": 20000,
                  "valid_pairs_per_graph": 10000, "pair_refs": 32, "folds": 5,
-                 # a 9 h Kaggle session: 1 h of LightGBM beside the GNN's 6 h and the feature
-                 # build (BENCHMARKS.md, T4 projection)
+                 # a Kaggle session (docs/competition.md §2): 1 h of LightGBM beside the GNN's
+                 # 6 h and the feature build (BENCHMARKS.md, T4 projection)
                  "time_budget": 3600.0},
     }
 
     def selected_collections(self) -> list[Collection]:
-        return parse_collections(self.collection or self.collections)
+        """``--collection``/``--collections``; ``all`` = the collections the data root holds."""
+        return held_collections(self.data, self.collection or self.collections)
 
     def feature_root(self) -> Path:
         return Path(self.features_dir) if self.features_dir else Path(self.work) / "features"

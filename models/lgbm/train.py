@@ -28,10 +28,10 @@ from models.lgbm import ledger
 from models.lgbm.budget import Slicer, TimeBudget, training_weight
 from models.lgbm.config import LgbmConfig
 from models.lgbm.data import Rows, concat_rows, feature_columns, load_rows, truth_by_graph
-from models.lgbm.fit import fit_model, safe_names  # noqa: F401  (re-exported)
+from models.lgbm.fit import fit_model
 from models.lgbm.model import RankerModel
-from models.lgbm.runstate import (DONE_FILE, candidates, choose,  # noqa: F401
-                                  fingerprint, read_done, save_model, sibling, write_done)
+from models.lgbm.runstate import (DONE_FILE, candidates, choose, fingerprint, read_done, save_model,
+                                  sibling, write_done)
 from models.metrics import score_collection
 from models.predictions import predictions_path
 

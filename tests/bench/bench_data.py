@@ -33,7 +33,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from features.bigfile import write_layout_npz  # noqa: E402
+sys.path.insert(0, str(REPO / "tests" / "features"))
+from bigfile import write_layout_npz  # noqa: E402
 
 CHILD_PRELUDE = """
 import json, sys, time

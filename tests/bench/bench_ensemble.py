@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ensemble.blend import fit_weights
+from ensemble.weights import fit_weights
 from ensemble.submission import check_file, submission_rows, write_submission
 from tpurank.collections import COLLECTIONS, get_collection
 from models.predictions import normalise_costs

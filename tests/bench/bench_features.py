@@ -1,7 +1,7 @@
 """Feature-build benchmark (``make bench`` / ``python tests/bench/run.py features``).
 
 1. One huge layout graph — 40k nodes, 100k configs x 500 configurable nodes (a 3.4 GB npz written
-   by :func:`features.bigfile.write_layout_npz`) — built as a *train* graph (so config dedup runs)
+   by ``write_layout_npz`` of ``tests/features/bigfile.py``) — built as a *train* graph (so config dedup runs)
    with the full preset: cold (npz -> int8 cache conversion + features), features only (cache
    warm), and an unchanged rerun (cache hit). Each run is a fresh process; its peak RSS is
    reported. Targets: < 4 GB peak RSS, < 2 min.
@@ -45,7 +45,8 @@ def measured_build(args: list[str]) -> dict[str, float]:
 
 
 def big_root() -> Path:
-    from features.bigfile import write_layout_npz
+    sys.path.insert(0, str(REPO / "tests" / "features"))
+    from bigfile import write_layout_npz
     from tpurank.collections import get_collection
 
     root = BENCH_DIR / f"root-{NODES}-{CONFIGS}-{CONFIG_NODES}"

@@ -7,7 +7,14 @@ per step, for the ``quick`` model shape (and ``full`` on CUDA) — ``make bench`
 synthetic graphs (2k-40k nodes): each case runs in a fresh process (so peak RSS is its own) and
 records the bytes autograd saved for backward, the RSS growth at the end of the forward pass and
 the peak RSS growth over forward + backward, with and without activation checkpointing; the fit
-and the cases go to ``benchmarks/gnn_memory.json``."""
+and the cases go to ``benchmarks/gnn_memory.json``.
+
+``python tests/bench/bench_gnn.py speed`` compares the layout architectures (``--arch copy`` vs
+``factorized``) on kaggle-shaped programs of about 2k, 6k, 14k and 40k nodes before pruning
+(``features.sample`` motifs, about 350 configurable nodes, pruned and featurized by the feature
+pipeline): training steps per second at ``configs_per_step`` configs and prediction configs per
+second over 1,000 configs, both archs interleaved in one process so that their ratio is measured
+under the same load; ``benchmarks/gnn_speed.json``."""
 
 from __future__ import annotations
 
@@ -91,24 +98,151 @@ def current_rss_mb() -> float:
         return float("nan")
 
 
+# --- copy vs factorized speed on kaggle-shaped programs --------------------------------------
+
+SPEED_NODES = (2_000, 6_000, 14_000, 40_000)
+SPEED_CONFIGS = 1_000
+
+
+def kaggle_shaped_graph(target_nodes: int, seed: int = 0, configurable: int = 350,
+                        configs: int = SPEED_CONFIGS) -> ProcessedGraph:
+    """An xla program of about ``target_nodes`` nodes from the sample generator's motifs, with
+    ``configurable`` configurable nodes (fewer when it has fewer candidates) and random layout
+    configs, through the feature pipeline's node and config stages (default build: 1-hop pruning,
+    the configurable-node graph); unnormalised features, random targets."""
+    from features.buildconfig import BuildConfig
+    from features.io import Graph
+    from features.sample.files import _choose_configurable, _graph_arrays
+    from features.sample.layout_search import (_slot_spaces, encode_node_config_feat,
+                                               sample_layout_configs)
+    from features.sample.motifs import build_layout_graph
+    from features.stages import process_graph
+
+    rng = np.random.default_rng([seed, target_nodes])
+    fg = build_layout_graph("xla", rng, target_nodes)[0].finalize()
+    arrays = _graph_arrays(fg, rng)
+    ops = frozenset(("convolution", "dot", "reshape"))
+    ids = _choose_configurable(fg, rng, configurable, configurable, ops)
+    spaces = _slot_spaces(fg, ids)
+    feat = encode_node_config_feat(sample_layout_configs(rng, spaces, configs, "random"), spaces)
+    graph = Graph(node_feat=arrays["node_feat"], node_opcode=arrays["node_opcode"].astype(np.int64),
+                  edge_index=arrays["edge_index"].astype(np.int64),
+                  config_runtime=rng.integers(1_000, 100_000, size=configs),
+                  node_config_ids=ids.astype(np.int64), node_config_feat=feat)
+    cfg = dataclasses.replace(BuildConfig(), tabular=False)
+    g = process_graph(graph, "layout:xla:random", "valid", f"speed{target_nodes}", None, cfg)
+    g.meta["source_nodes"] = graph.num_nodes
+    return g
+
+
+def _cpu_and_wall(fn) -> tuple[float, float]:
+    cpu, wall = time.process_time(), time.perf_counter()
+    fn()
+    return time.process_time() - cpu, time.perf_counter() - wall
+
+
+def speed_cases(g: ProcessedGraph, archs: tuple[str, ...] = ("copy", "factorized"),
+                reps: int = 3) -> dict[str, dict]:
+    """Median seconds (process CPU and wall) of one quick-preset training step and of predicting
+    every config of ``g``, per freshly initialised ``arch`` model; the archs take turns in every
+    repetition, so that load on the machine falls on both alike."""
+    from models.gnn.infer import TensorCache, forward_configs, predict_costs
+
+    device = torch.device("cpu")
+    quick = {k: v for k, v in GnnConfig.PRESETS["quick"].items() if k in ("hidden", "layers")}
+    tensors = TensorCache(device).get(g)
+    target = np.asarray(g.target)
+    rng = np.random.default_rng(0)
+    runs = {}
+    for arch in archs:
+        cfg = dataclasses.replace(GnnConfig(), arch=arch, **quick)
+        model = RankerGNN(model_args_for(cfg, g))
+        runs[arch] = (cfg, model, make_optimizer(model, 1e-3, 1e-4), get_loss(cfg.loss))
+
+    def step(arch: str) -> None:
+        _, model, opt, loss_fn = runs[arch]
+        idx = np.sort(rng.choice(g.num_configs, STEP_CONFIGS, replace=False))
+        cost = forward_configs(model, g, tensors, idx, device)
+        opt.zero_grad()
+        loss_fn(cost, torch.as_tensor(target[idx])).backward()
+        opt.step()
+
+    def predict(arch: str) -> None:
+        predict_costs(runs[arch][1], g, runs[arch][0].predict_batch)
+
+    times: dict[str, dict[str, list]] = {a: {"train": [], "predict": []} for a in archs}
+    for arch in archs:
+        step(arch)  # warm-up
+    for _ in range(reps):
+        for arch in archs:
+            times[arch]["train"].append(_cpu_and_wall(lambda: step(arch)))
+            times[arch]["predict"].append(_cpu_and_wall(lambda: predict(arch)))
+    med = lambda xs, i: float(np.median([x[i] for x in xs]))  # noqa: E731
+    return {a: {"train_step_cpu_s": med(t["train"], 0), "train_step_wall_s": med(t["train"], 1),
+                "predict_cpu_s": med(t["predict"], 0), "predict_wall_s": med(t["predict"], 1)}
+            for a, t in times.items()}
+
+
+def speed_main() -> None:
+    import json
+
+    from tpurank.atomic import write_json
+    from tpurank.results.artifacts import bench_metadata
+
+    threads = int(os.environ.get("BENCH_THREADS", "1"))
+    torch.set_num_threads(threads)
+    rows, ratios = [], []
+    for nodes in SPEED_NODES:
+        g = kaggle_shaped_graph(nodes)
+        shape = {"target_nodes": nodes, "source_nodes": g.meta["source_nodes"],
+                 "kept_nodes": g.num_nodes, "configurable": len(g.config_node_pos),
+                 "config_links": int(len(g.config_graph))}
+        case = speed_cases(g)
+        for arch, r in case.items():
+            rows.append({**shape, "arch": arch,
+                         "train_steps_per_cpu_s": 1 / r["train_step_cpu_s"],
+                         "predict_configs_per_cpu_s": g.num_configs / r["predict_cpu_s"],
+                         "train_steps_per_s": 1 / r["train_step_wall_s"],
+                         "predict_configs_per_s": g.num_configs / r["predict_wall_s"]})
+            print(json.dumps(rows[-1]), flush=True)
+        c, f = case["copy"], case["factorized"]
+        ratios.append({**shape, "train_speedup_cpu": c["train_step_cpu_s"] / f["train_step_cpu_s"],
+                       "predict_speedup_cpu": c["predict_cpu_s"] / f["predict_cpu_s"],
+                       "train_speedup_wall": c["train_step_wall_s"] / f["train_step_wall_s"],
+                       "predict_speedup_wall": c["predict_wall_s"] / f["predict_wall_s"]})
+        print(json.dumps(ratios[-1]), flush=True)
+    write_json(Path("benchmarks") / "gnn_speed.json",
+               {**bench_metadata("python tests/bench/bench_gnn.py speed"), "threads": threads,
+                "configs_per_step": STEP_CONFIGS, "rows": rows,
+                "tables": {"factorized speed-up over copy (same process, interleaved)": {"rows": ratios}}})
+
+
 # --- memory model check -----------------------------------------------------------------------
 
-MEMORY_CASES = [  # (kept nodes, configs per step, hidden, layers, activation checkpointing)
-    (2_000, 32, 64, 3, False), (10_000, 16, 64, 3, False), (20_000, 8, 64, 3, False),
-    (40_000, 4, 64, 3, False), (10_000, 16, 64, 1, False), (10_000, 16, 32, 3, False),
-    (40_000, 4, 64, 3, True), (10_000, 16, 64, 3, True),
+MEMORY_CASES = [  # (kept nodes, configs per step, hidden, layers, activation checkpointing, arch)
+    (2_000, 32, 64, 3, False, "copy"), (10_000, 16, 64, 3, False, "copy"),
+    (20_000, 8, 64, 3, False, "copy"), (40_000, 4, 64, 3, False, "copy"),
+    (10_000, 16, 64, 1, False, "copy"), (10_000, 16, 32, 3, False, "copy"),
+    (40_000, 4, 64, 3, True, "copy"), (10_000, 16, 64, 3, True, "copy"),
+    # factorized: the trunk's n nodes once, the head's 350 configurable nodes per config
+    (2_000, 64, 64, 3, False, "factorized"), (2_000, 256, 64, 3, False, "factorized"),
+    (10_000, 64, 64, 3, False, "factorized"), (10_000, 256, 64, 3, False, "factorized"),
+    (40_000, 64, 64, 3, False, "factorized"), (10_000, 128, 32, 3, False, "factorized"),
 ]
+MEMORY_CONFIGURABLE = 350
 
 
-def memory_case(nodes: int, configs: int, hidden: int, layers: int, ckpt: bool) -> dict:
+def memory_case(nodes: int, configs: int, hidden: int, layers: int, ckpt: bool,
+                arch: str = "copy") -> dict:
     """One training step of a layout model on a synthetic graph; memory figures in MiB."""
     import dataclasses as dc
 
     from models.training import checkpoint_module_lists
 
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "1")))
-    cfg = dc.replace(GnnConfig(), hidden=hidden, layers=layers, cross_attn=True)
-    g = synthetic_layout_graph(nodes=nodes, configurable=350, configs=max(64, configs))
+    cfg = dc.replace(GnnConfig(), hidden=hidden, layers=layers, cross_attn=True, arch=arch)
+    g = synthetic_layout_graph(nodes=nodes, configurable=MEMORY_CONFIGURABLE,
+                               configs=max(64, configs))
     model = RankerGNN(model_args_for(cfg, g))
     if ckpt:
         checkpoint_module_lists(model)
@@ -124,15 +258,18 @@ def memory_case(nodes: int, configs: int, hidden: int, layers: int, ckpt: bool) 
     base = current_rss_mb()
     start = time.perf_counter()
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
-        cost = model(t.node_feat, t.node_opcode, t.edge_index, feats, t.config_node_pos)
+        cost = model(t.node_feat, t.node_opcode, t.edge_index, feats, t.config_node_pos,
+                     links=t.links)
     forward_rss = current_rss_mb() - base
     cost.float().sum().backward()
     seconds = time.perf_counter() - start
     peak = peak_memory_mb(torch.device("cpu")) - base
-    return {"nodes": nodes, "configs": configs, "hidden": hidden, "layers": layers,
+    return {"arch": arch, "nodes": nodes, "configs": configs, "hidden": hidden, "layers": layers,
             "activation_checkpointing": ckpt, "saved_mb": sum(saved.values()) / 2**20,
             "forward_rss_mb": forward_rss, "peak_rss_growth_mb": peak, "step_seconds": seconds,
-            "node_copies": nodes * configs}
+            "node_copies": nodes * configs if arch == "copy" else nodes,
+            "head_rows": MEMORY_CONFIGURABLE * configs if arch == "factorized" else 0,
+            "config_links": int(t.links.hops.numel()) if t.links is not None else 0}
 
 
 def _alpha(case: dict, key: str) -> float:
@@ -143,8 +280,14 @@ def fit_memory_model(cases: list[dict]) -> dict:
     """alpha = bytes per (kept node x config x hidden unit), per layer count and as
     ``alpha0 + alpha1 * layers``: from the bytes autograd saved for backward (the activations;
     the stable measure) and, as a check, from the peak RSS growth over forward + backward."""
-    out: dict = {"basis": "CPU float32, SAGE, meanmax pool, cross attention; "
-                          "alpha in bytes per kept node x config x hidden unit"}
+    out: dict = {"basis": "CPU float32, SAGE, meanmax pool, cross attention; copy: alpha in bytes "
+                          "per kept node x config x hidden unit; factorized: trunk bytes per kept "
+                          "node x hidden unit + head bytes per configurable node x config x "
+                          "hidden unit"}
+    factorized = [c for c in cases if c.get("arch") == "factorized"]
+    cases = [c for c in cases if c.get("arch", "copy") == "copy"]
+    if factorized:
+        out["factorized"] = fit_factorized(factorized)
     for key in ("saved_mb", "peak_rss_growth_mb"):
         plain = [c for c in cases if not c["activation_checkpointing"]]
         layers = np.array([c["layers"] for c in plain], dtype=float)
@@ -162,13 +305,31 @@ def fit_memory_model(cases: list[dict]) -> dict:
     return out
 
 
+def fit_factorized(cases: list[dict]) -> dict:
+    """Least squares ``bytes = (trunk * kept nodes + (head * configurable nodes + link * links)
+    * configs) * hidden`` (3 trunk layers, 2 head layers), from the bytes saved for backward and,
+    as a check, the peak RSS growth."""
+    out = {}
+    for key in ("saved_mb", "peak_rss_growth_mb"):
+        a = np.array([[c["nodes"], c["head_rows"], c["config_links"] * c["configs"]]
+                      for c in cases], float) * np.array([[c["hidden"]] for c in cases], float)
+        y = np.array([c[key] * 2**20 for c in cases])
+        coef, *_ = np.linalg.lstsq(a, y, rcond=None)
+        pred = a @ coef
+        out[key] = {"trunk_bytes_per_node_hidden": float(coef[0]),
+                    "head_bytes_per_configurable_node_config_hidden": float(coef[1]),
+                    "link_bytes_per_link_config_hidden": float(coef[2]),
+                    "worst_relative_error": float(np.max(np.abs(pred - y) / y))}
+    return out
+
+
 def memory_main() -> None:
     import json
     import subprocess
     import sys
 
     from tpurank.atomic import write_json
-    from tpurank.results import bench_metadata
+    from tpurank.results.artifacts import bench_metadata
 
     cases = []
     for case in MEMORY_CASES:
@@ -178,7 +339,7 @@ def memory_main() -> None:
                              env={**os.environ, "OMP_NUM_THREADS": os.environ.get("BENCH_THREADS", "1")})
         r = json.loads(out.stdout.strip().splitlines()[-1])
         cases.append(r)
-        print(f"  {r['nodes']:6d} nodes x {r['configs']:3d} configs, hidden {r['hidden']}, "
+        print(f"  {r['arch']:10s} {r['nodes']:6d} nodes x {r['configs']:3d} configs, hidden {r['hidden']}, "
               f"{r['layers']} layers, ckpt {int(r['activation_checkpointing'])}: saved "
               f"{r['saved_mb']:.0f} MiB, forward RSS +{r['forward_rss_mb']:.0f} MiB, peak RSS "
               f"+{r['peak_rss_growth_mb']:.0f} MiB, {r['step_seconds']:.2f} s/step", flush=True)
@@ -192,20 +353,46 @@ def memory_main() -> None:
 # --- projected T4 wall time of PRESET=full on the real data ------------------------------------
 
 # Stated assumptions (not measurements): NVIDIA T4 datasheet peaks and the efficiencies assumed
-# for this workload; the real-data shape from SPEC §2 (1-hop pruned layout graphs ~2.1k nodes).
+# for this workload; the real-data shape from docs/competition.md §2 (1-hop pruned layout graphs ~2.1k nodes).
 T4 = {"fp32_tflops_peak": 8.1, "hbm_gb_s_peak": 320.0, "flop_efficiency": 0.5,
-      "bandwidth_efficiency": 0.6, "activation_passes": 3.0}
-REAL = {"layout_collections": 4, "pruned_nodes": 2100, "valid_test_configs_per_layout": 1.0e6,
+      "bandwidth_efficiency": 0.6, "activation_passes": 3.0, "seconds_per_op": 2e-5}
+REAL = {"layout_collections": 4, "pruned_nodes": 2100, "configurable_nodes": 350,
+        "config_links": 350,
+        "valid_test_configs_per_layout": 1.0e6,
         "tile_collections": 1, "layout_train_graphs": 535, "layout_test_configs": 50_000}
 
 
+class OpCounter:
+    """Counts the ATen operators a block dispatches (about one GPU kernel launch each)."""
+
+    def __init__(self) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        counter = self
+
+        class _Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                counter.ops += 1
+                return func(*args, **(kwargs or {}))
+
+        self.ops = 0
+        self.mode = _Mode()
+
+    def __enter__(self) -> "OpCounter":
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.mode.__exit__(*exc)
+
+
 def step_flops_and_seconds(nodes: int, configs: int, hidden: int, layers: int,
-                           steps: int = 2) -> tuple[float, float]:
-    """Matmul FLOPs of one training step (forward + backward, FlopCounterMode) and its median CPU
-    seconds over ``steps`` steps after a warm-up step."""
+                           steps: int = 2, arch: str = "factorized") -> tuple[float, float, int]:
+    """Matmul FLOPs of one training step (forward + backward, FlopCounterMode), its median CPU
+    seconds over ``steps`` steps after a warm-up step, and the ATen operators it dispatches."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    cfg = dataclasses.replace(GnnConfig(), hidden=hidden, layers=layers)
+    cfg = dataclasses.replace(GnnConfig(), hidden=hidden, layers=layers, arch=arch)
     g = synthetic_layout_graph(nodes=nodes, configurable=350, configs=max(configs, 128))
     model = RankerGNN(model_args_for(cfg, g))
     t = graph_tensors(g, torch.device("cpu"))
@@ -217,13 +404,18 @@ def step_flops_and_seconds(nodes: int, configs: int, hidden: int, layers: int,
         start = time.perf_counter()
         with counter if counter is not None else contextlib.nullcontext():
             cost = model(t.node_feat, t.node_opcode, t.edge_index,
-                         config_rows(g, idx, torch.device("cpu")), t.config_node_pos)
+                         config_rows(g, idx, torch.device("cpu")), t.config_node_pos, links=t.links)
             loss_fn(cost, torch.as_tensor(g.target[idx])).backward()
         if counter is not None:
             flops = float(counter.get_total_flops())
         else:
             times.append(time.perf_counter() - start)
-    return flops, float(np.median(times))
+    with OpCounter() as ops:
+        cost = model(t.node_feat, t.node_opcode, t.edge_index,
+                     config_rows(g, np.arange(configs), torch.device("cpu")), t.config_node_pos,
+                     links=t.links)
+        loss_fn(cost, torch.as_tensor(g.target[:configs])).backward()
+    return flops, float(np.median(times)), ops.ops
 
 
 def project_main() -> None:
@@ -232,9 +424,10 @@ def project_main() -> None:
     import json
 
     from tpurank.atomic import write_json
-    from tpurank.results import bench_metadata
+    from tpurank.results.artifacts import bench_metadata
 
     full = GnnConfig.PRESETS["full"]
+    arch = str(full.get("arch", GnnConfig().arch))
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "1")))
     nodes, configs = REAL["pruned_nodes"], int(full["configs_per_step"])
     path = Path("benchmarks") / "gnn_t4_projection.json"
@@ -242,11 +435,14 @@ def project_main() -> None:
     if reuse:
         old = json.loads(path.read_text())
         flops, cpu_s = old["measured"]["step_flops"], old["measured"]["cpu_seconds_per_step"]
+        ops = old["measured"]["step_ops"]
         measured_at, threads = old["measured"].get("measured_at", old["git_sha"]), old["threads"]
     else:
-        flops, cpu_s = step_flops_and_seconds(nodes, configs, int(full["hidden"]), int(full["layers"]))
+        flops, cpu_s, ops = step_flops_and_seconds(nodes, configs, int(full["hidden"]),
+                                                   int(full["layers"]), arch=arch)
         measured_at, threads = git_sha(), torch.get_num_threads()
-    result = t4_projection(flops, cpu_s, nodes, configs, int(full["hidden"]), int(full["layers"]))
+    result = t4_projection(flops, cpu_s, nodes, configs, int(full["hidden"]), int(full["layers"]),
+                           arch, ops)
     result["measured"]["measured_at"] = measured_at
     result["kaggle_session"] = session_hours(result["t4"])
     print(json.dumps(result, indent=1))
@@ -283,24 +479,42 @@ def session_hours(t4: dict) -> dict:
     return out
 
 
+def activation_bytes(arch: str, nodes: int, configs: int, hidden: int, layers: int) -> tuple[float, dict]:
+    """Bytes a training step keeps for backward under the measured memory model
+    (``benchmarks/gnn_memory.json``) and the coefficients used."""
+    import json
+
+    model = json.loads((Path("benchmarks") / "gnn_memory.json").read_text())["model"]
+    if arch == "factorized":
+        fit = model["factorized"]["saved_mb"]
+        trunk = fit["trunk_bytes_per_node_hidden"] * layers / 3  # fitted at 3 trunk layers
+        head = fit["head_bytes_per_configurable_node_config_hidden"]
+        link = fit["link_bytes_per_link_config_hidden"]
+        per_config = head * REAL["configurable_nodes"] + link * REAL["config_links"]
+        return (trunk * nodes + per_config * configs) * hidden, \
+            {"trunk_bytes": trunk, "head_bytes": head, "link_bytes": link}
+    memory = model["saved_mb"]
+    alpha = memory["alpha0"] + memory["alpha1_per_layer"] * layers
+    return alpha * nodes * configs * hidden, {"alpha_bytes": alpha}
+
+
 def t4_projection(flops: float, cpu_seconds: float, nodes: int, configs: int, hidden: int,
-                  layers: int) -> dict:
-    """T4 seconds per step = max(FLOPs / (peak * flop_eff), bytes / (bandwidth * bw_eff)), with
-    FLOPs measured (FlopCounterMode) and bytes = activation_passes x the memory model's
-    activations (alpha(layers) * nodes * configs * hidden, alpha from benchmarks/gnn_memory.json);
+                  layers: int, arch: str = "copy", ops: int = 0) -> dict:
+    """T4 seconds per step = max(FLOPs / (peak * flop_eff), bytes / (bandwidth * bw_eff)) + ops x
+    seconds_per_op, with FLOPs and the step's ATen operators measured (FlopCounterMode, a dispatch
+    counter; eager PyTorch launches about one kernel per operator, which dominates small steps)
+    and bytes = activation_passes x the memory model's activations (:func:`activation_bytes`,
+    fitted in benchmarks/gnn_memory.json);
     training = min(time_budget, collections x folds x steps x step); prediction = configs to score x
     forward seconds per config (a third of a training step's per-config time), where the configs
     to score are the valid and test configs, the out-of-fold configs of the train graphs
     (``oof_max_configs`` each) and the test configs once more for every further fold model."""
-    import json
-
     full = GnnConfig.PRESETS["full"]
-    memory = json.loads((Path("benchmarks") / "gnn_memory.json").read_text())["model"]["saved_mb"]
-    alpha = memory["alpha0"] + memory["alpha1_per_layer"] * layers
-    act_bytes = alpha * nodes * configs * hidden
+    act_bytes, coefficients = activation_bytes(arch, nodes, configs, hidden, layers)
     t_flops = flops / (T4["fp32_tflops_peak"] * 1e12 * T4["flop_efficiency"])
     t_bytes = T4["activation_passes"] * act_bytes / (T4["hbm_gb_s_peak"] * 1e9 * T4["bandwidth_efficiency"])
-    step = max(t_flops, t_bytes)
+    t_ops = ops * T4["seconds_per_op"]  # launch and scheduling: what small kernels cost on a GPU
+    step = max(t_flops, t_bytes) + t_ops
     steps = int(full["steps"])
     train_unbounded = REAL["layout_collections"] * int(full["folds"]) * steps * step  # a model per fold
     train = min(float(full["time_budget"]), train_unbounded)
@@ -308,14 +522,16 @@ def t4_projection(flops: float, cpu_seconds: float, nodes: int, configs: int, hi
               + REAL["layout_train_graphs"] * int(full["oof_max_configs"])
               + (int(full["folds"]) - 1) * REAL["layout_test_configs"])
     predict = scored * step / configs / 3
-    return {"measured": {"nodes": nodes, "configs": configs, "hidden": hidden, "layers": layers,
-                         "step_flops": flops, "cpu_seconds_per_step": cpu_seconds,
+    return {"measured": {"arch": arch, "nodes": nodes, "configs": configs, "hidden": hidden,
+                         "layers": layers, "step_flops": flops, "step_ops": ops,
+                         "cpu_seconds_per_step": cpu_seconds,
                          "cpu_effective_gflops": flops / cpu_seconds / 1e9},
-            "assumptions": {**T4, **REAL, "alpha_bytes": alpha,
+            "assumptions": {**T4, **REAL, **coefficients,
                             "note": "tile (late join, one message pass per kernel) not counted: "
                                     "it is a small fraction of the layout cost"},
             "t4": {"activation_gb_per_step": act_bytes / 1e9, "seconds_per_step_flops": t_flops,
-                   "seconds_per_step_bandwidth": t_bytes, "seconds_per_step": step,
+                   "seconds_per_step_bandwidth": t_bytes, "seconds_per_step_ops": t_ops,
+                   "seconds_per_step": step,
                    "speedup_over_this_cpu": cpu_seconds / step,
                    "train_hours_unbounded": train_unbounded / 3600, "train_hours": train / 3600,
                    "configs_scored": scored, "predict_hours": predict / 3600}}
@@ -341,4 +557,4 @@ def main() -> None:
 if __name__ == "__main__":
     import sys
 
-    {"memory": memory_main, "project": project_main}.get(sys.argv[1] if sys.argv[1:] else "", main)()
+    {"memory": memory_main, "project": project_main, "speed": speed_main}.get(sys.argv[1] if sys.argv[1:] else "", main)()

@@ -37,9 +37,18 @@ def report_rows(label: str, path: Path) -> list[dict]:
                              "variant": name, "overrides": ",".join(f"{k}={v}" for k, v in
                                                                     data["variants"][name].items()),
                              "seed": seed, "oof": run["score"], "official_valid": run.get("valid"),
+                             "oof_low_decile": low_decile(run.get("per_graph")),
                              "train_s": round(run["seconds"], 1), "folds": cfg["folds"],
                              "steps": cfg["steps"]})
     return rows
+
+
+def low_decile(per_graph: dict[str, float] | None) -> float | None:
+    """Mean of the lowest tenth (at least one) of the per-graph OOF scores: the tail."""
+    if not per_graph:
+        return None
+    scores = np.sort(np.asarray(list(per_graph.values()), dtype=float))
+    return float(scores[:max(1, len(scores) // 10)].mean())
 
 
 def _cell(values: list[float]) -> str:
@@ -62,6 +71,8 @@ def summary(rows: list[dict], base: str) -> list[dict]:
                    "OOF (mean ± sd over seeds)": _cell([r["oof"] for r in runs]),
                    "official valid": _cell([r["official_valid"] for r in runs
                                             if r["official_valid"] is not None] or [np.nan]),
+                   "OOF lowest decile": _cell([r["oof_low_decile"] for r in runs
+                                               if r.get("oof_low_decile") is not None] or [np.nan]),
                    "seeds": len(runs)}
             if name != base and diffs:
                 row[f"OOF − {base}"] = f"{np.mean(diffs):+.3f}"
@@ -72,7 +83,7 @@ def summary(rows: list[dict], base: str) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     from tpurank.atomic import write_json
-    from tpurank.results import bench_metadata
+    from tpurank.results.artifacts import bench_metadata
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--report", nargs=2, action="append", required=True, metavar=("LABEL", "JSON"),
@@ -91,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     write_json(a.out, {**bench_metadata(command), "notes": notes,
                        "tables": {"Per variant (mean ± sd over seeds)": {"rows": table, "columns": [
                            "physics", "collection", "variant", "seeds", "OOF (mean ± sd over seeds)",
-                           f"OOF − {a.base}", f"beats {a.base} in", "official valid"]}},
+                           f"OOF − {a.base}", f"beats {a.base} in", "OOF lowest decile",
+                           "official valid"]}},
                        "per_seed": rows})
     for row in table:
         print(row)

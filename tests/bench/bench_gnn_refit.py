@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     from models.training import set_cpu_threads
     from tpurank.atomic import write_json
-    from tpurank.results import bench_metadata
+    from tpurank.results.artifacts import bench_metadata
 
     set_cpu_threads(a.threads)
     rows = [r for data, work in a.run for r in compare(data, work, a.tag, a.collections)]

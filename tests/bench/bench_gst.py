@@ -44,7 +44,7 @@ from models.gnn.model import RankerGNN  # noqa: E402
 from models.gnn.train import model_args_for  # noqa: E402
 from models.losses import get_loss  # noqa: E402
 from tpurank.atomic import write_json  # noqa: E402
-from tpurank.results import bench_metadata  # noqa: E402
+from tpurank.results.artifacts import bench_metadata  # noqa: E402
 
 STEP_CONFIGS, POOL_CONFIGS, NODE_DIM = 64, 256, 140
 

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from tpurank.atomic import write_json  # noqa: E402
 from tpurank.collections import get_collection  # noqa: E402
 from tpurank.config import apply_overrides  # noqa: E402
-from tpurank.results import bench_metadata  # noqa: E402
+from tpurank.results.artifacts import bench_metadata  # noqa: E402
 from models.gnn.config import GnnConfig  # noqa: E402
 from models.gnn.experiment import parse_variants  # noqa: E402
 from models.gnn.folds import (fold_dir, get_plan, labelled_graphs, train_folds,  # noqa: E402

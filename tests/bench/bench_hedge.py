@@ -1,118 +1,122 @@
-"""Tile top-5 hedging (``ensemble.hedge``) on out-of-fold predictions (issue 12).
+"""Tile top 5: the portfolio (``ensemble.hedge``) against the weighted-average blend and each model
+alone, out of fold, by the mean and by the worst 5 % of kernels (issue 22).
 
-For each given run's tile OOF predictions (every labelled graph scored by a fold model that never
-saw it), the top-5 score of the plain ranking is compared with the hedged one for each
-``per_group`` (at most that many of the five from one predicted tile-count group), with each
-ranking's worst graph (the tile score is unbounded below). Nothing is
-fitted: the hedge is a fixed rule, so the OOF score is held-out for every setting, and no test
-runtime is read.
+Per run (a WORK trained with ``--folds K``), on the tile OOF predictions of every labelled kernel:
 
-    python tests/bench/bench_hedge.py --run LABEL DATA WORK MODEL_RUN [--run ...] \\
-        [--per-group 1,2,3] [--out benchmarks/hedge.json]
+* ``gnn``, ``lgbm``: each model's own OOF ranking (nothing fitted);
+* ``average``: the weighted-average blend, weights fitted on the other folds (nested, as the
+  blend stage reports it), with the selection criterion of each ``--tail-weights`` value;
+* ``portfolio``: the five slots shared among gnn, lgbm and that average, fitted on the other
+  folds by the same criterion (:func:`ensemble.hedge.nested_portfolio`);
+* ``portfolio (unguarded)``: the fitted slots even where they do not beat the average alone on
+  left-out kernels (the guard of :func:`ensemble.hedge.fit_portfolio` off);
+* ``portfolio (models)``: the slots shared among the models only.
 
-e.g. ``--run tpu data/sample-small work/sample-small-quick lgbm@seed0``. Writes one row per run
-and a table of the mean ± sd over the runs of each label (physics).
+Every number is held out: the kernel is scored by fold models that never saw it, with weights
+and slots fitted without its fold. No test runtime is read.
+
+    python tests/bench/bench_hedge.py --run LABEL DATA WORK SEED [--run ...] \\
+        [--tail-weights 0,0.5] [--out benchmarks/hedge.json]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import oof_bench  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from oof_bench import per_graph, spread, summarise  # noqa: E402
 
 
-def run_scores(data: str, work: str, run: str, settings: list[int]) -> dict:
-    """Mean OOF tile score of one model run, plain and hedged with each ``per_group``."""
-    from ensemble.hedge import graph_groups, hedged_costs
-    from ensemble.oof import labelled_truth
-    from features.io import discover
-    from models.metrics import tile_score
-    from models.predictions import read_oof
-    from tpurank.collections import get_collection
+NOTES = ("worst 5%: the mean of the worst 5 % of kernels. \"≥ … in\": in how many runs (seeds) the "
+         "method is at least the average blend of the same tail weight, or the better single "
+         "model by its worst 5 %. slots: per fold (fitted without it), the slots of gnn / lgbm / "
+         "the average (models: gnn / lgbm).")
 
-    coll = get_collection("tile:xla")
-    truth = labelled_truth(data, coll)
-    paths = {gf.stem: gf.path for gf in discover(data, [coll], ["train", "valid"])}
-    oof = read_oof(Path(work) / "preds", run, coll)
-    per = {f"per_group={k}" if k else "plain": [] for k in [0, *settings]}
-    stems, corr = [], []
-    changed = {k: 0 for k in settings}
-    for stem, (rows, cost) in sorted(oof.items()):
-        rows = np.asarray(rows, dtype=np.int64)
-        target = np.asarray(truth[stem], dtype=np.float64)[rows]
-        if len(rows) < 2 or np.ptp(target) <= 0:
-            continue
-        groups = graph_groups(paths[stem])[rows]
-        plain = tile_score(cost, target)
-        per["plain"].append(plain)
-        stems.append(stem)
-        corr.append(float(np.corrcoef(cost, target)[0, 1]) if np.ptp(cost) > 0 else 0.0)
-        for k in settings:
-            hedged = tile_score(hedged_costs(cost, groups, k), target)
-            per[f"per_group={k}"].append(hedged)
-            changed[k] += int(hedged != plain)
-    out = {name: float(np.mean(v)) for name, v in per.items()}
-    # the tile score is unbounded below (2 - rt/best): one inverted kernel moves the mean a lot
-    out.update({f"worst graph ({name})": float(np.min(v)) for name, v in per.items()})
-    worst = int(np.argmin(per["plain"]))
-    out["worst graph"] = stems[worst]
-    out["its cost/runtime correlation"] = corr[worst]
-    out["graphs"] = len(per["plain"])
-    out.update({f"graphs changed (per_group={k})": n for k, n in changed.items()})
+
+def methods(inputs: oof_bench.OofInputs, tail_weights: list[float]) -> dict[str, dict]:
+    """``{method: {"mean", "worst 5%", "slots"?}}`` for one run."""
+    from ensemble.hedge import nested_portfolio
+    from ensemble.oof import nested_blend
+    from ensemble.weights import BlendConfig, Criterion, GraphScorer
+
+    coll, normed, truth, fold_of = inputs.coll, inputs.normed, inputs.truth, inputs.fold_of
+    out = {name: summarise(per_graph(coll, m, truth)) for name, m in zip(inputs.names, normed)}
+    scorer = GraphScorer(coll, normed, truth)
+    defaults = BlendConfig()
+    for lam in tail_weights:
+        crit = Criterion(lam, defaults.tail_fraction)
+        tag = f" (tail weight {lam:g})"
+        nested = nested_blend(coll, normed, truth, fold_of, defaults.grid_step, defaults.alphas,
+                              scorer, crit)
+        out["average" + tag] = summarise(per_graph(coll, nested.costs, truth))
+        for label, with_blend, guard in (("portfolio", True, True),
+                                         ("portfolio (unguarded)", True, False),
+                                         ("portfolio (models)", False, True)):
+            port = nested_portfolio(normed, inputs.names, truth, fold_of, nested.weights, crit,
+                                    with_blend=with_blend, guard=guard)
+            out[label + tag] = dict(summarise(per_graph(coll, port.costs, truth)),
+                                    slots=" ".join("/".join(map(str, c)) for c in port.counts.values()))
     return out
 
 
-def summary(rows: list[dict], settings: list[int]) -> list[dict]:
-    """Mean ± sd over the runs of each label, and how many runs each setting beats plain in."""
+def table(rows: list[dict]) -> list[dict]:
+    """Per label and method: mean ± sd over runs of the mean and of the worst 5 %, and in how
+    many runs it is at least the average blend's (same tail weight) and the better model's."""
     out = []
     for label in sorted({r["label"] for r in rows}):
         mine = [r for r in rows if r["label"] == label]
-        row = {"label": label, "runs": len(mine)}
-        for name in ["plain", *[f"per_group={k}" for k in settings]]:
-            vals = np.array([r[name] for r in mine])
-            sd = float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0
-            row[name] = f"{vals.mean():.4f} ± {sd:.4f}"
-            if name != "plain":
-                row[f"{name} better in"] = f"{sum(r[name] > r['plain'] for r in mine)} of {len(mine)}"
-        out.append(row)
+        for method in mine[0]["methods"]:
+            vals = [r["methods"][method] for r in mine]
+            row = {"label": label, "method": method, "runs": len(mine),
+                   "mean": spread([v["mean"] for v in vals]),
+                   "worst 5%": spread([v["worst 5%"] for v in vals])}
+            tag = method[method.find(" (tail weight"):] if " (tail weight" in method else ""
+            ref = "average" + tag if tag and method.startswith("portfolio") else None
+            if ref:
+                row["mean ≥ average in"] = sum(
+                    r["methods"][method]["mean"] >= r["methods"][ref]["mean"] - 1e-12 for r in mine)
+                row["worst 5% ≥ average in"] = sum(
+                    r["methods"][method]["worst 5%"] >= r["methods"][ref]["worst 5%"] - 1e-12 for r in mine)
+            best_model = [max(r["methods"][m]["worst 5%"] for m in r["models"]) for r in mine]
+            row["worst 5% ≥ better model in"] = sum(
+                r["methods"][method]["worst 5%"] >= b - 1e-12 for r, b in zip(mine, best_model))
+            out.append(row)
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ensemble.weights import BlendConfig
     from tpurank.atomic import write_json
-    from tpurank.results import bench_metadata
+    from tpurank.collections import get_collection
+    from tpurank.results.artifacts import bench_metadata
 
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--run", nargs=4, action="append", required=True,
-                   metavar=("LABEL", "DATA", "WORK", "MODEL_RUN"),
-                   help="a label (e.g. the physics), the data root, the WORK and the model run "
-                        "(e.g. lgbm@seed0, gnn@seed1, blend) whose tile OOF predictions are scored")
-    p.add_argument("--per-group", default="1,2,3", help="comma list of per_group settings to try")
-    p.add_argument("--out", default=str(ROOT / "benchmarks" / "hedge.json"), help="artifact written")
-    args = p.parse_args(argv)
-    settings = [int(s) for s in args.per_group.split(",") if s.strip()]
+    args, tail_weights, command = oof_bench.parse_args(__doc__, argv, "0,0.5", "hedge")
+    coll = get_collection("tile:xla")
     rows = []
-    for label, data, work, run in args.run:
-        scores = run_scores(data, work, run, settings)
-        rows.append({"label": label, "data": Path(data).name, "work": Path(work).name, "run": run,
-                     **scores})
+    for label, data, work, seed in args.run:
+        inputs = oof_bench.load(data, work, int(seed), coll)
+        if inputs is None:
+            raise SystemExit(f"{work}: no tile OOF predictions of gnn and lgbm")
+        rows.append({"label": label, "data": Path(data).name, "seed": int(seed),
+                     "graphs": len(inputs.truth), "models": inputs.names,
+                     "methods": methods(inputs, tail_weights)})
         print(json.dumps(rows[-1]), flush=True)
-    command = "python tests/bench/bench_hedge.py " + " ".join(
-        f"--run {' '.join(r)}" for r in args.run) + f" --per-group {args.per_group}"
-    table = summary(rows, settings)
-    names = ["plain", *[f"per_group={k}" for k in settings]]
-    columns = (["label", "data", "work", "run", "graphs", *names]
-               + [f"worst graph ({n})" for n in names] + ["worst graph", "its cost/runtime correlation"]
-               + [f"graphs changed (per_group={k})" for k in settings])
-    write_json(args.out, {**bench_metadata(command), "rows": rows, "columns": columns,
-                          "tables": {"Mean over runs (OOF tile score)": {"rows": table}}})
-    for row in table:
+    default = f" (tail weight {BlendConfig().tile_tail_weight:g})"  # per run: the default criterion only
+    per_run = [{"label": r["label"], "data": r["data"], "seed": r["seed"], "graphs": r["graphs"],
+                "method": m, **v} for r in rows for m, v in r["methods"].items()
+               if m in r["models"] or m.endswith(default)]
+    summary_columns = ["label", "method", "runs", "mean", "worst 5%", "mean ≥ average in",
+                       "worst 5% ≥ average in", "worst 5% ≥ better model in"]
+    write_json(args.out, {**bench_metadata(command), "raw": rows, "notes": NOTES, "tables": {
+        "Mean ± sd over seeds (tile OOF score, nested)": {"rows": table(rows), "columns": summary_columns},
+        "Per run (the default tile tail weight)": {
+            "rows": per_run,
+            "columns": ["label", "data", "seed", "graphs", "method", "mean", "worst 5%", "slots"]}}})
+    for row in table(rows):
         print(row)
     return 0
 

@@ -15,8 +15,8 @@ from tpurank.config import with_preset
 from features.processed import tabular_path
 from models.lgbm.config import LgbmConfig
 from models.lgbm.data import load_rows
-from models.lgbm.toy import write_toy_features
-from models.lgbm.train import fit_model
+from toy_features import write_toy_features
+from models.lgbm.fit import fit_model
 
 ROUNDS = 100
 

@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "refit.json"))
     a = p.parse_args(argv)
     from tpurank.atomic import write_json
-    from tpurank.results import bench_metadata
+    from tpurank.results.artifacts import bench_metadata
 
     rows = [r for data, work in a.run for r in compare(data, work)]
     table = summary(rows)

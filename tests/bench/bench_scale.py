@@ -52,7 +52,9 @@ def run_stage(name: str, cmd: list[str]) -> dict[str, object]:
 def hidden_test_means(work: Path) -> dict[str, float]:
     """Per model, the mean over collections of the sample's hidden-test score, from the newest
     ``ensemble report`` of a run (``make run`` writes its run folder beside the submission)."""
-    from tpurank.results import ArtifactError, collection_mean, newest_report
+    from tpurank.results.artifacts import ArtifactError
+    from tpurank.results.capture import newest_report
+    from tpurank.results.scores import collection_mean
 
     try:
         scores = json.loads(newest_report(work).read_text()).get("hidden_test") or {}
@@ -150,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(a.out)
         out.parent.mkdir(parents=True, exist_ok=True)
         from tpurank.atomic import write_json
-        from tpurank.results import bench_metadata
+        from tpurank.results.artifacts import bench_metadata
 
         runs = json.loads(out.read_text()).get("runs", []) if out.is_file() else []
         result["pipeline"] = "make run" if a.run else "validate + build"

@@ -9,6 +9,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
+# test helpers the benchmarks share with the tests (tests/features/bigfile.py, tests/models/lgbm/toy_features.py)
+sys.path[1:1] = [str(HERE.parent / "features"), str(HERE.parent / "models" / "lgbm")]
 
 
 def main() -> int:

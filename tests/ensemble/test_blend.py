@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 
-from ensemble.blend import BlendConfig, fit_weights, run_blend, simplex_grid
+from ensemble.blend import run_blend
+from ensemble.weights import BlendConfig, fit_weights, simplex_grid
 from ensemble.submission import check_file, read_submission
 from tpurank.collections import get_collection
 from tpurank.config import parse_config
@@ -44,11 +46,15 @@ def test_fit_puts_all_weight_on_the_perfect_model():
     truth, good, noise, half = _constructed(8)
     fit = fit_weights(LAYOUT, [noise, good, half], truth)
     assert fit.best_grid_weights == pytest.approx([0.0, 1.0, 0.0])
-    # the perfect model wins on every held-out graph, so no shrinkage is chosen
-    assert fit.alpha == 0.0
+    # the others are worse on the tail: the anchor is the perfect model alone, so shrinkage
+    # cannot move weight to them
+    assert fit.anchor == pytest.approx([0.0, 1.0, 0.0])
     assert fit.weights == pytest.approx([0.0, 1.0, 0.0])
-    assert fit.loo["0"] == pytest.approx(1.0)
-    assert fit.loo["0"] > fit.loo["1"]
+    assert fit.loo["0"] == pytest.approx(1.0) == fit.loo["1"]
+    # shrinking toward equal weights (the rule before issue 22) is worse on held-out graphs
+    old = fit_weights(LAYOUT, [noise, good, half], truth, anchor="equal")
+    assert old.alpha == 0.0 and old.weights == pytest.approx([0.0, 1.0, 0.0])
+    assert old.loo["0"] > old.loo["1"]
 
 
 def test_fit_on_a_config_subset_finds_the_same_answer():
@@ -94,7 +100,7 @@ def test_tile_fit_uses_top5_score():
     # one of those (it keeps the one closest to equal weights), and equal weights (a tie) must lose
     assert fit.weights[1] > 0.5
     assert fit.in_sample[f"{fit.alpha:g}"] == pytest.approx(1.0)
-    assert fit.loo["1"] < 1.0
+    assert fit_weights(tile, [bad, good], truth, anchor="equal").loo["1"] < 1.0
 
 
 def _write_model(fake_root, work, name, transform, seed):
@@ -121,7 +127,7 @@ def test_blend_end_to_end(fake_root, tmp_path):
                      lambda rt, rng: rng.normal(size=rt.shape), seed + 5)
     sub = tmp_path / "subs" / "submission.csv"
     cfg = parse_config(BlendConfig, ["--data", str(fake_root), "--work", str(work), "--preset", "quick",
-                                     "--models", "oracle,noise", "--submission", str(sub)])
+                                     "--models", "oracle,noise", "--submission", str(sub), "--protocol", "valid"])
     summary = run_blend(cfg)
     assert summary["check"] == "ok" and check_file(sub, fake_root) == []
     assert summary["runs"]["noise"] == ["noise@seed0", "noise@seed1"]
@@ -153,7 +159,9 @@ def test_baseline_only_pipeline_on_the_generated_sample(tiny_root, tmp_path, cap
     assert baseline_main(["predict", "--data", str(tiny_root), "--work", str(work)]) == 0
     cfg = parse_config(BlendConfig, ["--data", str(tiny_root), "--work", str(work), "--models", "baseline",
                                      "--submission", str(sub)])
-    summary = run_blend(cfg)
+    with pytest.raises(FileNotFoundError, match=r"baseline \(training-free: it writes none\).*--protocol valid"):
+        run_blend(cfg)  # the default protocol needs out-of-fold predictions: said, not switched
+    summary = run_blend(dataclasses.replace(cfg, protocol="valid"))
     assert summary["check"] == "ok"
     assert check_main([str(sub), "--data", str(tiny_root)]) == 0
     assert check_main([str(tiny_root / "sample_submission.csv"), "--data", str(tiny_root)]) == 0
@@ -165,29 +173,41 @@ def test_blend_rejects_stale_predictions_by_name(fake_root, tmp_path):
     work = tmp_path / "work"
     _write_model(fake_root, work, "m", lambda rt, rng: np.append(rt, 0.0), 0)  # one cost too many
     cfg = parse_config(BlendConfig, ["--data", str(fake_root), "--work", str(work), "--models", "m",
-                                     "--submission", str(tmp_path / "s.csv")])
+                                     "--submission", str(tmp_path / "s.csv"), "--protocol", "valid"])
     stale = r"tile:xla/valid, model m: graph 'tile-xla-valid-0' has \d+ predicted"
     with pytest.raises(ValueError, match=stale):
         run_blend(cfg)
 
 
-def test_blend_with_tile_hedge_submits_a_hedged_top5(fake_root, tmp_path):
-    """``--tile-hedge 1``: each tile row is the hedged top 5 of the blended costs (the rule itself
-    is tested in test_hedge.py), the summary records it and the submission passes the checker."""
-    from ensemble.hedge import graph_groups, hedged_order
+def test_blend_with_the_tile_portfolio_submits_its_top5(fake_root, tmp_path):
+    """``--tile-top5 portfolio`` (fitted on valid here): each tile row is the portfolio of the two
+    models and their average with the slots the summary records (the rule itself is tested in
+    test_hedge.py); other collections are untouched and the submission passes the checker."""
+    from ensemble.hedge import portfolio_blend
+    from ensemble.weights import _load_normed
     from features.io import discover
     from tpurank.collections import get_collection
 
     tile = get_collection("tile:xla")
     work = tmp_path / "work"
     _write_model(fake_root, work, "oracle", lambda rt, rng: rt + 0.1 * rng.normal(size=rt.shape) * rt.std(), 0)
+    _write_model(fake_root, work, "noise", lambda rt, rng: rng.normal(size=rt.shape), 1)
     sub = tmp_path / "s.csv"
-    cfg = parse_config(BlendConfig, ["--data", str(fake_root), "--work", str(work), "--models", "oracle",
-                                     "--submission", str(sub), "--tile-hedge", "1"])
+    cfg = parse_config(BlendConfig, ["--data", str(fake_root), "--work", str(work), "--models",
+                                     "oracle,noise", "--submission", str(sub), "--tile-top5", "portfolio",
+                                     "--protocol", "valid"])
     summary = run_blend(cfg)
-    assert summary["check"] == "ok" and summary["collections"]["tile:xla"]["tile_hedge"] == 1
+    tile_summary = summary["collections"]["tile:xla"]
+    assert summary["check"] == "ok" and "portfolio" not in summary["collections"][LAYOUT.name]
+    slots = tile_summary["portfolio"]["slots"]
+    assert tile_summary["portfolio"]["members"] == ["oracle", "noise", "blend"] and sum(slots) == 5
     rows = read_submission(sub)
-    plain = read_predictions(predictions_path(work / "preds", "oracle", tile, "test"))
-    for gf in discover(fake_root, [tile], ["test"]):
-        groups = graph_groups(gf.path)
-        assert rows[tile.submission_id(gf.stem)] == hedged_order(plain[gf.stem], groups, 1)[:5].tolist()
+    weights = [tile_summary["weights"][m] for m in ("oracle", "noise")]
+    stems = [gf.stem for gf in discover(fake_root, [tile], ["test"])]
+    expected = portfolio_blend(_load_normed(cfg, tile, "test"), weights, slots, stems)
+    for stem in stems:
+        n = min(5, len(expected[stem]))
+        assert rows[tile.submission_id(stem)] == np.argsort(expected[stem], kind="stable")[:n].tolist()
+    cfg.tile_top5 = "best"
+    with pytest.raises(ValueError, match="--tile-top5 must be one of"):
+        run_blend(cfg)

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import ensemble.oof as oof_mod
-from ensemble.blend import BlendConfig, run_blend
+from ensemble.blend import run_blend
+from ensemble.weights import BlendConfig
 from ensemble.submission import check_file, expected_rows, read_submission
 from ensemble.truth import split_truth
 from ensemble.truth import test_truth as hidden_truth
@@ -125,7 +126,7 @@ def test_valid_blend_uses_the_weights_of_its_fold(cv_root, cv_work, oof_run):
     s = summary["collections"][coll.name]
     plan = fold_plan(cv_work, cv_work / "features", coll, folds=K, seed=0, data=cv_root)
     fold_of = oof_mod.stem_folds(plan)
-    from ensemble.blend import _load_normed, blend_costs
+    from ensemble.weights import _load_normed, blend_costs
 
     cfg = _cfg(cv_root, cv_work)
     normed = _load_normed(cfg, coll, "valid")
@@ -175,3 +176,37 @@ def test_report_shows_oof_and_official_valid_tables(cv_root, cv_work, oof_run):
     assert data["valid_protocol"]["tile:xla"] == "oof"
     assert data["oof"]["layout:nlp:random"]["n_graphs"] == 10
     assert (run_dir / "scores_oof.png").is_file()
+    # the per-graph distribution of every model and the blend, out of fold
+    assert "## Per-graph score distribution" in md and (run_dir / "distribution.png").is_file()
+    assert "| model | graphs | worst | worst 5% (mean) |" in md and "| noise | 10 |" in md
+
+
+def test_oof_tile_portfolio_is_nested_and_submitted(cv_root, cv_work, tmp_path):
+    """``--tile-top5 portfolio`` on OOF: the blend's nested tile score is the portfolio's (slots
+    fitted without each fold), the average's stays beside it, and the test rows are the
+    portfolio of the all-OOF slots."""
+    from ensemble.hedge import portfolio_blend
+    from ensemble.weights import _load_normed
+
+    work = tmp_path / "w"
+    for sub in ("preds", "models", "folds"):
+        shutil.copytree(cv_work / sub, work / sub)
+    cfg = _cfg(cv_root, work, tile_top5="portfolio")
+    summary = run_blend(cfg)
+    tile = get_collection("tile:xla")
+    s = summary["collections"][tile.name]
+    assert set(s["portfolio"]["fold_slots"]) == {str(k) for k in range(K)}
+    assert "average" in s["oof"] and s["oof"]["blend"]["scores"]["n_graphs"] == 10
+    assert "portfolio" not in summary["collections"]["layout:xla:random"]
+    slots = s["portfolio"]["slots"]
+    weights = [s["weights"][m] for m in ("good", "noise")]
+    test = _load_normed(cfg, tile, "test")
+    expected = portfolio_blend(test, weights, slots, sorted(test[0]))
+    rows = read_submission(summary["submission"])
+    for stem, cost in expected.items():
+        assert rows[tile.submission_id(stem)] == np.argsort(cost, kind="stable")[:min(5, len(cost))].tolist()
+    from ensemble.report import ReportConfig, write_report
+
+    md = (write_report(ReportConfig(data=cfg.data, work=cfg.work, models=cfg.models,
+                                    submission=cfg.submission)) / "report.md").read_text()
+    assert "**tile:xla** top 5: a portfolio of good" in md and "| blend (average) | 10 |" in md

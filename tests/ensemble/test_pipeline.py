@@ -20,7 +20,7 @@ def test_stage_argv_follows_the_make_run_contract(tmp_path: Path) -> None:
     assert pipeline.stage_argv(run, "lgbm-predict") == ["predict", *common]
     sub = str(tmp_path / "submission.csv")
     assert pipeline.stage_argv(run, "blend") == ["blend", *common, "--models", "gnn,lgbm",
-                                                 "--submission", sub]
+                                                 "--submission", sub, "--protocol", "auto"]
     assert pipeline.stage_argv(run, "check") == ["check", sub, "--data", "D"]
     assert pipeline.stage_argv(run, "validate")[:2] == ["validate", "--data"]
 
@@ -69,3 +69,41 @@ def test_default_work(tmp_path: Path) -> None:
     assert pipeline.default_work(str(tmp_path)) == tmp_path
     if not Path("/kaggle/working").is_dir():
         assert pipeline.default_work(None, "nb") == Path("work") / "nb"
+
+
+def test_bad_test_files_are_repaired_and_the_submission_is_complete(
+        tiny_root: Path, tmp_path: Path, tiny_overrides: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What `make run` does on a root whose test split holds a graph without configurable nodes,
+    one with an opcode id outside the table and one with an infinite feature, and which holds
+    only two of the five collections (stages given `all` use those): every test graph is ranked,
+    the repairs are in the validate report and the run's report, and the checker accepts it."""
+    import bad_graphs
+    import numpy as np
+
+    from ensemble.submission import check_file, read_submission
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    held = ("layout:xla:random", "layout:nlp:default")
+    root = tmp_path / "root"
+    bad = bad_graphs.bad_test_root(tiny_root, root, keep=held)
+    run = pipeline.Run(data=str(root), work=str(tmp_path / "work"), collections="all",
+                       overrides=tiny_overrides)
+    pipeline.run_stages(run, ["validate", "features"])
+    pipeline.train(run, build_features=False)
+    pipeline.predict(run)
+    pipeline.run_stages(run, ["baseline-predict", "blend", "check", "report"])
+    assert check_file(run.submission_path, root) == []
+    rows = read_submission(run.submission_path)
+    stem = bad["without_configurable_nodes"].stem
+    n_configs = len(np.load(bad["without_configurable_nodes"])["config_runtime"])
+    assert rows[f"layout:xla:random:{stem}"] == list(range(n_configs))  # every config ties: file order
+    validated = json.loads(run.validate_report.read_text())
+    assert validated["n_bad"] == 0 and {Path(r["path"]).name for r in validated["repaired_files"]} == \
+        {p.name for p in bad.values()}
+    assert sorted(p.name for p in (tmp_path / "work" / "models" / "gnn").iterdir()
+                  if p.is_dir()) == ["layout-nlp-default", "layout-xla-random"]  # what the root holds
+    report = json.loads(next(run.submission_path.parent.glob("*/report.json")).read_text())
+    repaired = {r["graph"]: r["repair"] for r in report["repaired_test_graphs"]}
+    assert set(repaired) == {f"{c}:{p.stem}" for (c, _, _), p in zip(bad_graphs.BAD_TEST_FILES, bad.values())}
+    assert any("unknown bucket" in r for r in repaired.values())
+    assert any("padding value" in r for r in repaired.values())

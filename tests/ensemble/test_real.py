@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from ensemble.real import RealGraph, format_report, prepare, random_scores
 
@@ -49,3 +50,39 @@ def test_real_cli_end_to_end(shared_data, capsys):
     assert -1.0 <= gnn["score"] <= 1.0 and "missing" not in gnn
     assert "no trained" in by[("tile:xla", "gnn")]["missing"]  # only a layout model was trained
     assert "not available" in out and "heuristic" in format_report(report)
+
+
+def test_real_scores_the_fold_models_of_a_cross_validated_run(shared_data, tmp_path, capsys):
+    """A default (cross-validated) run keeps ``seed<k>/fold<j>/``: those models are found, their
+    costs averaged per graph as for test; identical folds score as the single model did."""
+    import shutil
+
+    from ensemble.real import evaluate, main, trained_models
+    from models.lgbm.__main__ import main as lgbm_main
+
+    single = pipeline.trained_work(shared_data)
+    work = tmp_path / "work"
+    shutil.copytree(single, work, ignore=shutil.ignore_patterns("real", "reports"))
+    common = ["--data", str(single.parent / "data"), "--work", str(work), "--collections",
+              _rp.COLLECTION, "--threads", "1"]
+    assert lgbm_main(["train", *common, "--folds", "0", "--num-boost-round", "5", "--min-rounds", "1"]) == 0
+    before = {(r["method"]): r for r in evaluate(work, shared_data, draws=5)["results"]
+              if r["collection"].endswith(_rp.COLLECTION)}
+    for model, marker in (("gnn", "best.pt"), ("lgbm", "model.txt")):
+        seed_dir = work / "models" / model / "layout-xla-random" / "seed0"
+        files = [p for p in seed_dir.iterdir() if p.is_file()]
+        for k in range(2):  # the same model twice, as two folds
+            (seed_dir / f"fold{k}").mkdir()
+            for f in files:
+                shutil.copy2(f, seed_dir / f"fold{k}" / f.name)
+        for f in files:
+            f.unlink()
+        assert [p.name for p in trained_models(seed_dir.parent, marker)[0]] == ["fold0", "fold1"]
+    assert main(["--work", str(work), "--shared", str(shared_data), "--draws", "5"]) == 0
+    out = capsys.readouterr().out
+    report = json.loads((work / "reports" / "real" / "real_eval.json").read_text())
+    after = {r["method"]: r for r in report["results"] if r["collection"].endswith(_rp.COLLECTION)}
+    for model in ("gnn", "lgbm"):
+        assert "2 fold models averaged" in after[model]["note"]
+        assert after[model]["score"] == pytest.approx(before[model]["score"], abs=1e-9)
+    assert out.count("2 fold models averaged") == 2

@@ -6,7 +6,8 @@ import json
 
 import numpy as np
 
-from ensemble.blend import BlendConfig, run_blend
+from ensemble.blend import run_blend
+from ensemble.weights import BlendConfig
 from ensemble.report import ReportConfig, main as report_main
 from tpurank.collections import COLLECTIONS
 from tpurank.config import parse_config
@@ -25,7 +26,7 @@ def test_report_files_created(fake_root, tmp_path):
                          for gf in discover(fake_root, [coll], [split])}
                 write_predictions(predictions_path(work / "preds", model, coll, split), costs)
     args = ["--data", str(fake_root), "--work", str(work), "--preset", "quick", "--seed", "0",
-            "--models", "m1,m2", "--submission", str(sub)]
+            "--models", "m1,m2", "--submission", str(sub), "--protocol", "valid"]
     summary = run_blend(parse_config(BlendConfig, args))
     assert report_main(args) == 0
     run_dir = sub.parent / summary["run_id"]

@@ -12,7 +12,7 @@ import pytest
 
 import features.cache as cache
 from features.__main__ import main as features_main
-from features.bigfile import layout_arrays, tile_arrays, write_mini_root
+from bigfile import layout_arrays, tile_arrays, write_mini_root
 from features.io import BadGraphError, discover, load_npz
 
 ARRAY_KEYS = ("node_feat", "node_opcode", "edge_index", "node_splits", "config_runtime",
@@ -176,10 +176,9 @@ def test_cli_converts_whole_root(tmp_path: Path, capsys) -> None:
         _assert_same_graph(cache.load_cached(f.path, cache_dir), load_npz(f.path))
 
 
-def test_sample_dataset_round_trip(request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    """Every file of the generated tiny sample survives the cache (skipped until it exists)."""
-    pytest.importorskip("features.sample")
-    root = request.getfixturevalue("tiny_root")
+def test_sample_dataset_round_trip(tiny_root: Path, tmp_path: Path) -> None:
+    """Every file of the generated tiny sample survives the cache."""
+    root = tiny_root
     for f in discover(root):
         g = cache.load_cached(f.path, tmp_path / "cache")
         _assert_same_graph(g, load_npz(f.path))
@@ -193,7 +192,7 @@ def test_big_file_is_never_loaded_whole(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from features.bigfile import write_layout_npz
+    from bigfile import write_layout_npz
 
     src = write_layout_npz(tmp_path / "big.npz", 5000, 40_000, 200, seed=0)
     code = f"""

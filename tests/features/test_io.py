@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from features.bigfile import layout_arrays, tile_arrays, write_mini_root
+from bigfile import layout_arrays, tile_arrays, write_mini_root
 from tpurank.collections import COLLECTIONS, SPLITS
 from features.io import (BadGraphError, discover, graph_from_arrays, iter_npz_chunks, iter_npz_rows,
                          load_graph, load_npz, npz_headers, read_npz_member)
@@ -40,10 +40,9 @@ def test_discover_filters_collections(hand_root: Path) -> None:
     assert [f.collection for f in files] == tile and files[0].split == "valid"
 
 
-def test_sample_dataset_loads(request: pytest.FixtureRequest) -> None:
-    """Every collection of the generated tiny sample loads (skipped until the sample exists)."""
-    pytest.importorskip("features.sample")
-    root = request.getfixturevalue("tiny_root")
+def test_sample_dataset_loads(tiny_root: Path) -> None:
+    """Every collection of the generated tiny sample loads."""
+    root = tiny_root
     files = discover(root)
     assert {f.collection for f in files} == set(COLLECTIONS)
     for f in files:

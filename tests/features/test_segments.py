@@ -88,3 +88,23 @@ def test_bad_method_and_size():
         segment_graph(5, _dag(5), 2, "spectral")
     with pytest.raises(ValueError, match="positive"):
         segment_graph(5, _dag(5), 0)
+
+
+def test_metis_without_pymetis_falls_back_to_contiguous_and_says_how_to_get_it(monkeypatch, tmp_path):
+    import importlib.util
+
+    from features import segments
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(segments.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "pymetis" else real_find_spec(name, *a))
+    n, edges = 120, _dag(120, seed=1)
+    with pytest.warns(RuntimeWarning, match=r"pip install 'tpurank\[metis\]'"):
+        seg = segment_graph(n, edges, 16, "metis")
+    plain = segment_graph(n, edges, 16, "contiguous")
+    assert np.array_equal(seg.nodes, plain.nodes) and np.array_equal(seg.starts, plain.starts)
+    g = _graph()
+    with pytest.warns(RuntimeWarning):
+        cached_segmentation(g, 8, "metis", tmp_path)
+    assert segments_path(tmp_path, g, "contiguous", 8).is_file()  # cached as what it is
+    assert not segments_path(tmp_path, g, "metis", 8).exists()

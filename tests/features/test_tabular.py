@@ -7,10 +7,10 @@ import polars as pl
 import pytest
 
 from features import tabular as tab
-from features import transforms as tf
+from features import columns, dot_features
 from features.io import Graph
 
-OP = tf.opcode_ids()
+OP = columns.opcode_ids()
 
 
 def _row(shape: tuple[int, ...]) -> np.ndarray:
@@ -72,7 +72,7 @@ def test_contract_minor_uses_dot_dims() -> None:
                         [[1, 0, -1, -1, -1, -1, 0, 1, -1, -1, -1, -1] + [-1] * 6]], np.int8)
     g = Graph(node_feat=nf, node_opcode=ops, edge_index=e, config_runtime=np.ones(2, np.int64),
               node_config_ids=np.array([2]), node_config_feat=configs)
-    dots = tf.dot_dims_for_graph(nf, ops, e)
+    dots = dot_features.dot_dims_for_graph(nf, ops, e)
     names = tab.layout_feature_names()
     f = tab.layout_chunk_features(tab.layout_context(g, dots), configs)
     # lhs (32, 128) contracts dim 1: minor in config 0, not in config 1

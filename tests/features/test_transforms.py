@@ -7,10 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from features import columns, dot_features, pruning
 from features import transforms as tf
 from features.dotdims import DotDims
 
-OP = tf.opcode_ids()
+OP = columns.opcode_ids()
 
 
 def edges(*pairs: tuple[int, int]) -> np.ndarray:
@@ -18,7 +19,7 @@ def edges(*pairs: tuple[int, int]) -> np.ndarray:
     return np.array([(c, p) for p, c in pairs], dtype=np.int64).reshape(-1, 2)
 
 
-def pyg_pairs(result: tf.PruneResult) -> set[tuple[int, int]]:
+def pyg_pairs(result: pruning.PruneResult) -> set[tuple[int, int]]:
     """Pruned edges as (producer, consumer) in ORIGINAL ids."""
     k = result.kept
     return {(int(k[a]), int(k[b])) for a, b in result.edge_index_pyg.T}
@@ -27,26 +28,26 @@ def pyg_pairs(result: tf.PruneResult) -> set[tuple[int, int]]:
 # ---- pruning -------------------------------------------------------------------------------
 def test_prune_chain_rewires_through_removed_nodes() -> None:
     e = edges((0, 1), (1, 2), (2, 3), (3, 4))
-    r0 = tf.prune_graph(5, e, np.array([0, 4]), hops=0)
+    r0 = pruning.prune_graph(5, e, np.array([0, 4]), hops=0)
     assert r0.kept.tolist() == [0, 4]
     assert pyg_pairs(r0) == {(0, 4)} and r0.num_rewired == 1
-    r1 = tf.prune_graph(5, e, np.array([0, 4]), hops=1)
+    r1 = pruning.prune_graph(5, e, np.array([0, 4]), hops=1)
     assert r1.kept.tolist() == [0, 1, 3, 4]
     assert pyg_pairs(r1) == {(0, 1), (1, 3), (3, 4)}
-    no_rewire = tf.prune_graph(5, e, np.array([0, 4]), hops=0, rewire=False)
+    no_rewire = pruning.prune_graph(5, e, np.array([0, 4]), hops=0, rewire=False)
     assert pyg_pairs(no_rewire) == set()
-    assert tf.prune_graph(5, e, np.array([0, 4]), hops=-1).kept.tolist() == [0, 1, 2, 3, 4]
+    assert pruning.prune_graph(5, e, np.array([0, 4]), hops=-1).kept.tolist() == [0, 1, 2, 3, 4]
 
 
 def test_prune_without_configurable_nodes_keeps_graph() -> None:
-    r = tf.prune_graph(3, edges((0, 1), (1, 2)), np.zeros(0, np.int64), hops=1)
+    r = pruning.prune_graph(3, edges((0, 1), (1, 2)), np.zeros(0, np.int64), hops=1)
     assert r.kept.tolist() == [0, 1, 2] and pyg_pairs(r) == {(0, 1), (1, 2)}
 
 
 def test_prune_diamond_and_fan_in() -> None:
     # 0 -> 2, 1 -> 2, 2 -> 3 -> 5, 4 -> 5 ; configurable {0, 1, 5}; 4 is a separate input of 5
     e = edges((0, 2), (1, 2), (2, 3), (3, 5), (4, 5))
-    r = tf.prune_graph(6, e, np.array([0, 1, 5]), hops=0)
+    r = pruning.prune_graph(6, e, np.array([0, 1, 5]), hops=0)
     assert r.kept.tolist() == [0, 1, 5]
     assert pyg_pairs(r) == {(0, 5), (1, 5)}
     assert r.positions(np.array([5, 0])).tolist() == [2, 0]
@@ -57,7 +58,7 @@ def test_prune_diamond_and_fan_in() -> None:
 def test_prune_both_directions() -> None:
     # configurable node 2; hops=1 keeps its producer 1 and its consumer 3, not 0 or 4
     e = edges((0, 1), (1, 2), (2, 3), (3, 4))
-    r = tf.prune_graph(5, e, np.array([2]), hops=1)
+    r = pruning.prune_graph(5, e, np.array([2]), hops=1)
     assert r.kept.tolist() == [1, 2, 3]
     assert pyg_pairs(r) == {(1, 2), (2, 3)}
 
@@ -87,7 +88,7 @@ def dags(draw: st.DrawFn) -> tuple[int, np.ndarray, np.ndarray, int]:
 @given(dags())
 def test_prune_property_keeps_configurable_nodes_and_dependencies(case) -> None:
     n, e, seeds, hops = case
-    r = tf.prune_graph(n, e, seeds, hops)
+    r = pruning.prune_graph(n, e, seeds, hops)
     assert set(seeds.tolist()) <= set(r.kept.tolist())
     orig = reachability(n, {(int(p), int(c)) for c, p in e})
     pruned = reachability(n, pyg_pairs(r))
@@ -101,18 +102,18 @@ def test_prune_property_keeps_configurable_nodes_and_dependencies(case) -> None:
 def test_topo_order_handles_unsorted_files_and_depth() -> None:
     # node ids not in topological order: 2 -> 0 -> 1
     e = edges((2, 0), (0, 1))
-    order = tf.topo_order(3, e)
+    order = pruning.topo_order(3, e)
     assert order.tolist() == [2, 0, 1]
-    depth, rdepth = tf.node_depths(3, e)
+    depth, rdepth = pruning.node_depths(3, e)
     assert depth.tolist() == [1, 2, 0] and rdepth.tolist() == [1, 0, 2]
     with pytest.raises(ValueError, match="cycle"):
-        tf.topo_order(2, edges((0, 1), (1, 0)))
+        pruning.topo_order(2, edges((0, 1), (1, 0)))
 
 
 def test_structure_features() -> None:
     e = edges((0, 2), (1, 2), (2, 3))
-    s = tf.structure_features(4, e)
-    assert s.shape == (4, len(tf.STRUCTURE_NAMES))
+    s = pruning.structure_features(4, e)
+    assert s.shape == (4, len(pruning.STRUCTURE_NAMES))
     assert np.allclose(np.expm1(s[:, 0]), [0, 0, 2, 1])  # in-degree
     assert np.allclose(np.expm1(s[:, 1]), [1, 1, 1, 0])  # out-degree
     assert np.allclose(s[:, 2], [0, 0, 0.5, 1.0])
@@ -186,23 +187,23 @@ def test_lane_features_use_minor_dim() -> None:
 
 # ---- dot-general ---------------------------------------------------------------------------
 def test_infer_plain_matmul() -> None:
-    d = tf.infer_dot_dims((32, 64), (32, 128), (128, 64))
+    d = dot_features.infer_dot_dims((32, 64), (32, 128), (128, 64))
     assert d == DotDims((1,), (0,), (), (), (32, 128), (128, 64))
 
 
 def test_infer_batched_matmul() -> None:
-    d = tf.infer_dot_dims((8, 32, 64), (8, 32, 128), (8, 128, 64))
+    d = dot_features.infer_dot_dims((8, 32, 64), (8, 32, 128), (8, 128, 64))
     assert (d.lhs_batch, d.rhs_batch, d.lhs_contracting, d.rhs_contracting) == ((0,), (0,), (2,), (1,))
 
 
 def test_infer_transposed_rhs_and_vector() -> None:
-    d = tf.infer_dot_dims((32, 64), (32, 128), (64, 128))
+    d = dot_features.infer_dot_dims((32, 64), (32, 128), (64, 128))
     assert d.lhs_contracting == (1,) and d.rhs_contracting == (1,)
-    v = tf.infer_dot_dims((32,), (32, 128), (128,))
+    v = dot_features.infer_dot_dims((32,), (32, 128), (128,))
     assert v.lhs_contracting == (1,) and v.rhs_contracting == (0,)
-    square = tf.infer_dot_dims((16, 16), (16, 16), (16, 16))  # ambiguous: canonical chosen
+    square = dot_features.infer_dot_dims((16, 16), (16, 16), (16, 16))  # ambiguous: canonical chosen
     assert square.lhs_contracting == (1,) and square.rhs_contracting == (0,)
-    assert tf.infer_dot_dims((3, 5), (4, 6), (7, 8)) is None
+    assert dot_features.infer_dot_dims((3, 5), (4, 6), (7, 8)) is None
 
 
 def test_dot_conv_features_from_graph() -> None:
@@ -213,8 +214,8 @@ def test_dot_conv_features_from_graph() -> None:
     nf = np.stack([lhs, rhs, dot, other])
     ops = np.array([OP["parameter"], OP["parameter"], OP["dot"], OP["add"]])
     e = edges((0, 2), (1, 2), (2, 3))
-    f = tf.dot_conv_features(nf, ops, e)
-    names = list(tf.DOT_CONV_NAMES)
+    f = dot_features.dot_conv_features(nf, ops, e)
+    names = list(dot_features.DOT_CONV_NAMES)
     row = dict(zip(names, f[2]))
     assert [row[f"dot_lhs_contract_{i}"] for i in range(4)] == [0, 0, 1, -1]
     assert [row[f"dot_rhs_contract_{i}"] for i in range(4)] == [0, 1, 0, -1]
@@ -224,7 +225,7 @@ def test_dot_conv_features_from_graph() -> None:
     assert row["operand1_dim_2"] == pytest.approx(np.log1p(64))
     assert np.all(f[3] == -1)
     exact = {2: DotDims((2,), (1,), (0,), (0,), (8, 32, 128), (8, 128, 64))}
-    fe = tf.dot_conv_features(nf, ops, e, exact)
+    fe = dot_features.dot_conv_features(nf, ops, e, exact)
     assert fe[2, names.index("dot_dims_exact")] == 1
 
 
@@ -244,7 +245,8 @@ def test_dedup_groups_and_mean() -> None:
 def test_inference_matches_exact_dims_on_real_hlo(shared_data) -> None:
     """On JAX-lowered HLO (real dot dimension numbers) inference agrees wherever the shapes
     determine the answer; disagreements are only square-operand ambiguities."""
-    hlo = pytest.importorskip("features.hlo")
+    from features import hlo
+
     files = sorted((shared_data / "jax-hlo").glob("*.pb"))
     if not files:
         pytest.skip("no jax-hlo protos")
@@ -252,14 +254,14 @@ def test_inference_matches_exact_dims_on_real_hlo(shared_data) -> None:
     for pb in files:
         exact = hlo.exact_dot_dims(pb)
         g = hlo.module_to_graph(hlo.read_module(pb))
-        inferred = tf.dot_dims_for_graph(np.asarray(g.node_feat), g.node_opcode, g.edge_index)
-        rank = tf.tensor_rank(np.asarray(g.node_feat))
+        inferred = dot_features.dot_dims_for_graph(np.asarray(g.node_feat), g.node_opcode, g.edge_index)
+        rank = columns.tensor_rank(np.asarray(g.node_feat))
         for node, d in exact.items():
             total += 1
             got = inferred[node][0]
             agree += got == d
-            out = tf.shapes_of(np.asarray(g.node_feat), rank, [node])[0]
+            out = dot_features.shapes_of(np.asarray(g.node_feat), rank, [node])[0]
             for dims in (d, got):  # both explain the observed output shape
-                assert tf._dot_output(dims.lhs_shape, dims.rhs_shape, dims.lhs_batch, dims.rhs_batch,
+                assert dot_features._dot_output(dims.lhs_shape, dims.rhs_shape, dims.lhs_batch, dims.rhs_batch,
                                       dims.lhs_contracting, dims.rhs_contracting) == out
     assert total >= 10 and agree / total >= 0.75

@@ -11,10 +11,11 @@ import pytest
 
 from features import io as fio
 from features.__main__ import main as features_main
-from features.bigfile import layout_arrays, tile_arrays, write_mini_root
-from features.io import graph_from_arrays
-from features.validate import (BadGraphError, check_file, load_bad_files, validate_file,
-                               validate_graph)
+from bigfile import layout_arrays, tile_arrays, write_mini_root
+from features.io import BadGraphError, graph_from_arrays
+from features import repair
+from features.validate import check_file, repairs_of, validate_file, validate_graph
+from features.validate_report import load_bad_files
 
 Arrays = dict[str, np.ndarray]
 
@@ -258,9 +259,41 @@ def test_load_bad_files_missing_report_is_empty(tmp_path: Path) -> None:
     assert load_bad_files(tmp_path / "absent.json") == set()
 
 
-def test_sample_dataset_is_valid(request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    """The generated tiny sample passes (skipped until features.sample exists)."""
-    pytest.importorskip("features.sample")
-    root = request.getfixturevalue("tiny_root")
+def test_sample_dataset_is_valid(tiny_root: Path, tmp_path: Path) -> None:
+    """The generated tiny sample passes."""
+    root = tiny_root
     assert features_main(["validate", "--data", str(root), "--report",
                           str(tmp_path / "r.json"), "--no-progress"]) == 0
+
+
+def test_repairable_problems_of_test_files_are_listed_with_their_repairs(tmp_path: Path, capsys) -> None:
+    """A test file with only repairable problems (features.repair) is ranked, not skipped; the
+    same problems in a valid file make it bad; an unrepairable one keeps a test file bad."""
+    import bad_graphs
+
+    root = write_mini_root(tmp_path / "root")
+    layout = "npz_all/npz/layout/xla/random"
+    test_file = next((root / layout / "test").glob("*.npz"))
+    valid_file = next((root / layout / "valid").glob("*.npz"))
+    bad_graphs.rewrite(test_file, bad_graphs.with_infinite_feature)
+    bad_graphs.rewrite(test_file, bad_graphs.with_unknown_opcode)
+    bad_graphs.rewrite(valid_file, bad_graphs.with_infinite_feature)
+    nlp_test = next((root / "npz_all/npz/layout/nlp/random/test").glob("*.npz"))
+    bad_graphs.rewrite(nlp_test, bad_graphs.without_configurable_nodes)
+    report = tmp_path / "report.json"
+    args = ["validate", "--data", str(root), "--report", str(report), "--no-progress"]
+    assert features_main(args) == 1  # the valid file is bad
+    err = capsys.readouterr().err
+    assert f"REPAIRED {test_file.resolve()}" in err and "shared unknown bucket 0" in err
+    data = json.loads(report.read_text())
+    assert load_bad_files(report) == {str(valid_file.resolve())}
+    repaired = {Path(r["path"]).name: r["repairs"] for r in data["repaired_files"]}
+    assert repaired == {test_file.name: sorted([repair.NON_FINITE, repair.UNKNOWN_OPCODE]),
+                        nlp_test.name: [repair.NO_CONFIGURABLE_NODE]}
+    rows = {(r["collection"], r["split"]): r for r in data["summary"]}
+    assert rows[("layout:xla:random", "test")]["repaired"] == 1 and rows[("layout:xla:random", "valid")]["bad"] == 1
+    arrays = dict(np.load(test_file))
+    arrays["edge_index"] = arrays["edge_index"][:, ::-1].copy()  # broken order: no repair for that
+    np.savez(test_file, **arrays)
+    assert repairs_of(validate_file(test_file)) is None
+    assert repairs_of([]) is None

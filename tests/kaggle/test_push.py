@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
+import kaggle_scripts  # tests/kaggle is on pytest's pythonpath
 import pytest
 
-_spec = importlib.util.spec_from_file_location("kaggle_scripts", Path(__file__).with_name("kaggle_scripts.py"))
-kaggle_scripts = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(kaggle_scripts)
 push = kaggle_scripts.load("push")
 kmeta = kaggle_scripts.load("kaggle_metadata")
 

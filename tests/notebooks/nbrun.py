@@ -1,6 +1,6 @@
 """Execute a jupytext percent-format notebook with a real kernel (nbclient), papermill style.
 
-Loaded by path from the notebook and Kaggle tests (``tests/`` is not a package).
+Imported by name (``tests/notebooks`` is on pytest's ``pythonpath``) by the notebook and Kaggle tests.
 """
 
 from __future__ import annotations

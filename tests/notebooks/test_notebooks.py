@@ -2,41 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
+import nbrun
 import pytest
-
-HERE = Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("nbrun", HERE / "nbrun.py")
-nbrun = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(nbrun)
-
-#: tiny-sample settings: a handful of steps/rounds, one worker process (tests share 2 cores)
-TINY_OVERRIDES = {
-    "features": {"jobs": 1, "progress": False},
-    "gnn-train": {"steps": 8, "eval_every": 4, "hidden": 16, "layers": 2, "configs_per_step": 16,
-                  "val_max_configs": 32, "threads": 1},
-    "gnn-predict": {"threads": 1},
-    "lgbm-train": {"num_boost_round": 20, "early_stopping_rounds": 5, "threads": 1},
-    "lgbm-predict": {"threads": 1},
-}
 
 
 @pytest.fixture(autouse=True)
 def _one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-
-
-@pytest.fixture(scope="module")
-def trained_work(tiny_root: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
-    """The train notebook run on the tiny sample: (its work dir, the executed notebook)."""
-    work = tmp_path_factory.mktemp("nb-train") / "work"
-    nb = nbrun.run_notebook("train", {"DATA": str(tiny_root), "WORK": str(work),
-                                      "PRESET": "quick", "COLLECTIONS": "all",
-                                      "OVERRIDES": TINY_OVERRIDES}, cwd=work.parent)
-    return work, nb
 
 
 def test_eda_notebook_runs_and_plots(tiny_root: Path, tmp_path: Path) -> None:
@@ -49,8 +24,9 @@ def test_eda_notebook_runs_and_plots(tiny_root: Path, tmp_path: Path) -> None:
         assert name in text
 
 
-def test_train_notebook_trains_every_stage(trained_work: tuple[Path, object]) -> None:
-    work, nb = trained_work
+@pytest.mark.slow  # the train notebook trains 30 fold models (about a minute on 2 cores)
+def test_train_notebook_trains_every_stage(train_notebook: tuple[Path, object]) -> None:
+    work, nb = train_notebook
     kinds = nbrun.output_types(nb)
     assert "error" not in kinds
     assert "image/png" in kinds  # training curves
@@ -62,9 +38,10 @@ def test_train_notebook_trains_every_stage(trained_work: tuple[Path, object]) ->
     assert len(list(work.glob("features/*/norm.npz"))) == 5
 
 
-def test_inference_notebook_writes_a_checked_submission(trained_work: tuple[Path, object],
+@pytest.mark.slow  # needs the train notebook's models
+def test_inference_notebook_writes_a_checked_submission(train_notebook: tuple[Path, object],
                                                          tiny_root: Path, tmp_path: Path) -> None:
-    weights, _ = trained_work
+    weights, _ = train_notebook
     work = tmp_path / "work"
     overrides = {"features": {"splits": "valid,test", "jobs": 1, "progress": False},
                  "gnn-predict": {"threads": 1}, "lgbm-predict": {"threads": 1}}

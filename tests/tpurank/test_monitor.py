@@ -29,7 +29,7 @@ def test_monitor_records_peaks_and_passes_the_exit_status(tmp_path, capfd):
     ok, bad = read_log(log)
     assert ok["stage"] == "ok" and ok["rc"] == 0 and bad["rc"] == 3
     assert ok["peak_open_fds"] >= 40 and ok["peak_tree_rss_mb"] >= 64
-    assert 0.8 <= ok["wall_s"] < 30
+    assert ok["wall_s"] >= 0.8  # the child sleeps that long: a lower bound, never a deadline
 
 
 def test_a_torn_last_line_is_skipped(tmp_path):

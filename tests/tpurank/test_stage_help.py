@@ -20,7 +20,7 @@ STAGE_CONFIGS = [
     ("models.gnn.config", "GnnConfig"),
     ("models.lgbm.config", "LgbmConfig"),
     ("models.baseline", "BaselineConfig"),
-    ("ensemble.blend", "BlendConfig"),
+    ("ensemble.weights", "BlendConfig"),
     ("ensemble.report", "ReportConfig"),
     ("ensemble.seeds", "SeedsConfig"),
 ]
@@ -48,3 +48,17 @@ def test_gnn_train_help_lists_every_option() -> None:
         assert " ".join(field_help(GnnConfig)[f.name].split()) in text, f.name
     quick_steps = GnnConfig.PRESETS["quick"]["steps"]
     assert f"quick: {quick_steps}" in text  # what --preset quick sets is shown
+
+
+@pytest.mark.parametrize("module,name", STAGE_CONFIGS)
+def test_every_stage_defaults_to_the_same_preset_and_work(module: str, name: str) -> None:
+    """Stages run by hand without --preset/--work find each other's outputs (docs/cli.md)."""
+    from tpurank.config import StageConfig, option_help, parse_config
+
+    cls = getattr(importlib.import_module(module), name)
+    cfg, base = parse_config(cls, []), StageConfig()
+    assert (cfg.preset, cfg.work, cfg.data) == (base.preset, base.work, base.data) == \
+        ("quick", "work/sample-small-quick", "data/sample-small")
+    for option in ("preset", "work", "data"):  # what --help prints for them
+        assert option_help(cls, option) == option_help(StageConfig, option)
+    assert "[default: quick]" in option_help(cls, "preset")

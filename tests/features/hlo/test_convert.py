@@ -3,7 +3,7 @@
 Agreement with the reference (an independent re-implementation of the official featurizer):
 every array of the layout record and of all 15 tile kernels agrees *exactly* in value (floats
 too, not just to 1e-6). The only difference is integer width: the reference stores
-``node_opcode``, ``edge_index`` and ``node_config_ids`` as int32, we write int64. SPEC §3 only
+``node_opcode``, ``edge_index`` and ``node_config_ids`` as int32, we write int64. docs/competition.md §3 only
 says "int" for these keys, and ``features.io.graph_from_arrays`` widens all of them to int64,
 so nothing downstream can tell; the test compares values with dtype-independent equality.
 """
@@ -77,7 +77,7 @@ def test_layout_record_matches_reference(shared_data):
     real = shared_data / "real-tpu"
     rec = read_proto(real / "module_tuning_data_layout.pb").message
     ours = layout_record_arrays(rec)
-    # SPEC §9: 3,163 instructions, 62 configurable nodes, 122 runs of which 10 errors
+    # docs/competition.md §9: 3,163 instructions, 62 configurable nodes, 122 runs of which 10 errors
     assert ours["node_feat"].shape == (3163, 140)
     assert ours["node_config_feat"].shape == (112, 62, 18)
     assert 0.9e9 < ours["config_runtime"].min() and ours["config_runtime"].max() < 0.93e9
@@ -95,7 +95,7 @@ def test_tile_records_match_reference(shared_data):
         _assert_same(ours, ref)
         compared += 1
     assert compared == TILE_KERNELS
-    # 754 runs, 2 errors (SPEC §9): all other runs are kept
+    # 754 runs, 2 errors (docs/competition.md §9): all other runs are kept
     assert sum(len(r.runs) for r in records) == 754
     assert sum(tile_record_arrays(r)["config_runtime"].size for r in records) == 752
 

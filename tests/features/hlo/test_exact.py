@@ -1,5 +1,5 @@
 """Exact dot-general dimension numbers from the protos vs the inference from shapes
-(``features.transforms.dot_dims_for_graph``) on the JAX modules.
+(``features.dot_features.dot_dims_for_graph``) on the JAX modules.
 
 Inference sees only the npz arrays: the dot's shape and the shapes of its operands, in edge
 order (the npz loses which operand is lhs). Where exactly one assignment of batch/contracting
@@ -10,8 +10,6 @@ and must return the exact value; elsewhere (e.g. square matrices, ``x @ x.T``) i
 from __future__ import annotations
 
 import itertools
-
-import pytest
 
 from features.hlo import exact_details, exact_dot_dims, module_arrays, read_module
 
@@ -39,14 +37,15 @@ def _solutions(out, lhs, rhs):
 
 
 def test_exact_equals_inferred_where_unambiguous(shared_data):
-    transforms = pytest.importorskip("features.transforms")
+    from features import dot_features
+
     pbs = sorted((shared_data / "jax-hlo").glob("*.pb"))
     unambiguous = ambiguous = 0
     for pb in pbs:
         arrays = module_arrays(read_module(pb))
         exact = exact_dot_dims(pb)
         details = exact_details(pb, opcodes=("dot",))
-        inferred = transforms.dot_dims_for_graph(arrays["node_feat"], arrays["node_opcode"],
+        inferred = dot_features.dot_dims_for_graph(arrays["node_feat"], arrays["node_opcode"],
                                                  arrays["edge_index"])
         for node, dd in exact.items():
             out = details[node].shape
@@ -61,7 +60,7 @@ def test_exact_equals_inferred_where_unambiguous(shared_data):
             assert not is_exact
             assert got == dd, f"{pb.name} node {node}: inferred {got} != exact {dd}"
         # with the exact values passed in, they are used as they are
-        with_exact = transforms.dot_dims_for_graph(arrays["node_feat"], arrays["node_opcode"],
+        with_exact = dot_features.dot_dims_for_graph(arrays["node_feat"], arrays["node_opcode"],
                                                    arrays["edge_index"], exact)
         assert {u: d for u, (d, _) in with_exact.items()} == exact
     assert unambiguous >= 30 and ambiguous > 0  # 32 and 24 of the 56 dots
@@ -87,7 +86,7 @@ def test_features_build_uses_pb_tree(shared_data, tmp_path):
     import json
     import shutil
 
-    build = pytest.importorskip("features.build")
+    from features import build
     from features.hlo import convert_file
 
     src = shared_data / "jax-hlo" / "transformer_fwd.pre.hlo.pb"

@@ -1,6 +1,6 @@
 """Every HLO module in ``shared/data/jax-hlo``: decode the .pb and check it against the HLO text
 XLA printed for the same module (.txt): instruction count, opcodes, dot dimension numbers,
-convolution dim labels, and that the converted graph is topologically ordered (SPEC §3)."""
+convolution dim labels, and that the converted graph is topologically ordered (docs/competition.md §3)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ INST = re.compile(r"^\s+(?:ROOT\s+)?%?([\w.\-]+)\s+=\s+.*?\s([a-z][a-z0-9\-]*)\(
 DIMS = {key: re.compile(key + r"_dims=\{([\d,]*)\}")
         for key in ("lhs_contracting", "rhs_contracting", "lhs_batch", "rhs_batch")}
 DIM_LABELS = re.compile(r"dim_labels=(\w+)_(\w+)->(\w+)")
-# What each program must contain (SPEC §9: a small conv net and a transformer block).
+# What each program must contain (docs/competition.md §9: a small conv net and a transformer block).
 EXPECTED_OPCODES = {"convnet": {"convolution", "dot", "reduce-window"},
                     "transformer": {"dot", "reduce", "exponential"}}
 

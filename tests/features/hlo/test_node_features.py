@@ -1,4 +1,4 @@
-"""The one node featurizer: its fast writer equals the plain SPEC §4 encoding, field by field."""
+"""The one node featurizer: its fast writer equals the plain docs/competition.md §4 encoding, field by field."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from features.hlo.node_features import (NO_CONV, NODE_FEAT_DIM, WINDOW_FIELDS, I
 
 
 def _plain(x: InstructionFacts) -> list[float]:
-    """SPEC §4 written out as one concatenation (the converter's original encoding)."""
+    """docs/competition.md §4 written out as one concatenation (the converter's original encoding)."""
     onehot = [0.0] * 19
     if x.element_slot is not None:
         onehot[x.element_slot] = 1.0

@@ -44,14 +44,15 @@ def _worker(rank: int, world: int, port: int, argv: list[str], out: str) -> None
     np.save(Path(out) / f"rank{rank}.npy", predict_costs(model, g, 16))
 
 
-def test_two_process_gloo_training_writes_one_loadable_checkpoint(tmp_path, learnable_features):
+@pytest.mark.parametrize("arch", ["factorized", pytest.param("copy", marks=pytest.mark.slow)])
+def test_two_process_gloo_training_writes_one_loadable_checkpoint(tmp_path, learnable_features, arch):
     """Trains (interrupted after 20 steps, then resumed), loss decreases, one checkpoint in the
     single-process format, and predictions of every rank's load equal a plain process's."""
     from models.gnn.infer import load_trained_dir, predict_costs
     from models.training import load_checkpoint
 
     work = tmp_path / "work"
-    argv = ["--work", str(work), "--features", str(learnable_features), *ARGS]
+    argv = ["--work", str(work), "--features", str(learnable_features), *ARGS, "--arch", arch]
     mp.spawn(_worker, args=(2, _free_port(), argv, str(tmp_path)), nprocs=2, join=True)
     out = work / "models" / "gnn" / "layout-xla-random" / "seed0"
     assert sorted(p.name for p in out.iterdir()) == ["best.pt", "config.json", "curves.png",

@@ -16,7 +16,7 @@ def _forward(graph, args: ModelArgs, batch: int = 8) -> torch.Tensor:
     model = RankerGNN(args)
     t = graph_tensors(graph, torch.device("cpu"))
     feats = config_rows(graph, np.arange(batch), torch.device("cpu"))
-    cost = model(t.node_feat, t.node_opcode, t.edge_index, feats, t.config_node_pos)
+    cost = model(t.node_feat, t.node_opcode, t.edge_index, feats, t.config_node_pos, links=t.links)
     assert cost.shape == (batch,)
     assert torch.isfinite(cost).all()
     cost.sum().backward()
@@ -27,14 +27,14 @@ def _forward(graph, args: ModelArgs, batch: int = 8) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("conv", ["sage", "gatv2"])
-@pytest.mark.parametrize("kind", ["tile", "layout"])
+@pytest.mark.parametrize("kind,arch", [("tile", "copy"), ("layout", "copy"), ("layout", "factorized")])
 @pytest.mark.parametrize("cross_attn", [True, False])
-def test_forward_backward_each_layer(graph_factory, conv, kind, cross_attn):
+def test_forward_backward_each_layer(graph_factory, conv, kind, arch, cross_attn):
     coll = get_collection("tile:xla" if kind == "tile" else "layout:nlp:random")
     g = graph_factory(coll, "train", "x", seed=3)
     args = ModelArgs(kind=kind, node_dim=g.node_feat.shape[1],
                      config_dim=18 if kind == "layout" else 24, hidden=16, layers=2, conv=conv,
-                     cross_attn=cross_attn, cross_heads=2)
+                     cross_attn=cross_attn, cross_heads=2, arch=arch)
     _forward(g, args)
 
 
@@ -49,24 +49,27 @@ def test_tile_joins(graph_factory, tile_join):
 
 @pytest.mark.parametrize("norm,pool", [("layer", "attention"), ("none", "meanmax"),
                                        ("instance", "attention")])
-def test_norm_and_pool_variants(graph_factory, norm, pool):
+@pytest.mark.parametrize("arch", ["copy", "factorized"])
+def test_norm_and_pool_variants(graph_factory, norm, pool, arch):
     g = graph_factory(get_collection("layout:xla:default"), "train", "x", seed=4)
     _forward(g, ModelArgs(kind="layout", node_dim=g.node_feat.shape[1], config_dim=18, hidden=8,
-                          layers=1, norm=norm, pool=pool, cross_heads=2))
+                          layers=1, norm=norm, pool=pool, cross_heads=2, arch=arch))
 
 
-def test_layout_config_changes_the_cost(graph_factory):
+@pytest.mark.parametrize("arch", ["copy", "factorized"])
+def test_layout_config_changes_the_cost(graph_factory, arch):
     """Two configs of the same graph must be able to get different costs (config is joined)."""
     g = graph_factory(get_collection("layout:xla:random"), "train", "x", seed=5)
     torch.manual_seed(0)
     model = RankerGNN(ModelArgs(kind="layout", node_dim=g.node_feat.shape[1], config_dim=18,
-                                hidden=8, layers=1, cross_attn=False))
+                                hidden=8, layers=1, cross_attn=False, arch=arch))
     t = graph_tensors(g, torch.device("cpu"))
     feats = config_rows(g, np.arange(6), torch.device("cpu"))
-    cost = model(t.node_feat, t.node_opcode, t.edge_index, feats, t.config_node_pos)
+    cost = model(t.node_feat, t.node_opcode, t.edge_index, feats, t.config_node_pos, links=t.links)
     assert float(cost.std()) > 0
     # without cross attention a config's cost does not depend on its batch neighbours
-    alone = model(t.node_feat, t.node_opcode, t.edge_index, feats[:1], t.config_node_pos)
+    alone = model(t.node_feat, t.node_opcode, t.edge_index, feats[:1], t.config_node_pos,
+                  links=t.links)
     assert torch.allclose(alone, cost[:1], atol=1e-5)
 
 
@@ -101,33 +104,30 @@ def test_sample_configs_distinct_and_close_bias():
     assert len(sample_configs(rng, target[:5], 16)) == 5
 
 
-def _trained_like(graph_factory, seed: int = 8):
+def _trained_like(graph_factory, seed: int = 8, arch: str = "copy"):
     g = graph_factory(get_collection("layout:xla:random"), "valid", "x", seed=seed, configs=50)
     torch.manual_seed(0)
     model = RankerGNN(ModelArgs(kind="layout", node_dim=g.node_feat.shape[1], config_dim=18,
-                                hidden=16, layers=2, cross_heads=2))
+                                hidden=16, layers=2, cross_heads=2, arch=arch))
     return g, model
 
 
-def test_full_context_prediction_is_deterministic_and_chunk_independent(graph_factory):
+@pytest.mark.parametrize("arch", ["copy", "factorized"])
+def test_prediction_is_deterministic_and_chunk_and_order_independent(graph_factory, arch):
     from models.gnn.infer import InferenceOptions, predict_costs
 
-    g, model = _trained_like(graph_factory)
-    for options in (InferenceOptions(), InferenceOptions(context=16, seed=3),
-                    InferenceOptions(context=16, tta=3)):
+    g, model = _trained_like(graph_factory, arch=arch)
+    order = np.random.default_rng(0).permutation(50)
+    for options in (InferenceOptions(), InferenceOptions(context=16, seed=3)):
         ref = predict_costs(model, g, 64, options=options)
-        assert ref.shape == (50,) and np.isfinite(ref).all()
+        assert ref.shape == (50,) and np.isfinite(ref).all() and np.ptp(ref) > 0
         for batch in (1, 7, 13, 50):
             np.testing.assert_allclose(predict_costs(model, g, batch, options=options), ref,
                                        rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(predict_costs(model, g, 64, options=options), ref)
-    # the old chunked context does depend on the chunking
-    legacy = InferenceOptions(context=-1)
-    assert not np.allclose(predict_costs(model, g, 7, options=legacy),
-                           predict_costs(model, g, 50, options=legacy), atol=1e-6)
-    # one chunk holding every config: full context == the batch attending to itself
-    np.testing.assert_allclose(predict_costs(model, g, 50, options=legacy),
-                               predict_costs(model, g, 64), rtol=1e-5, atol=1e-6)
+    # all configs as context: a config's cost does not depend on the order they are given in
+    shuffled = predict_costs(model, g, 7, idx=order)
+    np.testing.assert_allclose(shuffled, predict_costs(model, g, 64)[order], rtol=1e-5, atol=1e-6)
 
 
 def test_fixed_context_makes_a_config_independent_of_the_others(graph_factory):
@@ -143,3 +143,60 @@ def test_fixed_context_makes_a_config_independent_of_the_others(graph_factory):
         assert torch.allclose(both[8:9], alone, atol=1e-6)
         assert torch.allclose(model.score(z), model(t.node_feat, t.node_opcode, t.edge_index,
                                                     feats, t.config_node_pos), atol=1e-6)
+
+
+def test_factorized_trunk_runs_once_per_graph_at_prediction(graph_factory, monkeypatch):
+    from models.gnn.infer import predict_costs
+
+    g, model = _trained_like(graph_factory, arch="factorized")
+    calls = []
+    trunk = RankerGNN.trunk
+    monkeypatch.setattr(RankerGNN, "trunk", lambda self, *a: calls.append(1) or trunk(self, *a))
+    predict_costs(model, g, 7)  # 8 chunks of configs
+    assert len(calls) == 1
+    copy_g, copy_model = _trained_like(graph_factory, arch="copy")
+    predict_costs(copy_model, copy_g, 7)
+    assert len(calls) == 1  # the copy model has no config-free trunk
+
+
+def test_factorized_graph_without_configurable_nodes_ties_every_config(graph_factory):
+    from models.gnn.infer import predict_costs
+
+    g, model = _trained_like(graph_factory, arch="factorized")
+    g.config_node_pos = g.config_node_pos[:0]
+    g.config_feat = g.config_feat[:, :0]
+    g.config_graph = np.zeros((0, 6), np.int64)
+    cost = predict_costs(model, g, 16)
+    assert cost.shape == (50,) and np.isfinite(cost).all()
+    assert np.ptp(cost) < 1e-5  # nothing tells the configs apart
+
+
+def test_checkpoint_args_saved_before_arch_load_as_copy():
+    saved = ModelArgs(kind="layout", node_dim=4, config_dim=18).to_dict()
+    del saved["arch"], saved["head_layers"]
+    args = ModelArgs.from_dict({**saved, "some_future_field": 1})
+    assert args.arch == "copy" and not args.factorized
+    with pytest.raises(ValueError, match="unknown arch"):
+        RankerGNN(ModelArgs(kind="layout", node_dim=4, config_dim=18, arch="twin"))
+
+
+def test_factorized_join_folds_the_encoder_into_one_lookup():
+    """The head's join GELU(W [trunk; encoder(values)] + b) equals its fused form (config-free
+    half once per graph + a summed lookup per node), gradients included."""
+    from models.gnn.model import ConfigHead, LayoutConfigEncoder
+
+    torch.manual_seed(0)
+    encoder = LayoutConfigEncoder(4, 16)
+    head = ConfigHead(ModelArgs(kind="layout", node_dim=4, config_dim=18, hidden=16,
+                                arch="factorized"))
+    values = torch.randint(-1, 7, (5, 7, 18)).to(torch.int8)  # 6 is out of range: last bucket
+    node_h = torch.randn(7, 16)
+    plain = head.join(torch.cat([node_h.expand(5, 7, 16), encoder(values)], dim=-1))
+    table = encoder.projected_table(head.join[0].weight[:, 16:])
+    lookup = torch.nn.functional.embedding_bag(encoder.indices(values).view(-1, 18), table,
+                                               mode="sum").view(5, 7, 16)
+    fused = head.join[1](lookup + head.node_inputs(node_h, encoder))
+    torch.testing.assert_close(fused, plain, rtol=1e-5, atol=1e-5)
+    (g_plain,) = torch.autograd.grad(plain.sum(), encoder.embed.weight)
+    (g_fused,) = torch.autograd.grad(fused.sum(), encoder.embed.weight)
+    torch.testing.assert_close(g_fused, g_plain, rtol=1e-4, atol=1e-5)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tpurank.collections import COLLECTIONS
 from features.io import discover
@@ -10,6 +11,8 @@ from models.gnn.__main__ import main as gnn_main
 from models.predictions import predictions_path, read_predictions
 
 
+@pytest.mark.slow  # 15 fold models of all five collections (tests/ensemble/test_pipeline.py runs the
+# same stages on two collections in make test)
 def test_real_feature_pipeline_to_predictions(tiny_root, tmp_path):
     from features.build import main as build_main
 

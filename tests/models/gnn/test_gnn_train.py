@@ -50,11 +50,12 @@ def test_train_then_predict_covers_every_graph_and_config(tmp_path, toy_features
                                read_predictions(paths["test"])[g.stem], rtol=1e-5, atol=1e-5)
 
 
-def test_resume_gives_identical_model_and_predictions(tmp_path, toy_features):
+@pytest.mark.parametrize("arch", ["factorized", "copy"])
+def test_resume_gives_identical_model_and_predictions(tmp_path, toy_features, arch):
     coll = get_collection("layout:xla:default")
-    straight = _cfg(tmp_path / "a", toy_features)
+    straight = _cfg(tmp_path / "a", toy_features, arch=arch)
     train_collection(straight, coll)
-    interrupted = _cfg(tmp_path / "b", toy_features, step_budget=6)
+    interrupted = _cfg(tmp_path / "b", toy_features, step_budget=6, arch=arch)
     train_collection(interrupted, coll)
     assert load_checkpoint(interrupted.model_dir(coll) / "last.pt")["step"] == 4  # last eval
     train_collection(dataclasses.replace(interrupted, step_budget=0), coll)
@@ -79,6 +80,46 @@ def test_gnn_learns_toy_layout_ranking(tmp_path, learnable_features):
     losses = [h["loss"] for h in report["history"]]
     assert losses[-1] < 0.85 * losses[0]
     assert report["score"] > 0.4, report["per_graph"]
+
+
+def test_factorized_gnn_learns_toy_layout_ranking(tmp_path, learnable_features):
+    """The factorized architecture (trunk once per graph, head over the configurable nodes)
+    ranks the held-out toy graphs' configs almost perfectly."""
+    coll = get_collection("layout:xla:random")
+    cfg = _cfg(tmp_path, learnable_features, steps=300, eval_every=100, hidden=16,
+               configs_per_step=16, cross_attn=False, lr=2e-2, arch="factorized")
+    report = train_collection(cfg, coll)
+    assert report["score"] >= 0.9, report["per_graph"]
+
+
+def test_factorized_trunk_runs_once_per_graph_per_step(tmp_path, toy_features, monkeypatch):
+    from models.gnn.model import RankerGNN
+
+    calls: list[bool] = []
+    trunk = RankerGNN.trunk
+    monkeypatch.setattr(RankerGNN, "trunk",
+                        lambda self, *a: calls.append(self.training) or trunk(self, *a))
+    cfg = _cfg(tmp_path, toy_features, arch="factorized", steps=6, eval_every=100,
+               graphs_per_step=2, configs_per_step=8)
+    train_collection(cfg, get_collection("layout:xla:random"))
+    assert sum(calls) == 6 * 2  # training: one trunk per graph of every step, whatever its configs
+    assert len(calls) - sum(calls) == 2 * 2  # evaluation at the last step + final report: 2 graphs each
+
+
+def test_copy_checkpoint_saved_before_the_arch_option_still_predicts(tmp_path, toy_features):
+    coll = get_collection("layout:xla:random")
+    cfg = _cfg(tmp_path, toy_features, arch="copy", steps=4, eval_every=4)
+    train_collection(cfg, coll)
+    best = cfg.model_dir(coll) / "best.pt"
+    state = load_checkpoint(best)
+    g = next(iter_processed(toy_features, coll, "test"))
+    before = predict_costs(load_trained_dir(cfg.model_dir(coll))[0], g)
+    for key in ("arch", "head_layers"):  # what an older release wrote
+        del state["model_args"][key]
+    torch.save(state, best)
+    model, _ = load_trained_dir(cfg.model_dir(coll))
+    assert model.args.arch == "copy"
+    np.testing.assert_array_equal(predict_costs(model, g), before)
 
 
 def test_joint_search_adds_other_search_graphs(tmp_path, toy_features):
@@ -132,12 +173,19 @@ def test_time_budget_stops_cleanly_and_a_rerun_does_not_train_more(tmp_path, toy
 
 def test_node_budget_bounds_configs_per_step():
     cfg = dataclasses.replace(GnnConfig(), configs_per_step=64, node_budget=100_000,
-                              min_configs_per_step=8)
+                              min_configs_per_step=8, arch="copy")
     assert cfg.configs_per_step_for(1_000, is_tile=False) == 64
     assert cfg.configs_per_step_for(10_000, is_tile=False) == 10
     assert cfg.configs_per_step_for(40_000, is_tile=False) == 8  # floor
     assert cfg.configs_per_step_for(40_000, is_tile=True) == 64  # late tile join: one graph pass
     assert dataclasses.replace(cfg, node_budget=0).configs_per_step_for(40_000, False) == 64
+    # factorized: the trunk's nodes once, then the configurable nodes per config
+    fac = dataclasses.replace(cfg, arch="factorized", configs_per_step=512)
+    assert fac.configs_per_step_for(10_000, False, config_nodes=350) == 257  # (100k - 10k) // 350
+    assert fac.configs_per_step_for(1_000, False, config_nodes=50) == 512
+    assert fac.configs_per_step_for(99_000, False, config_nodes=350) == 8  # floor
+    # links count a quarter of a configurable node each: (100k - 10k) // (350 + 1400 // 4)
+    assert fac.configs_per_step_for(10_000, False, config_nodes=350, config_links=1_400) == 128
 
 
 def test_activation_checkpointing_trains_like_plain(tmp_path, toy_features):

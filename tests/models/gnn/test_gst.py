@@ -156,11 +156,47 @@ def test_trained_segments_hold_configurable_nodes(graph_factory):
 
 
 def test_configs_per_step_sized_from_the_trained_segments():
-    cfg = GnnConfig(node_budget=200_000, configs_per_step=64, min_configs_per_step=8)
+    cfg = GnnConfig(node_budget=200_000, configs_per_step=64, min_configs_per_step=8, arch="copy")
     assert cfg.configs_per_step_for(40_000, is_tile=False) == 8
     gst = dataclasses.replace(cfg, segment_size=1000)
     assert gst.configs_per_step_for(40_000, is_tile=False) == 64
     assert dataclasses.replace(gst, segments_per_step=8).configs_per_step_for(40_000, False) == 25
+    # GST trains a copy model whatever --arch says: the copy model's budget, per trained segment
+    factorized = dataclasses.replace(gst, arch="factorized", segments_per_step=8)
+    assert factorized.configs_per_step_for(40_000, False, config_nodes=3000) == 25
+
+
+def test_gst_run_trains_a_copy_model_with_a_warning(tmp_path, toy_features):
+    """``python -m models.gnn train --segment-size N`` with the default ``--arch factorized``:
+    a copy model is trained (GST embeds segments per config), with a warning; it saves, loads
+    and predicts segment-wise, whatever the chunking."""
+    from features.processed import iter_processed
+    from models.gnn.infer import load_trained_dir
+    from models.gnn.train import train_collection
+
+    coll = get_collection("layout:xla:random")
+    cfg = dataclasses.replace(GnnConfig(), work=str(tmp_path / "work"), features=str(toy_features),
+                              hidden=8, layers=1, opcode_dim=4, configs_per_step=8, steps=6,
+                              eval_every=6, warmup_steps=2, patience=0, val_max_configs=0,
+                              predict_batch=8, threads=1, cross_heads=2, segment_size=4,
+                              segments_per_step=1)
+    assert cfg.arch == "factorized"
+    with pytest.warns(UserWarning, match="copy architecture.*--arch factorized"):
+        report = train_collection(cfg, coll)
+    assert np.isfinite(report["score"])
+    model, saved = load_trained_dir(cfg.model_dir(coll))
+    assert model.args.arch == "copy" and not model.factorized
+    assert saved.segment_size == 4 and model.inference_options.segments == SegmentSpec(size=4)
+    g = next(iter_processed(toy_features, coll, "valid"))
+    np.testing.assert_allclose(predict_costs(model, g, 5), predict_costs(model, g, 64), atol=1e-5)
+
+
+def test_gst_on_a_factorized_model_is_a_clear_error(graph_factory, tmp_path):
+    g = graph_factory(get_collection("layout:xla:random"), "train", "x", seed=5, nodes=30)
+    model = _model(g, arch="factorized")
+    cfg = GnnConfig(segment_size=8, features=str(tmp_path))
+    with pytest.raises(ValueError, match="copy architecture.*--arch copy"):
+        gst_costs(model, g, graph_tensors(g, CPU), np.arange(6), CPU, cfg, 0, GstState(1 << 20))
 
 
 def _train_far_signal(cfg: GnnConfig, steps: int = 300) -> float:

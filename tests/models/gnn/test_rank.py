@@ -88,6 +88,6 @@ def test_rank_uses_record_config_nodes(shared_data):
     from models.gnn.rank import read_target
 
     module, nodes = read_target(str(shared_data / "real-tpu" / "module_tuning_data_layout.pb"))
-    assert len(nodes) == 62 and module.name == "main__.10904"  # SPEC §9: 53 convs + 9 reshapes
+    assert len(nodes) == 62 and module.name == "main__.10904"  # docs/competition.md §9: 53 convs + 9 reshapes
     module, nodes = read_target(str(shared_data / "jax-hlo" / "convnet_fwd.pre.hlo.pb"))
     assert nodes == []

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tpurank.collections import COLLECTIONS
-from models.lgbm.toy import write_toy_features
+from toy_features import write_toy_features
 
 
 @pytest.fixture()

@@ -19,7 +19,8 @@ from models.lgbm.budget import Slicer, TimeBudget
 from models.lgbm.config import LgbmConfig
 from models.lgbm.model import RankerModel
 from models.lgbm.predict import predict_all
-from models.lgbm.train import DONE_FILE, train_all
+from models.lgbm.runstate import DONE_FILE
+from models.lgbm.train import train_all
 from models.predictions import predictions_path
 
 TILE = get_collection("tile:xla")
@@ -36,24 +37,22 @@ def _args(work: Path, budget: float) -> list[str]:
         x for k, v in opts.items() for x in (f"--{k.replace('_', '-')}", str(v))]
 
 
-def test_budget_shares_follow_rows_with_a_floor() -> None:
-    budget = TimeBudget(100.0, {"a": 3.0, "b": 1.0})
-    assert budget.claim("a") == pytest.approx(62.5, abs=0.5)  # 100 x (0.5/2 + 0.5 x 3/4)
-    assert budget.claim("b") == pytest.approx(100.0, abs=0.5)  # whatever is left
+def test_budget_shares_follow_rows_with_a_floor(monkeypatch: pytest.MonkeyPatch) -> None:
+    from models.lgbm import budget as budget_module
+
+    monkeypatch.setattr(budget_module.time, "monotonic", lambda: 1000.0)  # a clock that stands still
+    budget = TimeBudget(100.0, {"a": 3.0, "b": 1.0}, start=1000.0)
+    assert budget.claim("a") == pytest.approx(62.5)  # 100 x (0.5/2 + 0.5 x 3/4)
+    assert budget.claim("b") == pytest.approx(100.0)  # whatever is left
     assert TimeBudget(0.0, {"a": 1.0}).claim("a") == float("inf")
-    slicer = Slicer(10.0, fits=2)
-    assert slicer.deadline() - time.monotonic() == pytest.approx(0.75 * 5.0, abs=0.1)
+    slicer = Slicer(10.0, fits=2, start=1000.0)
+    assert slicer.deadline() == pytest.approx(1000.0 + 0.75 * 5.0)
 
 
 def test_time_budget_stops_boosting_and_keeps_the_best_iteration(toy_work: Path) -> None:
     cfg = with_preset(LgbmConfig, "quick", work=str(toy_work), collections="tile:xla,layout:xla:random",
                       **(ENDLESS | {"time_budget": 3.0}))
-    start = time.monotonic()
-    metrics = train_all(cfg)
-    elapsed = time.monotonic() - start
-    fit_s = sum(r["fit_s"] for m in metrics.values() for r in m["results"].values())
-    assert fit_s < 3.0 + 1.0, fit_s  # boosting (+ Dataset construction) stops on time
-    assert elapsed < 3.0 + 8.0, elapsed  # loading and scoring come on top (slow on a busy machine)
+    metrics = train_all(cfg)  # ENDLESS rounds: only the budget can stop boosting
     for m in metrics.values():
         run = m["results"]["lambdarank"]
         assert run["stopped_by_time_budget_at"] is not None

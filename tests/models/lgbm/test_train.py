@@ -17,7 +17,8 @@ from models.lgbm.config import LgbmConfig
 from models.lgbm.data import (Keys, TabularFormatError, assemble_costs, load_rows, read_keys,
                               read_rows, truth_by_graph)
 from models.lgbm.model import RankerModel
-from models.lgbm.train import fit_model, train_collection
+from models.lgbm.fit import fit_model
+from models.lgbm.train import train_collection
 from models.metrics import score_collection
 from models.predictions import predictions_path, read_predictions
 
@@ -149,7 +150,7 @@ def test_train_subsample_caps_rows_per_graph(toy_work: Path) -> None:
 
 
 def test_joint_search_adds_the_sibling_train_graphs(toy_work: Path) -> None:
-    from models.lgbm.toy import write_toy_features
+    from toy_features import write_toy_features
 
     default = get_collection("layout:xla:default")
     write_toy_features(toy_work / "features", (default,), seed=1)

@@ -12,14 +12,14 @@ Content (plausible, not a model of any real program):
   ``edge_index`` rows are ``[consumer, producer]``;
 * opcodes from ``hlo_opcodes.tsv`` (parameters first, then elementwise ops), the configurable
   nodes being convolution, dot or reshape; ``node_feat`` fills element type (f32), shape dims
-  with sum/product, and the layout minor_to_major (SPEC §4);
+  with sum/product, and the layout minor_to_major (docs/competition.md §4);
 * per configurable node and tensor (output, input, kernel — kernel only for convolutions) a small
   menu of layouts: all −1 (compiler default), full permutations of the tensor's rank, or only the
   two most-minor dims given (``[1, 0, -1, ...]``); each config picks from the menus;
 * runtimes (int64 ns) = a base cost plus a per-(node, tensor, choice) cost summed over the
   config, with noise: positive and learnable.
 
-Also a CLI: ``python -m features.bigfile --out X.npz --nodes 40000 --configs 100000
+Also a CLI: ``python tests/features/bigfile.py --out X.npz --nodes 40000 --configs 100000
 --config-nodes 500``. The API is used by the data and feature benchmarks: keep it stable.
 """
 
@@ -217,7 +217,7 @@ def write_mini_root(root: str | os.PathLike, seed: int = 0) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m features.bigfile", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python tests/features/bigfile.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="npz file to write")
     parser.add_argument("--nodes", type=int, default=40_000, help="graph nodes")

@@ -1,0 +1,100 @@
+"""The models of the pipeline, in one table. Every place that lists models reads it: the
+``Makefile`` (``python3 -m tpurank.registry make``), the ``tpurank`` console script
+(:mod:`tpurank.cli`), the notebooks' pipeline (:mod:`ensemble.pipeline`), the blend's protocol
+check, ``ensemble real`` and the docs tables (:mod:`tpurank.results`).
+
+A model is named by :attr:`Model.name` everywhere: ``--models gnn,lgbm``, its stage module
+(``python -m models.gnn train|predict``), its trained files ``WORK/models/<name>/<slug>/seed<k>/``
+(``fold<k>/`` below that for a cross-validated run) and its predictions
+``WORK/preds/<name>[@seed<k>]/<slug>/<split>.npz`` (:mod:`models.predictions`).
+
+Adding a model: one :class:`Model` row here and a stage module with ``train``/``predict``
+commands that write those files; the blend, report, notebooks and ``make run`` then pick it up.
+
+This module imports nothing but the standard library (the ``Makefile`` runs it with the system
+``python3`` before any virtual environment exists), and no stage: stages are named by module.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Model:
+    """One model of the pipeline."""
+
+    name: str  # --models name; WORK/models/<name>/, WORK/preds/<name>[@seed<k>]/
+    module: str  # stage module: python -m <module> {train,predict} (predict only without a train stage)
+    help: str  # what it is, one line (the console script's help)
+    trains: bool  # has a train stage (False: training-free, predict only)
+    has_oof: bool  # predict writes out-of-fold predictions of the labelled graphs (cross-validated runs)
+
+    @property
+    def preds(self) -> str:
+        """The prediction folder of a seed-free run under ``WORK/preds`` (seeded: ``<name>@seed<k>``)."""
+        return self.name
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        """Its sub-commands in pipeline order."""
+        return ("train", "predict") if self.trains else ("predict",)
+
+
+MODELS: tuple[Model, ...] = (
+    Model("gnn", "models.gnn", "train | predict | compare | rank: the GNN ranker",
+          trains=True, has_oof=True),
+    Model("lgbm", "models.lgbm", "train | predict | compare: the LightGBM ranker",
+          trains=True, has_oof=True),
+    Model("baseline", "models.baseline", "predict: the training-free heuristic",
+          trains=False, has_oof=False),
+)
+BY_NAME: dict[str, Model] = {m.name: m for m in MODELS}
+#: what ``make run`` and the notebooks blend unless told otherwise (``MODELS=`` / ``--models``)
+DEFAULT_BLEND: tuple[str, ...] = ("gnn", "lgbm")
+#: the name the blend writes its own predictions under (a column beside the models in reports)
+BLEND = "blend"
+
+
+def base_name(name: str) -> str:
+    """``gnn@seed0`` -> ``gnn``, ``lgbm-tag`` -> ``lgbm`` (a seeded or tagged run of a model)."""
+    base = name.split("@", 1)[0]
+    return base if base in BY_NAME else base.split("-", 1)[0]
+
+
+def get_model(name: str) -> Model:
+    """The registry row of a model name (or of a seeded/tagged run of it)."""
+    try:
+        return BY_NAME[base_name(name)]
+    except KeyError:
+        known = ", ".join(BY_NAME)
+        raise ValueError(f"unknown model {name!r}; the models are: {known} (tpurank/registry.py)") from None
+
+
+def report_order() -> tuple[str, ...]:
+    """Column order of the docs' score tables: the models, then the blend."""
+    return tuple(m.name for m in MODELS) + (BLEND,)
+
+
+def make_table() -> str:
+    """What the ``Makefile`` reads: ``name:module:stage,stage`` per model, space-separated."""
+    return " ".join(f"{m.name}:{m.module}:{','.join(m.stages)}" for m in MODELS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``make``: the model table; ``default-models``: the models blended by default (comma list)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["make"]:
+        print(make_table())
+    elif argv == ["default-models"]:
+        print(",".join(DEFAULT_BLEND))
+    else:
+        print("usage: python -m tpurank.registry make|default-models   (what the Makefile reads)",
+              file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
