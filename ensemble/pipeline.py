@@ -122,6 +122,22 @@ def default_work(work: str | os.PathLike | None = None, name: str = "notebook") 
     return Path("work") / name
 
 
+#: the train notebook's budget on Kaggle: a notebook session lasts 9–12 h by accelerator
+#: (docs/competition.md §2); 8 h leaves an hour of the shortest for the offline install, the
+#: bundle and writing the outputs
+KAGGLE_SESSION_BUDGET = 8 * 3600.0
+
+
+def notebook_budget(budget: float | str | None = "auto",
+                    kaggle_working: str | os.PathLike = "/kaggle/working") -> float:
+    """The train notebook's time budget in seconds: ``"auto"`` is :data:`KAGGLE_SESSION_BUDGET`
+    on Kaggle (``kaggle_working`` exists) and 0 elsewhere (each stage's own limits, as ``make
+    run`` without ``BUDGET``); a number is taken as it is; None is 0."""
+    if budget == "auto":
+        return KAGGLE_SESSION_BUDGET if Path(kaggle_working).is_dir() else 0.0
+    return float(budget or 0.0)
+
+
 def install_weights(weights: str | os.PathLike, work: str | os.PathLike) -> Path:
     """Copy trained artifacts (the Kaggle weights dataset, or a trained WORK) into ``work``.
 
@@ -248,5 +264,5 @@ def submission_preview(path: str | os.PathLike, rows: int = 5, max_chars: int = 
 
 
 __all__ = ["Run", "STAGES", "stage_argv", "run_stage", "run_stage_now", "planner", "run_stages", "train", "predict", "submit",
-           "find_data", "default_work", "install_weights", "weights_preset", "gnn_reports", "lgbm_metrics", "plot_training_curves",
+           "find_data", "default_work", "notebook_budget", "KAGGLE_SESSION_BUDGET", "install_weights", "weights_preset", "gnn_reports", "lgbm_metrics", "plot_training_curves",
            "validation_table", "blend_summary", "plot_validation_scores", "submission_preview"]
