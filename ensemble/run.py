@@ -126,7 +126,7 @@ class Subprocesses:
 
         module = STAGES[stage][0].removesuffix(".__main__")
         cmd = [sys.executable, "-m", module, *stage_argv(run, stage)]
-        print("$ " + " ".join(cmd[1:]), flush=True)
+        print("$ python " + " ".join(cmd[1:]), flush=True)
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         record = monitored(cmd)
         record.pop("proc")
