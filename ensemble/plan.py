@@ -131,7 +131,7 @@ class Plan:
 
         out = []
         for s in self.stages:
-            diff = "—" if s.actual is None else f"{s.actual - s.planned:+,.0f}"
+            diff = "—" if s.actual is None else f"{round(s.actual - s.planned):+,d}"
             opts = ", ".join(f"{k}={v}" for k, v in s.options.items())
             out.append([s.name, num(s.planned), num(s.given), num(s.actual), diff,
                         s.basis + (f" ({opts})" if opts else "")])

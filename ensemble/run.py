@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from tpurank.collections import held_collections, hidden_runtimes_path
+from tpurank.collections import get_collection, held_collections, hidden_runtimes_path
 from tpurank.config import StageConfig, parse_config
 from tpurank.registry import DEFAULT_BLEND, MODELS, get_model
 
@@ -283,7 +283,7 @@ class PlannedRun:
         cfg = self.stage_config("gnn-train", probe)
         reports = {}
         for name in linked:
-            path = root / "models" / "gnn" / name.replace(":", "-") / f"seed{cfg.seed}" / "report.json"
+            path = cfg.model_dir(get_collection(name)) / "report.json"
             if path.is_file():
                 reports[name] = json.loads(path.read_text())
         self.probe = P.read_probe(reports, linked, P.PROBE_CONFIGS, record.actual)
