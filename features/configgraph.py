@@ -2,22 +2,31 @@
 
 The factorized GNN (``models.gnn``, ``--arch factorized``) embeds a graph once, without configs,
 and then runs a small per-config head over the configurable nodes only. The head's message
-passing needs to know which configurable nodes are joined in the dataflow: configurable ``u``
-is linked to configurable ``v`` when a **directed path** ``u -> w1 -> ... -> v`` (producer to
-consumer) runs through **non-configurable** nodes only (``w1 ...``; none when ``v`` consumes
-``u`` directly) and has at most ``max_hops`` edges. The shortest such path is summarised by its
-length and by two of its inner nodes: the first (a consumer of ``u``) and the last (an operand of
-``v``), both within one hop of a configurable node, hence kept by any pruning with ``k >= 1``.
+passing needs to know which configurable nodes are joined in the dataflow. Two kinds of link:
+
+- **path** (kind 0): configurable ``u`` is linked to configurable ``v`` when a directed path
+  ``u -> w1 -> ... -> v`` (producer to consumer) runs through **non-configurable** nodes only
+  (``w1 ...``; none when ``v`` consumes ``u`` directly) and has at most ``max_hops`` edges. The
+  shortest such path is summarised by its length and by two of its inner nodes: the first (a
+  consumer of ``u``) and the last (an operand of ``v``), both within one hop of a configurable
+  node, hence kept by any pruning with ``k >= 1``;
+- **meet** (kind 1): configurable ``a`` and ``b`` (``a < b``) whose outputs **meet** at a
+  non-configurable node ``w``: directed non-configurable paths ``a -> ... -> w`` and ``b -> ...
+  -> w`` of ``d_a + d_b <= max_hops`` edges in all (``w`` minimising that sum); the link's length
+  is ``d_a + d_b`` and both its inner slots hold ``w``. Two layouts that meet at one op (say
+  the operands of an add) are what decides whether that op needs a copy: a cost of the pair, which
+  no directed path between them shows.
 
 The graph is computed once per graph by ``features build`` on the source graph (before
 pruning), and stored with the processed graph (``config_graph.npy``), so training and
 prediction never search paths. :func:`config_graph` is also the fallback for processed graphs
 written without it (computed on the pruned graph: rewired edges then shorten some paths).
 
-Array: ``(E, 5)`` int64 rows ``[src, dst, hops, first_inner, last_inner]``; ``src``/``dst`` are
-ordinals of configurable nodes (positions in ``node_config_ids`` / ``config_node_pos``, producer
-first), ``hops`` in ``1..max_hops``, the inner nodes are node ids of the graph the function was
-given (-1 when the path has no inner node); rows sorted by ``(src, dst)``.
+Array: ``(E, 6)`` int64 rows ``[src, dst, hops, first_inner, last_inner, kind]``; ``src``/``dst``
+are ordinals of configurable nodes (positions in ``node_config_ids`` / ``config_node_pos``,
+producer first for a path link, the smaller first for a meet link), ``hops`` in
+``1..max_hops``, the inner nodes are node ids of the graph the function was given (-1 when the
+path has no inner node); rows sorted by ``(kind, src, dst)``.
 """
 
 from __future__ import annotations
@@ -25,8 +34,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-COLUMNS = ("src", "dst", "hops", "first_inner", "last_inner")
+COLUMNS = ("src", "dst", "hops", "first_inner", "last_inner", "kind")
 NO_NODE = -1
+PATH, MEET = 0, 1
 
 
 def empty_config_graph() -> np.ndarray:
@@ -55,20 +65,61 @@ def config_graph(num_nodes: int, producer: np.ndarray, consumer: np.ndarray,
     ordinal = np.full(num_nodes, -1, np.int64)
     ordinal[config_nodes] = np.arange(len(config_nodes))
     stamp = np.full(num_nodes, -1, np.int64)  # last source that visited a node
-    rows = [_links_from(adj, ordinal, stamp, src, int(u), max_hops, max_links)
-            for src, u in enumerate(config_nodes.tolist())]
-    out = np.concatenate(rows) if rows else empty_config_graph()
-    return out[np.lexsort((out[:, 1], out[:, 0]))] if len(out) else out
+    paths, reached = [], []
+    for src, u in enumerate(config_nodes.tolist()):
+        links, reach = _links_from(adj, ordinal, stamp, src, int(u), max_hops, max_links)
+        paths.append(links)
+        reached.append(reach)
+    out = np.concatenate(paths + [meet_links(np.concatenate(reached), max_hops, max_links)])
+    return out[np.lexsort((out[:, 1], out[:, 0], out[:, 5]))] if len(out) else out
+
+
+def meet_links(reach: np.ndarray, max_hops: int, max_links: int = 0) -> np.ndarray:
+    """Meet links from ``reach`` rows ``[src, node, hops]`` (every non-configurable node each
+    configurable node reaches through non-configurable nodes, at its distance): the pairs of
+    sources that reach one node within ``max_hops`` edges in all, each pair once at its nearest
+    meeting node; at most ``max_links`` per configurable node, the nearest first."""
+    if len(reach) == 0:
+        return empty_config_graph()
+    reach = reach[np.lexsort((reach[:, 2], reach[:, 1]))]  # by node, nearest source first
+    starts = np.flatnonzero(np.r_[True, reach[1:, 1] != reach[:-1, 1]])
+    counts = np.diff(np.r_[starts, len(reach)])
+    pairs = []
+    for start, count in zip(starts[counts > 1].tolist(), counts[counts > 1].tolist()):
+        group = reach[start:start + count]
+        if max_links:
+            group = group[:max_links]
+        a, b = np.triu_indices(len(group), k=1)
+        hops = group[a, 2] + group[b, 2]
+        ok = hops <= max_hops
+        if ok.any():
+            lo = np.minimum(group[a, 0], group[b, 0])[ok]
+            hi = np.maximum(group[a, 0], group[b, 0])[ok]
+            node = np.full(ok.sum(), group[0, 1])
+            pairs.append(np.stack([lo, hi, hops[ok], node, node, np.full(ok.sum(), MEET)], axis=1))
+    if not pairs:
+        return empty_config_graph()
+    links = np.concatenate(pairs)
+    links = links[np.lexsort((links[:, 2], links[:, 1], links[:, 0]))]  # per pair, nearest first
+    first = np.r_[True, np.any(links[1:, :2] != links[:-1, :2], axis=1)]
+    links = links[first]
+    if max_links:  # nearest links of each source (sources are the smaller ordinal)
+        links = links[np.lexsort((links[:, 2], links[:, 0]))]
+        rank = np.arange(len(links)) - np.searchsorted(links[:, 0], links[:, 0])
+        links = links[rank < max_links]
+    return links
 
 
 def _links_from(adj: sp.csr_matrix, ordinal: np.ndarray, stamp: np.ndarray, src: int, u: int,
-                max_hops: int, max_links: int) -> np.ndarray:
+                max_hops: int, max_links: int) -> tuple[np.ndarray, np.ndarray]:
     """Breadth-first search from configurable node ``u`` over consumers, through non-configurable
-    nodes only; one row per configurable node reached (its shortest path)."""
+    nodes only: one path link per configurable node reached (its shortest path), and the
+    ``[src, node, hops]`` rows of the non-configurable nodes reached."""
     stamp[u] = src
     frontier = np.array([u], np.int64)
     first = np.array([NO_NODE], np.int64)  # first inner node of the path to each frontier node
     found: list[np.ndarray] = []
+    reached: list[np.ndarray] = []
     for hops in range(1, max_hops + 1):
         starts, ends = adj.indptr[frontier], adj.indptr[frontier + 1]
         counts = ends - starts
@@ -88,16 +139,18 @@ def _links_from(adj: sp.csr_matrix, ordinal: np.ndarray, stamp: np.ndarray, src:
             last = np.where(inner, parent[is_cfg], NO_NODE)
             first_inner = np.where(inner, via[is_cfg], NO_NODE)
             found.append(np.stack([np.full(is_cfg.sum(), src), ordinal[nxt[is_cfg]],
-                                   np.full(is_cfg.sum(), hops), first_inner, last], axis=1))
+                                   np.full(is_cfg.sum(), hops), first_inner, last,
+                                   np.full(is_cfg.sum(), PATH)], axis=1))
         # non-configurable nodes carry the search on; a path's first inner node is itself
         frontier = nxt[~is_cfg]
         first = np.where(via[~is_cfg] == NO_NODE, frontier, via[~is_cfg])
+        reached.append(np.stack([np.full(len(frontier), src), frontier,
+                                 np.full(len(frontier), hops)], axis=1))
         if max_links and sum(len(f) for f in found) >= max_links or frontier.size == 0:
             break
-    if not found:
-        return empty_config_graph()
-    links = np.concatenate(found).astype(np.int64)
-    return links[:max_links] if max_links else links
+    links = np.concatenate(found).astype(np.int64) if found else empty_config_graph()
+    reach = np.concatenate(reached).astype(np.int64) if reached else np.zeros((0, 3), np.int64)
+    return (links[:max_links] if max_links else links), reach
 
 
 def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:

@@ -148,9 +148,9 @@ class ProcessedGraph:
     - ``target``: (c,) float64 runtime to rank (tile: runtime/normalizer), None for test.
     - ``config_index``: (c,) int64 index of each row in the source file's configs (train rows may
       be deduplicated: the index of the first occurrence).
-    - ``config_graph``: layout only, (E, 5) int64 links between configurable nodes joined through
+    - ``config_graph``: layout only, (E, 6) int64 links between configurable nodes joined through
       non-configurable nodes (:mod:`features.configgraph`: ``[src, dst, hops, first_inner,
-      last_inner]``, ordinals of ``config_node_pos`` and positions in this graph), the factorized
+      last_inner, kind]``, ordinals of ``config_node_pos`` and positions in this graph), the factorized
       GNN's head graph; None in graphs written before it (the GNN then derives it from
       ``edge_index``).
     - ``layout_context``: layout only, the arrays of the graph's
@@ -172,7 +172,7 @@ class ProcessedGraph:
     target: np.ndarray | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     layout_context: Mapping[str, np.ndarray] | None = None  # LayoutContext.arrays() (layout only)
-    config_graph: np.ndarray | None = None  # (E, 5) features.configgraph links (layout only)
+    config_graph: np.ndarray | None = None  # (E, 6) features.configgraph links (layout only)
 
     @property
     def num_nodes(self) -> int:

@@ -25,6 +25,7 @@ class GnnConfig(StageConfig):
     # --- model
     arch: str = "factorized"  # layout: factorized (config-free trunk once per graph, per-config head over the configurable nodes) | copy (the graph copied per config)
     head_layers: int = 2  # factorized: message-passing layers of the per-config head over the configurable-node graph
+    head_product: bool = True  # factorized: the head's join also multiplies each configurable node's trunk and layout embeddings (second-order terms)
     conv: str = "sage"  # sage | gatv2
     hidden: int = 64  # node embedding width of every message-passing layer
     layers: int = 3  # message-passing layers
@@ -87,15 +88,17 @@ class GnnConfig(StageConfig):
 
     PRESETS: ClassVar[dict[str, dict[str, object]]] = {
         # quick: bounded by time, not steps (issue 11): 900 s of GNN training for all selected
-        # collections and their 3 CV folds (issue 12; the LightGBM ranker's K too), so that
-        # `make run` on sample-small stays near 25 minutes on 2 cores; a tile fold model gets half
-        # a layout fold model's share (tile_budget_weight). Both cores (threads 0): on a quiet
-        # 2-core machine 617 vs 384 configs/s with one thread (layout:nlp:random, 45 s runs);
-        # one thread is faster only when other jobs load the cores. OOF predictions of train
-        # graphs on 500 of their configs bound the predict stage at the real shape.
-        # Model shape: measured on sample-small valid, 3 seeds.
+        # collections and their 3 CV folds (issue 12; the LightGBM ranker's K too); a tile fold
+        # model gets half a layout fold model's share (tile_budget_weight). No early stopping
+        # (patience 0; the best evaluated weights are kept): within these shares the models'
+        # inner-valid scores still rise, noisily, when the time runs out (BENCHMARKS.md, "GNN
+        # architectures"). Both cores (threads 0): on a quiet 2-core machine 617 vs 384 configs/s
+        # with one thread (copy model, layout:nlp:random, 45 s runs); one thread is faster only
+        # when other jobs load the cores. OOF predictions of train graphs on 500 of their configs
+        # bound the predict stage at the real shape. Model shape: measured on sample-small valid,
+        # 3 seeds.
         "quick": {"hidden": 64, "layers": 3, "configs_per_step": 64, "steps": 100000,
-                  "time_budget": 900.0, "eval_every": 50, "patience": 4, "val_max_configs": 128,
+                  "time_budget": 900.0, "eval_every": 50, "patience": 0, "val_max_configs": 128,
                   "predict_batch": 64, "threads": 0, "warmup_steps": 20, "lr": 3e-3,
                   "node_budget": 200000, "folds": 3, "tile_budget_weight": 0.5,
                   "oof_max_configs": 500, "final_val_max_configs": 500},

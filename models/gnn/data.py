@@ -16,7 +16,7 @@ import torch
 from tpurank.collections import Collection, get_collection
 from features.buildconfig import BuildConfig
 from features.columns import signed_log1p
-from features.configgraph import config_graph
+from features.configgraph import COLUMNS, PATH, config_graph
 from features.processed import ProcessedGraph, iter_processed
 from features.tabular import LayoutContext, config_descriptor_columns, layout_chunk_features
 from models.gnn.model import ConfigLinks
@@ -75,7 +75,10 @@ def config_links(g: ProcessedGraph, edge_index: np.ndarray, device: torch.device
         links = config_graph(g.num_nodes, edge_index[0], edge_index[1],
                              np.asarray(g.config_node_pos, dtype=np.int64), hops,
                              BuildConfig().config_graph_max_links)
-    links = np.asarray(links, dtype=np.int64).reshape(-1, 5)
+    links = np.asarray(links, dtype=np.int64)
+    links = links.reshape(-1, links.shape[-1] if links.ndim == 2 else len(COLUMNS))
+    if links.shape[1] == len(COLUMNS) - 1:  # written before meet links: path links only
+        links = np.concatenate([links, np.full((len(links), 1), PATH)], axis=1)
     nc = len(g.config_node_pos)
     if links.size and (links[:, :2].min() < 0 or links[:, :2].max() >= nc
                        or links[:, 3:].max() >= g.num_nodes):
@@ -84,7 +87,8 @@ def config_links(g: ProcessedGraph, edge_index: np.ndarray, device: torch.device
                          f"rebuild features")
     return ConfigLinks(edge_index=torch.as_tensor(links[:, :2].T.copy(), device=device),
                        hops=torch.as_tensor(links[:, 2].copy(), device=device),
-                       inner=torch.as_tensor(links[:, 3:].copy(), device=device))
+                       inner=torch.as_tensor(links[:, 3:5].copy(), device=device),
+                       kind=torch.as_tensor(links[:, 5].copy(), device=device))
 
 
 def tabular_width(g: ProcessedGraph) -> int:

@@ -44,6 +44,7 @@ LAYOUT_CONFIG_DIM = 18
 LAYOUT_VALUES = 8  # values -1..5 -> 0..6, plus one bucket for anything out of range
 OPCODE_VOCAB = 256  # HLO opcode ids (about 120 today); larger ids share the last bucket
 LINK_HOPS = 16  # link lengths embedded by the factorized head; longer links share the last bucket
+LINK_KINDS = 2  # features.configgraph: path, meet
 ARCHS = ("copy", "factorized")
 
 
@@ -69,6 +70,7 @@ class ModelArgs:
     tabular_dim: int = 0  # layout: width of the per-config descriptive features joined after pooling (0 = none)
     arch: str = "copy"  # layout: copy | factorized (the default keeps older checkpoints what they are)
     head_layers: int = 2  # factorized: message-passing layers of the per-config head
+    head_product: bool = False  # factorized: the join also multiplies trunk and layout embeddings
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -238,6 +240,7 @@ class ConfigLinks:
     edge_index: torch.Tensor  # (2, E) ordinals of configurable nodes, producer -> consumer
     hops: torch.Tensor  # (E,) path lengths
     inner: torch.Tensor  # (E, 2) first and last inner node of the path (graph positions, -1 none)
+    kind: torch.Tensor  # (E,) features.configgraph.PATH (directed path) or MEET (outputs meet)
 
 
 class LinkLayer(nn.Module):
@@ -269,43 +272,65 @@ class ConfigHead(nn.Module):
         super().__init__()
         d = args.hidden
         self.hop_embed = nn.Embedding(LINK_HOPS + 1, d)
+        self.kind_embed = nn.Embedding(LINK_KINDS, d)
         self.link_proj = nn.Sequential(nn.Linear(2 * d, d), nn.GELU())
         self.join = nn.Sequential(nn.Linear(2 * d, d), nn.GELU())
+        self.product = None
+        if args.head_product:  # (U trunk + b) * (V layout): second-order terms in one lookup more
+            self.product = nn.ModuleDict({"trunk": nn.Linear(d, d),
+                                          "layout": nn.Linear(d, d, bias=False)})
+            nn.init.zeros_(self.product["trunk"].weight)
+            nn.init.zeros_(self.product["trunk"].bias)
         self.layers = nn.ModuleList(LinkLayer(d, args.norm, args.dropout)
                                     for _ in range(args.head_layers))
         self.pool = Pool(args.pool, d)
 
     def link_features(self, h: torch.Tensor, links: ConfigLinks) -> torch.Tensor:
-        """(E, d) features of the links, from their lengths and the trunk embeddings ``h`` (n, d)
-        of their inner nodes (mean of those present): config-free, once per graph."""
+        """(E, d) features of the links, from their kinds, lengths and the trunk embeddings ``h``
+        (n, d) of their inner nodes (mean of those present): config-free, once per graph."""
         present = links.inner >= 0
         inner = h[links.inner.clamp_min(0)] * present[..., None].to(h.dtype)  # (E, 2, d)
         inner = inner.sum(dim=1) / present.sum(dim=1, keepdim=True).clamp_min(1).to(h.dtype)
-        hops = self.hop_embed(links.hops.clamp(0, LINK_HOPS))
+        hops = self.hop_embed(links.hops.clamp(0, LINK_HOPS)) + self.kind_embed(links.kind)
         return self.link_proj(torch.cat([hops, inner], dim=-1))
 
     def node_inputs(self, node_h: torch.Tensor, encoder: LayoutConfigEncoder) -> torch.Tensor:
         """The config-free half of the join for the configurable nodes' trunk embeddings
-        ``node_h`` (nc, d), with every bias folded in (once per graph)."""
+        ``node_h`` (nc, d), with every bias folded in (once per graph); with the product term,
+        the trunk side of the product too, as (nc, 2d)."""
         linear = self.join[0]
         d = node_h.shape[-1]
         bias = linear.bias + linear.weight[:, d:] @ encoder.proj.bias
-        return nn.functional.linear(node_h, linear.weight[:, :d], bias)
+        node_in = nn.functional.linear(node_h, linear.weight[:, :d], bias)
+        if self.product is None:
+            return node_in
+        return torch.cat([node_in, self.product["trunk"](node_h)], dim=-1)
+
+    def _lookup(self, encoder: LayoutConfigEncoder, idx: torch.Tensor, weight: torch.Tensor,
+                shape: tuple[int, ...]) -> torch.Tensor:
+        """``weight @ (encoder(values) - bias)`` per node, as one summed lookup."""
+        return nn.functional.embedding_bag(idx, encoder.projected_table(weight),
+                                           mode="sum").view(*shape)
 
     def forward(self, node_in: torch.Tensor, values: torch.Tensor, encoder: LayoutConfigEncoder,
                 links: ConfigLinks, link_feat: torch.Tensor) -> torch.Tensor:
-        """``node_in`` (nc, d) from :meth:`node_inputs`, ``values`` (B, nc, 18) layout values ->
-        (B, P). The join ``GELU(W [trunk; encoder(values)] + b)`` is computed as ``node_in`` plus
+        """``node_in`` from :meth:`node_inputs`, ``values`` (B, nc, 18) layout values -> (B, P).
+        The join ``GELU(W [trunk; encoder(values)] + b)`` is computed as the config-free half plus
         one summed lookup per node (:meth:`LayoutConfigEncoder.projected_table`): no per-config
         matrix product before the link layers."""
         batch, nc = values.shape[:2]
         if nc == 0:  # no configurable node: nothing to tell the configs apart
             return node_in.new_zeros(batch, self.pool.out_dim)
-        d = node_in.shape[-1]
-        table = encoder.projected_table(self.join[0].weight[:, d:])
-        cfg = nn.functional.embedding_bag(encoder.indices(values).view(-1, LAYOUT_CONFIG_DIM),
-                                          table, mode="sum").view(batch, nc, d)
-        x = self.join[1](cfg + node_in.to(cfg.dtype))
+        d = self.join[0].weight.shape[0]
+        idx = encoder.indices(values).view(-1, LAYOUT_CONFIG_DIM)
+        pre = self._lookup(encoder, idx, self.join[0].weight[:, d:], (batch, nc, d))
+        pre = pre + node_in[:, :d].to(pre.dtype)
+        if self.product is not None:
+            layout = self.product["layout"]
+            v = self._lookup(encoder, idx, layout.weight, (batch, nc, d)) \
+                + layout.weight @ encoder.proj.bias
+            pre = pre + node_in[:, d:].to(pre.dtype) * v
+        x = self.join[1](pre)
         for layer in self.layers:
             x = layer(x, links, link_feat.to(x.dtype))
         return self.pool(x)

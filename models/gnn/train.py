@@ -76,7 +76,8 @@ def model_args_for(cfg: GnnConfig, g: ProcessedGraph) -> ModelArgs:
                      dropout=cfg.dropout, cross_attn=cfg.cross_attn, cross_heads=cfg.cross_heads,
                      tile_join=cfg.tile_join,
                      tabular_dim=tabular_width(g) if cfg.tabular else 0,
-                     arch=arch_for(cfg, g), head_layers=cfg.head_layers)
+                     arch=arch_for(cfg, g), head_layers=cfg.head_layers,
+                     head_product=cfg.head_product)
 
 
 def arch_for(cfg: GnnConfig, g: ProcessedGraph) -> str:

@@ -165,7 +165,7 @@ def test_factorized_graph_without_configurable_nodes_ties_every_config(graph_fac
     g, model = _trained_like(graph_factory, arch="factorized")
     g.config_node_pos = g.config_node_pos[:0]
     g.config_feat = g.config_feat[:, :0]
-    g.config_graph = np.zeros((0, 5), np.int64)
+    g.config_graph = np.zeros((0, 6), np.int64)
     cost = predict_costs(model, g, 16)
     assert cost.shape == (50,) and np.isfinite(cost).all()
     assert np.ptp(cost) < 1e-5  # nothing tells the configs apart
