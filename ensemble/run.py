@@ -13,9 +13,11 @@ What it does, in order (every step recorded in ``WORK/plan/plan.json``, :mod:`en
    (``--time-budget``); it early-stops when its validation score stops improving, and what it
    leaves goes to the GNN, which gets everything left but the pending stages' plan. Every stage's
    measured time moves the plan of the stages after it.
-4. **Spend what the models leave** (``--spend seeds``): the GNN early-stops too; while the time
-   left holds a further GNN seed (at least :data:`ensemble.plan.MIN_SEED_SHARE` of the first
-   seed's training time plus its measured predict time), another seed is trained and predicted
+4. **Spend what the models leave** (``--spend seeds``): the GNN early-stops too where its
+   preset has a patience (``full``; the ``quick`` preset trains without early stopping, so a
+   quick GNN uses its whole share and a further seed is rare); while the time left holds a
+   further GNN seed (at least :data:`ensemble.plan.MIN_SEED_SHARE` of the first seed's training
+   time plus its measured predict time), another seed is trained and predicted
    (``gnn@seed<k>``; the blend averages seeds), up to ``--max-seeds``. ``--spend steps`` instead
    lets the GNN train its whole share (``--patience 0``: the learning-rate schedule follows the
    time) and trains one seed.
@@ -63,7 +65,7 @@ class RunConfig(StageConfig):
     models: str = ",".join(DEFAULT_BLEND)  # comma list of the models trained and blended (tpurank/registry.py); training-free ones are predicted too
     protocol: str = "auto"  # what the blend is fitted on: auto (out-of-fold predictions) | valid
     submission: str = "submissions/submission.csv"  # the submission CSV written (and checked)
-    spend: str = "seeds"  # what the time the models leave buys: seeds (the GNN early-stops; further GNN seeds while they fit) | steps (the GNN trains its whole share, --patience 0, one seed)
+    spend: str = "seeds"  # what the time the models leave buys: seeds (further GNN seeds while they fit in what early stopping leaves, where the GNN's preset has a patience) | steps (the GNN trains its whole share, --patience 0, one seed)
     max_seeds: int = 3  # GNN seeds at most (--spend seeds)
     lgbm_share: float = 0.3  # LightGBM's share of the training time at most (it trains first; what it leaves goes to the GNN)
     folds: int = 0  # every model's --folds (0: the preset's)
@@ -341,10 +343,14 @@ class PlannedRun:
         for record in later[len(self.trained):]:
             self.plan.add(record)
         if "gnn" in self.trained and self.cfg.spend == "seeds" and self.cfg.max_seeds > 1:
+            patience = self.stage_config("gnn-train").patience
             self.plan.notes.append(
                 f"GNN seeds: the time the models leave (early stopping) trains up to "
                 f"{self.cfg.max_seeds - 1} more GNN seed(s), each when at least "
-                f"{P.MIN_SEED_SHARE:.0%} of the first seed's training time and its predict time fit")
+                f"{P.MIN_SEED_SHARE:.0%} of the first seed's training time and its predict time fit"
+                + ("" if patience > 0 else
+                   "; the GNN does not early-stop here (--patience 0), so it trains its whole "
+                   "share and a further seed fits only when it ends before (its --steps)"))
         self.phase = "planned"
         self.save()
         self.log("[plan] the plan (seconds):\n" + self.plan.table())
