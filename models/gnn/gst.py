@@ -1,20 +1,31 @@
 """Graph Segment Training (GST, docs/competition.md §7): constant training memory whatever the graph size.
 
-Each graph is cut into segments of about ``segment_size`` nodes (:mod:`features.segments`, cached
-with the features). A training step runs forward + backward through ``segments_per_step``
-random segments of the step's configs; every other segment's pooled embedding comes from a
-**historical embedding table** keyed by (graph, config, segment) (:class:`HistoryTable`,
-bounded in bytes, oldest rows evicted), or, for a config not in the table, is computed without
-gradient (and stored; with ``history_fill=false`` such entries are left out of the step instead,
-which bounds step time too). The trained segments' fresh embeddings refresh the table. **Stale
-embedding dropout** leaves each historical embedding out with probability ``stale_dropout``;
-the combination (:meth:`models.gnn.model.Pool.combine`) is normalised over the segments kept,
-so the trained segments' weight is scaled up by exactly the weight that was dropped. The combined
-vector then goes through the model's scoring part (cross-config attention, head).
+The organisers' recipe (``kaidic/GST``, ``custom_tpu_train.py``):
 
-Inference is exact: :func:`segmented_embed` embeds every segment fresh, no history. With
-``segment_combine=pool``, a ``meanmax`` model with ``norm`` ``layer``/``none`` and segments that
-cut no edge (or a halo of at least ``layers`` hops), it equals whole-graph embedding.
+- each graph is cut into segments of about ``segment_size`` nodes (:mod:`features.segments`,
+  cached with the features); a segment is scored on its own: pooled, through the model's scoring
+  part (:meth:`RankerGNN.config_vectors`, cross-configuration attention over the step's configs,
+  head) to **one scalar per config**, and a config's cost is the **sum** of its segments' scores.
+  A segment without a configurable node adds the same score to every config of its graph, which
+  the ranking losses ignore;
+- a training step runs forward + backward through ``segments_per_step`` segments, drawn in
+  proportion to their configurable nodes (never a segment without one: its step would have no
+  gradient). Their summed score is scaled to the expected number of segments kept in the step
+  (the trained ones plus ``1 - stale_dropout`` of the others that hold a configurable node);
+- every other segment's score comes from a **history table** (:class:`HistoryTable`, bounded in
+  bytes) keyed by (graph, segment, the config values that segment sees): two configs that agree
+  on a segment's configurable nodes share its entry, a segment without configurable node has one
+  entry per graph. A missing entry counts as zero;
+- **stale embedding dropout**: one mask per graph and step, shared by all its configs, leaves each
+  historical score out with probability ``stale_dropout``, so two configs of a graph always sum
+  the same segments and their difference is the model's, not the mask's.
+
+Inference is exact: every segment is scored fresh and the scores are summed
+(:func:`summed_segment_costs`), one segment at a time over all configs (memory of one segment).
+
+Measured against the variants this replaced (``BENCHMARKS.md``, "Graph Segment Training"):
+combining the segments' pooled vectors into one graph vector instead of summing scores, a uniform
+draw of the trained segment, and a no-grad pass filling missing history entries.
 
 Edges that cross segments are dropped (``segment_halo=0``) or kept as boundary inputs: a halo of
 ``segment_halo`` hops of neighbours joins the segment's message passing but not its pooling.
@@ -22,6 +33,7 @@ Edges that cross segments are dropped (``segment_halo=0``) or kept as boundary i
 
 from __future__ import annotations
 
+import hashlib
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -39,12 +51,11 @@ from models.gnn.model import RankerGNN
 
 @dataclass(frozen=True)
 class SegmentSpec:
-    """How graphs are cut (part of a run's config; inference must use the training one)."""
+    """How graphs are cut and scored (part of a run's config; inference uses the training one)."""
 
     size: int
     method: str = "contiguous"
     halo: int = 0
-    combine: str = "pool"
 
     @classmethod
     def from_config(cls, cfg: Any) -> "SegmentSpec | None":
@@ -52,8 +63,7 @@ class SegmentSpec:
         if size <= 0:
             return None
         return cls(size=size, method=getattr(cfg, "segment_method", "contiguous"),
-                   halo=int(getattr(cfg, "segment_halo", 0)),
-                   combine=getattr(cfg, "segment_combine", "pool"))
+                   halo=int(getattr(cfg, "segment_halo", 0)))
 
 
 @dataclass
@@ -66,6 +76,13 @@ class SegmentTensors:
     core: int  # number of the segment's own nodes (pooled)
     config_node_pos: torch.Tensor | None  # layout: local positions of the configurable nodes here
     config_cols: torch.Tensor | None  # layout: their columns in the graph's config_feat
+    core_configurable: int = 0  # layout: configurable nodes among the core ones
+
+    @property
+    def config_free(self) -> bool:
+        """True for a layout segment that sees no configurable node (core or halo): its embedding
+        is the same for every config."""
+        return self.config_cols is not None and self.config_cols.numel() == 0
 
 
 @dataclass
@@ -116,12 +133,14 @@ def build_segments(g: ProcessedGraph, tensors: GraphTensors, spec: SegmentSpec,
         sub_edges = torch.as_tensor(np.stack([local[src[keep]], local[dst[keep]]]), device=device)
         node_idx = torch.as_tensor(nodes, device=device)
         cols = lpos = None
+        in_core = 0
         if pos is not None:
             inside = np.flatnonzero(local[pos] >= 0)
+            in_core = int((local[pos[inside]] < len(core)).sum())
             cols = torch.as_tensor(inside, device=device)
             lpos = torch.as_tensor(local[pos[inside]], device=device)
         parts.append(SegmentTensors(tensors.node_feat[node_idx], tensors.node_opcode[node_idx],
-                                    sub_edges, len(core), lpos, cols))
+                                    sub_edges, len(core), lpos, cols, in_core))
         local[nodes] = -1
     sizes = torch.as_tensor(np.diff(seg.starts).astype(np.float32), device=device)
     return GraphSegments(key=f"{g.collection}/{g.split}/{graph_fingerprint(g)}", parts=parts,
@@ -148,11 +167,23 @@ class SegmentCache:
         return segs
 
 
-class HistoryTable:
-    """Historical segment embeddings keyed by (graph, config, segment), at most ``max_bytes``.
+@dataclass
+class _Entries:
+    keys: np.ndarray  # (n,) uint64, sorted
+    values: np.ndarray  # (n,) float32
 
-    Stored as one (K, P) row per (graph, config) plus a filled mask; writing a row makes it the
-    newest, and the oldest rows are evicted when the table is over its byte limit.
+    @property
+    def nbytes(self) -> int:
+        return int(self.keys.nbytes + self.values.nbytes)
+
+
+class HistoryTable:
+    """Historical segment scores keyed by (graph, segment, config key), at most ``max_bytes``.
+
+    A config key (:func:`segment_config_key`) identifies the config values a segment sees, so
+    configs that agree there share an entry. Each (graph, segment) holds sorted key and score
+    arrays (12 bytes an entry); writing to one makes it the newest, and the oldest
+    (graph, segment) arrays are evicted when the table is over its byte limit.
     """
 
     def __init__(self, max_bytes: int):
@@ -160,46 +191,49 @@ class HistoryTable:
             raise ValueError(f"history_max_bytes must be positive, got {max_bytes}")
         self.max_bytes = int(max_bytes)
         self.nbytes = 0
-        self._rows: OrderedDict[tuple[str, int], tuple[torch.Tensor, torch.Tensor]] = OrderedDict()
+        self._rows: OrderedDict[tuple[str, int], _Entries] = OrderedDict()
 
     def __len__(self) -> int:
-        return len(self._rows)
+        """Number of entries."""
+        return sum(len(e.keys) for e in self._rows.values())
 
-    @staticmethod
-    def _row_bytes(values: torch.Tensor, filled: torch.Tensor) -> int:
-        return values.numel() * values.element_size() + filled.numel() * filled.element_size()
-
-    def lookup(self, graph: str, configs: np.ndarray, segments: np.ndarray, dim: int,
-               device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        """Values (B, S, dim) and a (B, S) mask of the entries present."""
-        values = torch.zeros(len(configs), len(segments), dim, device=device)
-        have = torch.zeros(len(configs), len(segments), dtype=torch.bool, device=device)
-        seg_idx = torch.as_tensor(np.asarray(segments, dtype=np.int64), device=device)
-        for b, c in enumerate(np.asarray(configs).tolist()):
-            row = self._rows.get((graph, int(c)))
-            if row is not None:
-                values[b] = row[0][seg_idx].to(device)
-                have[b] = row[1][seg_idx].to(device)
+    def lookup(self, graph: str, segment: int, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Scores (B,) of ``keys`` (B,) (0 where missing) and a (B,) mask of those present."""
+        keys = np.asarray(keys, dtype=np.uint64)
+        values = np.zeros(len(keys), dtype=np.float32)
+        entries = self._rows.get((graph, int(segment)))
+        if entries is None or not len(entries.keys):
+            return values, np.zeros(len(keys), dtype=bool)
+        at = np.minimum(np.searchsorted(entries.keys, keys), len(entries.keys) - 1)
+        have = entries.keys[at] == keys
+        values[have] = entries.values[at[have]]
         return values, have
 
-    def store(self, graph: str, configs: np.ndarray, segments: np.ndarray, num_segments: int,
-              values: torch.Tensor) -> None:
-        """Write ``values`` (B, S, P) for ``configs`` x ``segments`` (detached, float32)."""
-        values = values.detach().float()
-        seg_idx = torch.as_tensor(np.asarray(segments, dtype=np.int64), device=values.device)
-        for b, c in enumerate(np.asarray(configs).tolist()):
-            key = (graph, int(c))
-            row = self._rows.pop(key, None)
-            if row is None:
-                row = (torch.zeros(num_segments, values.shape[-1], device=values.device),
-                       torch.zeros(num_segments, dtype=torch.bool, device=values.device))
-                self.nbytes += self._row_bytes(*row)
-            row[0][seg_idx] = values[b]
-            row[1][seg_idx] = True
-            self._rows[key] = row  # newest last
-        while self.nbytes > self.max_bytes and self._rows:
+    def store(self, graph: str, segment: int, keys: np.ndarray, values: np.ndarray) -> None:
+        """Write scores ``values`` (B,) under ``keys`` (B,) (a repeated key keeps its first one)."""
+        keys, first = np.unique(np.asarray(keys, dtype=np.uint64), return_index=True)
+        values = np.asarray(values, dtype=np.float32).reshape(-1)[first]
+        slot = (graph, int(segment))
+        old = self._rows.pop(slot, None)
+        if old is not None:
+            self.nbytes -= old.nbytes
+            kept = ~np.isin(old.keys, keys)
+            keys = np.concatenate([old.keys[kept], keys])
+            values = np.concatenate([old.values[kept], values])
+            order = np.argsort(keys, kind="stable")
+            keys, values = keys[order], values[order]
+        entries = _Entries(keys, values)
+        if entries.nbytes > self.max_bytes:  # this segment alone is over the limit: keep nothing
+            self._evict_to(0)
+            return
+        self._rows[slot] = entries  # newest last
+        self.nbytes += entries.nbytes
+        self._evict_to(self.max_bytes)
+
+    def _evict_to(self, limit: int) -> None:
+        while self.nbytes > limit and self._rows:
             _, old = self._rows.popitem(last=False)
-            self.nbytes -= self._row_bytes(*old)
+            self.nbytes -= old.nbytes
 
 
 class GstState:
@@ -222,59 +256,139 @@ def embed_segment(model: RankerGNN, seg: SegmentTensors, feats: torch.Tensor) ->
     return model.embed(seg.node_feat, seg.node_opcode, seg.edge_index, f, pos, pool_nodes=seg.core)
 
 
-def config_keys(model: RankerGNN, idx: np.ndarray) -> np.ndarray:
-    """History keys of configs ``idx``: the config index, or one key for a late-join tile model
-    (its segment embeddings do not depend on the config)."""
-    return np.array([-1]) if model.late_join else np.asarray(idx, dtype=np.int64)
+def segment_vectors(model: RankerGNN, seg: SegmentTensors, feats: torch.Tensor,
+                    tabular: torch.Tensor | None) -> torch.Tensor:
+    """Attention inputs (B, hidden) of one segment for configs ``feats``."""
+    return model.config_vectors(embed_segment(model, seg, feats), feats, tabular)
 
 
-def segmented_embed(model: RankerGNN, segs: GraphSegments, feats: torch.Tensor,
-                    combine: str) -> torch.Tensor:
-    """Exact (inference) embedding: every segment fresh, combined like training without dropout."""
-    parts = torch.stack([embed_segment(model, s, feats) for s in segs.parts], dim=1)
-    return model.pool.combine(parts, segs.sizes.expand(parts.shape[0], -1), combine)
+def segment_scores(model: RankerGNN, seg: SegmentTensors, feats: torch.Tensor,
+                   tabular: torch.Tensor | None) -> torch.Tensor:
+    """Scores (B,) of one segment, the configs ``feats`` attending to each other."""
+    return model.score(segment_vectors(model, seg, feats, tabular))
+
+
+def require_copy(model: RankerGNN) -> None:
+    """GST embeds each segment per config (the copy model's path, :meth:`RankerGNN.embed`); a
+    factorized model has no such path (``models.gnn.train.arch_for`` trains GST runs as copy)."""
+    if getattr(model, "factorized", False):
+        raise ValueError("Graph Segment Training (segment_size > 0) runs on the copy architecture; "
+                         "this model is factorized (train it with --arch copy, or without "
+                         "--segment-size)")
+
+
+def summed_segment_costs(model: RankerGNN, segs: GraphSegments, g: ProcessedGraph,
+                         tensors: GraphTensors, idx: np.ndarray, chunks: list[np.ndarray],
+                         context: np.ndarray) -> torch.Tensor:
+    """Exact costs (len(idx),) float64 of a segment-trained model: every segment scored fresh,
+    the scores summed; in every segment each config attends to the configs at positions
+    ``context`` of ``idx``.
+
+    One segment at a time over every chunk of configs, so memory holds one segment's vectors.
+    A segment that sees no configurable node gives every config the same vector, so it is
+    embedded for one config only.
+    """
+    require_copy(model)
+    device = tensors.node_feat.device
+    total = torch.zeros(len(idx), dtype=torch.float64, device=device)
+    ctx_pos = torch.as_tensor(context, device=device)
+    for seg in segs.parts:
+        def vectors(c: np.ndarray, seg: SegmentTensors = seg) -> torch.Tensor:
+            feats = config_rows(g, idx[c], device)
+            return segment_vectors(model, seg, feats, tabular_rows(model, g, tensors, feats))
+
+        if seg.config_free and not model.uses_tabular:
+            z = vectors(chunks[0][:1])
+            total += model.score(z).double()
+            continue
+        z = torch.cat([vectors(c) for c in chunks])
+        ctx = z[ctx_pos]
+        total += torch.cat([model.score(z[c], ctx).double() for c in chunks])
+    return total
+
+
+def segment_config_key(rows: np.ndarray, seg: SegmentTensors,
+                       tabular: np.ndarray | None = None) -> np.ndarray:
+    """(B,) uint64 keys of what a segment's output depends on for each config: the layout values
+    of the configurable nodes it sees (``rows`` (B, nc, 18)), a tile config's whole row (``rows``
+    (B, F)), and with tabular features the config's tabular row. Equal inputs, equal key; a layout
+    segment without configurable node has one key for every config."""
+    sub = rows if seg.config_cols is None else rows[:, seg.config_cols.cpu().numpy()]
+    sub = np.ascontiguousarray(sub).reshape(len(rows), -1)
+    digests = []
+    for b in range(len(rows)):
+        extra = b"" if tabular is None else tabular[b].tobytes()
+        digests.append(hashlib.blake2b(sub[b].tobytes() + extra, digest_size=8).digest())
+    return np.frombuffer(b"".join(digests), dtype="<u8").astype(np.uint64)
+
+
+def draw_trained(rng: np.random.Generator, segs: GraphSegments, count: int) -> np.ndarray:
+    """Segments trained this step (sorted), drawn in proportion to their core configurable nodes
+    (uniformly where no segment has one: tile graphs)."""
+    weights = np.array([p.core_configurable for p in segs.parts], dtype=np.float64)
+    if weights.sum() <= 0:
+        weights = np.ones(segs.num_segments)
+    count = min(max(1, count), int((weights > 0).sum()))
+    return np.sort(rng.choice(segs.num_segments, size=count, replace=False,
+                              p=weights / weights.sum()))
+
+
+def active_segments(model: RankerGNN, segs: GraphSegments) -> int:
+    """Segments whose score can differ between configs (those the rescaled sum stands for)."""
+    if model.uses_tabular:
+        return segs.num_segments
+    return sum(1 for p in segs.parts if not p.config_free)
+
+
+class _Step:
+    """One GST training step on one graph: its configs, their history keys, the table."""
+
+    def __init__(self, model: RankerGNN, segs: GraphSegments, feats: torch.Tensor,
+                 tabular: torch.Tensor | None, history: HistoryTable):
+        self.model, self.segs, self.feats, self.tabular = model, segs, feats, tabular
+        self.history = history
+        self._rows = feats.detach().cpu().numpy()
+        self._tab = (None if tabular is None
+                     else np.ascontiguousarray(tabular.detach().float().cpu().numpy()))
+        self._keys: dict[int, np.ndarray] = {}
+
+    def keys(self, s: int) -> np.ndarray:
+        if s not in self._keys:
+            self._keys[s] = segment_config_key(self._rows, self.segs.parts[s], self._tab)
+        return self._keys[s]
+
+    def fresh(self, s: int) -> torch.Tensor:
+        """Scores (B,) of segment ``s`` with gradient, written to the table."""
+        scores = segment_scores(self.model, self.segs.parts[s], self.feats, self.tabular)
+        self.history.store(self.segs.key, s, self.keys(s), scores.detach().float().cpu().numpy())
+        return scores
+
+    def stale(self, s: int) -> torch.Tensor:
+        """Scores (B,) of segment ``s`` from the table (0 where missing)."""
+        values, _ = self.history.lookup(self.segs.key, s, self.keys(s))
+        return torch.as_tensor(values, device=self.feats.device)
 
 
 def gst_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
               device: torch.device, cfg: Any, step: int, state: GstState) -> torch.Tensor:
-    """Costs of a training step's configs ``idx`` with gradient through ``segments_per_step``
-    random segments, history (or a no-grad pass) for the others, stale embedding dropout."""
+    """Costs of a training step's configs ``idx``: gradient through ``segments_per_step`` drawn
+    segments, the others' scores from the history table (missing = 0), one stale-dropout mask
+    for the graph."""
     spec = SegmentSpec.from_config(cfg)
     assert spec is not None
+    require_copy(model)
     features_dir = str(cfg.features_dir()) if hasattr(cfg, "features_dir") else None
     segs = state.segments.get(g, tensors, spec, features_dir)
-    k = segs.num_segments
     rng = np.random.default_rng([int(cfg.seed), int(step), zlib.crc32(segs.key.encode())])
-    trained = np.sort(rng.choice(k, size=min(max(1, int(cfg.segments_per_step)), k), replace=False))
-    stale = np.setdiff1d(np.arange(k), trained)
+    trained = draw_trained(rng, segs, int(cfg.segments_per_step))
+    stale = np.setdiff1d(np.arange(segs.num_segments), trained)
+    p = float(cfg.stale_dropout) if model.training else 0.0
+    kept = stale[rng.random(len(stale)) >= p]  # one mask for all configs of the graph
     feats = config_rows(g, idx, device)
-    keys = config_keys(model, idx)
-    dim = model.pool.out_dim
-    fresh = torch.stack([embed_segment(model, segs.parts[s], feats) for s in trained], dim=1)
-    parts = [None] * k
-    for j, s in enumerate(trained):
-        parts[s] = fresh[:, j]
-    weights = segs.sizes.expand(len(keys), -1).clone()
-    fill = bool(getattr(cfg, "history_fill", True))
-    if len(stale):
-        old, have = state.history.lookup(segs.key, keys, stale, dim, device)
-        with torch.no_grad():
-            for j, s in enumerate(stale):
-                missing = torch.nonzero(~have[:, j]).flatten()
-                if not fill:
-                    weights[:, s] *= have[:, j].to(weights.dtype)
-                elif len(missing):
-                    sub = feats if model.late_join else feats[missing]
-                    old[missing, j] = embed_segment(model, segs.parts[s], sub).float()
-                    state.history.store(segs.key, keys[missing.cpu().numpy()], [s], k,
-                                        old[missing, j][:, None])
-                parts[s] = old[:, j].to(fresh.dtype)
-        p = float(cfg.stale_dropout)
-        if model.training and p > 0:
-            gen = torch.Generator().manual_seed(int(rng.integers(2**31)))
-            # only embeddings read from the table are stale; a no-grad fill is current
-            drop = (torch.rand(len(keys), len(stale), generator=gen) < p) & have.cpu()
-            weights[:, torch.as_tensor(stale, device=device)] *= (~drop).to(device, weights.dtype)
-    pooled = model.pool.combine(torch.stack(parts, dim=1), weights, spec.combine)
-    state.history.store(segs.key, keys, trained, k, fresh)
-    return model.score(model.config_vectors(pooled, feats, tabular_rows(model, g, tensors, feats)))
+    part = _Step(model, segs, feats, tabular_rows(model, g, tensors, feats), state.history)
+    fresh = torch.stack([part.fresh(int(s)) for s in trained], dim=1).sum(dim=1)
+    expected_kept = len(trained) + (1.0 - p) * max(active_segments(model, segs) - len(trained), 0)
+    cost = fresh * (expected_kept / len(trained))
+    for s in kept:
+        cost = cost + part.stale(int(s)).to(cost.dtype)
+    return cost

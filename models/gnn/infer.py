@@ -23,7 +23,7 @@ from features.processed import ProcessedGraph
 from models import metrics
 from models.gnn.config import GnnConfig
 from models.gnn.data import GraphTensors, config_rows, graph_tensors, load_graphs, tabular_rows
-from models.gnn.gst import GstState, SegmentCache, SegmentSpec, gst_costs, segmented_embed
+from models.gnn.gst import GstState, SegmentCache, SegmentSpec, gst_costs, summed_segment_costs
 from models.gnn.model import GraphState, ModelArgs, RankerGNN
 from models.training import choose_device, eval_mode, load_checkpoint, set_cpu_threads
 
@@ -51,8 +51,8 @@ class InferenceOptions:
     ``context``: the cross-configuration attention context every config attends to: 0 = all the
     configs being ranked, N > 0 = a fixed seeded random subset of at most N of them (the same for
     all, so a cost never depends on the chunk a config landed in, and the attention's cost stays
-    linear in the config count). ``segments``: Graph Segment Training models are embedded segment
-    by segment (every segment fresh), as they were trained.
+    linear in the config count). ``segments``: a Graph Segment Training model (a copy model) scores
+    every segment fresh, each segment's configs attending to the same context, and sums the scores.
     """
 
     context: int = 0
@@ -86,16 +86,11 @@ def forward_configs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, 
 
 
 def embed_configs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
-                  device: torch.device, options: InferenceOptions,
-                  state: GraphState | None = None) -> torch.Tensor:
+                  device: torch.device, state: GraphState | None = None) -> torch.Tensor:
     """Attention inputs (len(idx), hidden) of configs ``idx`` (one chunk): the embedding part.
     ``state``: the graph's :func:`graph_state`, computed once for all its chunks."""
     feats = config_rows(g, idx, device)
-    if options.segments is not None:
-        segs = _SEGMENTS.get(g, tensors, options.segments, options.features_dir)
-        pooled = segmented_embed(model, segs, feats, options.segments.combine)
-    else:
-        pooled = model.embed_configs(state or graph_state(model, tensors), feats)
+    pooled = model.embed_configs(state or graph_state(model, tensors), feats)
     return model.config_vectors(pooled, feats, tabular_rows(model, g, tensors, feats))
 
 
@@ -127,12 +122,15 @@ def predict_costs(model: RankerGNN, g: ProcessedGraph, batch_size: int = 64,
     if len(idx) == 0:
         return np.zeros(0, dtype=np.float64)
     chunks = np.array_split(np.arange(len(idx)), math.ceil(len(idx) / max(1, batch_size)))
+    context = context_subset(len(idx), options.context, options.seed)
     with eval_mode(model), torch.no_grad():
-        state = graph_state(model, tensors) if options.segments is None else None
-        z = torch.cat([embed_configs(model, g, tensors, idx[c], device, options, state)
-                       for c in chunks])
-        ctx = z[torch.as_tensor(context_subset(len(idx), options.context, options.seed),
-                                device=z.device)]
+        if options.segments is not None:
+            segs = _SEGMENTS.get(g, tensors, options.segments, options.features_dir)
+            return summed_segment_costs(model, segs, g, tensors, idx, chunks,
+                                        context).cpu().numpy()
+        state = graph_state(model, tensors)
+        z = torch.cat([embed_configs(model, g, tensors, idx[c], device, state) for c in chunks])
+        ctx = z[torch.as_tensor(context, device=z.device)]
         costs = torch.cat([model.score(z[c], ctx).double() for c in chunks])
     return costs.cpu().numpy()
 

@@ -160,26 +160,6 @@ class Pool(nn.Module):
         weights = torch.softmax(self.gate(h).squeeze(-1), dim=1)
         return torch.einsum("bn,bnd->bd", weights, h)
 
-    def combine(self, parts: torch.Tensor, weights: torch.Tensor, mode: str = "pool") -> torch.Tensor:
-        """Pooled segment vectors ``parts`` (B, K, out_dim) -> one vector per config (B, out_dim).
-
-        ``weights`` (B, K) are the segments' node counts, 0 for a segment left out (stale
-        embedding dropout). ``mode="pool"`` combines like the pooling itself: size-weighted mean
-        of the mean half and max of the max half for ``meanmax`` (so segments that cut no edge
-        reproduce whole-graph pooling exactly), size-weighted mean for ``attention``;
-        ``mode="mean"`` is the size-weighted mean of whole vectors.
-        """
-        if mode not in ("pool", "mean"):
-            raise ValueError(f"unknown segment combine {mode!r}; expected pool or mean")
-        w = weights.to(parts.dtype)
-        mean = (parts * w[..., None]).sum(dim=1) / w.sum(dim=1, keepdim=True).clamp_min(1e-12)
-        if mode == "mean" or self.gate is not None:
-            return mean
-        half = parts.shape[-1] // 2
-        present = (weights > 0)[..., None]
-        top = parts[..., half:].masked_fill(~present, float("-inf")).amax(dim=1)
-        return torch.cat([mean[..., :half], top], dim=-1)
-
 
 class CrossConfigAttention(nn.Module):
     """Lets the ``B`` configs of one graph attend to each other (docs/competition.md §7): a pre-norm transformer

@@ -1,8 +1,10 @@
 """Peak training memory per step: whole-graph training vs Graph Segment Training (GST).
 
-Synthetic layout graphs of 2k, 10k and 40k nodes (about 2 operands per node, 7.5 % configurable),
-64 configs a step, the ``quick`` model shape (hidden 64, 3 layers, SAGE), CPU, one thread. Every
-(mode, size) runs in a fresh interpreter so that memory figures do not mix:
+Synthetic layout graphs of 4k, 10k and 40k nodes (about 2 operands per node, 7.5 % configurable),
+64 configs a step, the ``quick`` model shape (hidden 64, 3 layers, SAGE), CPU, one thread. GST is
+the default segment mode (``--segment-size`` alone: one trained segment a step, segment scores
+summed, history table of scores). Every (mode, size) runs in a fresh interpreter so that memory
+figures do not mix:
 
 - ``activations_mb``: the peak over steps of the bytes autograd saved for backward (counted with
   ``torch.autograd.graph.saved_tensors_hooks``, each storage once; allocator-independent);
@@ -13,7 +15,7 @@ Synthetic layout graphs of 2k, 10k and 40k nodes (about 2 operands per node, 7.5
 A child that exceeds ``--mem-limit-gb`` of address space reports the failure instead of numbers.
 Writes ``benchmarks/gst_memory.json``::
 
-    OMP_NUM_THREADS=1 .venv/bin/python tests/bench/bench_gst.py [--sizes 2000,10000,40000]
+    OMP_NUM_THREADS=1 .venv/bin/python tests/bench/bench_gst.py [--sizes 4000,10000,40000] [--modes gst,full]
 """
 
 from __future__ import annotations
@@ -148,7 +150,8 @@ def run_child(mode: str, nodes: int, steps: int, segment_size: int, mem_limit_gb
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="2000,10000,40000")
+    ap.add_argument("--sizes", default="4000,10000,40000")
+    ap.add_argument("--modes", default="gst,full", help="gst (segment training) and/or full (whole graph)")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--segment-size", type=int, default=1000)
     ap.add_argument("--mem-limit-gb", type=float, default=8.0)
@@ -160,13 +163,14 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(child(args.child, sizes[0], args.steps, args.segment_size)))
         return
     rows = []
-    for mode in ("gst", "full"):
+    modes = args.modes.split(",")
+    for mode in modes:
         for nodes in sizes:
             row = run_child(mode, nodes, args.steps, args.segment_size, args.mem_limit_gb)
             rows.append(row)
             print(json.dumps(row), flush=True)
     summary = {}
-    for mode in ("gst", "full"):
+    for mode in modes:
         ok = [r for r in rows if r["mode"] == mode and "error" not in r]
         if len(ok) >= 2:
             summary[f"{mode}_activation_growth_{ok[0]['nodes']}_to_{ok[-1]['nodes']}"] = \

@@ -1,4 +1,4 @@
-"""Graph Segment Training: history table, exact segmented inference, a learning GST run."""
+"""Graph Segment Training: history table, exact summed inference, learning GST runs."""
 
 from __future__ import annotations
 
@@ -9,12 +9,15 @@ import pytest
 import torch
 
 from tpurank.collections import get_collection
+from features.processed import ProcessedGraph
 from models.gnn.config import GnnConfig
 from models.gnn.data import config_rows, graph_tensors
-from models.gnn.gst import GstState, HistoryTable, SegmentSpec, build_segments, gst_costs
+from models.gnn.gst import (GstState, HistoryTable, SegmentSpec, build_segments, draw_trained,
+                            gst_costs, segment_config_key, segment_scores)
 from models.gnn.infer import InferenceOptions, predict_costs, train_costs
 from models.gnn.model import ModelArgs, RankerGNN
 from models.losses import get_loss
+from models.metrics import kendall_tau
 
 CPU = torch.device("cpu")
 
@@ -27,35 +30,41 @@ def _model(g, **kw) -> RankerGNN:
     return RankerGNN(ModelArgs(**args))
 
 
+def far_signal_graph(nodes: int = 40, configs: int = 240, seed: int = 0) -> ProcessedGraph:
+    """A chain of ``nodes`` nodes (four segments of 10 at segment size 13) whose one configurable
+    node sits in the last segment; the runtime is a function of its layout values plus noise."""
+    rng = np.random.default_rng(seed)
+    edge_index = np.stack([np.arange(nodes - 1), np.arange(1, nodes)]).astype(np.int64)
+    config_feat = rng.integers(-1, 6, size=(configs, 1, 18)).astype(np.int8)
+    values = config_feat[:, 0].astype(np.float64)
+    target = 30.0 + 9.0 * values[:, 0] + 3.0 * values[:, 1] + values[:, 2] \
+        + 0.3 * rng.normal(size=configs)
+    return ProcessedGraph(
+        collection="layout:xla:random", split="train", stem="chain",
+        node_feat=rng.normal(size=(nodes, 6)).astype(np.float32),
+        node_opcode=rng.integers(1, 30, size=nodes).astype(np.int64), edge_index=edge_index,
+        orig_node_ids=np.arange(nodes), config_feat=config_feat, config_index=np.arange(configs),
+        config_node_pos=np.array([nodes - 5], dtype=np.int64), target=target)
+
+
 def test_history_table_bounded_and_refreshed():
-    row_bytes = 4 * 8 * 4 + 4  # 4 segments x 8 floats + a 4-byte bool mask
-    table = HistoryTable(max_bytes=10 * row_bytes)
-    for c in range(25):
-        table.store("g", np.array([c]), np.array([1]), 4, torch.full((1, 1, 8), float(c)))
+    entry = 8 + 4  # a uint64 key and a float32 score
+    table = HistoryTable(max_bytes=10 * entry)
+    for s in range(25):  # one entry in each of 25 segments
+        table.store("g", s, np.array([7], dtype=np.uint64), np.array([float(s)]))
         assert table.nbytes <= table.max_bytes
-    assert len(table) == 10  # the 15 oldest rows were evicted
-    values, have = table.lookup("g", np.array([0, 24]), np.array([1, 2]), 8, CPU)
-    assert not have[0].any()  # evicted
-    assert have[1].tolist() == [True, False] and float(values[1, 0, 0]) == 24.0
-    table.store("g", np.array([24]), np.array([1, 2]), 4, torch.full((1, 2, 8), -1.0))  # refresh
-    values, have = table.lookup("g", np.array([24]), np.array([1, 2]), 8, CPU)
-    assert have.all() and torch.all(values == -1.0)
+    assert len(table) == 10  # the 15 oldest segments were evicted
+    values, have = table.lookup("g", 0, np.array([7], dtype=np.uint64))
+    assert not have.any() and not values.any()  # evicted: missing reads as zero
+    values, have = table.lookup("g", 24, np.array([7, 8], dtype=np.uint64))
+    assert have.tolist() == [True, False] and values.tolist() == [24.0, 0.0]
+    table.store("g", 24, np.array([8, 7], dtype=np.uint64), np.array([1.0, -1.0]))
+    values, have = table.lookup("g", 24, np.array([7, 8], dtype=np.uint64))
+    assert have.all() and values.tolist() == [-1.0, 1.0]  # refreshed and added
+    table.store("h", 0, np.arange(11, dtype=np.uint64), np.zeros(11))  # alone over the limit
+    assert table.nbytes == 0 and len(table) == 0
     with pytest.raises(ValueError, match="positive"):
         HistoryTable(0)
-
-
-@pytest.mark.parametrize("halo", [2, 3])
-def test_segmented_inference_equals_whole_graph(graph_factory, halo):
-    """Exact when every core node's receptive field (``layers`` hops) lies inside its segment
-    plus halo, norm is node-local and segments are combined like the pooling."""
-    g = graph_factory(get_collection("layout:xla:random"), "valid", "x", seed=11, nodes=40)
-    model = _model(g, norm="layer", layers=2)
-    spec = SegmentSpec(size=8, halo=halo)
-    whole = predict_costs(model, g, 16, options=InferenceOptions())
-    seg = predict_costs(model, g, 16, options=InferenceOptions(segments=spec))
-    np.testing.assert_allclose(seg, whole, rtol=1e-4, atol=1e-5)
-    cut = predict_costs(model, g, 16, options=InferenceOptions(segments=SegmentSpec(size=8)))
-    assert not np.allclose(cut, whole, atol=1e-4)  # dropped crossing edges change the embedding
 
 
 def test_segments_cover_the_graph(graph_factory):
@@ -64,94 +73,179 @@ def test_segments_cover_the_graph(graph_factory):
     segs = build_segments(g, t, SegmentSpec(size=7, halo=1))
     assert segs.num_segments == 30 // 7 + 1
     assert float(segs.sizes.sum()) == 30
-    assert sum(int(p.config_cols.numel()) for p in build_segments(g, t, SegmentSpec(size=7)).parts) \
-        == len(g.config_node_pos)  # without halo each configurable node is in one segment
+    cut = build_segments(g, t, SegmentSpec(size=7)).parts
+    # without halo each configurable node is in one segment
+    assert sum(int(p.config_cols.numel()) for p in cut) == len(g.config_node_pos)
+    assert sum(p.core_configurable for p in cut) == len(g.config_node_pos)
+    assert [p.config_free for p in cut] == [p.core_configurable == 0 for p in cut]
 
 
-def test_gst_step_with_empty_history_equals_exact_forward(graph_factory, tmp_path):
+def test_summed_inference_is_exact_and_chunk_independent(graph_factory):
+    """Inference scores every segment fresh (all configs as each segment's attention context)
+    and sums the scores, whatever the chunking."""
+    g = graph_factory(get_collection("layout:xla:random"), "valid", "x", seed=11, nodes=40)
+    model = _model(g).eval()
+    spec = SegmentSpec(size=8)
+    options = InferenceOptions(segments=spec)
+    costs = predict_costs(model, g, 16, options=options)
+    np.testing.assert_allclose(predict_costs(model, g, 5, options=options), costs, rtol=1e-5,
+                               atol=1e-5)
+    segs = build_segments(g, graph_tensors(g, CPU), spec)
+    assert any(p.config_free for p in segs.parts)  # embedded for one config only
+    with torch.no_grad():
+        feats = config_rows(g, np.arange(g.num_configs), CPU)
+        manual = sum(segment_scores(model, p, feats, None) for p in segs.parts)
+    np.testing.assert_allclose(costs, manual.double().numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_gst_step_training_every_segment_is_exact(graph_factory, tmp_path):
+    """Training every segment that holds a configurable node gives the exact costs up to the
+    config-free segments' per-graph constant."""
     g = graph_factory(get_collection("layout:xla:random"), "train", "x", seed=5, nodes=30)
     model = _model(g)
-    cfg = GnnConfig(segment_size=8, segments_per_step=2, stale_dropout=0.0, features=str(tmp_path))
     t = graph_tensors(g, CPU)
+    segs = build_segments(g, t, SegmentSpec(size=8))
+    cfg = GnnConfig(segment_size=8, segments_per_step=segs.num_segments, features=str(tmp_path))
     idx = np.arange(10)
     state = GstState(1 << 20)
     cost = gst_costs(model, g, t, idx, CPU, cfg, step=0, state=state)
-    segs = build_segments(g, t, SegmentSpec(size=8))
-    from models.gnn.gst import segmented_embed
     feats = config_rows(g, idx, CPU)
-    exact = model.score(model.config_vectors(segmented_embed(model, segs, feats, "pool"), feats))
-    torch.testing.assert_close(cost, exact)
-    assert len(state.history) == len(idx) and state.history.nbytes > 0
+    active = [p for p in segs.parts if not p.config_free]
+    assert 0 < len(active) < segs.num_segments
+    torch.testing.assert_close(cost, sum(segment_scores(model, p, feats, None) for p in active))
     cost.sum().backward()
     assert any(p.grad is not None and float(p.grad.abs().sum()) > 0 for p in model.node_in.parameters())
-    # history reused at the next step; stale dropout keeps costs finite
-    cost2 = gst_costs(model, g, t, idx, CPU, dataclasses.replace(cfg, stale_dropout=0.5), 1, state)
-    assert torch.isfinite(cost2).all()
+    assert len(state.history) == len(active) * len(idx)  # one entry per (segment, distinct config)
 
 
-@pytest.mark.parametrize("kind", ["layout", "tile"])
-def test_gst_training_decreases_loss(graph_factory, kind, tmp_path):
-    coll = get_collection("layout:xla:random" if kind == "layout" else "tile:xla")
-    graphs = [graph_factory(coll, "train", f"g{k}", seed=20 + k, nodes=36, configs=64)
-              for k in range(3)]
-    g0 = graphs[0]
-    model = _model(g0, kind=kind, config_dim=18 if kind == "layout" else 24,
-                   tile_join="late" if kind == "tile" else "early")
-    cfg = GnnConfig(segment_size=10, segments_per_step=1, stale_dropout=0.5, features=str(tmp_path))
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    loss_fn = get_loss("logistic")
-    tensors = [graph_tensors(g, CPU) for g in graphs]
-    losses = []
+def test_missing_history_counts_as_zero(graph_factory, tmp_path):
+    g = graph_factory(get_collection("layout:xla:random"), "train", "x", seed=6, nodes=30)
+    model = _model(g)
+    t = graph_tensors(g, CPU)
+    segs = build_segments(g, t, SegmentSpec(size=8))
+    active = sum(not p.config_free for p in segs.parts)
+    cfg = GnnConfig(segment_size=8, segments_per_step=1, stale_dropout=0.0, features=str(tmp_path))
+    idx = np.arange(6)
+    state = GstState(1 << 20)
+    cost = gst_costs(model, g, t, idx, CPU, cfg, step=0, state=state)
+    assert len(state.history) == len(idx)  # only the trained segment was scored
+    rows = config_rows(g, idx, CPU).numpy()
+    (trained,) = [s for s, p in enumerate(segs.parts)
+                  if state.history.lookup(segs.key, s, segment_config_key(rows, p))[1].all()]
+    alone = segment_scores(model, segs.parts[trained], config_rows(g, idx, CPU), None)
+    torch.testing.assert_close(cost, alone * active)  # rescaled to the segments kept (all)
+    warm = GstState(1 << 20)  # every stale score read from the table
+    for s, p in enumerate(segs.parts):
+        warm.history.store(segs.key, s, segment_config_key(rows, p), np.ones(len(idx)))
+    cost = gst_costs(model, g, t, idx, CPU, cfg, step=0, state=warm)
+    torch.testing.assert_close(cost, alone * active + segs.num_segments - 1)
+
+
+def test_trained_segments_hold_configurable_nodes(graph_factory):
+    g = graph_factory(get_collection("layout:xla:random"), "train", "x", seed=6, nodes=30)
+    segs = build_segments(g, graph_tensors(g, CPU), SegmentSpec(size=4))
+    free = {s for s, p in enumerate(segs.parts) if p.config_free}
+    assert free
     rng = np.random.default_rng(0)
-    for step in range(120):
-        k = step % len(graphs)
-        idx = np.sort(rng.choice(64, 24, replace=False))
-        cost = train_costs(model, graphs[k], tensors[k], idx, CPU, cfg, step)
-        loss = loss_fn(cost, torch.as_tensor(graphs[k].target[idx]))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(float(loss.detach()))
-    assert np.mean(losses[-20:]) < 0.9 * np.mean(losses[:20])
-    assert model.__dict__["_gst_state"].history.nbytes > 0  # default state lives on the model
+    drawn = [int(s) for _ in range(300) for s in draw_trained(rng, segs, 1)]
+    assert not set(drawn) & free
+    counts = np.bincount(drawn, minlength=segs.num_segments)
+    weights = np.array([p.core_configurable for p in segs.parts])
+    assert np.corrcoef(counts, weights)[0, 1] > 0.9  # in proportion to configurable nodes
+    assert len(draw_trained(rng, segs, 99)) == segs.num_segments - len(free)
 
 
-def test_gst_run_through_the_training_loop(tmp_path, toy_features):
-    """``python -m models.gnn train --segment-size N``: trains, saves, predicts segment-wise."""
+def test_configs_per_step_sized_from_the_trained_segments():
+    cfg = GnnConfig(node_budget=200_000, configs_per_step=64, min_configs_per_step=8, arch="copy")
+    assert cfg.configs_per_step_for(40_000, is_tile=False) == 8
+    gst = dataclasses.replace(cfg, segment_size=1000)
+    assert gst.configs_per_step_for(40_000, is_tile=False) == 64
+    assert dataclasses.replace(gst, segments_per_step=8).configs_per_step_for(40_000, False) == 25
+    # GST trains a copy model whatever --arch says: the copy model's budget, per trained segment
+    factorized = dataclasses.replace(gst, arch="factorized", segments_per_step=8)
+    assert factorized.configs_per_step_for(40_000, False, config_nodes=3000) == 25
+
+
+def test_gst_run_trains_a_copy_model_with_a_warning(tmp_path, toy_features):
+    """``python -m models.gnn train --segment-size N`` with the default ``--arch factorized``:
+    a copy model is trained (GST embeds segments per config), with a warning; it saves, loads
+    and predicts segment-wise, whatever the chunking."""
     from features.processed import iter_processed
     from models.gnn.infer import load_trained_dir
     from models.gnn.train import train_collection
 
     coll = get_collection("layout:xla:random")
     cfg = dataclasses.replace(GnnConfig(), work=str(tmp_path / "work"), features=str(toy_features),
-                              hidden=8, layers=1, opcode_dim=4, configs_per_step=8, steps=8,
-                              eval_every=4, warmup_steps=2, patience=0, val_max_configs=0,
+                              hidden=8, layers=1, opcode_dim=4, configs_per_step=8, steps=6,
+                              eval_every=6, warmup_steps=2, patience=0, val_max_configs=0,
                               predict_batch=8, threads=1, cross_heads=2, segment_size=4,
                               segments_per_step=1)
-    report = train_collection(cfg, coll)
+    assert cfg.arch == "factorized"
+    with pytest.warns(UserWarning, match="copy architecture.*--arch factorized"):
+        report = train_collection(cfg, coll)
     assert np.isfinite(report["score"])
     model, saved = load_trained_dir(cfg.model_dir(coll))
+    assert model.args.arch == "copy" and not model.factorized
     assert saved.segment_size == 4 and model.inference_options.segments == SegmentSpec(size=4)
     g = next(iter_processed(toy_features, coll, "valid"))
     np.testing.assert_allclose(predict_costs(model, g, 5), predict_costs(model, g, 64), atol=1e-5)
-    assert any((toy_features / coll.slug / "segments").rglob("contiguous-4.npz"))  # cached
 
 
-def test_history_fill_off_uses_only_trained_and_known_segments(graph_factory, tmp_path):
-    g = graph_factory(get_collection("layout:xla:random"), "train", "x", seed=6, nodes=30)
-    model = _model(g)
-    cfg = GnnConfig(segment_size=8, segments_per_step=1, stale_dropout=0.0, history_fill=False,
+def test_gst_on_a_factorized_model_is_a_clear_error(graph_factory, tmp_path):
+    g = graph_factory(get_collection("layout:xla:random"), "train", "x", seed=5, nodes=30)
+    model = _model(g, arch="factorized")
+    cfg = GnnConfig(segment_size=8, features=str(tmp_path))
+    with pytest.raises(ValueError, match="copy architecture.*--arch copy"):
+        gst_costs(model, g, graph_tensors(g, CPU), np.arange(6), CPU, cfg, 0, GstState(1 << 20))
+
+
+def _train_far_signal(cfg: GnnConfig, steps: int = 300) -> float:
+    g = far_signal_graph()
+    torch.manual_seed(0)
+    model = RankerGNN(ModelArgs(kind="layout", node_dim=6, config_dim=18, hidden=16, layers=2,
+                                cross_heads=2))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    loss_fn = get_loss("logistic")
+    tensors = graph_tensors(g, CPU)
+    train, held_out = np.arange(160), np.arange(160, g.num_configs)
+    rng = np.random.default_rng(0)
+    for step in range(steps):
+        idx = np.sort(rng.choice(train, 32, replace=False))
+        loss = loss_fn(train_costs(model, g, tensors, idx, CPU, cfg, step),
+                       torch.as_tensor(g.target[idx]))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    options = InferenceOptions(segments=SegmentSpec.from_config(cfg))
+    return kendall_tau(predict_costs(model, g, 32, idx=held_out, options=options),
+                       g.target[held_out])
+
+
+@pytest.mark.parametrize("segment_size", [0, 13], ids=["whole-graph", "gst"])
+def test_far_signal_is_learnt_from_one_trained_segment(segment_size, tmp_path):
+    """Four chained segments, the one configurable node in the last: GST with one trained segment
+    per step and stale dropout 0.5 ranks held-out configs like whole-graph training."""
+    cfg = GnnConfig(segment_size=segment_size, segments_per_step=1, stale_dropout=0.5,
                     features=str(tmp_path))
+    assert kendall_tau(far_signal_graph().target, far_signal_graph().target) == 1.0
+    assert _train_far_signal(cfg) >= 0.9
+
+
+def test_identical_configs_get_identical_costs_once_the_table_is_warm(graph_factory, tmp_path):
+    g = graph_factory(get_collection("layout:xla:random"), "train", "x", seed=8, nodes=30,
+                      configs=40)
+    g.config_feat[17] = g.config_feat[5]
+    model = _model(g)
     t = graph_tensors(g, CPU)
-    idx = np.arange(6)
+    cfg = GnnConfig(segment_size=8, segments_per_step=1, stale_dropout=0.5, features=str(tmp_path))
     state = GstState(1 << 20)
-    cost = gst_costs(model, g, t, idx, CPU, cfg, step=0, state=state)
-    segs = build_segments(g, t, SegmentSpec(size=8))
-    values, have = state.history.lookup(segs.key, idx, np.arange(segs.num_segments),
-                                         model.pool.out_dim, CPU)
-    assert int(have.any(dim=0).sum()) == 1  # only the trained segment was embedded
-    from models.gnn.gst import embed_segment
-    trained = int(torch.nonzero(have[0]).flatten()[0])
-    feats = config_rows(g, idx, CPU)
-    alone = embed_segment(model, segs.parts[trained], feats)
-    torch.testing.assert_close(cost, model.score(model.config_vectors(alone, feats)))
+    rng = np.random.default_rng(0)
+    for step in range(12):  # warm the table; 5 and 17 are never in the same batch
+        pair = [5] if step % 2 else [17]
+        others = rng.choice(np.setdiff1d(np.arange(40), [5, 17]), 11, replace=False)
+        gst_costs(model, g, t, np.sort(np.concatenate([pair, others])), CPU, cfg, step, state)
+    idx = np.array([1, 5, 9, 17, 30])
+    for step in range(12, 18):
+        cost = gst_costs(model, g, t, idx, CPU, cfg, step, state).detach()
+        assert float(cost[1]) == float(cost[3])
+        assert float(cost[1]) != float(cost[0])
