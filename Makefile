@@ -52,6 +52,7 @@ endef
 
 help:
 	@echo "make run    [DATA=root] [PRESET=quick|full] [SUBMISSION=csv]  whole pipeline -> submission"
+	@echo "            [BUDGET=seconds] [PLAN_ARGS=...]                  the run planned to a time budget"
 	@echo "            [MODELS=gnn,lgbm] [PROTOCOL=auto|valid]           what the blend uses and is fitted on"
 	@echo "make test                                                     fast test suite (make test-slow: the rest)"
 	@echo "make sample [SCALE=tiny|small|kaggle] [SAMPLE_ARGS=...]                generated data"
@@ -83,6 +84,15 @@ data/sample-%/.complete: | $(STAMP)
 MONITOR := $(if $(filter 1,$(MON)),$(PY) -m tpurank.monitor --log $(WORK)/stages.jsonl,$(MON))
 stage = $(if $(MONITOR),$(MONITOR) --stage $(1) --)
 
+# BUDGET=S: the whole run planned to take S seconds (python -m ensemble run, docs/cli.md "A run
+# planned to a time budget"): validate, features and a GNN probe measured first, predictions
+# estimated from the measured speed, the rest to the models' training; the plan and its ETA printed,
+# planned vs actual per stage in the report. PLAN_ARGS: more planner options, e.g. "--max-seeds 2".
+# MON=1 records the stages as without a budget.
+ifneq ($(BUDGET),)
+run: $(STAMP) $(NEED_SAMPLE)
+	$(PY) -m ensemble run --budget $(BUDGET) $(COMMON) --models $(MODELS) --protocol $(PROTOCOL) --submission $(SUBMISSION) $(if $(filter 1,$(MON)),--monitor-log $(WORK)/stages.jsonl) $(PLAN_ARGS)
+else
 run: $(STAMP) $(NEED_SAMPLE)
 	$(call stage,validate) $(PY) -m features validate --data $(DATA) --skip-bad --report $(WORK)/validate_report.json
 	$(call stage,features) $(PY) -m features build $(COMMON) --skip-bad-report $(WORK)/validate_report.json
@@ -92,6 +102,7 @@ run: $(STAMP) $(NEED_SAMPLE)
 	$(call stage,report) $(PY) -m ensemble report $(COMMON) --models $(MODELS) --submission $(SUBMISSION)
 	$(call stage,score) $(PY) -m ensemble score $(SUBMISSION) --data $(DATA)
 	$(call stage,real) $(PY) -m ensemble real --work $(WORK) --models $(MODELS) --skip-missing
+endif
 
 test: $(STAMP)
 	@start=$$(date +%s); $(PY) -m pytest -m "not slow" -q -p no:cacheprovider; rc=$$?; \

@@ -1,4 +1,4 @@
-"""``python -m ensemble <command>``: blend | check | report | score | submit | seeds | real."""
+"""``python -m ensemble <command>``: run | blend | check | report | score | submit | seeds | real."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import importlib
 import sys
 
 COMMANDS = {
+    "run": ("ensemble.run", "main", "the whole pipeline planned to a time budget (make run BUDGET=S)"),
     "blend": ("ensemble.blend", "main", "blend model predictions, write and check the submission"),
     "check": ("ensemble.submission", "main", "strictly check a submission CSV against a data root"),
     "report": ("ensemble.report", "main", "Markdown/HTML report with plots beside the submission"),

@@ -10,118 +10,40 @@ Each stage is invoked through its own CLI entry point with the exact arguments o
     train(run)                      # features build -> gnn train -> lgbm train
     predict(run)                    # gnn predict -> lgbm predict
     submission = submit(run)        # blend -> check (-> score when hidden runtimes exist)
+
+With ``Run(..., budget=S)`` the same calls run the whole pipeline planned to take S seconds
+(:mod:`ensemble.run`, what ``make run BUDGET=S`` does): ``run_stage`` of validate and features
+records them as measured, ``train`` plans the rest (printing the plan and its ETA) and trains and
+predicts within it (further GNN seeds included), ``predict`` has nothing left to do and
+``submit`` blends, checks, scores and writes the report with the plan's planned vs actual times.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import os
 import shutil
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from tpurank.registry import DEFAULT_BLEND, MODELS, get_model
+from ensemble.stages import STAGES, Run, entry_point, run_stage_now, stage_argv
 
 
+def planner(run: Run):
+    """The planned run of ``run`` (its budget > 0), made on first use: stages run in this process."""
+    if run.planner is None:
+        from ensemble.run import PlannedRun, config_for
 
-def entry_point(module: str) -> str:
-    """What ``python -m module`` runs: a package's ``__main__``, else the module itself."""
-    spec = importlib.util.find_spec(module)
-    return f"{module}.__main__" if spec is not None and spec.submodule_search_locations else module
-
-
-#: stage name -> (module whose ``main(argv)`` runs it, leading sub-command words); a model's
-#: stages are ``<name>-train`` / ``<name>-predict`` (tpurank.registry)
-STAGES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "validate": ("features.__main__", ("validate",)),
-    "features": ("features.__main__", ("build",)),
-    **{f"{m.name}-{s}": (entry_point(m.module), (s,)) for m in MODELS for s in m.stages},
-    "blend": ("ensemble.__main__", ("blend",)),
-    "check": ("ensemble.__main__", ("check",)),
-    "report": ("ensemble.__main__", ("report",)),
-    "score": ("ensemble.__main__", ("score",)),
-}
-
-
-@dataclass
-class Run:
-    """Where the data and work dir are, and how every stage is configured."""
-
-    data: str
-    work: str
-    preset: str = "quick"
-    seed: int = 0
-    collections: str = "all"
-    models: str = ",".join(DEFAULT_BLEND)
-    submission: str = ""  # default: WORK/submission.csv
-    protocol: str = "auto"  # what the blend is fitted on: auto (out-of-fold predictions) | valid
-    #: per-stage overrides, e.g. {"gnn-train": {"steps": 20}, "lgbm-train": {"num_boost_round": 30}}
-    overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    @property
-    def model_list(self) -> list[str]:
-        return [m.strip() for m in self.models.split(",") if m.strip()]
-
-    def model_stages(self, stage: str) -> list[str]:
-        """``<model>-<stage>`` of every model of :attr:`models` that has that stage (registry)."""
-        return [f"{get_model(m).name}-{stage}" for m in self.model_list
-                if stage in get_model(m).stages]
-
-    @property
-    def validate_report(self) -> Path:
-        return Path(self.work) / "validate_report.json"
-
-    @property
-    def submission_path(self) -> Path:
-        return Path(self.submission) if self.submission else Path(self.work) / "submission.csv"
-
-
-def _options(values: dict[str, Any]) -> list[str]:
-    argv: list[str] = []
-    for key, value in values.items():
-        if isinstance(value, (list, tuple)):
-            value = ",".join(str(v) for v in value)
-        argv += ["--" + key.replace("_", "-"), str(value).lower() if isinstance(value, bool) else str(value)]
-    return argv
-
-
-def stage_argv(run: Run, stage: str) -> list[str]:
-    """The command line of ``stage`` (without ``python -m``), as in the Makefile ``run`` target."""
-    module, words = STAGES[stage]
-    common = {"data": run.data, "work": run.work, "preset": run.preset, "seed": run.seed,
-              "collections": run.collections}
-    if stage == "validate":
-        argv = [*words, "--data", run.data, "--collections", run.collections, "--skip-bad",
-                "--report", str(run.validate_report)]
-    elif stage in ("check", "score"):
-        argv = [*words, str(run.submission_path), "--data", run.data]
-    elif stage in ("blend", "report"):
-        argv = [*words, *_options(common | {"models": run.models}),
-                "--submission", str(run.submission_path)]
-        if stage == "blend":
-            argv += ["--protocol", run.protocol]
-    else:
-        argv = [*words, *_options(common)]
-        if stage == "features" and run.validate_report.is_file():  # skip what validate found bad
-            argv += ["--skip-bad-report", str(run.validate_report)]
-    return argv + _options(run.overrides.get(stage, {}))
+        run.planner = PlannedRun(run, config_for(run))
+    return run.planner
 
 
 def run_stage(run: Run, stage: str) -> float:
-    """Run one stage in this process; returns its wall time. Fails loudly on a non-zero exit."""
-    module, _ = STAGES[stage]
-    argv = stage_argv(run, stage)
-    print(f"$ python -m {module.removesuffix('.__main__')} {' '.join(argv)}", flush=True)
-    t0 = time.perf_counter()
-    rc = importlib.import_module(module).main(argv)
-    if rc:
-        raise RuntimeError(f"stage {stage!r} failed with exit code {rc}: "
-                           f"python -m {module.removesuffix('.__main__')} {' '.join(argv)}")
-    return time.perf_counter() - t0
+    """Run one stage in this process; returns its wall time. Fails loudly on a non-zero exit.
+    With a budget the stage is recorded in the run's plan (validate and features as measured)."""
+    if run.budget > 0:
+        return planner(run).stage(stage).actual
+    return run_stage_now(run, stage)
 
 
 def run_stages(run: Run, stages: Sequence[str]) -> dict[str, float]:
@@ -129,18 +51,35 @@ def run_stages(run: Run, stages: Sequence[str]) -> dict[str, float]:
     return {stage: run_stage(run, stage) for stage in stages}
 
 
+def _planned_times(run: Run, done: set[str]) -> dict[str, float]:
+    return {s.name: s.actual for s in planner(run).plan.stages if s.done and s.name not in done}
+
+
 def train(run: Run, build_features: bool = True) -> dict[str, float]:
-    """features build (optional) -> each model's train stage."""
+    """features build (optional) -> each model's train stage. With a budget: measure (validate,
+    features, the GNN probe), plan, then train and predict every model within the plan."""
+    if run.budget > 0:
+        before = {s.name for s in planner(run).plan.stages if s.done}
+        planner(run).train_and_predict()
+        return _planned_times(run, before)
     return run_stages(run, (["features"] if build_features else []) + run.model_stages("train"))
 
 
 def predict(run: Run) -> dict[str, float]:
-    """Each model's predict stage (valid + test predictions under WORK/preds)."""
+    """Each model's predict stage (valid + test predictions under WORK/preds); with a budget
+    the planned run predicts as it trains (:func:`train`), so this trains first if needed."""
+    if run.budget > 0:
+        before = {s.name for s in planner(run).plan.stages if s.done}
+        planner(run).train_and_predict()
+        return _planned_times(run, before)
     return run_stages(run, run.model_stages("predict"))
 
 
 def submit(run: Run, score_if_possible: bool = True) -> Path:
-    """blend -> check; then score when the data root carries hidden test runtimes (samples)."""
+    """blend -> check; then score when the data root carries hidden test runtimes (samples).
+    With a budget: the planned run's last stages (blend, check, score, real, report)."""
+    if run.budget > 0:
+        return planner(run).finish()
     run_stages(run, ["blend", "check"])
     from tpurank.collections import hidden_runtimes_path
 
@@ -181,6 +120,22 @@ def default_work(work: str | os.PathLike | None = None, name: str = "notebook") 
     if Path("/kaggle/working").is_dir():
         return Path("/kaggle/working/work")
     return Path("work") / name
+
+
+#: the train notebook's budget on Kaggle: a notebook session lasts 9–12 h by accelerator
+#: (docs/competition.md §2); 8 h leaves an hour of the shortest for the offline install, the
+#: bundle and writing the outputs
+KAGGLE_SESSION_BUDGET = 8 * 3600.0
+
+
+def notebook_budget(budget: float | str | None = "auto",
+                    kaggle_working: str | os.PathLike = "/kaggle/working") -> float:
+    """The train notebook's time budget in seconds: ``"auto"`` is :data:`KAGGLE_SESSION_BUDGET`
+    on Kaggle (``kaggle_working`` exists) and 0 elsewhere (each stage's own limits, as ``make
+    run`` without ``BUDGET``); a number is taken as it is; None is 0."""
+    if budget == "auto":
+        return KAGGLE_SESSION_BUDGET if Path(kaggle_working).is_dir() else 0.0
+    return float(budget or 0.0)
 
 
 def install_weights(weights: str | os.PathLike, work: str | os.PathLike) -> Path:
@@ -308,6 +263,6 @@ def submission_preview(path: str | os.PathLike, rows: int = 5, max_chars: int = 
     return "\n".join(shown + [f"... {len(lines) - 1} rows"])
 
 
-__all__ = ["Run", "STAGES", "stage_argv", "run_stage", "run_stages", "train", "predict", "submit",
-           "find_data", "default_work", "install_weights", "weights_preset", "gnn_reports", "lgbm_metrics", "plot_training_curves",
+__all__ = ["Run", "STAGES", "stage_argv", "run_stage", "run_stage_now", "planner", "run_stages", "train", "predict", "submit",
+           "find_data", "default_work", "notebook_budget", "KAGGLE_SESSION_BUDGET", "install_weights", "weights_preset", "gnn_reports", "lgbm_metrics", "plot_training_curves",
            "validation_table", "blend_summary", "plot_validation_scores", "submission_preview"]

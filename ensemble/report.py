@@ -18,6 +18,8 @@ prediction files, and writes ``submissions/<run>/report.{md,html,json}`` plus PN
   leave-one-graph-out criterion, leave-one-graph-out mean and worst 5 %);
 * the test graphs that were repaired to be ranked (``features.repair``: from the validate report
   ``WORK/validate_report.json`` and the blend's graphs without configurable nodes);
+* for a run planned to a time budget (``make run BUDGET=S``, :mod:`ensemble.run`), the plan:
+  per stage the seconds planned at the start, given when it started and taken;
 * the run's config and git SHA;
 * hidden-test scores, only when the data root has hidden runtimes (generated samples) and
   clearly labelled as sample-only.
@@ -28,6 +30,7 @@ from __future__ import annotations
 import html
 import json
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -55,6 +58,7 @@ class ReportConfig(BlendConfig):
     """Write the run report beside the submission (python -m ensemble report)."""
 
     scatter_graphs: int = 3  # largest graphs per collection drawn as predicted-vs-true scatter plots
+    plan: str = ""  # the plan of a run with a time budget (WORK/plan/plan.json, written by ensemble.run): planned vs actual seconds per stage
 
 
 Block = tuple  # ("h2", text) | ("p", text) | ("table", header, rows) | ("img", file, caption) | ("pre", text)
@@ -355,6 +359,8 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
                          "or choose anything. Kaggle data has no such section."),
                    _mean_table(test_means, shown), ("img", "scores_test.png", "hidden test per collection")]
     blocks += [("h2", "Per-graph scores and rank scatter (valid)")] + graph_blocks
+    plan = _plan_blocks(cfg)
+    blocks += plan[0]
     meta = {"blend": summary["metadata"], "report": run_metadata(cfg)}
     blocks += [("h2", "Run configuration"),
                ("p", f"git SHA `{summary['metadata']['git_sha']}`"),
@@ -371,7 +377,38 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
             "hidden_test": test_means,
             "repaired_test_graphs": [dict(zip(("graph", "problem", "repair"), r)) for r in repaired],
             "per_graph": details, "weights": {c: s["weights"] for c, s in summary["collections"].items()}}
+    if plan[1] is not None:
+        data["plan"] = plan[1]
     return blocks, data
+
+
+PLAN_HEADER = ["stage", "planned s", "given s", "actual s", "actual − planned", "how planned"]
+
+
+def _plan_blocks(cfg: ReportConfig) -> tuple[list[Block], dict | None]:
+    """The time plan of a budgeted run: per stage planned (at the start), given (when it
+    started) and actual seconds; this report is its last stage, so its own time is not in it."""
+    if not cfg.plan:
+        return [], None
+    from ensemble.plan import Plan
+
+    path = Path(cfg.plan)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no plan (--plan names the plan.json of a run with a budget)")
+    plan = Plan.load(path)
+    spent = max((s.start + s.actual for s in plan.stages if s.done), default=0.0)
+    blocks: list[Block] = [
+        ("h2", "Time plan: planned vs actual"),
+        ("p", f"Budget {plan.budget:,.0f} s, started {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(plan.started_at))}. "
+              "Planned: the seconds of the plan printed at the start (validate, features, the "
+              "baseline and the GNN probe are measured before it); given: what the stage was given "
+              "when it started (every measured stage moves the plan of the ones after it); "
+              f"actual: what it took. {spent:,.0f} s spent before this report "
+              f"({spent / plan.budget:.1%} of the budget); the run's total is printed at its end "
+              f"and saved in `{path}`."),
+        ("table", PLAN_HEADER, plan.rows())]
+    blocks += [("p", note) for note in plan.notes]
+    return blocks, plan.to_json()
 
 
 def repaired_test_graphs(cfg: ReportConfig, summary: dict) -> list[list[str]]:

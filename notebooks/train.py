@@ -21,6 +21,13 @@
 #
 # Data: `DATA` when given, else `/kaggle/input/predict-ai-model-runtime` on Kaggle, else the
 # generated sample (`SAMPLE_DIR`, created on first use).
+#
+# `BUDGET` (seconds) plans the whole run to that time, as `make run BUDGET=...`: validate and the
+# features are measured, the plan and its ETA are printed, the models train and predict within it
+# (further GNN seeds when early stopping leaves time; the quick preset's GNN does not early-stop,
+# it spends its whole share), and the last cell blends and writes the report with planned vs
+# actual times. `"auto"`: 8 h on Kaggle (a session lasts 9–12 h), none
+# elsewhere (each stage's own time limits).
 
 # %% tags=["parameters"]
 DATA = None  # data root (Kaggle layout); None: Kaggle input, else the generated sample
@@ -28,6 +35,7 @@ SAMPLE_DIR = "../data/sample-tiny"
 SAMPLE_SCALE = "tiny"  # tiny | small
 WORK = None  # None: /kaggle/working/work on Kaggle, else work/notebook
 PRESET = "quick"  # quick | full
+BUDGET = "auto"  # seconds for the whole run (planned); "auto": 8 h on Kaggle, else none (0)
 SEED = 0
 COLLECTIONS = "all"  # e.g. "layout:xla:random,tile:xla"
 MODELS = "gnn,lgbm"  # models to train (tpurank/registry.py)
@@ -56,7 +64,8 @@ from ensemble import pipeline
 
 run = pipeline.Run(data=str(pipeline.find_data(DATA, SAMPLE_DIR, SAMPLE_SCALE)),
                    work=str(pipeline.default_work(WORK, f"notebook-{PRESET}")), preset=PRESET,
-                   seed=SEED, collections=COLLECTIONS, models=MODELS, overrides=OVERRIDES)
+                   seed=SEED, collections=COLLECTIONS, models=MODELS, overrides=OVERRIDES,
+                   budget=pipeline.notebook_budget(BUDGET))
 run
 
 # %% [markdown]
@@ -76,7 +85,8 @@ pipeline.run_stage(run, "features")
 # %% [markdown]
 # ## Models
 # The train stage of every model in `MODELS` (the model table is `tpurank/registry.py`): one
-# model per collection (and fold); progress bars show the loss and the validation score.
+# model per collection (and fold); progress bars show the loss and the validation score. With a
+# budget: first the plan and its ETA, then training and predictions within it.
 
 # %%
 pipeline.train(run, build_features=False)
@@ -94,3 +104,10 @@ pipeline.plot_training_curves(run.work)
 import polars as pl
 
 pl.DataFrame(pipeline.validation_table(run.work))
+
+# %% [markdown]
+# ## With a budget: blend, check and the report (planned vs actual seconds per stage)
+
+# %%
+if run.budget:
+    print(pipeline.submit(run))

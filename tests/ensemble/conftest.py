@@ -69,3 +69,47 @@ def cv_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Like ``fake_root`` with a train split too (7 train, 3 valid, 3 test graphs each)."""
     return make_root(tmp_path_factory.mktemp("cv") / "root", seed=3,
                      counts={"train": 7, "valid": 3, "test": 3})
+
+
+# ---- a feature store for the planner's tests (ensemble.plan, ensemble.run) ----------------------
+def _write_graph(features: Path, coll, split: str, stem: str, configs: int, nodes: int,
+                 target: bool = True) -> Path:
+    """The arrays of one processed graph that the planner reads (configs, nodes, targets)."""
+    d = features / coll.slug / "graphs" / split / stem
+    d.mkdir(parents=True)
+    np.save(d / "config_index.npy", np.arange(configs))
+    np.save(d / "node_opcode.npy", np.zeros(nodes, np.int32))
+    if target:
+        np.save(d / "target.npy", np.linspace(1.0, 2.0, configs))
+    return d
+
+
+def _fake_features(features: Path, tabular_cap: int = 100) -> Path:
+    """tile:xla and layout:xla:random: train graphs of 50, 150 and 250 configs, 3 valid graphs of
+    40 configs, 2 test graphs of 30 (tile) or 1000 (layout) configs; the build's tabular cap."""
+    import json
+
+    from tpurank.collections import get_collection
+
+    for coll in (get_collection("tile:xla"), get_collection("layout:xla:random")):
+        (features / coll.slug).mkdir(parents=True)
+        (features / coll.slug / "build.json").write_text(
+            json.dumps({"config": {"tabular_max_train_rows": tabular_cap}}))
+        (features / coll.slug / "norm.npz").write_bytes(b"n")
+        for i, n in enumerate((50, 150, 250)):
+            _write_graph(features, coll, "train", f"t{i}", n, 10 + i)
+        for i in range(3):
+            _write_graph(features, coll, "valid", f"v{i}", 40, 5 * (i + 1))
+        for i in range(2):
+            _write_graph(features, coll, "test", f"x{i}", 30 if coll.is_tile else 1000, 7, target=False)
+    return features
+
+
+@pytest.fixture
+def write_graph():
+    return _write_graph
+
+
+@pytest.fixture
+def fake_features():
+    return _fake_features

@@ -107,3 +107,11 @@ def test_bad_test_files_are_repaired_and_the_submission_is_complete(
     assert set(repaired) == {f"{c}:{p.stem}" for (c, _, _), p in zip(bad_graphs.BAD_TEST_FILES, bad.values())}
     assert any("unknown bucket" in r for r in repaired.values())
     assert any("padding value" in r for r in repaired.values())
+
+
+def test_the_train_notebook_budget(tmp_path: Path) -> None:
+    """"auto": the Kaggle session's budget on Kaggle only; elsewhere each stage's own limits."""
+    assert pipeline.notebook_budget("auto", kaggle_working=tmp_path / "absent") == 0.0
+    assert pipeline.notebook_budget("auto", kaggle_working=tmp_path) == pipeline.KAGGLE_SESSION_BUDGET
+    assert pipeline.KAGGLE_SESSION_BUDGET < 9 * 3600  # the shortest session (docs/competition.md §2)
+    assert pipeline.notebook_budget(2700) == 2700.0 and pipeline.notebook_budget(None) == 0.0

@@ -3,7 +3,7 @@
 ``bad_test_root(src, out)`` copies a generated data root and rewrites three *test* files of its
 layout collections: one without configurable nodes, one with an opcode id outside
 ``hlo_opcodes.tsv``, one with an infinite node feature. ``keep`` leaves only some collections in
-the copy (and in its ``sample_submission.csv``).
+the copy (and in its ``sample_submission.csv``; ``subset_root`` does only that).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tpurank.collections import COLLECTIONS, get_collection
+from tpurank.collections import COLLECTIONS, get_collection, hidden_runtimes_path
 
 OUTSIDE_TABLE = 999  # an opcode id hlo_opcodes.tsv does not have
 
@@ -46,8 +46,9 @@ def rewrite(path: Path, change) -> None:
     np.savez(path, **arrays)
 
 
-def bad_test_root(src: Path, out: Path, keep: tuple[str, ...] | None = None) -> dict[str, Path]:
-    """The copy's three rewritten files, by what was done to them."""
+def subset_root(src: Path, out: Path, keep: tuple[str, ...] | None = None) -> Path:
+    """A copy of the data root ``src`` at ``out`` holding only the collections in ``keep`` (all
+    when None), its ``sample_submission.csv`` and hidden test runtimes filtered alike."""
     shutil.copytree(src, out)
     if keep is not None:
         for coll in COLLECTIONS:
@@ -57,6 +58,17 @@ def bad_test_root(src: Path, out: Path, keep: tuple[str, ...] | None = None) -> 
         lines = sample.read_text().splitlines()
         sample.write_text("\n".join([lines[0]] + [ln for ln in lines[1:]
                                                   if ln.rsplit(":", 1)[0] in keep]) + "\n")
+        hidden = hidden_runtimes_path(out)
+        if hidden.is_file():
+            with np.load(hidden) as z:
+                kept = {k: z[k] for k in z.files if k.rsplit(":", 1)[0] in keep}
+            np.savez(hidden, **kept)
+    return out
+
+
+def bad_test_root(src: Path, out: Path, keep: tuple[str, ...] | None = None) -> dict[str, Path]:
+    """The copy's three rewritten files, by what was done to them."""
+    subset_root(src, out, keep)
     written = {}
     for name, index, change in BAD_TEST_FILES:
         path = sorted(get_collection(name).split_dir(out, "test").glob("*.npz"))[index]

@@ -55,6 +55,14 @@ def test_the_makefile_runs_every_model_stage_of_the_registry(tmp_path: Path) -> 
     assert "--models baseline --protocol valid" in only
 
 
+def test_the_makefile_plans_a_run_with_a_budget(tmp_path: Path) -> None:
+    """BUDGET=S hands the whole run to the planner (ensemble.run), MON=1 to its monitor log."""
+    text = _make_n_run(tmp_path, "BUDGET=2700", "MON=1", "PLAN_ARGS=--max-seeds 2")
+    assert text.count("\n") == 1 and "-m ensemble run --budget 2700 --data " in text
+    assert f"--models {','.join(registry.DEFAULT_BLEND)} --protocol auto" in text
+    assert "--monitor-log " in text and text.rstrip().endswith("--max-seeds 2")
+
+
 def test_console_script_pipeline_docs_and_real_read_the_registry() -> None:
     from ensemble import pipeline, real
     from tpurank.results.scores import MODEL_ORDER

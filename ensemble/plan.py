@@ -1,0 +1,361 @@
+"""A run planned to a time budget: the plan, its estimates and how the training time is shared.
+
+``make run BUDGET=S`` (``python -m ensemble run --budget S``, :mod:`ensemble.run`) runs the
+stages; this module holds what it decides with, and nothing here starts a process:
+
+* :class:`Plan` — every stage with the seconds the plan gave it, how that number was found
+  (``basis``) and what the stage took; written to ``WORK/plan/plan.json`` after every stage, read
+  by the run's report (planned vs actual per stage);
+* workload counts from the feature store: the configs a GNN predict stage scores (test configs ×
+  folds, every valid config, the capped out-of-fold configs of the train graphs), per collection;
+* the GNN probe: a feature folder of links to a few valid graphs of every collection, spread over
+  graph sizes, that an untrained model of the run's configuration scores (``models.gnn train
+  --steps 0``: its report times that evaluation), giving prediction seconds per config on this
+  machine and device;
+* estimates of the short stages after training, and :func:`training_shares`.
+
+Nothing about the models' speed is a constant here: the GNN's prediction speed is measured by
+the probe (and, for a further seed, by the first seed's predict stage), the training stages are
+given seconds and keep to them themselves (``--time-budget``), and every measured stage moves the
+plan of the stages after it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from tpurank.atomic import write_json
+from tpurank.collections import Collection
+
+#: under WORK
+PLAN_FILE = Path("plan") / "plan.json"
+PROBE_DIR = Path("plan") / "probe"
+#: valid graphs per collection the probe scores (spread over graph sizes), and configs of each
+PROBE_GRAPHS = 6
+PROBE_CONFIGS = 256
+#: the short stages: seconds = the executor's start-up (measured: a stage process importing the
+#: ensemble package; 0 in-process) + a + b x millions of configs of the run (labelled + test,
+#: processed) x (model runs / 2 for the blend, which reads every run). ``real`` also pays the
+#: GNN's start-up (torch, the probe's). a and b from the stages' times on the 2-core machine
+#: (sample-small, the kaggle-shaped samples; BENCHMARKS.md "A run planned to a time budget"
+#: shows estimate vs actual per stage).
+FIXED_COSTS: dict[str, tuple[float, float]] = {
+    "lgbm-predict": (3.0, 10.0),
+    "blend": (3.0, 60.0),
+    "check": (1.0, 3.0),
+    "score": (1.0, 3.0),
+    "real": (8.0, 0.0),
+    "report": (8.0, 10.0),
+}
+#: a stage given ``--time-budget S`` takes longer by its start (imports, reading graphs or rows)
+#: and its last writes: until a run of it measured that, the probe's start-up and this share of
+#: its seconds are kept back from the budget it is passed
+TRAIN_OVERRUN = 0.05
+#: a further GNN seed runs only when it can get at least this share of the first seed's training
+#: time (a much shorter seed would weaken the seed average it joins)
+MIN_SEED_SHARE = 0.75
+
+
+def utc(epoch: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch))
+
+
+def clock(epoch: float) -> str:
+    """A local clock time (what the ETA is printed as)."""
+    return time.strftime("%H:%M:%S", time.localtime(epoch))
+
+
+@dataclass
+class StageRecord:
+    """One stage of a planned run."""
+
+    name: str  # the pipeline stage (ensemble.pipeline.STAGES), '@seed<k>' for another seed's
+    planned: float  # seconds in the plan printed at the start (after the measured stages)
+    basis: str  # how the planned seconds were found
+    given: float | None = None  # seconds when it started (the plan moves with every measured stage)
+    options: dict[str, Any] = field(default_factory=dict)  # options the plan set (e.g. time_budget)
+    start: float | None = None  # seconds after the run's start when it began
+    actual: float | None = None  # wall seconds it took
+
+    @property
+    def done(self) -> bool:
+        return self.actual is not None
+
+
+@dataclass
+class Plan:
+    """The stages of a run with a time budget: planned, given and actual seconds."""
+
+    budget: float  # seconds for the whole run
+    started_at: float  # epoch seconds of the run's start
+    stages: list[StageRecord] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    elapsed: float | None = None  # the whole run's wall seconds, once it ended
+
+    def get(self, name: str) -> StageRecord | None:
+        return next((s for s in self.stages if s.name == name), None)
+
+    def add(self, record: StageRecord, before: str | None = None) -> StageRecord:
+        """Add ``record`` (replacing a stage of that name) at the end, or before stage ``before``."""
+        self.stages = [s for s in self.stages if s.name != record.name]
+        at = next((i for i, s in enumerate(self.stages) if s.name == before), len(self.stages))
+        self.stages.insert(at, record)
+        return record
+
+    def pending(self) -> list[StageRecord]:
+        return [s for s in self.stages if not s.done]
+
+    def pending_seconds(self, exclude: Iterable[str] = ()) -> float:
+        skip = set(exclude)
+        return sum(s.given if s.given is not None else s.planned for s in self.pending()
+                   if s.name not in skip)
+
+    def eta(self, elapsed: float) -> float:
+        """Epoch seconds at which the run ends if every pending stage takes its plan."""
+        return self.started_at + elapsed + self.pending_seconds()
+
+    @property
+    def deadline(self) -> float:
+        return self.started_at + self.budget
+
+    def rows(self) -> list[list[str]]:
+        """``stage, planned, given, actual, actual - planned, basis`` per stage."""
+        def num(v: float | None) -> str:
+            return "—" if v is None else f"{v:,.0f}"
+
+        out = []
+        for s in self.stages:
+            diff = "—" if s.actual is None else f"{round(s.actual - s.planned):+,d}"
+            opts = ", ".join(f"{k}={v}" for k, v in s.options.items())
+            out.append([s.name, num(s.planned), num(s.given), num(s.actual), diff,
+                        s.basis + (f" ({opts})" if opts else "")])
+        return out
+
+    def table(self) -> str:
+        """The plan as fixed-width text (printed at the start and at the end)."""
+        header = ["stage", "planned s", "given s", "actual s", "actual - planned", "basis"]
+        rows = [header] + self.rows()
+        widths = [max(len(r[i]) for r in rows) for i in range(5)]
+        lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in
+                           enumerate(zip(r[:5], widths))) + "  " + r[5] for r in rows]
+        return "\n".join(lines)
+
+    def totals(self) -> dict[str, float | None]:
+        done = [s for s in self.stages if s.done]
+        return {"budget": self.budget, "planned": sum(s.planned for s in self.stages),
+                "actual": self.elapsed, "stages_actual": sum(s.actual for s in done),
+                "over_budget": None if self.elapsed is None else self.elapsed / self.budget - 1.0}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"budget": self.budget, "started_at": self.started_at, "started": utc(self.started_at),
+                "elapsed": self.elapsed, "totals": self.totals(), "notes": self.notes,
+                "stages": [asdict(s) for s in self.stages]}
+
+    def save(self, path: str | Path) -> None:
+        write_json(path, self.to_json())
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Plan":
+        data = json.loads(Path(path).read_text())
+        return cls(budget=data["budget"], started_at=data["started_at"], notes=data.get("notes", []),
+                   elapsed=data.get("elapsed"),
+                   stages=[StageRecord(**s) for s in data["stages"]])
+
+
+# ---- workload: what the predict stages score --------------------------------------------------
+def _graph_dirs(features_dir: str | Path, coll: Collection, split: str) -> list[Path]:
+    base = Path(features_dir) / coll.slug / "graphs" / split
+    if not base.is_dir():
+        return []
+    return sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def _rows(path: Path) -> int:
+    """Rows of an npy file, from its header (the file is mapped, never read)."""
+    return int(np.load(path, mmap_mode="r").shape[0])
+
+
+def graph_configs(features_dir: str | Path, coll: Collection, split: str) -> dict[str, int]:
+    """``{stem: processed configs}`` of one split (from each graph's ``config_index.npy`` header)."""
+    return {d.name: _rows(d / "config_index.npy") for d in _graph_dirs(features_dir, coll, split)}
+
+
+def graph_nodes(features_dir: str | Path, coll: Collection, split: str) -> dict[str, int]:
+    """``{stem: kept nodes}`` of one split."""
+    return {d.name: _rows(d / "node_opcode.npy") for d in _graph_dirs(features_dir, coll, split)}
+
+
+def tabular_train_cap(features_dir: str | Path, coll: Collection) -> int:
+    """``tabular_max_train_rows`` of the feature build (0 = no cap, or unknown)."""
+    path = Path(features_dir) / coll.slug / "build.json"
+    if not path.is_file():
+        return 0
+    return int(json.loads(path.read_text()).get("config", {}).get("tabular_max_train_rows", 0) or 0)
+
+
+def _capped(n: int, *caps: int) -> int:
+    return min([n] + [c for c in caps if c > 0])
+
+
+def gnn_predict_configs(features_dir: str | Path, coll: Collection, folds: int,
+                        oof_max_configs: int) -> dict[str, int]:
+    """The configs one GNN predict stage scores for ``coll`` (``models.gnn.folds``): with K >= 2
+    folds every test config K times, every valid config once (out of fold) and each train graph's
+    out-of-fold configs (its tabular rows, at most ``oof_max_configs``); without folds the valid
+    and test configs once."""
+    test = sum(graph_configs(features_dir, coll, "test").values())
+    valid = sum(graph_configs(features_dir, coll, "valid").values())
+    out = {"test": test * (folds if folds >= 2 else 1), "valid": valid, "oof": 0}
+    if folds >= 2:
+        cap = tabular_train_cap(features_dir, coll)
+        out["oof"] = sum(_capped(n, cap, oof_max_configs)
+                         for n in graph_configs(features_dir, coll, "train").values())
+    out["total"] = out["test"] + out["valid"] + out["oof"]
+    return out
+
+
+def run_configs(features_dir: str | Path, collections: Iterable[Collection]) -> int:
+    """Processed configs of every split of ``collections`` (the short stages' size)."""
+    return sum(sum(graph_configs(features_dir, c, s).values())
+               for c in collections for s in ("train", "valid", "test"))
+
+
+def fixed_estimate(stage: str, configs: int, startup: float = 0.0, runs: int = 2) -> tuple[float, str]:
+    """(seconds, basis) of one short stage from :data:`FIXED_COSTS`: ``startup`` (measured) +
+    a + b per million ``configs`` (the blend's b times ``runs`` / 2: it reads every model run)."""
+    a, b = FIXED_COSTS[stage]
+    scale = runs / 2 if stage == "blend" else 1.0
+    seconds = startup + a + b * scale * configs / 1e6
+    return seconds, (f"{startup:.0f} s start + {a:g} s + {b * scale:g} s per million configs "
+                     f"({configs:,})")
+
+
+# ---- the GNN probe ----------------------------------------------------------------------------
+def spread(stems_by_size: Mapping[str, int], count: int) -> list[str]:
+    """``count`` stems spread evenly over the size order (smallest and largest included)."""
+    order = sorted(stems_by_size, key=lambda s: (stems_by_size[s], s))
+    if len(order) <= count:
+        return order
+    picks = np.unique(np.round(np.linspace(0, len(order) - 1, count)).astype(int))
+    return [order[i] for i in picks]
+
+
+def _trainable(graph: Path) -> bool:
+    target = graph / "target.npy"
+    if not target.is_file():
+        return False
+    t = np.load(target, mmap_mode="r")
+    return t.shape[0] >= 2 and float(np.ptp(np.asarray(t))) > 0
+
+
+def _link(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.symlink_to(src.resolve(), target_is_directory=src.is_dir())
+
+
+def probe_features(features_dir: str | Path, out: str | Path, collections: Iterable[Collection],
+                   graphs: int = PROBE_GRAPHS) -> dict[str, dict[str, int]]:
+    """Write ``out``: a feature folder of links holding, per collection, its top-level files, one
+    trainable train graph and up to ``graphs`` valid graphs with targets spread over sizes.
+    Returns ``{collection: {valid stem: configs}}`` of what it links (a collection without a
+    trainable train graph or a scorable valid graph is left out)."""
+    src_root, out = Path(features_dir), Path(out)
+    linked: dict[str, dict[str, int]] = {}
+    for coll in collections:
+        src = src_root / coll.slug
+        train = next((d for d in _graph_dirs(src_root, coll, "train") if _trainable(d)), None)
+        valid = {d.name: d for d in _graph_dirs(src_root, coll, "valid") if _trainable(d)}
+        if train is None or not valid:
+            continue
+        nodes = {s: _rows(d / "node_opcode.npy") for s, d in valid.items()}
+        chosen = spread(nodes, graphs)
+        for f in src.iterdir():
+            if f.is_file():
+                _link(f, out / coll.slug / f.name)
+        _link(train, out / coll.slug / "graphs" / "train" / train.name)
+        for stem in chosen:
+            _link(valid[stem], out / coll.slug / "graphs" / "valid" / stem)
+        linked[coll.name] = {s: _rows(valid[s] / "config_index.npy") for s in chosen}
+    return linked
+
+
+@dataclass
+class ProbeResult:
+    """Prediction seconds per config of every probed collection, and the probe's own cost."""
+
+    seconds_per_config: dict[str, float]  # collection -> seconds per config
+    overhead: float  # the probe's wall seconds besides its evaluations (start, imports, loading)
+    configs: dict[str, int]  # collection -> configs scored
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def read_probe(reports: Mapping[str, dict], linked: Mapping[str, Mapping[str, int]],
+               max_configs: int, wall: float) -> ProbeResult:
+    """Seconds per config from the probe's ``report.json`` per collection (``final_eval_seconds``
+    over the configs it scored: ``min(configs, max_configs)`` of each graph in ``per_graph``)."""
+    per_config, scored, evals = {}, {}, 0.0
+    for name, report in reports.items():
+        sizes = linked.get(name, {})
+        n = sum(min(sizes.get(s, 0), max_configs) for s in report.get("per_graph", {}))
+        seconds = float(report.get("final_eval_seconds") or 0.0)
+        if n > 0 and seconds > 0:
+            per_config[name], scored[name] = seconds / n, n
+            evals += seconds
+    return ProbeResult(per_config, max(0.0, wall - evals), scored)
+
+
+def per_config_seconds(probe: ProbeResult, coll: Collection) -> float:
+    """The probe's seconds per config for ``coll``; a collection it could not score takes the
+    slowest one of its kind (tile or layout), else the slowest of all."""
+    if coll.name in probe.seconds_per_config:
+        return probe.seconds_per_config[coll.name]
+    kind = [v for k, v in probe.seconds_per_config.items() if k.startswith("tile") == coll.is_tile]
+    values = kind or list(probe.seconds_per_config.values())
+    if not values:
+        raise ValueError(f"the GNN probe scored no collection; cannot estimate {coll.name}'s "
+                         "prediction time")
+    return max(values)
+
+
+def gnn_predict_estimate(features_dir: str | Path, collections: Iterable[Collection], folds: int,
+                         oof_max_configs: int, probe: ProbeResult, start: float) -> tuple[float, str]:
+    """(seconds, basis) of one GNN predict stage: the configs it scores at the probe's speed per
+    collection, plus ``start`` (a predict process's start-up: the probe's, when stages run as
+    processes)."""
+    seconds, configs = 0.0, 0
+    for coll in collections:
+        n = gnn_predict_configs(features_dir, coll, folds, oof_max_configs)["total"]
+        seconds += n * per_config_seconds(probe, coll)
+        configs += n
+    rate = configs / max(seconds, 1e-9)
+    return start + seconds, f"{configs:,} configs at the probe's {rate:,.0f} configs/s + {start:.0f} s start"
+
+
+# ---- sharing the training time ----------------------------------------------------------------
+def training_shares(seconds: float, models: Iterable[str], lgbm_share: float) -> dict[str, float]:
+    """The training seconds of each trained model: LightGBM (which trains first) at most
+    ``lgbm_share`` of them, the GNN the rest (and whatever LightGBM leaves); a model alone gets
+    all of them."""
+    trained = list(models)
+    if not trained:
+        return {}
+    if trained == ["lgbm"] or "gnn" not in trained:
+        return {m: seconds / len(trained) for m in trained}
+    if "lgbm" not in trained:
+        return {"gnn": seconds}
+    return {"lgbm": seconds * lgbm_share, "gnn": seconds * (1.0 - lgbm_share)}
+
+
+__all__ = ["Plan", "StageRecord", "PLAN_FILE", "PROBE_DIR", "PROBE_GRAPHS", "PROBE_CONFIGS",
+           "FIXED_COSTS", "TRAIN_OVERRUN", "MIN_SEED_SHARE", "graph_configs", "graph_nodes",
+           "gnn_predict_configs", "run_configs", "fixed_estimate", "spread", "probe_features",
+           "ProbeResult", "read_probe", "per_config_seconds", "gnn_predict_estimate",
+           "training_shares", "utc", "clock"]

@@ -1,0 +1,473 @@
+"""``python -m ensemble run --budget S`` (``make run BUDGET=S``): the whole pipeline planned to
+take S seconds, from validate to the report.
+
+What it does, in order (every step recorded in ``WORK/plan/plan.json``, :mod:`ensemble.plan`):
+
+1. **Measure** what comes first: validate, features, the training-free models' predictions
+   (the baseline) and the GNN probe (an untrained model of the run's configuration scores a few
+   valid graphs of each collection: prediction seconds per config on this machine and device).
+2. **Plan**: the GNN predict stage is the configs it will score at the probe's speed; LightGBM's
+   predict stage and the stages after training are short estimates (:data:`ensemble.plan.FIXED_COSTS`);
+   the models' training gets the rest, less a margin. The plan and the ETA are printed.
+3. **Train and predict**: LightGBM first, given at most ``--lgbm-share`` of the training time
+   (``--time-budget``); it early-stops when its validation score stops improving, and what it
+   leaves goes to the GNN, which gets everything left but the pending stages' plan. Every stage's
+   measured time moves the plan of the stages after it.
+4. **Spend what the models leave** (``--spend seeds``): the GNN early-stops too where its
+   preset has a patience (``full``; the ``quick`` preset trains without early stopping, so a
+   quick GNN uses its whole share and a further seed is rare); while the time left holds a
+   further GNN seed (at least :data:`ensemble.plan.MIN_SEED_SHARE` of the first seed's training
+   time plus its measured predict time), another seed is trained and predicted
+   (``gnn@seed<k>``; the blend averages seeds), up to ``--max-seeds``. ``--spend steps`` instead
+   lets the GNN train its whole share (``--patience 0``: the learning-rate schedule follows the
+   time) and trains one seed.
+5. **Finish**: blend, check, score (samples with hidden runtimes), real, and the report, which
+   shows the plan: planned, given and actual seconds per stage.
+
+Stages run as their own processes here (as ``make run``: ``--monitor-log`` records wall time,
+peak RSS and open files per stage, :mod:`tpurank.monitor`); the notebooks run the same plan
+in-process (``ensemble.pipeline.Run(budget=S)``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from tpurank.collections import get_collection, held_collections, hidden_runtimes_path
+from tpurank.config import StageConfig, parse_config
+from tpurank.registry import DEFAULT_BLEND, MODELS, get_model
+
+from ensemble import plan as P
+from ensemble.stages import STAGES, Run, run_stage_now, stage_argv
+
+#: the models this planner can give training time to (``--time-budget`` of their train stage)
+PLANNED_MODELS = ("lgbm", "gnn")
+SPEND = ("seeds", "steps")
+
+
+class BudgetError(ValueError):
+    """The budget cannot hold the run (what is measured and estimated leaves no training time)."""
+
+
+@dataclass
+class RunConfig(StageConfig):
+    """The whole pipeline planned to a time budget (python -m ensemble run; make run BUDGET=S)."""
+
+    budget: float = 0.0  # wall seconds for the whole run, from validate to the report
+    models: str = ",".join(DEFAULT_BLEND)  # comma list of the models trained and blended (tpurank/registry.py); training-free ones are predicted too
+    protocol: str = "auto"  # what the blend is fitted on: auto (out-of-fold predictions) | valid
+    submission: str = "submissions/submission.csv"  # the submission CSV written (and checked)
+    spend: str = "seeds"  # what the time the models leave buys: seeds (further GNN seeds while they fit in what early stopping leaves, where the GNN's preset has a patience) | steps (the GNN trains its whole share, --patience 0, one seed)
+    max_seeds: int = 3  # GNN seeds at most (--spend seeds)
+    lgbm_share: float = 0.3  # LightGBM's share of the training time at most (it trains first; what it leaves goes to the GNN)
+    folds: int = 0  # every model's --folds (0: the preset's)
+    margin: float = 0.03  # share of the budget kept back for what the estimates miss
+    monitor_log: str = ""  # append each stage's wall time, peak RSS and open files to this JSON-lines file (tpurank.monitor)
+    stage_options: str = ""  # per-stage options as JSON, e.g. {"gnn-train": {"threads": 1}} (the notebooks' OVERRIDES)
+
+    PRESETS = {"quick": {}, "full": {}}
+
+    def check(self) -> None:
+        if self.budget <= 0:
+            raise ValueError(f"--budget must be > 0 seconds (got {self.budget})")
+        if self.spend not in SPEND:
+            raise ValueError(f"--spend must be one of {', '.join(SPEND)} (got {self.spend!r})")
+        if not 0.0 <= self.lgbm_share <= 1.0 or not 0.0 <= self.margin < 0.5:
+            raise ValueError("--lgbm-share must be in [0, 1] and --margin in [0, 0.5)")
+        if self.max_seeds < 1:
+            raise ValueError("--max-seeds must be >= 1")
+
+
+def config_for(run: Run, **settings: Any) -> RunConfig:
+    """The :class:`RunConfig` of a pipeline :class:`Run` with a budget (notebooks)."""
+    return RunConfig(data=run.data, work=run.work, preset=run.preset, seed=run.seed,
+                     collections=run.collections, budget=run.budget, models=run.models,
+                     protocol=run.protocol, submission=str(run.submission_path),
+                     **{**run.plan_options, **settings})
+
+
+def run_for(cfg: RunConfig) -> Run:
+    """The pipeline :class:`Run` of a :class:`RunConfig`."""
+    overrides = json.loads(cfg.stage_options) if cfg.stage_options else {}
+    return Run(data=cfg.data, work=cfg.work, preset=cfg.preset, seed=cfg.seed,
+               collections=cfg.collections, models=cfg.models, submission=cfg.submission,
+               protocol=cfg.protocol, overrides=overrides, budget=cfg.budget)
+
+
+# ---- executors --------------------------------------------------------------------------------
+class InProcess:
+    """Runs a stage in this process (the notebooks); nothing to start."""
+
+    starts_processes = False
+
+    def __call__(self, run: Run, stage: str) -> None:
+        run_stage_now(run, stage)
+
+    def startup(self) -> float:
+        return 0.0
+
+
+@dataclass
+class Subprocesses:
+    """Runs each stage as ``python -m <module> ...`` (as ``make run``), its output passed
+    through; with ``monitor_log`` one :mod:`tpurank.monitor` record per stage is appended there."""
+
+    monitor_log: str = ""
+    starts_processes = True
+
+    def __call__(self, run: Run, stage: str) -> None:
+        from tpurank.monitor import append_record, monitored
+
+        module = STAGES[stage][0].removesuffix(".__main__")
+        cmd = [sys.executable, "-m", module, *stage_argv(run, stage)]
+        print("$ python " + " ".join(cmd[1:]), flush=True)
+        started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        record = monitored(cmd)
+        record.pop("proc")
+        if self.monitor_log:
+            append_record(Path(self.monitor_log), {"stage": stage, "started": started, **record})
+        if record["rc"]:
+            raise RuntimeError(f"stage {stage!r} failed with exit code {record['rc']}: {record['command']}")
+
+    def startup(self) -> float:
+        """Wall seconds of a process that imports what a short stage imports (measured now)."""
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import ensemble.blend, ensemble.report"], check=True)
+        return time.perf_counter() - t0
+
+
+# ---- the planned run ----------------------------------------------------------------------------
+@dataclass
+class PlannedRun:
+    """One run to a time budget: measure, plan, train and predict, spend what is left, finish."""
+
+    run: Run
+    cfg: RunConfig
+    execute: Any = field(default_factory=InProcess)  # runs a stage: execute(run, stage); execute.startup() -> seconds
+    clock: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
+    log: Callable[[str], None] = field(default=lambda text: print(text, flush=True))
+    plan: P.Plan = field(init=False)
+    probe: P.ProbeResult | None = field(init=False, default=None)
+    startup: float = field(init=False, default=0.0)  # a short stage's start-up (measured)
+    seeds: list[int] = field(init=False, default_factory=list)  # GNN seeds trained and predicted
+    phase: str = field(init=False, default="new")  # new | planned | trained | finished
+
+    def __post_init__(self) -> None:
+        self.cfg.check()
+        self.t0 = self.clock()
+        self.plan = P.Plan(self.cfg.budget, started_at=self.wall())
+        trained = [m for m in self.run.model_list if get_model(m).trains]
+        unknown = [m for m in trained if m not in PLANNED_MODELS]
+        if unknown:
+            raise ValueError(f"a run with a time budget trains {', '.join(PLANNED_MODELS)}; it has "
+                             f"no time model for {', '.join(unknown)} (run it without a budget)")
+        self.trained = [m for m in PLANNED_MODELS if m in trained]  # in training order
+        self.free = [m.name for m in MODELS if not m.trains]  # predicted in the measure phase
+        self.log(f"[plan] budget {self.cfg.budget:,.0f} s from {P.clock(self.plan.started_at)}: "
+                 f"planned to end by {P.clock(self.plan.deadline)} (ETA); the plan follows the "
+                 f"measured stages (validate, features{', GNN probe' if 'gnn' in self.trained else ''})")
+
+    @property
+    def gnn_start(self) -> float:
+        """A stage process's start-up when it loads the GNN (torch): the probe's (measured), when
+        the executor starts processes; in-process, torch is loaded once (by the probe)."""
+        if self.probe is None or not getattr(self.execute, "starts_processes", False):
+            return 0.0
+        return self.probe.overhead
+
+    # -- clock
+    def elapsed(self) -> float:
+        return self.clock() - self.t0
+
+    def usable(self) -> float:
+        """Seconds left before the budget's end less the margin."""
+        return self.cfg.budget * (1.0 - self.cfg.margin) - self.elapsed()
+
+    @property
+    def plan_path(self) -> Path:
+        return Path(self.run.work) / P.PLAN_FILE
+
+    def save(self) -> None:
+        self.plan.save(self.plan_path)
+
+    # -- running one stage
+    def seed_run(self, seed: int | None = None, **stage_options: dict[str, Any]) -> Run:
+        """The run with ``seed`` and extra per-stage options (stage name -> options)."""
+        overrides = {k: dict(v) for k, v in self.run.overrides.items()}
+        for stage in set(overrides) | set(stage_options):
+            overrides[stage] = {**self.fold_options(stage), **overrides.get(stage, {}),
+                                **stage_options.get(stage, {})}
+        return dataclasses.replace(self.run, seed=self.run.seed if seed is None else seed,
+                                   overrides=overrides)
+
+    def fold_options(self, stage: str) -> dict[str, Any]:
+        model = stage.split("-", 1)[0]
+        return {"folds": self.cfg.folds} if self.cfg.folds and model in PLANNED_MODELS else {}
+
+    def stage(self, name: str, stage: str | None = None, run: Run | None = None,
+              planned: float | None = None, basis: str = "measured",
+              options: dict[str, Any] | None = None, before: str | None = None) -> P.StageRecord:
+        """Run ``stage`` (default: ``name``) now and record it as ``name`` (a new record goes
+        before stage ``before``); ``planned``: the seconds it is given now (None: a measured
+        stage, its plan is what it took)."""
+        stage = stage or name
+        record = self.plan.get(name) or self.plan.add(P.StageRecord(name, planned or 0.0, basis),
+                                                      before=before)
+        record.given = planned
+        record.options.update(options or {})
+        record.start = self.elapsed()
+        self.save()
+        run = run or self.seed_run(**({stage: options} if options else {}))
+        try:
+            self.execute(run, stage)
+        finally:
+            record.actual = self.elapsed() - record.start
+            if planned is None and self.phase == "new":
+                record.planned = record.given = record.actual
+            self.save()
+        eta = self.plan.eta(self.elapsed())
+        self.log(f"[plan] {name}: {record.actual:,.0f} s (given {record.given or record.actual:,.0f} s); "
+                 f"{self.elapsed():,.0f} of {self.cfg.budget:,.0f} s spent, ETA {P.clock(eta)}")
+        return record
+
+    # -- 1. measure
+    def measure(self) -> None:
+        for name in ("validate", "features"):
+            if self.plan.get(name) is None:
+                self.stage(name)
+        for model in self.free:
+            name = f"{model}-predict"
+            if self.plan.get(name) is None:
+                self.stage(name)
+        if "gnn" in self.trained and self.probe is None:
+            self.run_probe()
+        self.startup = self.execute.startup()
+
+    @property
+    def features_dir(self) -> Path:
+        return Path(self.run.work) / "features"
+
+    def collections(self) -> list:
+        return held_collections(self.run.data, self.run.collections)
+
+    def stage_config(self, stage: str, run: Run | None = None):
+        """The parsed options of a model stage as this run would pass them."""
+        model = get_model(stage.split("-", 1)[0])
+        cls = {"gnn": "models.gnn.config:GnnConfig", "lgbm": "models.lgbm.config:LgbmConfig"}[model.name]
+        module, name = cls.split(":")
+        klass = getattr(__import__(module, fromlist=[name]), name)
+        return parse_config(klass, stage_argv(run or self.seed_run(), stage)[1:])
+
+    def run_probe(self) -> None:
+        """Score a few valid graphs per collection with an untrained GNN of the run's
+        configuration (``models.gnn train --steps 0``, its own WORK): seconds per config."""
+        root = Path(self.run.work) / P.PROBE_DIR
+        shutil.rmtree(root, ignore_errors=True)
+        linked = P.probe_features(self.features_dir, root / "features", self.collections())
+        if not linked:
+            raise BudgetError(f"{self.features_dir}: no collection has a valid graph with runtimes "
+                              "for the GNN probe to time predictions on; run without a budget")
+        options = {**self.run.overrides.get("gnn-train", {}), "features": str(root / "features"),
+                   "steps": 0, "folds": 0, "time_budget": 0, "resume": False,
+                   "joint_search": False, "final_val_max_configs": P.PROBE_CONFIGS}
+        probe = dataclasses.replace(self.run, work=str(root), collections=",".join(linked),
+                                    overrides={"gnn-train": options})
+        record = self.stage("gnn-probe", "gnn-train", probe)
+        cfg = self.stage_config("gnn-train", probe)
+        reports = {}
+        for name in linked:
+            path = cfg.model_dir(get_collection(name)) / "report.json"
+            if path.is_file():
+                reports[name] = json.loads(path.read_text())
+        self.probe = P.read_probe(reports, linked, P.PROBE_CONFIGS, record.actual)
+        rates = ", ".join(f"{c} {1 / s:,.0f}" for c, s in self.probe.seconds_per_config.items())
+        record.basis = f"measured: configs/s {rates}"
+        self.save()
+
+    # -- 2. plan
+    def predict_estimate(self, model: str) -> tuple[float, str]:
+        if model == "gnn":
+            cfg = self.stage_config("gnn-predict")
+            return P.gnn_predict_estimate(self.features_dir, self.collections(), cfg.folds,
+                                          cfg.oof_max_configs, self.probe, self.gnn_start)
+        return P.fixed_estimate(f"{model}-predict", self.configs, self.startup)
+
+    def finish_estimate(self, stage: str, gnn_runs: int = 1) -> tuple[float, str]:
+        """(seconds, basis) of a stage after training, with ``gnn_runs`` GNN seeds to blend."""
+        runs = gnn_runs * ("gnn" in self.trained) + ("lgbm" in self.trained) + len(self.free)
+        seconds, basis = P.fixed_estimate(stage, self.configs, self.startup, runs)
+        if stage == "real" and self.probe is not None:  # it loads the GNN (torch) too
+            seconds += self.gnn_start
+            basis += f" + {self.gnn_start:.0f} s GNN start"
+        return seconds, basis
+
+    def finish_stages(self) -> list[str]:
+        stages = ["blend", "check"]
+        if hidden_runtimes_path(self.run.data).is_file():
+            stages.append("score")
+        return stages + ["real", "report"]
+
+    def make_plan(self) -> None:
+        """Estimate the stages to come, share the training time, print the plan and the ETA."""
+        self.measure()
+        self.configs = P.run_configs(self.features_dir, self.collections())
+        later: list[P.StageRecord] = []
+        for model in self.trained:
+            later.append(P.StageRecord(f"{model}-predict", *self.predict_estimate(model)))
+        for stage in self.finish_stages():
+            later.append(P.StageRecord(stage, *self.finish_estimate(stage)))
+        reserve = sum(r.planned for r in later)
+        pool = self.usable() - reserve
+        if pool <= 0:
+            raise BudgetError(
+                f"budget {self.cfg.budget:,.0f} s: {self.elapsed():,.0f} s measured (validate, features, "
+                f"probe), {reserve:,.0f} s estimated for predictions and the stages after them, and "
+                f"{self.cfg.margin:.0%} kept back leave no training time; give at least "
+                f"{(self.elapsed() + reserve) / (1 - self.cfg.margin) * 1.5:,.0f} s")
+        shares = P.training_shares(pool, self.trained, self.cfg.lgbm_share)
+        for model in self.trained:
+            basis = (f"at most {self.cfg.lgbm_share:.0%} of the {pool:,.0f} s of training"
+                     if model == "lgbm" and len(shares) > 1 else
+                     f"the training time left ({pool:,.0f} s{' less LightGBM' if len(shares) > 1 else ''})")
+            self.plan.add(P.StageRecord(f"{model}-train", shares[model], basis))
+            self.plan.add(next(r for r in later if r.name == f"{model}-predict"))
+        for record in later[len(self.trained):]:
+            self.plan.add(record)
+        if "gnn" in self.trained and self.cfg.spend == "seeds" and self.cfg.max_seeds > 1:
+            patience = self.stage_config("gnn-train").patience
+            self.plan.notes.append(
+                f"GNN seeds: the time the models leave (early stopping) trains up to "
+                f"{self.cfg.max_seeds - 1} more GNN seed(s), each when at least "
+                f"{P.MIN_SEED_SHARE:.0%} of the first seed's training time and its predict time fit"
+                + ("" if patience > 0 else
+                   "; the GNN does not early-stop here (--patience 0), so it trains its whole "
+                   "share and a further seed fits only when it ends before (its --steps)"))
+        self.phase = "planned"
+        self.save()
+        self.log("[plan] the plan (seconds):\n" + self.plan.table())
+        for note in self.plan.notes:
+            self.log(f"[plan] {note}")
+        self.log(f"[plan] ETA {P.clock(self.plan.eta(self.elapsed()))} "
+                 f"(budget ends {P.clock(self.plan.deadline)}, {self.cfg.margin:.0%} kept back)")
+
+    # -- 3. train and predict
+    def pending_reserve(self, *skip: str) -> float:
+        return self.plan.pending_seconds(exclude=skip)
+
+    def train_options(self, model: str, seconds: float) -> dict[str, Any]:
+        """Options of a train stage planned to take ``seconds`` in all: ``--time-budget`` less
+        its start-up (:attr:`gnn_start`, and a share of the seconds for reading graphs or rows
+        and the last writes)."""
+        budget = seconds - self.gnn_start - P.TRAIN_OVERRUN * seconds
+        options: dict[str, Any] = {"time_budget": round(max(1.0, budget), 1)}
+        if model == "gnn" and self.cfg.spend == "steps":
+            options["patience"] = 0
+        return options
+
+    def train_and_predict(self) -> None:
+        """Every trained model's train and predict stages, then the further GNN seeds."""
+        if self.phase == "new":
+            self.make_plan()
+        if self.phase != "planned":
+            return
+        for model in self.trained:
+            train = f"{model}-train"
+            others = [f"{m}-train" for m in self.trained if m != model and not self.plan.get(f"{m}-train").done]
+            available = self.usable() - self.pending_reserve(train, *others)
+            planned = self.plan.get(train).planned
+            if others:  # LightGBM before the GNN: its share, scaled down when the run is late
+                total = planned + sum(self.plan.get(o).planned for o in others)
+                seconds = planned * min(1.0, available / total)
+            else:
+                seconds = available
+            options = self.train_options(model, seconds)
+            self.stage(train, planned=seconds, basis=self.plan.get(train).basis, options=options)
+            predict = self.plan.get(f"{model}-predict")
+            # the train stage's options too: a model checks that it predicts with what it trained
+            self.stage(predict.name, run=self.seed_run(**{predict.name: options}),
+                       planned=predict.planned, basis=predict.basis)
+        self.seeds = [self.run.seed] if "gnn" in self.trained else []
+        if "gnn" in self.trained and self.cfg.spend == "seeds":
+            self.more_seeds()
+        self.phase = "trained"
+        self.save()
+
+    def more_seeds(self) -> None:
+        first_train, first_predict = self.plan.get("gnn-train"), self.plan.get("gnn-predict")
+        while len(self.seeds) < self.cfg.max_seeds:
+            seed = max(self.seeds) + 1
+            predict = first_predict.actual * 1.05
+            # the stages after training, with one more GNN run to blend
+            reserve = sum(self.finish_estimate(s, len(self.seeds) + 1)[0] for s in self.finish_stages())
+            available = self.usable() - reserve - predict
+            needed = P.MIN_SEED_SHARE * first_train.actual
+            if available < needed:
+                self.plan.notes.append(f"no GNN seed {seed}: {max(available, 0):,.0f} s of training "
+                                       f"time left, a seed needs {needed:,.0f} s "
+                                       f"({P.MIN_SEED_SHARE:.0%} of the first seed's {first_train.actual:,.0f} s)")
+                self.log(f"[plan] {self.plan.notes[-1]}")
+                break
+            options = self.train_options("gnn", available)
+            run = self.seed_run(seed, **{"gnn-train": options, "gnn-predict": options})
+            after = self.finish_stages()[0]
+            self.stage(f"gnn-train@seed{seed}", "gnn-train", run, planned=available,
+                       basis="the training time left (seeds)", options=options, before=after)
+            self.stage(f"gnn-predict@seed{seed}", "gnn-predict", run, planned=predict,
+                       basis=f"the first seed's predict stage ({first_predict.actual:,.0f} s) + 5 %",
+                       before=after)
+            self.seeds.append(seed)
+
+    # -- 5. finish
+    def finish(self) -> Path:
+        """blend, check, score (hidden runtimes only), real, report; the plan's last save."""
+        if self.phase in ("new", "planned"):
+            self.train_and_predict()
+        if self.phase == "trained":
+            for stage in self.finish_stages():
+                record = self.plan.get(stage)
+                if record is None or not record.done:
+                    given, basis = self.finish_estimate(stage, max(1, len(self.seeds)))
+                    run = self.seed_run(**{"report": {"plan": str(self.plan_path)}}) if stage == "report" else None
+                    self.stage(stage, run=run, planned=given, basis=basis)
+            self.phase = "finished"
+            self.plan.elapsed = self.elapsed()
+            self.save()
+            over = self.plan.elapsed / self.cfg.budget - 1.0
+            self.log("[plan] planned vs actual (seconds):\n" + self.plan.table())
+            self.log(f"[plan] the run took {self.plan.elapsed:,.0f} s of its {self.cfg.budget:,.0f} s "
+                     f"budget ({over:+.1%}); plan: {self.plan_path}")
+        return self.run.submission_path
+
+    def run_all(self) -> Path:
+        self.make_plan()
+        self.train_and_predict()
+        return self.finish()
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = parse_config(RunConfig, argv, prog="python -m ensemble run")
+    try:
+        cfg.check()
+        planned = PlannedRun(run_for(cfg), cfg, execute=Subprocesses(cfg.monitor_log))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        planned.run_all()
+    except BudgetError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

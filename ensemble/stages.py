@@ -1,0 +1,119 @@
+"""The pipeline's stages as commands: their names, their command lines (the Makefile's ``run``
+target) and a run of one in this process. :mod:`ensemble.pipeline` (the notebooks' functions) and
+:mod:`ensemble.run` (a run planned to a time budget) both run stages through these."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tpurank.registry import DEFAULT_BLEND, MODELS, get_model
+
+
+def entry_point(module: str) -> str:
+    """What ``python -m module`` runs: a package's ``__main__``, else the module itself."""
+    spec = importlib.util.find_spec(module)
+    return f"{module}.__main__" if spec is not None and spec.submodule_search_locations else module
+
+
+#: stage name -> (module whose ``main(argv)`` runs it, leading sub-command words); a model's
+#: stages are ``<name>-train`` / ``<name>-predict`` (tpurank.registry)
+STAGES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "validate": ("features.__main__", ("validate",)),
+    "features": ("features.__main__", ("build",)),
+    **{f"{m.name}-{s}": (entry_point(m.module), (s,)) for m in MODELS for s in m.stages},
+    "blend": ("ensemble.__main__", ("blend",)),
+    "check": ("ensemble.__main__", ("check",)),
+    "report": ("ensemble.__main__", ("report",)),
+    "score": ("ensemble.__main__", ("score",)),
+    "real": ("ensemble.__main__", ("real",)),
+}
+
+
+@dataclass
+class Run:
+    """Where the data and work dir are, and how every stage is configured."""
+
+    data: str
+    work: str
+    preset: str = "quick"
+    seed: int = 0
+    collections: str = "all"
+    models: str = ",".join(DEFAULT_BLEND)
+    submission: str = ""  # default: WORK/submission.csv
+    protocol: str = "auto"  # what the blend is fitted on: auto (out-of-fold predictions) | valid
+    #: per-stage overrides, e.g. {"gnn-train": {"steps": 20}, "lgbm-train": {"num_boost_round": 30}}
+    overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: seconds for the whole run, planned (ensemble.run); 0 = each stage's own limits (the presets')
+    budget: float = 0.0
+    #: the planner's other settings (fields of ensemble.run.RunConfig, e.g. {"max_seeds": 2})
+    plan_options: dict[str, Any] = field(default_factory=dict)
+    #: the planned run of a budget (ensemble.run), made by the first stage run through ensemble.pipeline
+    planner: Any = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def model_list(self) -> list[str]:
+        return [m.strip() for m in self.models.split(",") if m.strip()]
+
+    def model_stages(self, stage: str) -> list[str]:
+        """``<model>-<stage>`` of every model of :attr:`models` that has that stage (registry)."""
+        return [f"{get_model(m).name}-{stage}" for m in self.model_list
+                if stage in get_model(m).stages]
+
+    @property
+    def validate_report(self) -> Path:
+        return Path(self.work) / "validate_report.json"
+
+    @property
+    def submission_path(self) -> Path:
+        return Path(self.submission) if self.submission else Path(self.work) / "submission.csv"
+
+
+def _options(values: dict[str, Any]) -> list[str]:
+    argv: list[str] = []
+    for key, value in values.items():
+        if isinstance(value, (list, tuple)):
+            value = ",".join(str(v) for v in value)
+        argv += ["--" + key.replace("_", "-"), str(value).lower() if isinstance(value, bool) else str(value)]
+    return argv
+
+
+def stage_argv(run: Run, stage: str) -> list[str]:
+    """The command line of ``stage`` (without ``python -m``), as in the Makefile ``run`` target."""
+    module, words = STAGES[stage]
+    common = {"data": run.data, "work": run.work, "preset": run.preset, "seed": run.seed,
+              "collections": run.collections}
+    if stage == "validate":
+        argv = [*words, "--data", run.data, "--collections", run.collections, "--skip-bad",
+                "--report", str(run.validate_report)]
+    elif stage in ("check", "score"):
+        argv = [*words, str(run.submission_path), "--data", run.data]
+    elif stage == "real":
+        argv = [*words, "--work", run.work, "--models", run.models, "--skip-missing"]
+    elif stage in ("blend", "report"):
+        argv = [*words, *_options(common | {"models": run.models}),
+                "--submission", str(run.submission_path)]
+        if stage == "blend":
+            argv += ["--protocol", run.protocol]
+    else:
+        argv = [*words, *_options(common)]
+        if stage == "features" and run.validate_report.is_file():  # skip what validate found bad
+            argv += ["--skip-bad-report", str(run.validate_report)]
+    return argv + _options(run.overrides.get(stage, {}))
+
+
+def run_stage_now(run: Run, stage: str) -> float:
+    """Run one stage in this process, unplanned; returns its wall time."""
+    module, _ = STAGES[stage]
+    argv = stage_argv(run, stage)
+    print(f"$ python -m {module.removesuffix('.__main__')} {' '.join(argv)}", flush=True)
+    t0 = time.perf_counter()
+    rc = importlib.import_module(module).main(argv)
+    if rc:
+        raise RuntimeError(f"stage {stage!r} failed with exit code {rc}: "
+                           f"python -m {module.removesuffix('.__main__')} {' '.join(argv)}")
+    return time.perf_counter() - t0

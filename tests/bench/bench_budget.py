@@ -1,0 +1,211 @@
+"""Score vs time budget: the run planned to a budget (``make run BUDGET=S``, :mod:`ensemble.run`)
+at several budgets and spend policies against today's quick run (``make run PRESET=quick``),
+per data set and seed; writes ``benchmarks/budget.json`` (``make docs`` renders it into
+BENCHMARKS.md, "A run planned to a time budget").
+
+Every run is a fresh WORK (``--work-root``/<label>-s<seed>-<run>), so validate and the feature
+build are inside its time, as for a user. Per run: its wall seconds against the budget, the GNN
+seeds it trained, and the out-of-fold scores of the blend stage (each graph predicted by fold
+models that never saw it, the blend nested leave-one-fold-out: no number is fitted on the graph
+it scores; the sample's hidden test runtimes are never read). Per budgeted run also every
+stage's planned, given and actual seconds (how good the estimates are).
+
+    python tests/bench/bench_budget.py --data tpu=data/sample-small --data alt=data/sample-alt \\
+        --data kaggle=data/sample-kaggle15 --seeds 0,1 --budgets 900,1500,2700 \\
+        --variants seeds,steps --quick [--threads 0] [--work-root work/bench-budget] \\
+        [--out benchmarks/budget.json]
+
+A run whose WORK already holds its result (``bench_row.json``) is not run again, so the command
+can be stopped and started again; ``--runs`` reruns only the named runs (e.g. ``quick,2700-seeds``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+#: the stages of ``make run`` without a budget (Makefile ``run`` target), in order
+QUICK_STAGES = ("validate", "features", "gnn-train", "gnn-predict", "lgbm-train", "lgbm-predict",
+                "baseline-predict", "blend", "check", "report")
+NOTES = ("oof final: the mean over the five collections of the blend's nested out-of-fold score "
+         "(gnn, lgbm: each model's own out-of-fold score); wall: the run's seconds from validate "
+         "to the report, with the feature build; over: wall / budget - 1. quick: `make run "
+         "PRESET=quick` (the presets' time limits: GNN 900 s, LightGBM 240 s of training). "
+         "<budget>-<spend>: `make run BUDGET=<budget> PLAN_ARGS='--spend <spend>'`. load: the "
+         "machine's 1-minute load average at the run's start and end (2 cores; other jobs share "
+         "them).")
+
+
+def stage_options(threads: int) -> dict[str, dict[str, Any]]:
+    """Per-stage options of every run: ``--threads`` for the stages that have it (0: theirs)."""
+    if threads <= 0:
+        return {}
+    return {"features": {"jobs": threads}, "gnn-train": {"threads": threads},
+            "gnn-predict": {"predict_threads": threads}, "lgbm-train": {"threads": threads},
+            "lgbm-predict": {"threads": threads}}
+
+
+def environment(threads: int) -> dict[str, str]:
+    env = dict(os.environ)
+    if threads > 0:
+        env["OMP_NUM_THREADS"] = str(threads)
+    return env
+
+
+def oof_scores(work: Path) -> dict[str, Any]:
+    """The blend stage's out-of-fold scores: per collection the blend (nested) and each model,
+    and their means over collections (``final``)."""
+    summary = json.loads((work / "blend" / "summary.json").read_text())
+    per_coll: dict[str, dict[str, float]] = {}
+    for name, s in summary["collections"].items():
+        oof = s.get("oof")
+        if not oof:
+            raise ValueError(f"{work}: {name} has no out-of-fold blend (was it cross-validated?)")
+        per_coll[name] = {"blend": oof["blend"]["scores"]["mean"],
+                          **{m: v["mean"] for m, v in oof["models"].items()}}
+    names = sorted({k for v in per_coll.values() for k in v})
+    final = {m: sum(v[m] for v in per_coll.values()) / len(per_coll) for m in names}
+    return {"collections": per_coll, "final": final, "runs": summary.get("runs", {})}
+
+
+def run_quick(data: str, work: Path, seed: int, threads: int) -> dict[str, Any]:
+    """Today's quick run: the Makefile's stages without a budget, each a process."""
+    from ensemble.run import Subprocesses
+    from ensemble.stages import Run
+
+    run = Run(data=data, work=str(work), seed=seed, submission=str(work / "sub" / "submission.csv"),
+              overrides=stage_options(threads))
+    execute = Subprocesses(monitor_log=str(work / "stages.jsonl"))
+    t0 = time.monotonic()
+    for stage in QUICK_STAGES:
+        execute(run, stage)
+    return {"wall_s": time.monotonic() - t0}
+
+
+def run_budget(data: str, work: Path, seed: int, threads: int, budget: float, spend: str) -> dict[str, Any]:
+    """``python -m ensemble run --budget B --spend S`` (what ``make run BUDGET=B`` runs)."""
+    cmd = [sys.executable, "-m", "ensemble", "run", "--data", data, "--work", str(work),
+           "--seed", str(seed), "--budget", str(budget), "--spend", spend,
+           "--submission", str(work / "sub" / "submission.csv"),
+           "--monitor-log", str(work / "stages.jsonl")]
+    if threads > 0:
+        cmd += ["--stage-options", json.dumps(stage_options(threads))]
+    print("$ " + " ".join(cmd), flush=True)
+    t0 = time.monotonic()
+    subprocess.run(cmd, check=True, cwd=ROOT, env=environment(threads))
+    wall = time.monotonic() - t0
+    plan = json.loads((work / "plan" / "plan.json").read_text())
+    seeds = sum(1 for s in plan["stages"] if s["name"].startswith("gnn-train"))
+    return {"wall_s": wall, "plan": plan, "gnn_seeds": seeds}
+
+
+def one_run(label: str, data: str, seed: int, name: str, args) -> dict[str, Any]:
+    work = Path(args.work_root) / f"{label}-s{seed}-{name}"
+    done = work / "bench_row.json"
+    if done.is_file() and name not in args.rerun:
+        return json.loads(done.read_text())
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    load0 = os.getloadavg()[0]
+    if name == "quick":
+        out = run_quick(data, work, seed, args.threads)
+        budget, spend = None, None
+    else:
+        budget, spend = name.split("-", 1)
+        budget = float(budget)
+        out = run_budget(data, work, seed, args.threads, budget, spend)
+    row = {"label": label, "data": data, "seed": seed, "run": name, "budget_s": budget,
+           "spend": spend, "threads": args.threads, "load": [round(load0, 2), round(os.getloadavg()[0], 2)],
+           **out, "oof": oof_scores(work)}
+    done.write_text(json.dumps(row, indent=1))
+    return row
+
+
+def spread(values: list[float]) -> str:
+    import statistics
+
+    if not values:
+        return "—"
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.mean(values):.4f} ± {sd:.4f}"
+
+
+def tables(rows: list[dict]) -> dict[str, dict]:
+    per_run = []
+    for r in rows:
+        over = None if r["budget_s"] is None else r["wall_s"] / r["budget_s"] - 1.0
+        final = r["oof"]["final"]
+        per_run.append({"label": r["label"], "seed": r["seed"], "run": r["run"],
+                        "budget s": r["budget_s"], "wall s": round(r["wall_s"]),
+                        "over": None if over is None else f"{over:+.1%}",
+                        "gnn seeds": r.get("gnn_seeds", 1), "oof final": round(final["blend"], 4),
+                        "oof gnn": round(final.get("gnn", float("nan")), 4),
+                        "oof lgbm": round(final.get("lgbm", float("nan")), 4),
+                        "load": " → ".join(str(v) for v in r["load"])})
+    summary = []
+    for label in sorted({r["label"] for r in rows}):
+        mine = [r for r in rows if r["label"] == label]
+        quick = {r["seed"]: r["oof"]["final"]["blend"] for r in mine if r["run"] == "quick"}
+        for name in sorted({r["run"] for r in mine}, key=lambda n: (n != "quick", n)):
+            runs = [r for r in mine if r["run"] == name]
+            finals = [r["oof"]["final"]["blend"] for r in runs]
+            beats = [r["oof"]["final"]["blend"] >= quick[r["seed"]] for r in runs if r["seed"] in quick]
+            overs = [r["wall_s"] / r["budget_s"] - 1.0 for r in runs if r["budget_s"]]
+            summary.append({"label": label, "run": name, "seeds": len(runs),
+                            "oof final": spread(finals),
+                            "≥ quick in": f"{sum(beats)} of {len(beats)}" if name != "quick" and beats else "—",
+                            "wall s (mean)": round(sum(r["wall_s"] for r in runs) / len(runs)),
+                            "most over budget": f"{max(overs):+.1%}" if overs else "—"})
+    stages = []
+    for r in rows:
+        for s in (r.get("plan") or {}).get("stages", []):
+            stages.append({"label": r["label"], "seed": r["seed"], "run": r["run"], "stage": s["name"],
+                           "planned s": round(s["planned"]), "given s": None if s["given"] is None else round(s["given"]),
+                           "actual s": None if s["actual"] is None else round(s["actual"])})
+    return {"OOF final vs budget (mean ± sd over seeds)": {"rows": summary},
+            "Per run": {"rows": per_run},
+            "Planned vs actual seconds per stage (budgeted runs)": {"rows": stages}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from tpurank.results.artifacts import bench_metadata
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", action="append", required=True, help="LABEL=PATH of a data root (repeat)")
+    p.add_argument("--seeds", default="0", help="comma list of seeds")
+    p.add_argument("--budgets", default="900,1500,2700", help="comma list of budgets in seconds")
+    p.add_argument("--variants", default="seeds", help="comma list of --spend policies")
+    p.add_argument("--quick", action="store_true", help="also today's quick run (make run PRESET=quick)")
+    p.add_argument("--threads", type=int, default=0, help="threads of every stage that has the option (0: theirs)")
+    p.add_argument("--work-root", default="work/bench-budget")
+    p.add_argument("--rerun", default="", help="comma list of run names to run again (quick, 900-seeds, ...)")
+    p.add_argument("--out", default=str(ROOT / "benchmarks" / "budget.json"))
+    args = p.parse_args(argv)
+    args.rerun = {n for n in args.rerun.split(",") if n}
+    names = (["quick"] if args.quick else []) + [f"{float(b):g}-{v}" for b in args.budgets.split(",")
+                                                  for v in args.variants.split(",")]
+    rows = []
+    for spec in args.data:
+        label, path = spec.split("=", 1)
+        for seed in (int(s) for s in args.seeds.split(",")):
+            for name in names:
+                rows.append(one_run(label, path, seed, name, args))
+                out = {**bench_metadata("python tests/bench/bench_budget.py " + " ".join(argv or sys.argv[1:])),
+                       "tables": tables(rows), "notes": NOTES, "raw": rows}
+                Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    print(json.dumps(tables(rows)["OOF final vs budget (mean ± sd over seeds)"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
