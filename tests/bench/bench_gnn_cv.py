@@ -39,8 +39,20 @@ def report_rows(label: str, path: Path) -> list[dict]:
                              "seed": seed, "oof": run["score"], "official_valid": run.get("valid"),
                              "oof_low_decile": low_decile(run.get("per_graph")),
                              "train_s": round(run["seconds"], 1), "folds": cfg["folds"],
-                             "steps": cfg["steps"]})
+                             "steps": cfg["steps"],
+                             "steps_trained": steps_trained(path, cfg, coll, name, seed)})
     return rows
+
+
+def steps_trained(report: Path, cfg: dict, collection: str, variant: str, seed: int) -> float | None:
+    """Mean training steps of the (variant, seed)'s fold models, from their own reports (the
+    compare's WORK, resolved against the current directory or the report's run directory)."""
+    slug = collection.replace(":", "-") + f"-{variant}"
+    for work in (Path(cfg["work"]), report.parents[1]):
+        found = sorted((work / "models" / "gnn" / slug / f"seed{seed}").glob("fold*/report.json"))
+        if found:
+            return float(np.mean([json.loads(f.read_text())["last_step"] for f in found]))
+    return None
 
 
 def low_decile(per_graph: dict[str, float] | None) -> float | None:
@@ -74,6 +86,9 @@ def summary(rows: list[dict], base: str) -> list[dict]:
                    "OOF lowest decile": _cell([r["oof_low_decile"] for r in runs
                                                if r.get("oof_low_decile") is not None] or [np.nan]),
                    "seeds": len(runs)}
+            steps = [r["steps_trained"] for r in runs if r.get("steps_trained") is not None]
+            if steps:
+                row["steps a fold model"] = f"{np.mean(steps):.0f}"
             if name != base and diffs:
                 row[f"OOF − {base}"] = f"{np.mean(diffs):+.3f}"
                 row[f"beats {base} in"] = f"{sum(d > 0 for d in diffs)} of {len(diffs)}"
@@ -103,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                        "tables": {"Per variant (mean ± sd over seeds)": {"rows": table, "columns": [
                            "physics", "collection", "variant", "seeds", "OOF (mean ± sd over seeds)",
                            f"OOF − {a.base}", f"beats {a.base} in", "OOF lowest decile",
-                           "official valid"]}},
+                           "official valid", "steps a fold model"]}},
                        "per_seed": rows})
     for row in table:
         print(row)
