@@ -47,9 +47,12 @@ def report_rows(label: str, path: Path) -> list[dict]:
 def steps_trained(report: Path, cfg: dict, collection: str, variant: str, seed: int) -> float | None:
     """Mean training steps of the (variant, seed)'s fold models, from their own reports (the
     compare's WORK, resolved against the current directory or the report's run directory)."""
-    slug = collection.replace(":", "-") + f"-{variant}"
-    for work in (Path(cfg["work"]), report.parents[1]):
-        found = sorted((work / "models" / "gnn" / slug / f"seed{seed}").glob("fold*/report.json"))
+    from models.gnn.config import GnnConfig
+    from tpurank.collections import get_collection
+
+    for work in (cfg["work"], str(report.parents[1])):
+        model = GnnConfig(work=work, tag=variant, seed=seed).model_dir(get_collection(collection))
+        found = sorted(model.glob("fold*/report.json"))
         if found:
             return float(np.mean([json.loads(f.read_text())["last_step"] for f in found]))
     return None
