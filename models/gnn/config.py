@@ -78,10 +78,10 @@ class GnnConfig(StageConfig):
     # --- graph segment training
     segment_size: int = 0  # GST: about this many nodes per graph segment (0 = off: whole graph per step)
     segments_per_step: int = 1  # GST: segments trained (forward + backward) per graph and step
-    stale_dropout: float = 0.5  # GST: probability of leaving out each stale (historical) segment score, one draw per graph and step shared by its configs
+    stale_dropout: float = 0.5  # GST (copy arch): probability of leaving out each stale (historical) segment score, one draw per graph and step shared by its configs
     segment_method: str = "contiguous"  # GST partition: contiguous (topological ranges) | metis
     segment_halo: int = 0  # GST: hops of neighbours kept around a segment as boundary inputs (0 = cut edges dropped)
-    history_max_bytes: int = 268435456  # GST history table of segment scores: limit in bytes (oldest segments evicted)
+    history_max_bytes: int = 268435456  # GST history table (copy arch: segment scores; factorized: segment trunk outputs): limit in bytes (oldest segments evicted)
     predict_context: int = 1024  # inference attention context: a fixed seeded subset of at most N of the configs ranked (0 = all; all and 64 scored alike, BENCHMARKS.md), so attention stays linear in the config count
 
     PRESETS: ClassVar[dict[str, dict[str, object]]] = {
@@ -153,16 +153,16 @@ class GnnConfig(StageConfig):
         rows per config (a head row keeps fewer bytes than a copy row, a link about a quarter of
         a head row: ``benchmarks/gnn_memory.json``). Tile models with ``tile_join="late"`` run
         message passing once per graph whatever the config count, so the budget does not apply.
-        Graph Segment Training runs the copy model (``models.gnn.train.arch_for``) over its
-        ``segments_per_step`` trained segments only (about ``segment_size`` nodes each), so the
-        budget counts those.
+        Graph Segment Training backpropagates its ``segments_per_step`` trained segments only
+        (about ``segment_size`` nodes each), so the budget counts those as the graph's nodes (the
+        factorized head still runs over every configurable node of the graph).
         """
         if self.segment_size > 0:
             num_nodes = min(num_nodes, max(1, self.segments_per_step) * self.segment_size)
         wanted = self.configs_per_step
         if self.node_budget <= 0 or (is_tile and self.tile_join == "late"):
             return wanted
-        if self.arch == "factorized" and not is_tile and self.segment_size <= 0:
+        if self.arch == "factorized" and not is_tile:
             fits = (self.node_budget - num_nodes) // max(1, config_nodes + config_links // 4)
         else:
             fits = self.node_budget // max(1, num_nodes)

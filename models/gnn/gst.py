@@ -77,6 +77,7 @@ class SegmentTensors:
     config_node_pos: torch.Tensor | None  # layout: local positions of the configurable nodes here
     config_cols: torch.Tensor | None  # layout: their columns in the graph's config_feat
     core_configurable: int = 0  # layout: configurable nodes among the core ones
+    core_ids: np.ndarray | None = None  # graph positions of the core nodes (local order)
 
     @property
     def config_free(self) -> bool:
@@ -140,7 +141,7 @@ def build_segments(g: ProcessedGraph, tensors: GraphTensors, spec: SegmentSpec,
             cols = torch.as_tensor(inside, device=device)
             lpos = torch.as_tensor(local[pos[inside]], device=device)
         parts.append(SegmentTensors(tensors.node_feat[node_idx], tensors.node_opcode[node_idx],
-                                    sub_edges, len(core), lpos, cols, in_core))
+                                    sub_edges, len(core), lpos, cols, in_core, core))
         local[nodes] = -1
     sizes = torch.as_tensor(np.diff(seg.starts).astype(np.float32), device=device)
     return GraphSegments(key=f"{g.collection}/{g.split}/{graph_fingerprint(g)}", parts=parts,

@@ -24,6 +24,7 @@ from models import metrics
 from models.gnn.config import GnnConfig
 from models.gnn.data import GraphTensors, config_rows, graph_tensors, load_graphs, tabular_rows
 from models.gnn.gst import GstState, SegmentCache, SegmentSpec, gst_costs, summed_segment_costs
+from models.gnn.segment_trunk import TrunkGstState, segmented_graph_state, trunk_gst_costs
 from models.gnn.model import GraphState, ModelArgs, RankerGNN
 from models.training import choose_device, eval_mode, load_checkpoint, set_cpu_threads
 
@@ -51,8 +52,9 @@ class InferenceOptions:
     ``context``: the cross-configuration attention context every config attends to: 0 = all the
     configs being ranked, N > 0 = a fixed seeded random subset of at most N of them (the same for
     all, so a cost never depends on the chunk a config landed in, and the attention's cost stays
-    linear in the config count). ``segments``: a Graph Segment Training model (a copy model) scores
-    every segment fresh, each segment's configs attending to the same context, and sums the scores.
+    linear in the config count). ``segments``: a Graph Segment Training model. A copy model scores
+    every segment fresh, each segment's configs attending to the same context, and sums the scores;
+    a factorized model runs every segment's trunk fresh, then its head over the whole graph.
     """
 
     context: int = 0
@@ -126,9 +128,12 @@ def predict_costs(model: RankerGNN, g: ProcessedGraph, batch_size: int = 64,
     with eval_mode(model), torch.no_grad():
         if options.segments is not None:
             segs = _SEGMENTS.get(g, tensors, options.segments, options.features_dir)
-            return summed_segment_costs(model, segs, g, tensors, idx, chunks,
-                                        context).cpu().numpy()
-        state = graph_state(model, tensors)
+            if not model.factorized:
+                return summed_segment_costs(model, segs, g, tensors, idx, chunks,
+                                            context).cpu().numpy()
+            state = segmented_graph_state(model, segs, tensors)
+        else:
+            state = graph_state(model, tensors)
         z = torch.cat([embed_configs(model, g, tensors, idx[c], device, state) for c in chunks])
         ctx = z[torch.as_tensor(context, device=z.device)]
         costs = torch.cat([model.score(z[c], ctx).double() for c in chunks])
@@ -161,22 +166,24 @@ def evaluate(model: RankerGNN, collection: Collection, graphs: list[ProcessedGra
 
 def train_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
                 device: torch.device, cfg: GnnConfig, step: int,
-                state: GstState | None = None) -> torch.Tensor:
+                state: GstState | TrunkGstState | None = None) -> torch.Tensor:
     """Costs of a training step's configs ``idx`` of ``g`` (with gradient).
 
-    With ``cfg.segment_size > 0``: a Graph Segment Training step (:func:`models.gnn.gst.gst_costs`)
-    whose history lives in ``state``, by default one :class:`GstState` kept on the model (created
-    on first use). ``model`` may be wrapped in DistributedDataParallel: the step always goes
+    With ``cfg.segment_size > 0``: a Graph Segment Training step, the published recipe for a copy
+    model (:func:`models.gnn.gst.gst_costs`) or the trunk table for a factorized one
+    (:func:`models.gnn.segment_trunk.trunk_gst_costs`), whose history lives in ``state``, by
+    default one kept on the model (created on first use). ``model`` may be wrapped in DistributedDataParallel: the step always goes
     through the wrapper's forward.
     """
     if SegmentSpec.from_config(cfg) is None:
         return forward_configs(model, g, tensors, idx, device)
     core = model.module if hasattr(model, "module") else model
+    kind, steps = ((TrunkGstState, trunk_gst_costs) if core.factorized else (GstState, gst_costs))
     if state is None:
         state = core.__dict__.get("_gst_state")
-        if state is None:
-            state = core.__dict__["_gst_state"] = GstState(cfg.history_max_bytes)
-    return model(run=lambda m: gst_costs(m, g, tensors, idx, device, cfg, step, state))
+        if not isinstance(state, kind):
+            state = core.__dict__["_gst_state"] = kind(cfg.history_max_bytes)
+    return model(run=lambda m: steps(m, g, tensors, idx, device, cfg, step, state))
 
 
 def load_trained_dir(model_dir: str | Path, device: torch.device | str = "cpu"

@@ -160,6 +160,25 @@ class Pool(nn.Module):
         weights = torch.softmax(self.gate(h).squeeze(-1), dim=1)
         return torch.einsum("bn,bnd->bd", weights, h)
 
+    def partial(self, h: torch.Tensor) -> torch.Tensor:
+        """What :meth:`combine` needs of one part of a graph's nodes ``h`` (n, d), as one row:
+        meanmax ``[sum; max; count]``, attention ``[log-sum of the gates; gated mean]``."""
+        if self.gate is None:
+            return torch.cat([h.sum(dim=0), h.amax(dim=0), h.new_full((1,), h.shape[0])])
+        logits = self.gate(h).squeeze(-1)
+        lse = torch.logsumexp(logits, dim=0)
+        return torch.cat([lse[None], torch.softmax(logits, dim=0) @ h])
+
+    def combine(self, parts: torch.Tensor) -> torch.Tensor:
+        """(K, ·) rows of :meth:`partial` over disjoint parts -> (1, out_dim), equal to
+        ``forward`` over all their nodes at once."""
+        if self.gate is None:
+            d = (parts.shape[1] - 1) // 2
+            mean = parts[:, :d].sum(dim=0) / parts[:, -1].sum()
+            return torch.cat([mean, parts[:, d:2 * d].amax(dim=0)])[None]
+        weights = torch.softmax(parts[:, 0], dim=0)
+        return (weights @ parts[:, 1:])[None]
+
 
 class CrossConfigAttention(nn.Module):
     """Lets the ``B`` configs of one graph attend to each other (docs/competition.md §7): a pre-norm transformer

@@ -40,7 +40,6 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,24 +80,11 @@ def model_args_for(cfg: GnnConfig, g: ProcessedGraph) -> ModelArgs:
                      head_product=cfg.head_product)
 
 
-GST_ARCH_WARNING = ("--segment-size {size}: Graph Segment Training runs on the copy "
-                    "architecture; training a copy model instead of --arch {arch}")
-
-
 def arch_for(cfg: GnnConfig, g: ProcessedGraph) -> str:
-    """The layout architecture of a run: ``cfg.arch``, except that Graph Segment Training
-    (``--segment-size``) embeds graph segments per config, the copy model's path, so a GST run
-    trains a copy model (with a warning when ``cfg.arch`` says otherwise: ``--segment-size N``
-    alone selects GST although ``factorized`` is the default); tile models have one
-    architecture (recorded as ``copy``)."""
-    if g.is_tile:
-        return "copy"
-    if cfg.segment_size > 0:
-        if cfg.arch != "copy":
-            warnings.warn(GST_ARCH_WARNING.format(size=cfg.segment_size, arch=cfg.arch),
-                          UserWarning, stacklevel=2)
-        return "copy"
-    return cfg.arch
+    """The layout architecture of a run (``cfg.arch``; with ``--segment-size`` a factorized model
+    trains GST on its trunk, a copy model the published recipe, ``models.gnn.segment_trunk``);
+    tile models have one architecture (recorded as ``copy``)."""
+    return "copy" if g.is_tile else cfg.arch
 
 
 class StepModule(nn.Module):

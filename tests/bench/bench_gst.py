@@ -1,10 +1,12 @@
 """Peak training memory per step: whole-graph training vs Graph Segment Training (GST).
 
 Synthetic layout graphs of 4k, 10k and 40k nodes (about 2 operands per node, 7.5 % configurable),
-64 configs a step, the ``quick`` model shape (hidden 64, 3 layers, SAGE), CPU, one thread. GST is
-the default segment mode (``--segment-size`` alone: one trained segment a step, segment scores
-summed, history table of scores). Every (mode, size) runs in a fresh interpreter so that memory
-figures do not mix:
+the ``quick`` model shape (hidden 64, 3 layers, SAGE), CPU, one thread. Modes: ``gst`` (GST on
+the factorized trunk, what ``--segment-size`` alone trains), ``gst-copy`` (the organisers' recipe
+on the copy model), ``full`` (the factorized model on the whole graph) and ``full-copy``; GST
+trains one segment a step. Configs per step are what training would sample
+(:meth:`GnnConfig.configs_per_step_for` under ``--node-budget``, at most 64). Every (mode, size)
+runs in a fresh interpreter so that memory figures do not mix:
 
 - ``activations_mb``: the peak over steps of the bytes autograd saved for backward (counted with
   ``torch.autograd.graph.saved_tensors_hooks``, each storage once; allocator-independent);
@@ -15,7 +17,8 @@ figures do not mix:
 A child that exceeds ``--mem-limit-gb`` of address space reports the failure instead of numbers.
 Writes ``benchmarks/gst_memory.json``::
 
-    OMP_NUM_THREADS=1 .venv/bin/python tests/bench/bench_gst.py [--sizes 4000,10000,40000] [--modes gst,full]
+    OMP_NUM_THREADS=1 .venv/bin/python tests/bench/bench_gst.py [--sizes 4000,10000,40000]
+        [--modes gst,gst-copy,full,full-copy] [--node-budget 25000]
 """
 
 from __future__ import annotations
@@ -96,24 +99,39 @@ class SavedBytes:
         return t
 
 
-def child(mode: str, nodes: int, steps: int, segment_size: int) -> dict:
-    torch.set_num_threads(1)
-    cfg = dataclasses.replace(GnnConfig(), **GnnConfig.PRESETS["quick"], features="/nonexistent")
-    if mode == "gst":
+MODES = ("gst", "gst-copy", "full", "full-copy")
+
+
+def mode_config(mode: str, segment_size: int, node_budget: int) -> GnnConfig:
+    if mode not in MODES:
+        raise SystemExit(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
+    settings = {**GnnConfig.PRESETS["quick"], "features": "/nonexistent",
+                "configs_per_step": STEP_CONFIGS, "node_budget": node_budget,
+                "arch": "copy" if mode.endswith("-copy") else "factorized"}
+    cfg = dataclasses.replace(GnnConfig(), **settings)
+    if mode.startswith("gst"):
         cfg = dataclasses.replace(cfg, segment_size=segment_size, segments_per_step=1)
+    return cfg
+
+
+def child(mode: str, nodes: int, steps: int, segment_size: int, node_budget: int) -> dict:
+    torch.set_num_threads(1)
+    cfg = mode_config(mode, segment_size, node_budget)
     g = synthetic_graph(nodes)
     device = torch.device("cpu")
     model = RankerGNN(model_args_for(cfg, g))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     loss_fn = get_loss(cfg.loss)
     t = graph_tensors(g, device)
+    configs = cfg.configs_per_step_for(nodes, False, len(g.config_node_pos),
+                                       int(t.links.edge_index.shape[1]))
     rng = np.random.default_rng(0)
     with open("/proc/self/clear_refs", "w") as fh:  # reset VmHWM to the current RSS
         fh.write("5")
     base_kb = _status_kb("VmRSS")
     saved, times = SavedBytes(), []
     for step in range(steps):
-        idx = np.sort(rng.choice(POOL_CONFIGS, STEP_CONFIGS, replace=False))
+        idx = np.sort(rng.choice(POOL_CONFIGS, configs, replace=False))
         start = time.perf_counter()
         saved.reset()
         with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
@@ -123,26 +141,28 @@ def child(mode: str, nodes: int, steps: int, segment_size: int) -> dict:
         loss.backward()
         opt.step()
         times.append(time.perf_counter() - start)
-    return {"mode": mode, "nodes": nodes, "configs_per_step": STEP_CONFIGS,
-            "segment_size": segment_size if mode == "gst" else 0, "steps": steps,
+    return {"mode": mode, "nodes": nodes, "configs_per_step": configs,
+            "config_links": int(t.links.edge_index.shape[1]), "node_budget": node_budget,
+            "segment_size": cfg.segment_size, "steps": steps,
             "activations_mb": saved.peak / 2**20,
             "rss_growth_mb": (_status_kb("VmHWM") - base_kb) / 1024,
             "s_per_step": float(np.median(times[1:] if len(times) > 1 else times))}
 
 
-def run_child(mode: str, nodes: int, steps: int, segment_size: int, mem_limit_gb: float) -> dict:
+def run_child(mode: str, nodes: int, steps: int, segment_size: int, node_budget: int,
+              mem_limit_gb: float) -> dict:
     limit = int(mem_limit_gb * 2**30)
 
     def set_limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
     cmd = [sys.executable, __file__, "--child", mode, "--sizes", str(nodes), "--steps", str(steps),
-           "--segment-size", str(segment_size)]
+           "--segment-size", str(segment_size), "--node-budget", str(node_budget)]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=set_limit, env=env)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["?"]
-        return {"mode": mode, "nodes": nodes, "configs_per_step": STEP_CONFIGS,
+        return {"mode": mode, "nodes": nodes, "node_budget": node_budget,
                 "error": f"exit {proc.returncode} under a {mem_limit_gb:g} GiB address-space "
                          f"limit: {tail[0][:200]}"}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -151,7 +171,9 @@ def run_child(mode: str, nodes: int, steps: int, segment_size: int, mem_limit_gb
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="4000,10000,40000")
-    ap.add_argument("--modes", default="gst,full", help="gst (segment training) and/or full (whole graph)")
+    ap.add_argument("--modes", default=",".join(MODES), help="comma list of " + ", ".join(MODES))
+    ap.add_argument("--node-budget", type=int, default=int(GnnConfig.PRESETS["quick"]["node_budget"]),
+                    help="rows a step may hold (GnnConfig.node_budget): sizes the configs per step")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--segment-size", type=int, default=1000)
     ap.add_argument("--mem-limit-gb", type=float, default=8.0)
@@ -160,13 +182,15 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.child:
-        print(json.dumps(child(args.child, sizes[0], args.steps, args.segment_size)))
+        print(json.dumps(child(args.child, sizes[0], args.steps, args.segment_size,
+                               args.node_budget)))
         return
     rows = []
     modes = args.modes.split(",")
     for mode in modes:
         for nodes in sizes:
-            row = run_child(mode, nodes, args.steps, args.segment_size, args.mem_limit_gb)
+            row = run_child(mode, nodes, args.steps, args.segment_size, args.node_budget,
+                            args.mem_limit_gb)
             rows.append(row)
             print(json.dumps(row), flush=True)
     summary = {}

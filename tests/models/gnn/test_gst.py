@@ -161,15 +161,17 @@ def test_configs_per_step_sized_from_the_trained_segments():
     gst = dataclasses.replace(cfg, segment_size=1000)
     assert gst.configs_per_step_for(40_000, is_tile=False) == 64
     assert dataclasses.replace(gst, segments_per_step=8).configs_per_step_for(40_000, False) == 25
-    # GST trains a copy model whatever --arch says: the copy model's budget, per trained segment
+    # on the factorized trunk: the trained segments once, then the head's rows per config
     factorized = dataclasses.replace(gst, arch="factorized", segments_per_step=8)
-    assert factorized.configs_per_step_for(40_000, False, config_nodes=3000) == 25
+    assert factorized.configs_per_step_for(40_000, False, config_nodes=3000) == 64
+    assert factorized.configs_per_step_for(40_000, False, config_nodes=12_000) == 16
 
 
-def test_gst_run_trains_a_copy_model_with_a_warning(tmp_path, toy_features):
-    """``python -m models.gnn train --segment-size N`` with the default ``--arch factorized``:
-    a copy model is trained (GST embeds segments per config), with a warning; it saves, loads
-    and predicts segment-wise, whatever the chunking."""
+@pytest.mark.parametrize("arch", ["factorized", "copy"])
+def test_gst_run_saves_loads_and_predicts_segment_wise(arch, tmp_path, toy_features):
+    """``python -m models.gnn train --segment-size N``: the default ``--arch factorized`` trains
+    GST on its trunk, ``--arch copy`` the published recipe; either saves, loads and predicts
+    segment-wise, whatever the chunking."""
     from features.processed import iter_processed
     from models.gnn.infer import load_trained_dir
     from models.gnn.train import train_collection
@@ -179,13 +181,11 @@ def test_gst_run_trains_a_copy_model_with_a_warning(tmp_path, toy_features):
                               hidden=8, layers=1, opcode_dim=4, configs_per_step=8, steps=6,
                               eval_every=6, warmup_steps=2, patience=0, val_max_configs=0,
                               predict_batch=8, threads=1, cross_heads=2, segment_size=4,
-                              segments_per_step=1)
-    assert cfg.arch == "factorized"
-    with pytest.warns(UserWarning, match="copy architecture.*--arch factorized"):
-        report = train_collection(cfg, coll)
+                              segments_per_step=1, arch=arch)
+    report = train_collection(cfg, coll)
     assert np.isfinite(report["score"])
     model, saved = load_trained_dir(cfg.model_dir(coll))
-    assert model.args.arch == "copy" and not model.factorized
+    assert model.args.arch == arch and model.factorized == (arch == "factorized")
     assert saved.segment_size == 4 and model.inference_options.segments == SegmentSpec(size=4)
     g = next(iter_processed(toy_features, coll, "valid"))
     np.testing.assert_allclose(predict_costs(model, g, 5), predict_costs(model, g, 64), atol=1e-5)
@@ -199,11 +199,11 @@ def test_gst_on_a_factorized_model_is_a_clear_error(graph_factory, tmp_path):
         gst_costs(model, g, graph_tensors(g, CPU), np.arange(6), CPU, cfg, 0, GstState(1 << 20))
 
 
-def _train_far_signal(cfg: GnnConfig, steps: int = 300) -> float:
+def _train_far_signal(cfg: GnnConfig, steps: int = 300, arch: str = "copy") -> float:
     g = far_signal_graph()
     torch.manual_seed(0)
     model = RankerGNN(ModelArgs(kind="layout", node_dim=6, config_dim=18, hidden=16, layers=2,
-                                cross_heads=2))
+                                cross_heads=2, arch=arch, head_product=True))
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     loss_fn = get_loss("logistic")
     tensors = graph_tensors(g, CPU)
@@ -221,14 +221,16 @@ def _train_far_signal(cfg: GnnConfig, steps: int = 300) -> float:
                        g.target[held_out])
 
 
+@pytest.mark.parametrize("arch", ["copy", "factorized"])
 @pytest.mark.parametrize("segment_size", [0, 13], ids=["whole-graph", "gst"])
-def test_far_signal_is_learnt_from_one_trained_segment(segment_size, tmp_path):
+def test_far_signal_is_learnt_from_one_trained_segment(segment_size, arch, tmp_path):
     """Four chained segments, the one configurable node in the last: GST with one trained segment
-    per step and stale dropout 0.5 ranks held-out configs like whole-graph training."""
+    per step (and stale dropout 0.5 for the copy model's recipe) ranks held-out configs like
+    whole-graph training."""
     cfg = GnnConfig(segment_size=segment_size, segments_per_step=1, stale_dropout=0.5,
-                    features=str(tmp_path))
+                    features=str(tmp_path), arch=arch)
     assert kendall_tau(far_signal_graph().target, far_signal_graph().target) == 1.0
-    assert _train_far_signal(cfg) >= 0.9
+    assert _train_far_signal(cfg, arch=arch) >= 0.9
 
 
 def test_identical_configs_get_identical_costs_once_the_table_is_warm(graph_factory, tmp_path):

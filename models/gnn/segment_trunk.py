@@ -1,0 +1,211 @@
+"""Graph Segment Training on the factorized trunk: whole-graph context for the config head at
+the memory of one segment.
+
+A factorized layout model (:mod:`models.gnn.model`) splits into a config-free trunk (message
+passing over the graph) and a per-config head over the configurable nodes. The head reads only
+a few of the trunk's outputs: the embeddings of the configurable nodes, of the configurable-node
+links' inner nodes, and the graph's pooled summary. So the history that GST keeps need not be
+per config (:mod:`models.gnn.gst`, the published recipe for the copy model): per graph and
+segment, a :class:`TrunkTable` holds the trunk's outputs that the head reads from that segment
+(its **read rows**) and its pooling statistics (:meth:`Pool.partial`).
+
+A training step on one graph:
+
+- runs the trunk with gradient over ``segments_per_step`` segments drawn in proportion to their
+  configurable nodes (:func:`models.gnn.gst.draw_trained`) and writes their outputs to the table;
+- refreshes, without gradient, the segment whose entry is oldest (one per step; a segment that is
+  missing from the table is computed the same way), so that segments without a configurable node,
+  which are never trained, still follow the weights;
+- assembles the whole graph's read rows and pooled summary from fresh and stored parts, and runs
+  the head, fresh and with gradient, on every config of the step (each config sees every
+  configurable node of the graph: no per-config history and no stale dropout).
+
+Inference is exact: every segment's trunk fresh, then the head as for an unsegmented graph
+(:func:`segmented_graph_state`). The trunk's message passing stays inside a segment (plus its
+``segment_halo``), in training and at inference alike.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from features.processed import ProcessedGraph
+from models.gnn.data import GraphTensors, config_rows, tabular_rows
+from models.gnn.gst import GraphSegments, SegmentCache, SegmentSpec, SegmentTensors, draw_trained
+from models.gnn.model import ConfigLinks, GraphState, RankerGNN
+
+
+@dataclass
+class TrunkSegments:
+    """A graph's segments and where their read rows go in the graph's read-row array."""
+
+    segs: GraphSegments
+    reads: list[torch.Tensor]  # per segment: local positions of the core nodes the head reads
+    gather: torch.Tensor  # read rows concatenated segment by segment -> graph read-row order
+    config_slot: torch.Tensor  # (nc,) read row of each configurable node
+    links: ConfigLinks  # the graph's links, inner nodes as read rows (-1: none)
+
+    @property
+    def key(self) -> str:
+        return self.segs.key
+
+
+def trunk_segments(segs: GraphSegments, tensors: GraphTensors) -> TrunkSegments:
+    """The read rows of ``segs`` (a layout graph's segments): configurable nodes and the links'
+    inner nodes, each read from the segment whose core holds it."""
+    if tensors.config_node_pos is None or tensors.links is None:
+        raise ValueError("GST on the factorized trunk needs a layout graph with its links")
+    pos = tensors.config_node_pos.cpu().numpy()
+    inner = tensors.links.inner.cpu().numpy()
+    num_nodes = int(tensors.node_feat.shape[0])
+    read = np.unique(np.concatenate([pos, inner[inner >= 0]]))
+    slot = np.full(num_nodes, -1, dtype=np.int64)
+    slot[read] = np.arange(len(read))
+    device = tensors.node_feat.device
+    reads, order = [], []
+    for part in segs.parts:
+        here = np.flatnonzero(slot[part.core_ids] >= 0)
+        reads.append(torch.as_tensor(here, device=device))
+        order.append(slot[part.core_ids[here]])
+    gather = np.argsort(np.concatenate(order), kind="stable")
+    inner_slot = np.where(inner >= 0, slot[np.maximum(inner, 0)], -1)
+    links = ConfigLinks(tensors.links.edge_index, tensors.links.hops,
+                        torch.as_tensor(inner_slot, device=device), tensors.links.kind)
+    return TrunkSegments(segs, reads, torch.as_tensor(gather, device=device),
+                         torch.as_tensor(slot[pos], device=device), links)
+
+
+@dataclass
+class _TrunkEntry:
+    rows: torch.Tensor  # (k, d) read rows of one segment
+    pooled: torch.Tensor  # (S,) Pool.partial of its core nodes
+    step: int  # the training step that wrote it
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.rows.numel() * self.rows.element_size()
+                   + self.pooled.numel() * self.pooled.element_size())
+
+
+class TrunkTable:
+    """Stored trunk outputs per (graph, segment), detached, at most ``max_bytes`` (the oldest
+    written graph-segments evicted first)."""
+
+    def __init__(self, max_bytes: int):
+        if max_bytes <= 0:
+            raise ValueError(f"history_max_bytes must be positive, got {max_bytes}")
+        self.max_bytes = int(max_bytes)
+        self.nbytes = 0
+        self._entries: OrderedDict[tuple[str, int], _TrunkEntry] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, graph: str, segment: int) -> _TrunkEntry | None:
+        return self._entries.get((graph, int(segment)))
+
+    def store(self, graph: str, segment: int, rows: torch.Tensor, pooled: torch.Tensor,
+              step: int) -> None:
+        slot = (graph, int(segment))
+        old = self._entries.pop(slot, None)
+        if old is not None:
+            self.nbytes -= old.nbytes
+        entry = _TrunkEntry(rows.detach(), pooled.detach(), int(step))
+        self._entries[slot] = entry
+        self.nbytes += entry.nbytes
+        while self.nbytes > self.max_bytes and self._entries:
+            _, evicted = self._entries.popitem(last=False)
+            self.nbytes -= evicted.nbytes
+
+
+class TrunkGstState:
+    """What GST on the factorized trunk keeps between the steps of one run."""
+
+    def __init__(self, history_max_bytes: int):
+        self.segments = SegmentCache()
+        self.table = TrunkTable(history_max_bytes)
+        self._trunks: OrderedDict[str, TrunkSegments] = OrderedDict()
+
+    def trunk_segments(self, segs: GraphSegments, tensors: GraphTensors) -> TrunkSegments:
+        if segs.key not in self._trunks:
+            self._trunks[segs.key] = trunk_segments(segs, tensors)
+            while len(self._trunks) > self.segments.max_graphs:
+                self._trunks.popitem(last=False)
+        return self._trunks[segs.key]
+
+
+def segment_trunk(model: RankerGNN, part: SegmentTensors,
+                  reads: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One segment through the trunk: its read rows (k, d) and its pooling statistics."""
+    h = model.trunk(part.node_feat, part.node_opcode, part.edge_index)[:part.core]
+    return h[reads], model.pool.partial(h)
+
+
+def assemble_state(model: RankerGNN, tensors: GraphTensors, ts: TrunkSegments,
+                   rows: list[torch.Tensor], pooled: list[torch.Tensor]) -> GraphState:
+    """The graph's :class:`GraphState` from every segment's read rows and pooling statistics."""
+    head = model.config_head
+    h = torch.cat(rows)[ts.gather]
+    state = GraphState(tensors.node_feat, tensors.node_opcode, tensors.edge_index,
+                       tensors.config_node_pos)
+    state.summary = model.pool.combine(torch.stack(pooled))
+    state.node_in = head.node_inputs(h[ts.config_slot], model.config_encoder)
+    state.links = ts.links
+    state.link_feat = head.link_features(h, ts.links)
+    return state
+
+
+def require_factorized(model: RankerGNN) -> None:
+    if not getattr(model, "factorized", False):
+        raise ValueError("GST on the factorized trunk needs a factorized layout model "
+                         "(--arch factorized); a copy model trains the published recipe")
+
+
+def segmented_graph_state(model: RankerGNN, segs: GraphSegments,
+                          tensors: GraphTensors) -> GraphState:
+    """Inference: every segment's trunk fresh, assembled into the graph's state."""
+    require_factorized(model)
+    ts = trunk_segments(segs, tensors)
+    outs = [segment_trunk(model, part, ts.reads[s]) for s, part in enumerate(segs.parts)]
+    return assemble_state(model, tensors, ts, [o[0] for o in outs], [o[1] for o in outs])
+
+
+def trunk_gst_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
+                    device: torch.device, cfg: Any, step: int, state: TrunkGstState) -> torch.Tensor:
+    """Costs of a training step's configs ``idx``: the trunk with gradient over the drawn
+    segments, the oldest stored segment refreshed without, the rest from the table; the head
+    fresh over the whole graph's configurable nodes."""
+    spec = SegmentSpec.from_config(cfg)
+    assert spec is not None
+    require_factorized(model)
+    features_dir = str(cfg.features_dir()) if hasattr(cfg, "features_dir") else None
+    segs = state.segments.get(g, tensors, spec, features_dir)
+    ts = state.trunk_segments(segs, tensors)
+    rng = np.random.default_rng([int(cfg.seed), int(step), zlib.crc32(segs.key.encode())])
+    trained = set(int(s) for s in draw_trained(rng, segs, int(cfg.segments_per_step)))
+    entries = {s: state.table.get(segs.key, s) for s in range(segs.num_segments)}
+    stored = [s for s in entries if s not in trained and entries[s] is not None]
+    refresh = {s for s in entries if s not in trained and entries[s] is None}
+    if stored and not refresh:
+        refresh.add(min(stored, key=lambda s: entries[s].step))
+    rows, pooled = [], []
+    for s, part in enumerate(segs.parts):
+        if s in trained or s in refresh:
+            with torch.set_grad_enabled(s in trained and torch.is_grad_enabled()):
+                r, p = segment_trunk(model, part, ts.reads[s])
+            state.table.store(segs.key, s, r, p, step)
+        else:
+            r, p = entries[s].rows, entries[s].pooled
+        rows.append(r)
+        pooled.append(p)
+    graph = assemble_state(model, tensors, ts, rows, pooled)
+    feats = config_rows(g, idx, device)
+    z = model.config_vectors(model.embed_configs(graph, feats), feats,
+                             tabular_rows(model, g, tensors, feats))
+    return model.score(z)
