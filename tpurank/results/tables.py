@@ -81,6 +81,7 @@ def _stage_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
         for stage in run.get("stages", []):
             rows.append({"scale": ds.get("scale"), "graphs": ds.get("files"), "configs": ds.get("configs"),
                          "preset": run.get("preset"), "pipeline": run.get("pipeline", "validate + build"),
+                     "commit": str(run.get("git_sha") or "—")[:7],
                          "stage": stage.get("stage"),
                          **{k: v for k, v in stage.items()
                             if k not in ("stage", "command", "stdout_tail", "make", "started", "rc")
@@ -97,6 +98,7 @@ def _run_totals(data: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append({"scale": ds.get("scale"), "graph_fraction": ds.get("graph_fraction"),
                      "config_fraction": ds.get("config_fraction"), "graphs": ds.get("files"),
                      "preset": run.get("preset"), "pipeline": run.get("pipeline", "validate + build"),
+                     "commit": str(run.get("git_sha") or "—")[:7],
                      "wall_s (without generation)": round(sum(s.get("wall_s", 0) for s in stages), 1),
                      "peak_tree_rss_mb (max stage)": max((s.get("peak_tree_rss_mb", 0) for s in stages), default=0),
                      "peak_open_fds (max stage)": max((s.get("peak_open_fds", 0) for s in stages), default=0),
@@ -104,5 +106,5 @@ def _run_totals(data: dict[str, Any]) -> list[dict[str, Any]]:
                      "work_mb": round(sizes.get("work_bytes", 0) / 2**20, 1),
                      "work_over_input": sizes.get("work_over_input"),
                      **{f"hidden test {m}": v for m, v in (run.get("hidden_test") or {}).items()
-                        if m in ("blend", "baseline")}})
+                        if m in ("blend", "gnn", "lgbm", "baseline")}})
     return rows
