@@ -234,7 +234,8 @@ class PlannedRun:
             if planned is None and self.phase == "new":
                 record.planned = record.given = record.actual
             self.save()
-        eta = self.plan.eta(self.elapsed())
+        # while measuring nothing is planned yet: the budget's end is the ETA
+        eta = self.plan.deadline if self.phase == "new" else self.plan.eta(self.elapsed())
         self.log(f"[plan] {name}: {record.actual:,.0f} s (given {record.given or record.actual:,.0f} s); "
                  f"{self.elapsed():,.0f} of {self.cfg.budget:,.0f} s spent, ETA {P.clock(eta)}")
         return record

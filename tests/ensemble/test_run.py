@@ -93,6 +93,9 @@ def test_the_plan_is_printed_with_an_eta_and_kept(tmp_path: Path, fake_features)
     table = next(line for line in log if line.startswith("[plan] the plan (seconds):"))
     assert "gnn-predict" in table and "lgbm-train" in table and "report" in table
     assert any(line.startswith("[plan] ETA ") for line in log)
+    # before the plan exists (validate, features) the ETA is the budget's end, not "now"
+    measured = next(line for line in log if line.startswith("[plan] validate:"))
+    assert measured.endswith(f"ETA {P.clock(run.plan.deadline)}")
     assert "planned vs actual" in log[-2] and "budget (" in log[-1]
     stages = [s.name for s in run.plan.stages]
     assert stages == ["validate", "features", "baseline-predict", "gnn-probe", "lgbm-train",
