@@ -188,6 +188,16 @@ class PlannedRun:
     def elapsed(self) -> float:
         return self.clock() - self.t0
 
+    def eta(self) -> float:
+        """While measuring, nothing is planned yet: the budget's end. While a model's training
+        is still to come, the last one takes whatever the others leave: the budget's end less the
+        margin. Otherwise the end if every pending stage takes its plan."""
+        if self.phase == "new":
+            return self.plan.deadline
+        if self.phase == "planned" and any(not self.plan.get(f"{m}-train").done for m in self.trained):
+            return self.plan.started_at + self.cfg.budget * (1.0 - self.cfg.margin)
+        return self.plan.eta(self.elapsed())
+
     def usable(self) -> float:
         """Seconds left before the budget's end less the margin."""
         return self.cfg.budget * (1.0 - self.cfg.margin) - self.elapsed()
@@ -234,8 +244,7 @@ class PlannedRun:
             if planned is None and self.phase == "new":
                 record.planned = record.given = record.actual
             self.save()
-        # while measuring nothing is planned yet: the budget's end is the ETA
-        eta = self.plan.deadline if self.phase == "new" else self.plan.eta(self.elapsed())
+        eta = self.eta()
         self.log(f"[plan] {name}: {record.actual:,.0f} s (given {record.given or record.actual:,.0f} s); "
                  f"{self.elapsed():,.0f} of {self.cfg.budget:,.0f} s spent, ETA {P.clock(eta)}")
         return record
