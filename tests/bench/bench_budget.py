@@ -110,6 +110,8 @@ def run_budget(data: str, work: Path, seed: int, threads: int, budget: float, sp
 
 
 def one_run(label: str, data: str, seed: int, name: str, args) -> dict[str, Any]:
+    from tpurank.config import git_sha
+
     work = Path(args.work_root) / f"{label}-s{seed}-{name}"
     done = work / "bench_row.json"
     if done.is_file() and name not in args.rerun:
@@ -117,6 +119,7 @@ def one_run(label: str, data: str, seed: int, name: str, args) -> dict[str, Any]
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     load0 = os.getloadavg()[0]
+    commit = git_sha()  # the code the run starts from (the artifact's own SHA is HEAD when written)
     if name == "quick":
         out = run_quick(data, work, seed, args.threads)
         budget, spend = None, None
@@ -124,7 +127,7 @@ def one_run(label: str, data: str, seed: int, name: str, args) -> dict[str, Any]
         budget, spend = name.split("-", 1)
         budget = float(budget)
         out = run_budget(data, work, seed, args.threads, budget, spend)
-    row = {"label": label, "data": data, "seed": seed, "run": name, "budget_s": budget,
+    row = {"label": label, "data": data, "seed": seed, "run": name, "commit": commit, "budget_s": budget,
            "spend": spend, "threads": args.threads, "load": [round(load0, 2), round(os.getloadavg()[0], 2)],
            **out, "oof": oof_scores(work)}
     done.write_text(json.dumps(row, indent=1))
@@ -146,6 +149,7 @@ def tables(rows: list[dict]) -> dict[str, dict]:
         over = None if r["budget_s"] is None else r["wall_s"] / r["budget_s"] - 1.0
         final = r["oof"]["final"]
         per_run.append({"label": r["label"], "seed": r["seed"], "run": r["run"],
+                        "commit": str(r.get("commit") or "—")[:7],
                         "budget s": r["budget_s"], "wall s": round(r["wall_s"]),
                         "over": None if over is None else f"{over:+.1%}",
                         "gnn seeds": r.get("gnn_seeds", 1), "oof final": round(final["blend"], 4),
