@@ -178,7 +178,39 @@ class _Entries:
         return int(self.keys.nbytes + self.values.nbytes)
 
 
-class HistoryTable:
+class SegmentLru:
+    """Entries (anything with ``nbytes``) per (graph, segment), at most ``max_bytes`` in all:
+    writing a slot makes it the newest, and the oldest slots are evicted first."""
+
+    def __init__(self, max_bytes: int):
+        if max_bytes <= 0:
+            raise ValueError(f"history_max_bytes must be positive, got {max_bytes}")
+        self.max_bytes = int(max_bytes)
+        self.nbytes = 0
+        self._rows: OrderedDict[tuple[str, int], Any] = OrderedDict()
+
+    def _take(self, slot: tuple[str, int]) -> Any:
+        """Remove and return the entry of ``slot`` (None when there is none)."""
+        old = self._rows.pop(slot, None)
+        if old is not None:
+            self.nbytes -= old.nbytes
+        return old
+
+    def _put(self, slot: tuple[str, int], entry: Any) -> None:
+        if entry.nbytes > self.max_bytes:  # this slot alone is over the limit: keep nothing
+            self._evict_to(0)
+            return
+        self._rows[slot] = entry  # newest last
+        self.nbytes += entry.nbytes
+        self._evict_to(self.max_bytes)
+
+    def _evict_to(self, limit: int) -> None:
+        while self.nbytes > limit and self._rows:
+            _, old = self._rows.popitem(last=False)
+            self.nbytes -= old.nbytes
+
+
+class HistoryTable(SegmentLru):
     """Historical segment scores keyed by (graph, segment, config key), at most ``max_bytes``.
 
     A config key (:func:`segment_config_key`) identifies the config values a segment sees, so
@@ -186,13 +218,6 @@ class HistoryTable:
     arrays (12 bytes an entry); writing to one makes it the newest, and the oldest
     (graph, segment) arrays are evicted when the table is over its byte limit.
     """
-
-    def __init__(self, max_bytes: int):
-        if max_bytes <= 0:
-            raise ValueError(f"history_max_bytes must be positive, got {max_bytes}")
-        self.max_bytes = int(max_bytes)
-        self.nbytes = 0
-        self._rows: OrderedDict[tuple[str, int], _Entries] = OrderedDict()
 
     def __len__(self) -> int:
         """Number of entries."""
@@ -215,26 +240,14 @@ class HistoryTable:
         keys, first = np.unique(np.asarray(keys, dtype=np.uint64), return_index=True)
         values = np.asarray(values, dtype=np.float32).reshape(-1)[first]
         slot = (graph, int(segment))
-        old = self._rows.pop(slot, None)
+        old = self._take(slot)
         if old is not None:
-            self.nbytes -= old.nbytes
             kept = ~np.isin(old.keys, keys)
             keys = np.concatenate([old.keys[kept], keys])
             values = np.concatenate([old.values[kept], values])
             order = np.argsort(keys, kind="stable")
             keys, values = keys[order], values[order]
-        entries = _Entries(keys, values)
-        if entries.nbytes > self.max_bytes:  # this segment alone is over the limit: keep nothing
-            self._evict_to(0)
-            return
-        self._rows[slot] = entries  # newest last
-        self.nbytes += entries.nbytes
-        self._evict_to(self.max_bytes)
-
-    def _evict_to(self, limit: int) -> None:
-        while self.nbytes > limit and self._rows:
-            _, old = self._rows.popitem(last=False)
-            self.nbytes -= old.nbytes
+        self._put(slot, _Entries(keys, values))
 
 
 class GstState:

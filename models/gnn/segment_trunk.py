@@ -37,7 +37,8 @@ import torch
 
 from features.processed import ProcessedGraph
 from models.gnn.data import GraphTensors, config_rows, tabular_rows
-from models.gnn.gst import GraphSegments, SegmentCache, SegmentSpec, SegmentTensors, draw_trained
+from models.gnn.gst import (GraphSegments, SegmentCache, SegmentLru, SegmentSpec, SegmentTensors,
+                            draw_trained)
 from models.gnn.model import ConfigLinks, GraphState, RankerGNN
 
 
@@ -93,35 +94,21 @@ class _TrunkEntry:
                    + self.pooled.numel() * self.pooled.element_size())
 
 
-class TrunkTable:
+class TrunkTable(SegmentLru):
     """Stored trunk outputs per (graph, segment), detached, at most ``max_bytes`` (the oldest
     written graph-segments evicted first)."""
 
-    def __init__(self, max_bytes: int):
-        if max_bytes <= 0:
-            raise ValueError(f"history_max_bytes must be positive, got {max_bytes}")
-        self.max_bytes = int(max_bytes)
-        self.nbytes = 0
-        self._entries: OrderedDict[tuple[str, int], _TrunkEntry] = OrderedDict()
-
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._rows)
 
     def get(self, graph: str, segment: int) -> _TrunkEntry | None:
-        return self._entries.get((graph, int(segment)))
+        return self._rows.get((graph, int(segment)))
 
     def store(self, graph: str, segment: int, rows: torch.Tensor, pooled: torch.Tensor,
               step: int) -> None:
         slot = (graph, int(segment))
-        old = self._entries.pop(slot, None)
-        if old is not None:
-            self.nbytes -= old.nbytes
-        entry = _TrunkEntry(rows.detach(), pooled.detach(), int(step))
-        self._entries[slot] = entry
-        self.nbytes += entry.nbytes
-        while self.nbytes > self.max_bytes and self._entries:
-            _, evicted = self._entries.popitem(last=False)
-            self.nbytes -= evicted.nbytes
+        self._take(slot)
+        self._put(slot, _TrunkEntry(rows.detach(), pooled.detach(), int(step)))
 
 
 class TrunkGstState:
