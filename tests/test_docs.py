@@ -143,7 +143,7 @@ def test_staged_runs_render_one_row_per_stage_with_per_run_provenance(tmp_path: 
            "stages": [{"stage": "build", "wall_s": 12.5, "command": "x", "stdout_tail": ["..."]}]}
     (tmp_path / "benchmarks" / "scale.json").write_text(json.dumps({"about": "a", "runs": [run]}))
     body = render_section("scale", tmp_path)
-    assert "| kaggle | 395 | 1,000 | quick | validate + build | build | 12.5 |" in body
+    assert "| kaggle | 395 | 1,000 | quick | validate + build | abc | build | 12.5 |" in body
     assert "**Per run**" in body
     assert "`abc`" in body and "cpus 2" in body and "bench_scale.py" in body
     assert artifact_shas(json.loads((tmp_path / "benchmarks" / "scale.json").read_text())) == ["abc"]

@@ -81,8 +81,7 @@ def _stage_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
         for stage in run.get("stages", []):
             rows.append({"scale": ds.get("scale"), "graphs": ds.get("files"), "configs": ds.get("configs"),
                          "preset": run.get("preset"), "pipeline": run.get("pipeline", "validate + build"),
-                     "commit": str(run.get("git_sha") or "—")[:7],
-                         "stage": stage.get("stage"),
+                         "commit": str(run.get("git_sha") or "—")[:7], "stage": stage.get("stage"),
                          **{k: v for k, v in stage.items()
                             if k not in ("stage", "command", "stdout_tail", "make", "started", "rc")
                             and not isinstance(v, (list, dict))}})
