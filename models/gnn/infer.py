@@ -172,8 +172,8 @@ def train_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx:
     With ``cfg.segment_size > 0``: a Graph Segment Training step, the published recipe for a copy
     model (:func:`models.gnn.gst.gst_costs`) or the trunk table for a factorized one
     (:func:`models.gnn.segment_trunk.trunk_gst_costs`), whose history lives in ``state``, by
-    default one kept on the model (created on first use). ``model`` may be wrapped in DistributedDataParallel: the step always goes
-    through the wrapper's forward.
+    default one kept on the model (created on first use). ``model`` may be wrapped in
+    DistributedDataParallel: the step always goes through the wrapper's forward.
     """
     if SegmentSpec.from_config(cfg) is None:
         return forward_configs(model, g, tensors, idx, device)
