@@ -44,17 +44,12 @@ from models.gnn.model import ConfigLinks, GraphState, RankerGNN
 
 @dataclass
 class TrunkSegments:
-    """A graph's segments and where their read rows go in the graph's read-row array."""
+    """Where a graph's segments' read rows go in the graph's read-row array."""
 
-    segs: GraphSegments
     reads: list[torch.Tensor]  # per segment: local positions of the core nodes the head reads
     gather: torch.Tensor  # read rows concatenated segment by segment -> graph read-row order
     config_slot: torch.Tensor  # (nc,) read row of each configurable node
     links: ConfigLinks  # the graph's links, inner nodes as read rows (-1: none)
-
-    @property
-    def key(self) -> str:
-        return self.segs.key
 
 
 def trunk_segments(segs: GraphSegments, tensors: GraphTensors) -> TrunkSegments:
@@ -78,7 +73,7 @@ def trunk_segments(segs: GraphSegments, tensors: GraphTensors) -> TrunkSegments:
     inner_slot = np.where(inner >= 0, slot[np.maximum(inner, 0)], -1)
     links = ConfigLinks(tensors.links.edge_index, tensors.links.hops,
                         torch.as_tensor(inner_slot, device=device), tensors.links.kind)
-    return TrunkSegments(segs, reads, torch.as_tensor(gather, device=device),
+    return TrunkSegments(reads, torch.as_tensor(gather, device=device),
                          torch.as_tensor(slot[pos], device=device), links)
 
 
