@@ -12,6 +12,7 @@ Checkpoints hold only tensors and plain Python values so that they load with
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import math
 import os
 import random
@@ -63,10 +64,36 @@ _DEFAULT_THREADS = torch.get_num_threads()  # torch's own choice at import (all 
 
 def set_cpu_threads(threads: int) -> None:
     """torch's CPU threads: ``threads``, or torch's default when 0 (also after an earlier call
-    in the same process, e.g. a notebook that trains on one thread and then predicts)."""
+    in the same process, e.g. a notebook that trains on one thread and then predicts); and
+    :func:`reuse_freed_memory`, which every caller (training, prediction) wants too."""
+    reuse_freed_memory()
     wanted = threads if threads > 0 else _DEFAULT_THREADS
     if torch.get_num_threads() != wanted:
         torch.set_num_threads(wanted)
+
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
+KEPT_FREE_BYTES = 1 << 30
+
+
+def reuse_freed_memory(kept_bytes: int = KEPT_FREE_BYTES) -> bool:
+    """Let glibc's malloc keep freed blocks of up to ``kept_bytes`` for reuse (True when set).
+
+    Torch on CPU allocates every tensor with malloc. By default glibc serves a block over 32 MB
+    with a fresh ``mmap`` and unmaps it when freed, so each such tensor (a config head's messages
+    of 64 configs over 2,300 links are 38 MB) faults its pages in again, and the kernel zeroes
+    them: a training step or a prediction chunk spends more time in page faults than in
+    arithmetic (BENCHMARKS.md, GNN architectures: about 2x). Blocks up to ``kept_bytes`` come from
+    the heap instead, and at most ``kept_bytes`` of free memory stays mapped at its top, so the
+    resident size is bounded by the peak plus that. A no-op (False) where the C library is not
+    glibc (macOS, musl): their allocators behave differently and need no help here.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, int(kept_bytes))
+                    and libc.mallopt(M_TRIM_THRESHOLD, int(kept_bytes)))
+    except (OSError, AttributeError):
+        return False
 
 
 def autocast(device: torch.device, enabled: bool) -> contextlib.AbstractContextManager:

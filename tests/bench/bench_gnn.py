@@ -14,7 +14,12 @@ and the cases go to ``benchmarks/gnn_memory.json``.
 (``features.sample`` motifs, about 350 configurable nodes, pruned and featurized by the feature
 pipeline): training steps per second at ``configs_per_step`` configs and prediction configs per
 second over 1,000 configs, both archs interleaved in one process so that their ratio is measured
-under the same load; ``benchmarks/gnn_speed.json``."""
+under the same load; ``benchmarks/gnn_speed.json``.
+
+``python tests/bench/bench_gnn.py head`` measures the factorized model's two CPU-path changes
+against the code before them, a fresh process per variant: PyG's GINEConv vs the fused link
+messages, glibc's default malloc thresholds vs :func:`models.training.reuse_freed_memory`;
+``benchmarks/gnn_head_cpu.json``."""
 
 from __future__ import annotations
 
@@ -189,8 +194,11 @@ def speed_main() -> None:
     from tpurank.atomic import write_json
     from tpurank.results.artifacts import bench_metadata
 
+    from models.training import reuse_freed_memory
+
     threads = int(os.environ.get("BENCH_THREADS", "1"))
     torch.set_num_threads(threads)
+    reuse_freed_memory()  # as training and prediction do (models.training.set_cpu_threads)
     rows, ratios = [], []
     for nodes in SPEED_NODES:
         g = kaggle_shaped_graph(nodes)
@@ -215,6 +223,71 @@ def speed_main() -> None:
                {**bench_metadata("python tests/bench/bench_gnn.py speed"), "threads": threads,
                 "configs_per_step": STEP_CONFIGS, "rows": rows,
                 "tables": {"factorized speed-up over copy (same process, interleaved)": {"rows": ratios}}})
+
+
+# --- the config head's CPU path: fused link messages and malloc's reuse of freed blocks ----------
+
+HEAD_VARIANTS = ("pyg_mmap", "pyg_reuse", "fused_mmap", "fused_reuse")
+
+
+def _pyg_link_messages(conv, x: torch.Tensor, edge_index: torch.Tensor,
+                       edge_feat: torch.Tensor) -> torch.Tensor:
+    """The link layer as it was before :func:`models.gnn.model.gine_mean`: PyG's GINEConv on
+    config-major states (B, n, d) (plus two transposes, of the n node rows only)."""
+    return conv(x.transpose(0, 1).contiguous(), edge_index, edge_feat).transpose(0, 1).contiguous()
+
+
+def head_child(nodes: int, variant: str) -> None:
+    """One (graph size, variant) case in this process; prints its :func:`speed_cases` as JSON."""
+    import json
+
+    import models.gnn.model as model_module
+    from models.training import reuse_freed_memory
+
+    threads = int(os.environ.get("BENCH_THREADS", "1"))
+    torch.set_num_threads(threads)
+    if variant.startswith("pyg"):
+        model_module.gine_mean = _pyg_link_messages
+    if variant.endswith("reuse"):
+        reuse_freed_memory()
+    g = kaggle_shaped_graph(nodes)
+    print(json.dumps({"config_links": int(len(g.config_graph)), "kept_nodes": g.num_nodes,
+                      **speed_cases(g, archs=("factorized",))["factorized"]}))
+
+
+def head_main() -> None:
+    """The factorized model's training step and prediction, per kaggle-shaped size, in a fresh
+    process per variant (malloc's thresholds are per process): PyG's GINEConv or the fused
+    :func:`models.gnn.model.gine_mean` for the head's link messages, glibc's default thresholds
+    (a block over 32 MB is a fresh mmap) or :func:`models.training.reuse_freed_memory`. The
+    variants take turns per size; ratios against ``pyg_mmap`` (the code before both changes)."""
+    import json
+    import subprocess
+
+    from tpurank.atomic import write_json
+    from tpurank.results.artifacts import bench_metadata
+
+    rows, ratios = [], []
+    for nodes in SPEED_NODES:
+        case = {}
+        for variant in HEAD_VARIANTS:
+            out = subprocess.run([sys.executable, __file__, "head-child", str(nodes), variant],
+                                 check=True, capture_output=True, text=True).stdout
+            case[variant] = json.loads(out.strip().splitlines()[-1])
+            rows.append({"target_nodes": nodes, "variant": variant, **case[variant]})
+            print(json.dumps(rows[-1]), flush=True)
+        base = case["pyg_mmap"]
+        for variant in HEAD_VARIANTS[1:]:
+            r = case[variant]
+            ratios.append({"target_nodes": nodes, "config_links": r["config_links"], "variant": variant,
+                           **{f"{k}_speedup": base[f"{k}_s"] / r[f"{k}_s"] for k in
+                              ("train_step_cpu", "train_step_wall", "predict_cpu", "predict_wall")}})
+            print(json.dumps(ratios[-1]), flush=True)
+    write_json(Path("benchmarks") / "gnn_head_cpu.json",
+               {**bench_metadata("python tests/bench/bench_gnn.py head"),
+                "threads": int(os.environ.get("BENCH_THREADS", "1")), "configs_per_step": STEP_CONFIGS,
+                "rows": rows, "tables": {"speed-up over pyg_mmap (same size, fresh process each)":
+                                         {"rows": ratios}}})
 
 
 # --- memory model check -----------------------------------------------------------------------
@@ -557,4 +630,8 @@ def main() -> None:
 if __name__ == "__main__":
     import sys
 
-    {"memory": memory_main, "project": project_main, "speed": speed_main}.get(sys.argv[1] if sys.argv[1:] else "", main)()
+    if sys.argv[1:2] == ["head-child"]:
+        head_child(int(sys.argv[2]), sys.argv[3])
+    else:
+        {"memory": memory_main, "project": project_main, "speed": speed_main,
+         "head": head_main}.get(sys.argv[1] if sys.argv[1:] else "", main)()

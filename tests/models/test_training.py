@@ -126,3 +126,15 @@ def test_checkpointed_layers_give_the_same_gradients():
     assert list(a.state_dict()) == list(b.state_dict())
     with pytest.raises(ValueError, match="ModuleList"):
         checkpoint_module_lists(torch.nn.Linear(2, 2))
+
+
+def test_reuse_freed_memory_sets_glibc_thresholds_or_says_it_did_not():
+    """On glibc the thresholds are set (a second call too); elsewhere a plain False, no error."""
+    import platform
+
+    from models.training import reuse_freed_memory
+
+    result = reuse_freed_memory()
+    assert isinstance(result, bool)
+    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
+        assert result and reuse_freed_memory(256 << 20) and reuse_freed_memory()

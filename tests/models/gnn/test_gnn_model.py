@@ -200,3 +200,32 @@ def test_factorized_join_folds_the_encoder_into_one_lookup():
     (g_plain,) = torch.autograd.grad(plain.sum(), encoder.embed.weight)
     (g_fused,) = torch.autograd.grad(fused.sum(), encoder.embed.weight)
     torch.testing.assert_close(g_fused, g_plain, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("links", [40, 0])
+def test_link_messages_equal_pyg_gineconv(links):
+    """The config head's fused link messages give PyG's GINEConv numbers and gradients: node-major
+    states (n, B, d) against GINEConv on (B, n, d); nodes without incoming links get none."""
+    from torch_geometric.nn import GINEConv
+
+    from models.gnn.model import gine_mean
+
+    torch.manual_seed(0)
+    n, configs, d = 12, 5, 8
+    conv = GINEConv(torch.nn.Linear(d, d), aggr="mean")
+    edge_index = torch.randint(0, n - 2, (2, links))  # the last two nodes receive nothing
+    edge_feat = torch.randn(links, d, requires_grad=True)
+    x = torch.randn(configs, n, d, requires_grad=True)
+    expected = conv(x, edge_index, edge_feat)
+    got = gine_mean(conv, x.transpose(0, 1).contiguous(), edge_index, edge_feat).transpose(0, 1)
+    torch.testing.assert_close(got, expected)
+    weights = torch.randn_like(expected)
+    grads = torch.autograd.grad((expected * weights).sum(), [x, edge_feat, conv.nn.weight],
+                                allow_unused=True)
+    fused = torch.autograd.grad((got * weights).sum(), [x, edge_feat, conv.nn.weight],
+                                allow_unused=True)
+    for a, b in zip(grads, fused):
+        if a is None:
+            assert b is None or not b.abs().sum()
+        else:
+            torch.testing.assert_close(b, a)
