@@ -154,16 +154,22 @@ class GnnConfig(StageConfig):
         a head row: ``benchmarks/gnn_memory.json``). Tile models with ``tile_join="late"`` run
         message passing once per graph whatever the config count, so the budget does not apply.
         Graph Segment Training backpropagates its ``segments_per_step`` trained segments only
-        (about ``segment_size`` nodes each), so the budget counts those as the graph's nodes (the
-        factorized head still runs over every configurable node of the graph).
+        (about ``segment_size`` nodes each), so the budget counts those as the graph's nodes; and
+        a GST step never holds more rows than the published recipe's step, ``configs_per_step``
+        copies of the trained segments, whatever the budget: the factorized head runs over every
+        configurable node of the graph, so on a large graph it gets fewer configs, which keeps
+        the step's memory flat in the graph's size (BENCHMARKS.md, GST memory).
         """
-        if self.segment_size > 0:
-            num_nodes = min(num_nodes, max(1, self.segments_per_step) * self.segment_size)
         wanted = self.configs_per_step
-        if self.node_budget <= 0 or (is_tile and self.tile_join == "late"):
+        budget = self.node_budget
+        if self.segment_size > 0:
+            trained = max(1, self.segments_per_step) * self.segment_size
+            num_nodes = min(num_nodes, trained)
+            budget = min(budget, wanted * trained) if budget > 0 else wanted * trained
+        if budget <= 0 or (is_tile and self.tile_join == "late"):
             return wanted
         if self.arch == "factorized" and not is_tile:
-            fits = (self.node_budget - num_nodes) // max(1, config_nodes + config_links // 4)
+            fits = (budget - num_nodes) // max(1, config_nodes + config_links // 4)
         else:
-            fits = self.node_budget // max(1, num_nodes)
+            fits = budget // max(1, num_nodes)
         return max(min(self.min_configs_per_step, wanted), min(wanted, fits))

@@ -165,6 +165,13 @@ def test_configs_per_step_sized_from_the_trained_segments():
     factorized = dataclasses.replace(gst, arch="factorized", segments_per_step=8)
     assert factorized.configs_per_step_for(40_000, False, config_nodes=3000) == 64
     assert factorized.configs_per_step_for(40_000, False, config_nodes=12_000) == 16
+    # one trained segment: at most the recipe's 64 x 1,000 rows, so a large graph's head gets
+    # fewer configs (floored) and a small one's all 64; the same without a node budget
+    for one in (dataclasses.replace(factorized, segments_per_step=1),
+                dataclasses.replace(factorized, segments_per_step=1, node_budget=0)):
+        assert one.configs_per_step_for(4_000, False, config_nodes=300, config_links=2_404) == 64
+        assert one.configs_per_step_for(10_000, False, config_nodes=750, config_links=5_917) == 28
+        assert one.configs_per_step_for(40_000, False, config_nodes=3_000, config_links=24_627) == 8
 
 
 @pytest.mark.parametrize("arch", ["factorized", "copy"])
