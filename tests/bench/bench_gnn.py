@@ -227,7 +227,9 @@ def speed_main() -> None:
 
 # --- the config head's CPU path: fused link messages and malloc's reuse of freed blocks ----------
 
-HEAD_VARIANTS = ("pyg_mmap", "pyg_reuse", "fused_mmap", "fused_reuse")
+HEAD_LINKS = ("pyg", "fused")
+HEAD_MALLOC = ("mmap", "reuse")
+HEAD_ROUNDS = 2
 
 
 def _pyg_link_messages(conv, x: torch.Tensor, edge_index: torch.Tensor,
@@ -237,56 +239,70 @@ def _pyg_link_messages(conv, x: torch.Tensor, edge_index: torch.Tensor,
     return conv(x.transpose(0, 1).contiguous(), edge_index, edge_feat).transpose(0, 1).contiguous()
 
 
-def head_child(nodes: int, variant: str) -> None:
-    """One (graph size, variant) case in this process; prints its :func:`speed_cases` as JSON."""
+def head_child(nodes: int, malloc: str) -> None:
+    """One graph size under one malloc setting in this process: :func:`speed_cases` of the
+    factorized model with PyG's and the fused link messages taking turns; prints JSON."""
     import json
 
     import models.gnn.model as model_module
     from models.training import reuse_freed_memory
 
-    threads = int(os.environ.get("BENCH_THREADS", "1"))
-    torch.set_num_threads(threads)
-    if variant.startswith("pyg"):
-        model_module.gine_mean = _pyg_link_messages
-    if variant.endswith("reuse"):
+    torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "1")))
+    if malloc == "reuse":
         reuse_freed_memory()
     g = kaggle_shaped_graph(nodes)
+    impls = {"pyg": _pyg_link_messages, "fused": model_module.gine_mean}
+    times: dict[str, list[dict]] = {name: [] for name in HEAD_LINKS}
+    for _ in range(3):
+        for name in HEAD_LINKS:
+            model_module.gine_mean = impls[name]
+            times[name].append(speed_cases(g, archs=("factorized",), reps=1)["factorized"])
     print(json.dumps({"config_links": int(len(g.config_graph)), "kept_nodes": g.num_nodes,
-                      **speed_cases(g, archs=("factorized",))["factorized"]}))
+                      "times": times}))
 
 
 def head_main() -> None:
-    """The factorized model's training step and prediction, per kaggle-shaped size, in a fresh
-    process per variant (malloc's thresholds are per process): PyG's GINEConv or the fused
-    :func:`models.gnn.model.gine_mean` for the head's link messages, glibc's default thresholds
-    (a block over 32 MB is a fresh mmap) or :func:`models.training.reuse_freed_memory`. The
-    variants take turns per size; ratios against ``pyg_mmap`` (the code before both changes)."""
+    """The factorized model's training step and prediction per kaggle-shaped size, with and
+    without the two CPU-path changes. malloc's thresholds are per process, so each (size, malloc
+    setting, round) runs in a fresh process: glibc's defaults (a block over 32 MB is a fresh
+    mmap) or :func:`models.training.reuse_freed_memory`; inside it PyG's GINEConv and the fused
+    :func:`models.gnn.model.gine_mean` take turns, three times. Medians over rounds and turns;
+    ratios against PyG under the default malloc (the code before both changes)."""
     import json
     import subprocess
 
     from tpurank.atomic import write_json
     from tpurank.results.artifacts import bench_metadata
 
+    keys = ("train_step_cpu_s", "train_step_wall_s", "predict_cpu_s", "predict_wall_s")
     rows, ratios = [], []
     for nodes in SPEED_NODES:
-        case = {}
-        for variant in HEAD_VARIANTS:
-            out = subprocess.run([sys.executable, __file__, "head-child", str(nodes), variant],
-                                 check=True, capture_output=True, text=True).stdout
-            case[variant] = json.loads(out.strip().splitlines()[-1])
-            rows.append({"target_nodes": nodes, "variant": variant, **case[variant]})
+        samples: dict[tuple[str, str], list[dict]] = {}
+        shape = {}
+        for _ in range(HEAD_ROUNDS):
+            for malloc in HEAD_MALLOC:
+                out = subprocess.run([sys.executable, __file__, "head-child", str(nodes), malloc],
+                                     check=True, capture_output=True, text=True).stdout
+                got = json.loads(out.strip().splitlines()[-1])
+                shape = {"target_nodes": nodes, "config_links": got["config_links"],
+                         "kept_nodes": got["kept_nodes"]}
+                for link, runs in got["times"].items():
+                    samples.setdefault((link, malloc), []).extend(runs)
+        med = {v: {k: float(np.median([r[k] for r in runs])) for k in keys}
+               for v, runs in samples.items()}
+        for (link, malloc), m in med.items():
+            rows.append({**shape, "links": link, "malloc": malloc, "samples": len(samples[(link, malloc)]),
+                         **m})
             print(json.dumps(rows[-1]), flush=True)
-        base = case["pyg_mmap"]
-        for variant in HEAD_VARIANTS[1:]:
-            r = case[variant]
-            ratios.append({"target_nodes": nodes, "config_links": r["config_links"], "variant": variant,
-                           **{f"{k}_speedup": base[f"{k}_s"] / r[f"{k}_s"] for k in
-                              ("train_step_cpu", "train_step_wall", "predict_cpu", "predict_wall")}})
-            print(json.dumps(ratios[-1]), flush=True)
+        base = med[("pyg", "mmap")]
+        for (link, malloc), m in med.items():
+            if (link, malloc) != ("pyg", "mmap"):
+                ratios.append({**shape, "links": link, "malloc": malloc,
+                               **{k[:-2] + "_speedup": base[k] / m[k] for k in keys}})
     write_json(Path("benchmarks") / "gnn_head_cpu.json",
                {**bench_metadata("python tests/bench/bench_gnn.py head"),
                 "threads": int(os.environ.get("BENCH_THREADS", "1")), "configs_per_step": STEP_CONFIGS,
-                "rows": rows, "tables": {"speed-up over pyg_mmap (same size, fresh process each)":
+                "rows": rows, "tables": {"speed-up over PyG links under the default malloc":
                                          {"rows": ratios}}})
 
 
