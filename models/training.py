@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import math
 import os
 import random
@@ -83,17 +84,25 @@ def reuse_freed_memory(kept_bytes: int = KEPT_FREE_BYTES) -> bool:
     with a fresh ``mmap`` and unmaps it when freed, so each such tensor (a config head's messages
     of 64 configs over 2,300 links are 38 MB) faults its pages in again, and the kernel zeroes
     them: a training step or a prediction chunk spends more time in page faults than in
-    arithmetic (BENCHMARKS.md, GNN architectures: about 2x). Blocks up to ``kept_bytes`` come from
+    arithmetic (BENCHMARKS.md, "The config head on a CPU"). Blocks up to ``kept_bytes`` come from
     the heap instead, and at most ``kept_bytes`` of free memory stays mapped at its top, so the
     resident size is bounded by the peak plus that. A no-op (False) where the C library is not
     glibc (macOS, musl): their allocators behave differently and need no help here.
     """
+    libc = _glibc()
+    return libc is not None and bool(libc.mallopt(M_MMAP_THRESHOLD, int(kept_bytes))
+                                     and libc.mallopt(M_TRIM_THRESHOLD, int(kept_bytes)))
+
+
+@functools.cache
+def _glibc() -> ctypes.CDLL | None:
+    """The process's glibc (loaded once), or None where there is none with ``mallopt``."""
     try:
         libc = ctypes.CDLL("libc.so.6")
-        return bool(libc.mallopt(M_MMAP_THRESHOLD, int(kept_bytes))
-                    and libc.mallopt(M_TRIM_THRESHOLD, int(kept_bytes)))
+        libc.mallopt  # noqa: B018 - musl and others lack it
+        return libc
     except (OSError, AttributeError):
-        return False
+        return None
 
 
 def autocast(device: torch.device, enabled: bool) -> contextlib.AbstractContextManager:

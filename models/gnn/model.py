@@ -249,7 +249,8 @@ def gine_mean(conv: GINEConv, x: torch.Tensor, edge_index: torch.Tensor,
     projection, ``conv.nn((1 + eps) x_i + mean_j ReLU(x_j + e_ji))``, for node-major ``x`` (n, B, d)
     holding B configs' states of the same n nodes and config-free ``edge_feat`` (E, d).
 
-    The same numbers as PyG's propagate, about 3x faster on CPU (BENCHMARKS.md, GNN architectures):
+    The same numbers as PyG's propagate, up to 4.9x faster on CPU where links are many
+    (BENCHMARKS.md, "The config head on a CPU"):
     one gather of whole (B, d) rows, the link features added and the ReLU applied in place, one
     ``index_add_`` of whole rows; PyG gathers and scatters along the middle axis of (B, n, d) with
     an index broadcast over every element. The config head spends most of its time here.

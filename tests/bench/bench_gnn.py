@@ -39,7 +39,7 @@ from models.gnn.data import config_rows, graph_tensors
 from models.gnn.model import RankerGNN
 from models.gnn.train import model_args_for
 from models.losses import get_loss
-from models.training import choose_device, make_optimizer, peak_memory_mb
+from models.training import choose_device, make_optimizer, peak_memory_mb, reuse_freed_memory
 from tpurank.config import git_sha
 
 NODES, CONFIGURABLE, CONFIGS, NODE_DIM, STEP_CONFIGS = 2000, 150, 1000, 160, 64
@@ -194,8 +194,6 @@ def speed_main() -> None:
     from tpurank.atomic import write_json
     from tpurank.results.artifacts import bench_metadata
 
-    from models.training import reuse_freed_memory
-
     threads = int(os.environ.get("BENCH_THREADS", "1"))
     torch.set_num_threads(threads)
     reuse_freed_memory()  # as training and prediction do (models.training.set_cpu_threads)
@@ -245,7 +243,6 @@ def head_child(nodes: int, malloc: str) -> None:
     import json
 
     import models.gnn.model as model_module
-    from models.training import reuse_freed_memory
 
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "1")))
     if malloc == "reuse":
