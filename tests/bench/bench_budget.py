@@ -16,7 +16,10 @@ stage's planned, given and actual seconds (how good the estimates are).
         [--out benchmarks/budget.json]
 
 A run whose WORK already holds its result (``bench_row.json``) is not run again, so the command
-can be stopped and started again; ``--runs`` reruns only the named runs (e.g. ``quick,2700-seeds``).
+can be stopped and started again; ``--rerun`` reruns only the named runs (e.g. ``quick,2700-seeds``).
+Runs can be split over several invocations at once (e.g. one data set each, ``--threads 1``, on a
+2-core machine) into one ``--work-root``; ``--collect`` then writes the table of every finished
+run of the grid without running anything (a run not finished is named and left out).
 """
 
 from __future__ import annotations
@@ -41,7 +44,9 @@ NOTES = ("oof final: the mean over the five collections of the blend's nested ou
          "(gnn, lgbm: each model's own out-of-fold score); wall: the run's seconds from validate "
          "to the report, with the feature build; over: wall / budget - 1. quick: `make run "
          "PRESET=quick` (the presets' time limits: GNN 900 s, LightGBM 240 s of training). "
-         "<budget>-<spend>: `make run BUDGET=<budget> PLAN_ARGS='--spend <spend>'`. load: the "
+         "<budget>-<spend>: `make run BUDGET=<budget> PLAN_ARGS='--spend <spend>'`. threads: every "
+         "stage's threads (all: the machine's cores; 1: `--threads 1`, two runs at once on the 2 "
+         "cores). load: the "
          "machine's 1-minute load average at the run's start and end (2 cores; other jobs share "
          "them).")
 
@@ -116,6 +121,9 @@ def one_run(label: str, data: str, seed: int, name: str, args) -> dict[str, Any]
     done = work / "bench_row.json"
     if done.is_file() and name not in args.rerun:
         return json.loads(done.read_text())
+    if args.collect:
+        print(f"not finished, left out: {work}", flush=True)
+        return None
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     load0 = os.getloadavg()[0]
@@ -152,7 +160,7 @@ def tables(rows: list[dict]) -> dict[str, dict]:
                         "commit": str(r.get("commit") or "—")[:7],
                         "budget s": r["budget_s"], "wall s": round(r["wall_s"]),
                         "over": None if over is None else f"{over:+.1%}",
-                        "gnn seeds": r.get("gnn_seeds", 1), "oof final": round(final["blend"], 4),
+                        "threads": r.get("threads") or "all", "gnn seeds": r.get("gnn_seeds", 1), "oof final": round(final["blend"], 4),
                         "oof gnn": round(final.get("gnn", float("nan")), 4),
                         "oof lgbm": round(final.get("lgbm", float("nan")), 4),
                         "load": " → ".join(str(v) for v in r["load"])})
@@ -193,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=0, help="threads of every stage that has the option (0: theirs)")
     p.add_argument("--work-root", default="work/bench-budget")
     p.add_argument("--rerun", default="", help="comma list of run names to run again (quick, 900-seeds, ...)")
+    p.add_argument("--collect", action="store_true",
+                   help="run nothing: the table of the runs already finished under --work-root")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "budget.json"))
     args = p.parse_args(argv)
     args.rerun = {n for n in args.rerun.split(",") if n}
@@ -203,7 +213,10 @@ def main(argv: list[str] | None = None) -> int:
         label, path = spec.split("=", 1)
         for seed in (int(s) for s in args.seeds.split(",")):
             for name in names:
-                rows.append(one_run(label, path, seed, name, args))
+                row = one_run(label, path, seed, name, args)
+                if row is None:
+                    continue
+                rows.append(row)
                 out = {**bench_metadata("python tests/bench/bench_budget.py " + " ".join(argv or sys.argv[1:])),
                        "tables": tables(rows), "notes": NOTES, "raw": rows}
                 Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
