@@ -160,7 +160,8 @@ def tables(rows: list[dict]) -> dict[str, dict]:
                         "commit": str(r.get("commit") or "—")[:7],
                         "budget s": r["budget_s"], "wall s": round(r["wall_s"]),
                         "over": None if over is None else f"{over:+.1%}",
-                        "threads": r.get("threads") or "all", "gnn seeds": r.get("gnn_seeds", 1), "oof final": round(final["blend"], 4),
+                        "threads": r.get("threads") or "all", "gnn seeds": r.get("gnn_seeds", 1),
+                        "oof final": round(final["blend"], 4),
                         "oof gnn": round(final.get("gnn", float("nan")), 4),
                         "oof lgbm": round(final.get("lgbm", float("nan")), 4),
                         "load": " → ".join(str(v) for v in r["load"])})
