@@ -227,7 +227,8 @@ def speed_main() -> None:
 
 HEAD_LINKS = ("pyg", "fused")
 HEAD_MALLOC = ("mmap", "reuse")
-HEAD_ROUNDS = 2
+HEAD_ROUNDS = 2  # fresh processes per (size, malloc setting)
+HEAD_TURNS = 3  # turns of PyG's and the fused link messages inside each process
 
 
 def _pyg_link_messages(conv, x: torch.Tensor, edge_index: torch.Tensor,
@@ -250,7 +251,7 @@ def head_child(nodes: int, malloc: str) -> None:
     g = kaggle_shaped_graph(nodes)
     impls = {"pyg": _pyg_link_messages, "fused": model_module.gine_mean}
     times: dict[str, list[dict]] = {name: [] for name in HEAD_LINKS}
-    for _ in range(3):
+    for _ in range(HEAD_TURNS):
         for name in HEAD_LINKS:
             model_module.gine_mean = impls[name]
             times[name].append(speed_cases(g, archs=("factorized",), reps=1)["factorized"])
@@ -263,7 +264,7 @@ def head_main() -> None:
     without the two CPU-path changes. malloc's thresholds are per process, so each (size, malloc
     setting, round) runs in a fresh process: glibc's defaults (a block over 32 MB is a fresh
     mmap) or :func:`models.training.reuse_freed_memory`; inside it PyG's GINEConv and the fused
-    :func:`models.gnn.model.gine_mean` take turns, three times. Medians over rounds and turns;
+    :func:`models.gnn.model.gine_mean` take turns (``HEAD_TURNS``). Medians over rounds and turns;
     ratios against PyG under the default malloc (the code before both changes)."""
     import json
     import subprocess
