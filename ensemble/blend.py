@@ -30,14 +30,16 @@ Guarding against overfitting few graphs: weights are searched on a coarse simple
 graphs (the criterion's tail fraction) is within ``TAIL_TOLERANCE`` = 0.01 of the best model's,
 so shrinkage never moves weight to a model the fitted graphs show to be worse on the
 collection's tail (issue 22; before, the anchor was equal weights over every model). The
-shrinkage ``a`` is picked from ``--alphas`` by leave-one-graph-out over the graphs being fitted:
-for each graph, the anchor and the grid optimum of the *other* graphs are refitted, shrunk and
-scored on it; the ``a`` whose leave-one-graph-out scores have the best criterion wins (within
+shrinkage ``a`` is picked from ``--alphas`` on held-out graphs: on OOF predictions by fold (for
+each fold of the models' fold plan, the anchor and the grid optimum of the *other* folds are
+refitted, shrunk and scored on its graphs: a fold's OOF predictions all come from one fold model,
+so a model weak in one fold is weak on all its graphs at once, issue 22), on the valid split by
+graph (leave-one-graph-out); the ``a`` whose held-out scores have the best criterion wins (within
 ``LOO_TOLERANCE`` = 0.001 of the best, the most shrinkage wins). ``a = 1`` (the anchor) wins
-whenever fitting does not help on left-out graphs; with fewer than ``MIN_GRAPHS_TO_FIT`` graphs
-the weights are simply equal. ``summary.json`` records the in-sample and leave-one-graph-out
-criterion of every ``a``, with the leave-one-graph-out mean and worst 5 % (the
-leave-one-graph-out number of the chosen ``a`` is itself optimistic: ``a`` was chosen by it).
+whenever fitting does not help on held-out graphs; with fewer than ``MIN_GRAPHS_TO_FIT`` graphs
+the weights are simply equal. ``summary.json`` records the in-sample and held-out criterion of
+every ``a``, with the held-out mean and worst 5 % (the held-out number of the chosen ``a`` is
+itself optimistic: ``a`` was chosen by it).
 
 Why a leave-one-graph-out tile score can sit far below the in-sample one over hundreds of
 kernels: the tile score is unbounded below, so a single kernel that one model ruins (-10) can by

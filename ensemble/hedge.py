@@ -120,14 +120,14 @@ def slot_options(n_members: int, k: int = TILE_TOP_K) -> np.ndarray:
 @dataclass
 class PortfolioFit:
     """The slots chosen for one collection and the evidence: the criterion of every option, and
-    the leave-one-graph-out check against the preferred option (the blend alone)."""
+    the held-out check (by fold, or by kernel) against the preferred option (the blend alone)."""
 
     members: list[str]
     counts: list[int]
     n_graphs: int
     criterion: str
     options: dict[str, float] = field(default_factory=dict)  # "3,2" -> criterion over the fitted graphs
-    loo: float | None = None  # criterion of the leave-one-graph-out scores of the fitted option
+    loo: float | None = None  # criterion of the held-out scores of the fitted option
     preferred: float | None = None  # criterion of the preferred option (nothing fitted)
     kept_preferred: bool = False  # the fitted option did not beat it on left-out graphs
 
@@ -135,16 +135,19 @@ class PortfolioFit:
 def fit_portfolio(members: Sequence[Mapping[str, np.ndarray]], names: Sequence[str],
                   truth: Mapping[str, np.ndarray], criterion, stems: Sequence[str] | None = None,
                   prefer: Sequence[float] | None = None,
-                  scorer: PortfolioScorer | None = None, guard: bool = True) -> PortfolioFit:
+                  scorer: PortfolioScorer | None = None, guard: bool = True,
+                  groups: Mapping[str, int] | None = None) -> PortfolioFit:
     """The slot counts maximising ``criterion`` (an :class:`ensemble.weights.Criterion`) over
     ``stems`` (default every graph of ``truth``); among ties the counts closest to ``prefer``'s
     share of the slots (default: all to the last member, the blend).
 
-    ``guard``: the fitted option is kept only when its leave-one-graph-out scores (the option
-    refitted without each graph, scored on it) beat the preferred option's criterion by
-    ``LOO_TOLERANCE``; otherwise the preferred option is (21 options over heavy-tailed tile
-    scores overfit a few ruined kernels otherwise)."""
-    from ensemble.weights import LOO_TOLERANCE, MIN_GRAPHS_TO_FIT
+    ``guard``: the fitted option is kept only when its held-out scores beat the preferred
+    option's criterion by ``LOO_TOLERANCE``; otherwise the preferred option is (21 options over
+    heavy-tailed tile scores overfit a few ruined kernels otherwise). Held out as the blend
+    weights' shrinkage is (:func:`ensemble.weights.fit_weights`): with ``groups`` (stem -> fold)
+    every fold's kernels scored with the option fitted on the other folds, without each kernel
+    with the option fitted on every other kernel."""
+    from ensemble.weights import LOO_TOLERANCE, MIN_GRAPHS_TO_FIT, _fold_index
 
     stems = sorted(truth if stems is None else stems)
     options = slot_options(len(members))
@@ -166,8 +169,15 @@ def fit_portfolio(members: Sequence[Mapping[str, np.ndarray]], names: Sequence[s
         if len(stems) < MIN_GRAPHS_TO_FIT:
             fit.counts, fit.kept_preferred = options[preferred].tolist(), True
             return fit
-        loo_values = criterion.leave_one_out(matrix)  # (options, graphs)
-        loo = np.array([matrix[best(loo_values[:, g]), g] for g in range(len(stems))])
+        folds = _fold_index(stems, groups)
+        if folds is not None:
+            loo = np.empty(len(stems))
+            for f in np.unique(folds):
+                held = folds == f
+                loo[held] = matrix[best(criterion.value(matrix[:, ~held])), held]
+        else:
+            loo_values = criterion.leave_one_out(matrix)  # (options, graphs)
+            loo = np.array([matrix[best(loo_values[:, g]), g] for g in range(len(stems))])
         fit.loo, fit.preferred = float(criterion.value(loo)), float(values[preferred])
         if fit.loo < fit.preferred + LOO_TOLERANCE:
             fit.counts, fit.kept_preferred = options[preferred].tolist(), True
@@ -197,11 +207,13 @@ class NestedPortfolio:
 def nested_portfolio(normed: Sequence[Mapping[str, np.ndarray]], names: Sequence[str],
                      truth: Mapping[str, np.ndarray], fold_of: Mapping[str, int],
                      fold_weights: Mapping[str, Sequence[float]], criterion,
-                     with_blend: bool = True, guard: bool = True) -> NestedPortfolio:
+                     with_blend: bool = True, guard: bool = True,
+                     by_fold: bool = True) -> NestedPortfolio:
     """For every fold k: the blend member with the weights fitted without fold k
     (``fold_weights``, :class:`ensemble.oof.NestedBlend`'s), the slots fitted on the other folds'
     graphs, applied to fold k's graphs. ``with_blend`` False: the models alone are the members
-    (the blend still orders the configs after the five)."""
+    (the blend still orders the configs after the five). ``by_fold``: the guard's held-out
+    evidence is by fold (the other folds'), else by kernel (:func:`fit_portfolio`)."""
     stems = sorted(truth)
     out = NestedPortfolio()
     for k in sorted(set(fold_of[s] for s in stems)):
@@ -214,7 +226,7 @@ def nested_portfolio(normed: Sequence[Mapping[str, np.ndarray]], names: Sequence
         scored = [s for s in stems if fold_of[s] == k]
         fit = fit_portfolio(members, [*names, "blend"][:len(members)], truth, criterion,
                             stems=fit_on, prefer=[*([0.0] * len(names)), 1.0] if with_blend else weights,
-                            guard=guard)
+                            guard=guard, groups=fold_of if by_fold else None)
         out.counts[str(k)] = fit.counts
         out.costs.update(portfolio_collection(members, fit.counts, blend, scored))
     return out

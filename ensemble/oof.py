@@ -6,7 +6,7 @@ The blend is fitted on those, and its quality is measured by a *nested* scheme s
 reported number uses weights fitted on the graph it scores:
 
 * **leave-one-fold-out**: for every fold ``k`` of the fold plan, the whole blend fit (grid
-  optimum + leave-one-graph-out shrinkage choice) is redone on the other folds' graphs and scored
+  optimum + shrinkage chosen on the remaining folds held out in turn) is redone on the other folds' graphs and scored
   on fold ``k``'s graphs. The per-fold scores give the mean ± sd over folds;
 * the official ``valid`` graphs are scored with the weights of the fold that held them out (the
   ``valid`` table of the report is therefore nested too);
@@ -104,15 +104,18 @@ class NestedBlend:
 def nested_blend(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
                  truth: Mapping[str, np.ndarray], fold_of: Mapping[str, int], grid_step: float,
                  alphas: Sequence[float], scorer: GraphScorer, criterion: Criterion | None = None,
-                 anchor: str = "tail") -> NestedBlend:
-    """Fit the blend on all folds but ``k`` and blend fold ``k`` with those weights, for every k."""
+                 anchor: str = "tail", by_fold: bool = True) -> NestedBlend:
+    """Fit the blend on all folds but ``k`` and blend fold ``k`` with those weights, for every k.
+    ``by_fold``: the shrinkage inside each fit is chosen leave-one-fold-out over its folds, else
+    leave-one-graph-out (:func:`ensemble.weights.fit_weights`)."""
     stems = sorted(truth)
     out = NestedBlend(scores={})
     for k in sorted(set(fold_of[s] for s in stems)):
         fit_on = [s for s in stems if fold_of[s] != k]
         scored = [s for s in stems if fold_of[s] == k]
         fit: FitResult = fit_weights(coll, normed, truth, grid_step, alphas, stems=fit_on,
-                                     scorer=scorer, criterion=criterion, anchor=anchor)
+                                     scorer=scorer, criterion=criterion, anchor=anchor,
+                                     groups=fold_of if by_fold else None)
         out.weights[str(k)], out.alpha[str(k)], out.method[str(k)] = fit.weights, fit.alpha, fit.method
         out.costs.update(blend_costs(normed, fit.weights, scored))
     out.scores = fold_scores(coll, out.costs, truth, fold_of)
@@ -285,7 +288,7 @@ def blend_collection_oof(cfg, coll: Collection) -> tuple[dict, dict[str, np.ndar
     manifests = check_manifests(cfg.work, coll)  # before any fitting: a leak fails fast
     scorer = GraphScorer(coll, normed, truth, cfg.max_fit_configs)
     fit = fit_weights(coll, normed, truth, cfg.grid_step, cfg.alphas, scorer=scorer,
-                      criterion=cfg.criterion(coll))
+                      criterion=cfg.criterion(coll), groups=fold_of)
     nested = nested_blend(coll, normed, truth, fold_of, cfg.grid_step, cfg.alphas, scorer,
                           cfg.criterion(coll))
     portfolio = _tile_portfolio(cfg, coll, normed, truth, fold_of, nested, fit.weights)
@@ -344,7 +347,8 @@ def _tile_portfolio(cfg, coll: Collection, normed: Sequence[Mapping[str, np.ndar
     from ensemble.weights import BLEND_MODEL
 
     members = blend_members(normed, weights, sorted(truth))
-    fit = fit_portfolio(members, [*cfg.model_list, BLEND_MODEL], truth, cfg.criterion(coll))
+    fit = fit_portfolio(members, [*cfg.model_list, BLEND_MODEL], truth, cfg.criterion(coll),
+                        groups=fold_of)
     inner = nested_portfolio(normed, cfg.model_list, truth, fold_of, nested.weights, cfg.criterion(coll))
     average = nested.scores
     nested.costs = inner.costs

@@ -14,8 +14,8 @@ prediction files, and writes ``submissions/<run>/report.{md,html,json}`` plus PN
   tile score is unbounded below, so a mean alone hides kernels the answer ruins;
 * per-graph scores (τ for layout, top-5 score for tile) per collection;
 * predicted-vs-true rank scatter of the blend for a few valid graphs;
-* the blend weights, the selection criterion and the shrinkage evidence (in-sample vs
-  leave-one-graph-out criterion, leave-one-graph-out mean and worst 5 %);
+* the blend weights, the selection criterion and the shrinkage evidence (in-sample vs held-out
+  criterion, held-out mean and worst 5 %; held out by fold on OOF, by graph on valid);
 * the test graphs that were repaired to be ranked (``features.repair``: from the validate report
   ``WORK/validate_report.json`` and the blend's graphs without configurable nodes);
 * for a run planned to a time budget (``make run BUDGET=S``, :mod:`ensemble.run`), the plan:
@@ -347,10 +347,11 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
                ("p", "Weights: the coarse simplex grid point that maximises the criterion on the "
                      "fitted graphs (OOF predictions of every labelled graph, or the valid split), "
                      "shrunk by `a` toward the anchor (equal weights over the models whose worst "
-                     "graphs are not worse than the best model's); `a` chosen by leave-one-graph-out "
-                     "over the fitted graphs. Columns = candidate `a`: the criterion in-sample / "
-                     "leave-one-graph-out (optimistic for the chosen `a`, which was picked by it), "
-                     f"then the leave-one-graph-out mean and worst {WORST_FRACTION:.0%}."),
+                     "graphs are not worse than the best model's); `a` chosen on left-out graphs: by fold "
+                     "(method lofo-shrinkage: refitted on the other folds) on OOF predictions, by graph "
+                     "(loo-shrinkage) on valid. Columns = candidate `a`: the criterion in-sample / "
+                     "left out (optimistic for the chosen `a`, which was picked by it), "
+                     f"then the left-out mean and worst {WORST_FRACTION:.0%}."),
                _shrink_table(summary)] + _portfolio_blocks(summary)
     if test_means:
         plot_collection_scores(test_means, "hidden test (sample only)", run_dir / "scores_test.png")

@@ -1,5 +1,5 @@
 """Blend weights: the blend stage's config, weight search on a simplex grid with shrinkage chosen
-by leave-one-graph-out (see :mod:`ensemble.blend` for the protocol), the selection criterion
+on held-out folds or graphs (see :mod:`ensemble.blend` for the protocol), the selection criterion
 (:class:`Criterion`: the mean per-graph score, or a mix of it with the mean of the worst graphs),
 and the weighted per-graph costs. Shared by the valid-split blend (:mod:`ensemble.blend`), the
 out-of-fold blend (:mod:`ensemble.oof`) and the seeds table (:mod:`ensemble.seeds`).
@@ -24,7 +24,7 @@ from models.predictions import read_model_predictions
 
 BLEND_MODEL = "blend"
 MIN_GRAPHS_TO_FIT = 3
-#: leave-one-graph-out differences below this are noise: among near-ties the most shrinkage wins
+#: held-out criterion differences below this are noise: among near-ties the most shrinkage wins
 LOO_TOLERANCE = 1e-3
 #: a model whose mean over the worst graphs is this much below the best model's is "worse on the
 #: tail": the shrinkage anchor leaves it out (smaller differences are ties)
@@ -109,7 +109,7 @@ class BlendConfig(StageConfig):
     submission: str = "submissions/submission.csv"  # submission CSV written (and checked)
     norm: str = "minmax"  # chosen on sample-small valid (3 seeds): rank loses on tile, see README
     grid_step: float = 0.1  # step of the simplex grid the blend weights are searched on
-    alphas: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)  # shrinkages toward the anchor weights (equal over the models not worse on the tail), picked by leave-one-graph-out
+    alphas: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)  # shrinkages toward the anchor weights (equal over the models not worse on the tail), picked on held-out folds (OOF) or graphs (valid)
     max_fit_configs: int = 20_000  # graphs with more configs are scored on a fixed random subset of this many
     protocol: str = "auto"  # auto = oof: fit on the models' out-of-fold predictions (stops naming a model without them) | valid: fit on the valid split (in-sample)
     folds: int = 0  # K of the models' fold plan; 0 = count their test-fold<k> files
@@ -146,12 +146,12 @@ class FitResult:
     best_grid_weights: list[float]
     n_graphs: int
     in_sample: dict[str, float] = field(default_factory=dict)  # alpha -> criterion, fitted graphs
-    loo: dict[str, float] = field(default_factory=dict)  # alpha -> criterion of the leave-one-graph-out scores
-    method: str = "loo-shrinkage"
+    loo: dict[str, float] = field(default_factory=dict)  # alpha -> criterion of the held-out scores (method: leave-one-fold-out or -graph-out)
+    method: str = "loo-shrinkage"  # lofo-shrinkage: held out by fold; loo-shrinkage: by graph
     criterion: str = "mean"
     anchor: list[float] = field(default_factory=list)  # what the weights are shrunk toward
     model_tail: list[float] = field(default_factory=list)  # each model's mean over its worst graphs (criterion's fraction)
-    loo_mean: dict[str, float] = field(default_factory=dict)  # alpha -> mean leave-one-graph-out score
+    loo_mean: dict[str, float] = field(default_factory=dict)  # alpha -> mean held-out score
     loo_worst: dict[str, float] = field(default_factory=dict)  # alpha -> mean of the worst 5 % of them
 
 
@@ -229,10 +229,17 @@ def fit_weights(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
                 alphas: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0),
                 max_configs: int = 20_000, stems: Sequence[str] | None = None,
                 scorer: GraphScorer | None = None, criterion: Criterion | None = None,
-                anchor: str = "tail") -> FitResult:
+                anchor: str = "tail", groups: Mapping[str, int] | None = None) -> FitResult:
     """Weights maximising ``criterion`` (default: the mean score) over ``stems`` (default: every
-    graph of ``truth``), shrunk toward the anchor by leave-one-graph-out; only those graphs are
+    graph of ``truth``), shrunk toward the anchor by held-out evidence; only those graphs are
     looked at.
+
+    The shrinkage is chosen on held-out scores: with ``groups`` (stem -> fold of the models'
+    fold plan, at least two folds among ``stems``) leave-one-fold-out, every fold's graphs scored
+    with the anchor and grid optimum of the other folds; without, leave-one-graph-out. OOF
+    predictions of one fold come from one fold model, so a model that is weak in one fold is
+    weak on all its graphs at once: leave-one-graph-out cannot see that, leave-one-fold-out does
+    (issue 22).
 
     ``anchor`` ``"tail"``: equal weights over the models not worse on the tail
     (:func:`tail_anchor`); ``"equal"``: equal weights over all models (the rule before issue 22,
@@ -255,15 +262,17 @@ def fit_weights(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
     singles = scores[[int(np.flatnonzero(np.isclose(grid[:, m], 1.0))[0]) for m in range(k)]]
     worst = Criterion(1.0, criterion.tail_fraction)  # each model's mean over its worst graphs
     model_tail = worst.value(singles)
-    target = _anchor_of(model_tail) if anchor == "tail" else equal
+    target = _anchor_for(singles, criterion, anchor)
     best_all = grid[_best_index(criterion.value(scores), grid, target)]
-    # leave-one-graph-out: the anchor and the grid optimum refitted without graph g, for every g
-    loo_values = criterion.leave_one_out(scores)  # (p, g): each point's criterion without graph g
-    loo_tails = worst.leave_one_out(singles)  # (k, g)
-    targets = [_anchor_of(loo_tails[:, g]) if anchor == "tail" else equal for g in range(len(stems))]
-    best_rest = [grid[_best_index(loo_values[:, g], grid, t)] for g, t in enumerate(targets)]
+    folds = _fold_index(stems, groups)
+    if folds is not None:
+        best_rest, targets = _refits_without_fold(scores, singles, grid, criterion, anchor, folds)
+        method = "lofo-shrinkage"
+    else:
+        best_rest, targets = _refits_without_graph(scores, singles, grid, criterion, anchor)
+        method = "loo-shrinkage"
     result = FitResult([], 0.0, best_all.tolist(), len(stems), criterion=criterion.describe(),
-                       anchor=target.tolist(), model_tail=model_tail.tolist())
+                       anchor=target.tolist(), model_tail=model_tail.tolist(), method=method)
     for alpha in alphas:
         loo = np.array([scorer.score((1 - alpha) * w + alpha * t, stem)
                         for w, t, stem in zip(best_rest, targets, stems)])
@@ -277,6 +286,53 @@ def fit_weights(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
     result.alpha = max(float(a) for a, v in result.loo.items() if v >= top - LOO_TOLERANCE)
     result.weights = ((1 - result.alpha) * best_all + result.alpha * target).tolist()
     return result
+
+
+def _fold_index(stems: Sequence[str], groups: Mapping[str, int] | None) -> np.ndarray | None:
+    """Each stem's fold (``groups``) when there are at least two folds and every fold's
+    complement has enough graphs to fit on; else None (leave-one-graph-out)."""
+    if groups is None:
+        return None
+    folds = np.array([groups[s] for s in stems])
+    labels = np.unique(folds)
+    if len(labels) < 2 or any((folds != f).sum() < MIN_GRAPHS_TO_FIT for f in labels):
+        return None
+    return folds
+
+
+def _anchor_for(singles: np.ndarray, criterion: Criterion, anchor: str) -> np.ndarray:
+    """The shrinkage anchor from the models' per-graph scores (``singles``: models x graphs)."""
+    if anchor == "tail":
+        return _anchor_of(Criterion(1.0, criterion.tail_fraction).value(singles))
+    return np.full(len(singles), 1.0 / len(singles))
+
+
+def _refits_without_fold(scores: np.ndarray, singles: np.ndarray, grid: np.ndarray,
+                         criterion: Criterion, anchor: str, folds: np.ndarray
+                         ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per graph, the grid optimum and the anchor fitted on the graphs of the other folds."""
+    best_rest: list[np.ndarray] = [np.empty(0)] * len(folds)
+    targets: list[np.ndarray] = [np.empty(0)] * len(folds)
+    for f in np.unique(folds):
+        rest = folds != f
+        t = _anchor_for(singles[:, rest], criterion, anchor)
+        w = grid[_best_index(criterion.value(scores[:, rest]), grid, t)]
+        for g in np.flatnonzero(~rest):
+            best_rest[g], targets[g] = w, t
+    return best_rest, targets
+
+
+def _refits_without_graph(scores: np.ndarray, singles: np.ndarray, grid: np.ndarray,
+                          criterion: Criterion, anchor: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per graph, the grid optimum and the anchor fitted on every other graph."""
+    loo_values = criterion.leave_one_out(scores)  # (p, g): each point's criterion without graph g
+    if anchor == "tail":
+        loo_tails = Criterion(1.0, criterion.tail_fraction).leave_one_out(singles)  # (k, g)
+        targets = [_anchor_of(loo_tails[:, g]) for g in range(scores.shape[1])]
+    else:
+        targets = [np.full(len(singles), 1.0 / len(singles))] * scores.shape[1]
+    best_rest = [grid[_best_index(loo_values[:, g], grid, t)] for g, t in enumerate(targets)]
+    return best_rest, targets
 
 
 def _subsample(normed: Sequence[Mapping[str, np.ndarray]], truth: Mapping[str, np.ndarray],

@@ -6,8 +6,10 @@ the held-out fold, as the blend stage reports it) under each candidate criterion
 ``(1 - w) * mean + w * (mean of the worst 10 % of graphs)`` (``--tail-weights``), with the
 shrinkage anchor of issue 22 (``tail``: equal over the models not worse on the tail) and the
 rule before it (``equal``), and the blend stage's defaults (``default``: each kind's tail weight,
-the tile portfolio). Each is reported by the mean and by the worst 5 % of graphs, beside each
-model alone. Rerun it on new predictions to re-check the default
+the tile portfolio), with the shrinkage and the portfolio's guard chosen on held-out folds (the
+stage's rule) and on held-out graphs (the rule before). Each is reported by the mean and by the
+worst 5 % of graphs, beside each model alone, and for tile by how often its worst 5 % is at
+least the better single model's. Rerun it on new predictions to re-check the default
 (``BlendConfig.tail_weight`` for layout, ``tile_tail_weight`` for tile).
 
     python tests/bench/bench_blend_tail.py --run LABEL DATA WORK SEED [--run ...] \\
@@ -28,6 +30,10 @@ import oof_bench  # noqa: E402
 from oof_bench import per_graph, spread, summarise  # noqa: E402
 
 ANCHORS = ("tail", "equal")
+#: the blend's shrinkage and the portfolio's guard chosen on held-out folds (the stage's rule)
+#: or held-out graphs (before)
+EVIDENCE = (", held out by fold", ", held out by graph")
+MODELS = ["gnn", "lgbm"]
 
 
 def default_label() -> str:
@@ -58,14 +64,28 @@ def collection_methods(inputs: oof_bench.OofInputs, tail_weights: list[float]) -
             nested = nested_blend(coll, normed, truth, fold_of, defaults.grid_step, defaults.alphas,
                                   scorer, Criterion(lam, defaults.tail_fraction), anchor)
             out[variant(lam, anchor)] = summarise(per_graph(coll, nested.costs, truth))
-    # what the blend stage does with its defaults (per-kind tail weight, tile portfolio)
+    # what the blend stage does with its defaults (per-kind tail weight, tile portfolio), its
+    # shrinkage and portfolio guard held out by fold (the stage's rule) and by graph (before)
     crit = defaults.criterion(coll)
-    nested = nested_blend(coll, normed, truth, fold_of, defaults.grid_step, defaults.alphas, scorer, crit)
-    costs = nested.costs
-    if coll.is_tile and defaults.tile_top5 == "portfolio":
-        costs = nested_portfolio(normed, inputs.names, truth, fold_of, nested.weights, crit).costs
-    out[default_label()] = summarise(per_graph(coll, costs, truth))
+    for by_fold, evidence in ((True, EVIDENCE[0]), (False, EVIDENCE[1])):
+        nested = nested_blend(coll, normed, truth, fold_of, defaults.grid_step, defaults.alphas,
+                              scorer, crit, by_fold=by_fold)
+        costs = nested.costs
+        if coll.is_tile and defaults.tile_top5 == "portfolio":
+            costs = nested_portfolio(normed, inputs.names, truth, fold_of, nested.weights, crit,
+                                     by_fold=by_fold).costs
+        out[default_label() + evidence] = summarise(per_graph(coll, costs, truth))
     return out
+
+
+def tile_tail_wins(mine: list[dict], method: str, models: list[str]) -> str:
+    """In how many (run, tile collection) cells ``method``'s worst 5 % is at least the better
+    single model's."""
+    cells = [c for r in mine for name, c in r["collections"].items() if name.startswith("tile")]
+    if not cells or method in models:
+        return "—"
+    wins = sum(c[method]["worst 5%"] >= max(c[m]["worst 5%"] for m in models) - 1e-12 for c in cells)
+    return f"{wins} of {len(cells)}"
 
 
 def table(rows: list[dict]) -> tuple[list[dict], list[str]]:
@@ -77,7 +97,8 @@ def table(rows: list[dict]) -> tuple[list[dict], list[str]]:
         mine = [r for r in rows if r["label"] == label]
         methods = list(next(iter(mine[0]["collections"].values())))
         for method in methods:
-            row = {"label": label, "method": method, "runs": len(mine)}
+            row = {"label": label, "method": method, "runs": len(mine),
+                   "tile worst 5% ≥ better model in": tile_tail_wins(mine, method, MODELS)}
             for c in colls:
                 vals = [r["collections"][c][method] for r in mine if c in r["collections"]]
                 if vals:
@@ -115,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     write_json(args.out, {**bench_metadata(command), "raw": rows, "notes": notes, "tables": {
         "Nested OOF per collection (mean / worst 5 %, mean over seeds); over collections mean ± sd over seeds":
             {"rows": summary,
-             "columns": ["label", "method", "runs", *colls, "final", "worst 5%, mean over collections"]}}})
+             "columns": ["label", "method", "runs", *colls, "final", "worst 5%, mean over collections",
+                         "tile worst 5% ≥ better model in"]}}})
     for row in summary:
         print(row)
     return 0

@@ -70,6 +70,7 @@ def parse_args(doc: str, argv: list[str] | None, tail_weights: str, artifact: st
     """The benchmarks' shared command line: ``--run`` (repeated), ``--tail-weights``, ``--out``.
     Returns (args, the tail weights as floats, the command that reproduces the run)."""
     import argparse
+    import shlex
 
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", nargs=4, action="append", required=True, metavar=RUN_METAVAR, help=RUN_HELP)
@@ -80,5 +81,5 @@ def parse_args(doc: str, argv: list[str] | None, tail_weights: str, artifact: st
     weights = [float(t) for t in args.tail_weights.split(",") if t.strip()]
     script = "bench_hedge.py" if artifact == "hedge" else f"bench_{artifact}.py"
     command = (f"python tests/bench/{script} " + " ".join(f"--run {' '.join(r)}" for r in args.run)
-               + f" --tail-weights {args.tail_weights}")
+               + f" --tail-weights {shlex.quote(args.tail_weights)}")
     return args, weights, command

@@ -126,3 +126,28 @@ def test_the_guard_keeps_the_blend_unless_the_slots_pay_on_left_out_kernels():
     members = [a, b, blend_costs([a, b], [0.5, 0.5], sorted(truth))]
     kept = fit_portfolio(members, ["a", "b", "blend"], truth, Criterion())
     assert not kept.kept_preferred and kept.loo > kept.preferred
+
+
+class _FoldOptions:
+    """Portfolio scores by a rule on the GNN's slots and the kernel's fold: its picks help a
+    little on folds 1 and 2 and cost more on fold 0 (one fold model weak on all its kernels)."""
+
+    def __init__(self, fold_of: dict[str, int]) -> None:
+        self.fold_of = fold_of
+
+    def matrix(self, options: np.ndarray, stems) -> np.ndarray:
+        return np.array([[1.0 - 0.03 * o[0] if self.fold_of[s] == 0 else 1.0 + 0.02 * o[0]
+                          for s in stems] for o in options])
+
+
+def test_the_guard_held_out_by_fold_keeps_the_blend_when_one_fold_does_not_repay():
+    fold_of = {f"k{f}{i}": f for f in range(3) for i in range(10)}
+    truth = {s: np.arange(3.0) for s in fold_of}
+    members = [{}, {}, {}]
+    scorer = _FoldOptions(fold_of)
+    by_graph = fit_portfolio(members, ["gnn", "lgbm", "blend"], truth, Criterion(), scorer=scorer)
+    assert by_graph.counts == [5, 0, 0] and not by_graph.kept_preferred
+    by_fold = fit_portfolio(members, ["gnn", "lgbm", "blend"], truth, Criterion(), scorer=scorer,
+                            groups=fold_of)
+    assert by_fold.counts == [0, 0, 5] and by_fold.kept_preferred
+    assert by_fold.loo == pytest.approx((0.85 + 1.0 + 1.0) / 3)

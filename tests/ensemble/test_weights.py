@@ -1,5 +1,6 @@
-"""The selection criterion (mean and tail), its leave-one-graph-out form, the tail anchor, and the
-leave-one-graph-out estimate of fit_weights against a refit from scratch without each graph."""
+"""The selection criterion (mean and tail), its leave-one-graph-out form, the tail anchor, the
+leave-one-graph-out estimate of fit_weights against a refit from scratch without each graph, and
+the shrinkage held out by fold."""
 
 from __future__ import annotations
 
@@ -114,3 +115,34 @@ def test_one_ruined_kernel_explains_a_large_leave_one_out_gap_over_hundreds():
     fit = fit_weights(TILE, [a, b], truth, alphas=(0.0,), anchor="equal")
     assert fit.best_grid_weights[1] >= 0.5  # fitted with k000: enough of b to save it (-10 -> 1)
     assert fit.in_sample["0"] - fit.loo["0"] == pytest.approx(11 / 340, abs=1e-9)
+
+
+class _FoldScorer:
+    """Per-graph scores given by a rule on the weight of model B and the graph's fold: B is a
+    little better on folds 1 and 2 and ruins fold 0 (one fold model weak on all its graphs)."""
+
+    def __init__(self, fold_of: dict[str, int]) -> None:
+        self.fold_of = fold_of
+
+    def score(self, weights, stem: str) -> float:
+        w_b = float(weights[1])
+        return 1.0 - 0.12 * w_b if self.fold_of[stem] == 0 else 1.0 + 0.1 * w_b
+
+    def matrix(self, grid: np.ndarray, stems) -> np.ndarray:
+        return np.array([[self.score(w, s) for s in stems] for w in grid])
+
+
+def test_shrinkage_held_out_by_fold_sees_a_fold_model_that_leave_one_graph_out_cannot():
+    fold_of = {f"g{f}{i}": f for f in range(3) for i in range(10)}
+    truth = {s: np.zeros(2) for s in fold_of}
+    scorer = _FoldScorer(fold_of)
+    by_graph = fit_weights(TILE, [{}, {}], truth, scorer=scorer)
+    assert by_graph.method == "loo-shrinkage" and by_graph.weights == pytest.approx([0.0, 1.0])
+    # left out by fold, B's weight fitted on folds 1 and 2 ruins fold 0: shrunk to the anchor
+    # (A alone: B is worse on the tail)
+    by_fold = fit_weights(TILE, [{}, {}], truth, scorer=scorer, groups=fold_of)
+    assert by_fold.method == "lofo-shrinkage" and by_fold.weights == pytest.approx([1.0, 0.0])
+    assert by_fold.anchor == pytest.approx([1.0, 0.0]) and by_fold.alpha == 1.0
+    # one fold (or too few graphs outside a fold): leave-one-graph-out
+    one = fit_weights(TILE, [{}, {}], truth, scorer=scorer, groups={s: 0 for s in fold_of})
+    assert one.method == "loo-shrinkage"
