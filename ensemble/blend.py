@@ -20,9 +20,9 @@ Per collection:
      trained without folds, or the training-free baseline) stops the default protocol with a
      message naming it: the blend never switches protocol on its own;
 3. the test costs are the weighted sums; the submission holds every test graph of the data root.
-   With ``--tile-top5 portfolio`` a tile kernel's five submitted configs are shared among the
-   models and their weighted average (:mod:`ensemble.hedge`), the slots fitted by the same
-   criterion on the same graphs (and nested the same way).
+   With ``--tile-top5 portfolio`` (the default) a tile kernel's five submitted configs are
+   shared among the models, 3 + 2 for two, the odd slot to the model with the better criterion
+   on the same graphs (nested the same way; :mod:`ensemble.hedge`).
 
 Guarding against overfitting few graphs: weights are searched on a coarse simplex grid (step
 ``--grid-step``, 0.1 by default) and then shrunk toward an *anchor*,
@@ -66,7 +66,7 @@ from features.io import discover
 from models.metrics import final_score
 from models.predictions import NORMALISATIONS, model_runs, predictions_path, write_predictions
 
-from ensemble.hedge import blend_members, blend_or_portfolio, fit_portfolio, portfolio_summary
+from ensemble.hedge import blend_members, blend_or_portfolio, hedge_portfolio, portfolio_summary
 from ensemble.submission import check_file, submission_rows, write_submission
 from ensemble.truth import split_truth, test_sizes as ranked_and_tied
 from ensemble.weights import (BLEND_MODEL, BlendConfig, FitResult, _load_normed, _mean_score, _require,
@@ -123,8 +123,9 @@ def blend_collection_valid(cfg: BlendConfig, coll: Collection) -> tuple[dict, di
                "valid_score": {}, "n_valid": len(truth), "n_test": len(test_sizes)}
     counts = None
     if coll.is_tile and cfg.tile_top5 == "portfolio" and truth:
-        port = fit_portfolio(blend_members(valid_normed, fit.weights, sorted(truth)),
-                             [*cfg.model_list, BLEND_MODEL], truth, cfg.criterion(coll))
+        port = hedge_portfolio(blend_members(valid_normed, fit.weights, sorted(truth)),
+                               [*cfg.model_list, BLEND_MODEL], truth, cfg.criterion(coll),
+                               len(cfg.model_list))
         counts, summary["portfolio"] = port.counts, portfolio_summary(port)
     test_costs = blend_or_portfolio(test_normed, fit.weights, sorted(test_sizes), counts) if test_sizes else {}
     if truth:

@@ -9,11 +9,13 @@ five slots with that blind spot's favourites. The portfolio instead gives each *
 top picks, skipping configs already taken, so every member with a slot contributes its own best
 configs to the answer.
 
-The slots are fitted out of fold (:func:`fit_portfolio`: every way of sharing the five slots
-among the members, scored by the blend's :class:`ensemble.weights.Criterion`), and scored
-nested (:func:`nested_portfolio`: fitted on the other folds, applied to the held-out one);
-``tests/bench/bench_hedge.py`` compares it with the weighted average and each model alone by the
-mean and by the worst 5 % of kernels (BENCHMARKS.md, "Tile top-5 portfolio").
+The blend stage shares the slots among the models as equally as five goes (two models: 3 + 2,
+the odd slot to the model with the better tile criterion out of fold; :func:`hedge_portfolio`),
+nested like the weights (:func:`nested_portfolio`: the odd slot chosen on the other folds). The
+rule before it searched every way of sharing the slots among the models and their average
+(:func:`fit_portfolio`), which followed differences that did not hold from fold to fold;
+``tests/bench/bench_hedge.py`` compares both with the weighted average and each model alone by
+the mean and by the worst 5 % of kernels (BENCHMARKS.md, "Tile top-5 portfolio").
 """
 
 from __future__ import annotations
@@ -112,6 +114,16 @@ class PortfolioScorer:
         return np.array([[self.score(c, s) for s in stems] for c in options])
 
 
+def hedged_counts(values: Sequence[float], k: int = TILE_TOP_K) -> list[int]:
+    """The slots shared as equally as ``k`` allows; the remainder to the members with the highest
+    ``values`` (ties: the earlier). Two models: 3 to the better, 2 to the other."""
+    n = len(values)
+    counts = [k // n] * n
+    for m in np.argsort(-np.asarray(values, dtype=np.float64), kind="stable")[:k - sum(counts)]:
+        counts[int(m)] += 1
+    return counts
+
+
 def slot_options(n_members: int, k: int = TILE_TOP_K) -> np.ndarray:
     """Every way of sharing ``k`` slots among ``n_members`` (rows of counts)."""
     return np.rint(simplex_grid(n_members, 1.0 / k) * k).astype(np.int64)
@@ -126,10 +138,33 @@ class PortfolioFit:
     counts: list[int]
     n_graphs: int
     criterion: str
-    options: dict[str, float] = field(default_factory=dict)  # "3,2" -> criterion over the fitted graphs
+    options: dict[str, float] = field(default_factory=dict)  # "3,2" -> criterion over the fitted graphs (hedged: model -> its criterion alone)
     loo: float | None = None  # criterion of the held-out scores of the fitted option
     preferred: float | None = None  # criterion of the preferred option (nothing fitted)
     kept_preferred: bool = False  # the fitted option did not beat it on left-out graphs
+    rule: str = "fitted"  # hedged: shared equally (hedge_portfolio); fitted: the best option (fit_portfolio)
+
+
+def hedge_portfolio(members: Sequence[Mapping[str, np.ndarray]], names: Sequence[str],
+                    truth: Mapping[str, np.ndarray], criterion, share: int,
+                    stems: Sequence[str] | None = None,
+                    scorer: PortfolioScorer | None = None) -> PortfolioFit:
+    """The slots of the blend stage: the first ``share`` members (the models) share the five
+    slots as equally as they go (:func:`hedged_counts`: two models 3 + 2), the odd slot to the
+    model with the best ``criterion`` over ``stems`` alone; later members (the blend) get none.
+
+    Nothing is searched, so there is nothing to overfit: on every kernel the answer holds each
+    model's own best picks, and it scores at least what the better-placed model's top 3 scores.
+    Out of fold this beat each model alone and the fitted options by the worst 5 % of kernels
+    (BENCHMARKS.md, "Tile top-5 portfolio"): which options pay differs more between folds than
+    between them (issue 22)."""
+    stems = sorted(truth if stems is None else stems)
+    scorer = scorer or PortfolioScorer(members, truth)
+    alone = np.eye(len(members), dtype=np.int64)[:share] * TILE_TOP_K
+    values = criterion.value(scorer.matrix(alone, stems))
+    counts = hedged_counts(values) + [0] * (len(members) - share)
+    return PortfolioFit(list(names), counts, len(stems), criterion.describe(), rule="hedged",
+                        options={n: float(v) for n, v in zip(names, values)})
 
 
 def fit_portfolio(members: Sequence[Mapping[str, np.ndarray]], names: Sequence[str],
@@ -137,7 +172,7 @@ def fit_portfolio(members: Sequence[Mapping[str, np.ndarray]], names: Sequence[s
                   prefer: Sequence[float] | None = None,
                   scorer: PortfolioScorer | None = None, guard: bool = True,
                   groups: Mapping[str, int] | None = None) -> PortfolioFit:
-    """The slot counts maximising ``criterion`` (an :class:`ensemble.weights.Criterion`) over
+    """The rule before :func:`hedge_portfolio`, kept for the benchmark's comparison: the slot counts maximising ``criterion`` (an :class:`ensemble.weights.Criterion`) over
     ``stems`` (default every graph of ``truth``); among ties the counts closest to ``prefer``'s
     share of the slots (default: all to the last member, the blend).
 
@@ -208,12 +243,15 @@ def nested_portfolio(normed: Sequence[Mapping[str, np.ndarray]], names: Sequence
                      truth: Mapping[str, np.ndarray], fold_of: Mapping[str, int],
                      fold_weights: Mapping[str, Sequence[float]], criterion,
                      with_blend: bool = True, guard: bool = True,
-                     by_fold: bool = True) -> NestedPortfolio:
+                     by_fold: bool = True, rule: str = "hedged") -> NestedPortfolio:
     """For every fold k: the blend member with the weights fitted without fold k
     (``fold_weights``, :class:`ensemble.oof.NestedBlend`'s), the slots fitted on the other folds'
     graphs, applied to fold k's graphs. ``with_blend`` False: the models alone are the members
-    (the blend still orders the configs after the five). ``by_fold``: the guard's held-out
-    evidence is by fold (the other folds'), else by kernel (:func:`fit_portfolio`)."""
+    (the blend still orders the configs after the five). ``rule`` ``hedged``: the models share
+    the slots (:func:`hedge_portfolio`, the stage's rule); ``fitted``: :func:`fit_portfolio`,
+    whose guard's held-out evidence is by fold (``by_fold``) or by kernel."""
+    if rule not in ("hedged", "fitted"):
+        raise ValueError(f"portfolio rule must be 'hedged' or 'fitted', got {rule!r}")
     stems = sorted(truth)
     out = NestedPortfolio()
     for k in sorted(set(fold_of[s] for s in stems)):
@@ -224,9 +262,13 @@ def nested_portfolio(normed: Sequence[Mapping[str, np.ndarray]], names: Sequence
         weights = fold_weights[str(k)]
         fit_on = [s for s in stems if fold_of[s] != k]
         scored = [s for s in stems if fold_of[s] == k]
-        fit = fit_portfolio(members, [*names, "blend"][:len(members)], truth, criterion,
-                            stems=fit_on, prefer=[*([0.0] * len(names)), 1.0] if with_blend else weights,
-                            guard=guard, groups=fold_of if by_fold else None)
+        labels = [*names, "blend"][:len(members)]
+        if rule == "hedged":
+            fit = hedge_portfolio(members, labels, truth, criterion, len(names), stems=fit_on)
+        else:
+            fit = fit_portfolio(members, labels, truth, criterion, stems=fit_on,
+                                prefer=[*([0.0] * len(names)), 1.0] if with_blend else weights,
+                                guard=guard, groups=fold_of if by_fold else None)
         out.counts[str(k)] = fit.counts
         out.costs.update(portfolio_collection(members, fit.counts, blend, scored))
     return out
@@ -250,7 +292,7 @@ def blend_or_portfolio(normed: Sequence[Mapping[str, np.ndarray]], weights: Sequ
 
 def portfolio_summary(fit: PortfolioFit, nested: NestedPortfolio | None = None) -> dict:
     """What the blend's summary records of the portfolio."""
-    out = {"members": fit.members, "slots": fit.counts, "criterion": fit.criterion,
+    out = {"members": fit.members, "slots": fit.counts, "criterion": fit.criterion, "rule": fit.rule,
            "n_graphs": fit.n_graphs, "options": fit.options, "loo": fit.loo,
            "preferred": fit.preferred, "kept_preferred": fit.kept_preferred}
     if nested is not None:

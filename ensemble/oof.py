@@ -30,7 +30,7 @@ from models.metrics import graph_score
 from models.predictions import SEED_SEPARATOR
 
 from ensemble.hedge import (NestedPortfolio, PortfolioFit, blend_members, blend_or_portfolio,
-                            fit_portfolio, nested_portfolio, portfolio_summary)
+                            hedge_portfolio, nested_portfolio, portfolio_summary)
 from ensemble.truth import split_truth
 from ensemble.weights import Criterion, FitResult, GraphScorer, blend_costs, fit_weights
 
@@ -347,8 +347,8 @@ def _tile_portfolio(cfg, coll: Collection, normed: Sequence[Mapping[str, np.ndar
     from ensemble.weights import BLEND_MODEL
 
     members = blend_members(normed, weights, sorted(truth))
-    fit = fit_portfolio(members, [*cfg.model_list, BLEND_MODEL], truth, cfg.criterion(coll),
-                        groups=fold_of)
+    fit = hedge_portfolio(members, [*cfg.model_list, BLEND_MODEL], truth, cfg.criterion(coll),
+                          len(cfg.model_list))
     inner = nested_portfolio(normed, cfg.model_list, truth, fold_of, nested.weights, cfg.criterion(coll))
     average = nested.scores
     nested.costs = inner.costs

@@ -6,11 +6,13 @@ Per run (a WORK trained with ``--folds K``), on the tile OOF predictions of ever
 * ``gnn``, ``lgbm``: each model's own OOF ranking (nothing fitted);
 * ``average``: the weighted-average blend, weights fitted on the other folds (nested, as the
   blend stage reports it), with the selection criterion of each ``--tail-weights`` value;
-* ``portfolio``: the five slots shared among gnn, lgbm and that average, fitted on the other
-  folds by the same criterion (:func:`ensemble.hedge.nested_portfolio`);
-* ``portfolio (unguarded)``: the fitted slots even where they do not beat the average alone on
-  left-out kernels (the guard of :func:`ensemble.hedge.fit_portfolio` off);
-* ``portfolio (models)``: the slots shared among the models only.
+* ``portfolio (hedged)``: the blend stage's rule, the five slots shared among the models (3 + 2),
+  the odd slot to the model with the better criterion on the other folds
+  (:func:`ensemble.hedge.hedge_portfolio`);
+* ``portfolio (fitted, ...)``: the rule before it, the slot split among gnn, lgbm and the average
+  that maximises the criterion on the other folds (:func:`ensemble.hedge.fit_portfolio`), kept
+  only where it beats the average alone on held-out folds (``guard by fold``) or held-out kernels
+  (``guard by kernel``), or always (``unguarded``); ``models``: among the models only.
 
 Every number is held out: the kernel is scored by fold models that never saw it, with weights
 and slots fitted without its fold. No test runtime is read.
@@ -34,7 +36,16 @@ from oof_bench import per_graph, spread, summarise  # noqa: E402
 NOTES = ("worst 5%: the mean of the worst 5 % of kernels. \"≥ … in\": in how many runs (seeds) the "
          "method is at least the average blend of the same tail weight, or the better single "
          "model by its worst 5 %. slots: per fold (fitted without it), the slots of gnn / lgbm / "
-         "the average (models: gnn / lgbm).")
+         "the average (models: gnn / lgbm; hedged: the average has none). The average's weights: "
+         "shrinkage chosen on held-out folds.")
+
+
+#: (label, the average a member, rule, guard, guard held out by fold) of every portfolio compared
+VARIANTS = (("portfolio (hedged)", True, "hedged", True, True),
+            ("portfolio (fitted, guard by fold)", True, "fitted", True, True),
+            ("portfolio (fitted, guard by kernel)", True, "fitted", True, False),
+            ("portfolio (fitted, unguarded)", True, "fitted", False, True),
+            ("portfolio (fitted, models)", False, "fitted", True, True))
 
 
 def methods(inputs: oof_bench.OofInputs, tail_weights: list[float]) -> dict[str, dict]:
@@ -53,11 +64,9 @@ def methods(inputs: oof_bench.OofInputs, tail_weights: list[float]) -> dict[str,
         nested = nested_blend(coll, normed, truth, fold_of, defaults.grid_step, defaults.alphas,
                               scorer, crit)
         out["average" + tag] = summarise(per_graph(coll, nested.costs, truth))
-        for label, with_blend, guard in (("portfolio", True, True),
-                                         ("portfolio (unguarded)", True, False),
-                                         ("portfolio (models)", False, True)):
+        for label, with_blend, rule, guard, by_fold in VARIANTS:
             port = nested_portfolio(normed, inputs.names, truth, fold_of, nested.weights, crit,
-                                    with_blend=with_blend, guard=guard)
+                                    with_blend=with_blend, guard=guard, by_fold=by_fold, rule=rule)
             out[label + tag] = dict(summarise(per_graph(coll, port.costs, truth)),
                                     slots=" ".join("/".join(map(str, c)) for c in port.counts.values()))
     return out

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ensemble.hedge import (PortfolioScorer, fit_portfolio, nested_portfolio, portfolio_blend,
-                            portfolio_costs, portfolio_top, slot_counts, slot_options, slot_sequence)
+from ensemble.hedge import (PortfolioScorer, fit_portfolio, hedge_portfolio, hedged_counts,
+                            nested_portfolio, portfolio_blend, portfolio_costs, portfolio_top,
+                            slot_counts, slot_options, slot_sequence)
 from ensemble.weights import Criterion, blend_costs
 from models.metrics import tile_score
 from models.predictions import normalise_costs
@@ -92,13 +93,16 @@ def test_nested_portfolio_fits_each_fold_without_it():
     truth, a, b = _kernels(18, seed=1)
     fold_of = {s: i % 3 for i, s in enumerate(sorted(truth))}
     weights = {str(k): [0.5, 0.5] for k in range(3)}
-    nested = nested_portfolio([a, b], ["a", "b"], truth, fold_of, weights, Criterion())
-    assert sorted(nested.costs) == sorted(truth) and set(nested.counts) == {"0", "1", "2"}
-    for k in range(3):
-        fit_on = [s for s in truth if fold_of[s] != k]
-        alone = fit_portfolio([a, b, blend_costs([a, b], [0.5, 0.5], sorted(truth))],
-                              ["a", "b", "blend"], truth, Criterion(), stems=fit_on)
-        assert nested.counts[str(k)] == alone.counts
+    members = [a, b, blend_costs([a, b], [0.5, 0.5], sorted(truth))]
+    for rule, fit in (("hedged", lambda fit_on: hedge_portfolio(members, ["a", "b", "blend"], truth,
+                                                                Criterion(), 2, stems=fit_on)),
+                      ("fitted", lambda fit_on: fit_portfolio(members, ["a", "b", "blend"], truth,
+                                                              Criterion(), stems=fit_on))):
+        nested = nested_portfolio([a, b], ["a", "b"], truth, fold_of, weights, Criterion(), rule=rule)
+        assert sorted(nested.costs) == sorted(truth) and set(nested.counts) == {"0", "1", "2"}
+        for k in range(3):
+            fit_on = [s for s in truth if fold_of[s] != k]
+            assert nested.counts[str(k)] == fit(fit_on).counts
     models_only = nested_portfolio([a, b], ["a", "b"], truth, fold_of, weights, Criterion(),
                                    with_blend=False)
     assert all(len(c) == 2 for c in models_only.counts.values())
@@ -151,3 +155,20 @@ def test_the_guard_held_out_by_fold_keeps_the_blend_when_one_fold_does_not_repay
                             groups=fold_of)
     assert by_fold.counts == [0, 0, 5] and by_fold.kept_preferred
     assert by_fold.loo == pytest.approx((0.85 + 1.0 + 1.0) / 3)
+
+
+def test_hedged_slots_share_five_among_the_models_the_odd_one_to_the_better():
+    assert hedged_counts([0.9, 0.95]) == [2, 3] and hedged_counts([0.9, 0.9]) == [3, 2]
+    assert hedged_counts([0.1, 0.3, 0.2]) == [1, 2, 2] and hedged_counts([1.0]) == [5]
+    assert hedged_counts([0.5] * 6) == [1, 1, 1, 1, 1, 0]
+    truth, a, b = _kernels(20)  # 'a' is blind on every fifth kernel, 'b' never: by the tail b is better
+    members = [a, b, blend_costs([a, b], [0.5, 0.5], sorted(truth))]
+    fit = hedge_portfolio(members, ["a", "b", "blend"], truth, Criterion(1.0, 0.2), 2)
+    assert fit.counts == [2, 3, 0] and fit.rule == "hedged" and fit.options["b"] > fit.options["a"]
+    # each model's picks are in the answer: at least as good as the better-placed model's top 3
+    scorer = PortfolioScorer(members, truth)
+    for stem in truth:
+        assert scorer.score(fit.counts, stem) >= scorer.score([0, 3, 0], stem) - 1e-12
+        assert scorer.score(fit.counts, stem) >= scorer.score([2, 0, 0], stem) - 1e-12
+    with pytest.raises(ValueError, match="portfolio rule"):
+        nested_portfolio([a, b], ["a", "b"], truth, {s: 0 for s in truth}, {}, Criterion(), rule="x")
