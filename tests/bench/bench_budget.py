@@ -15,6 +15,10 @@ stage's planned, given and actual seconds (how good the estimates are).
         --variants seeds,steps --quick [--threads 0] [--work-root work/bench-budget] \\
         [--out benchmarks/budget.json]
 
+``--collect --reblend`` first reruns the blend stage of every finished run with the current code
+(a change of the blend measured on the models those runs trained; the row keeps the commit the
+run started from and adds the blend's, ``blend_commit``, and its earlier scores, ``oof_at_run``).
+
 A run whose WORK already holds its result (``bench_row.json``) is not run again, so the command
 can be stopped and started again; ``--rerun`` reruns only the named runs (e.g. ``quick,2700-seeds``).
 Runs can be split over several invocations at once (e.g. one data set each, ``--threads 1``, on a
@@ -44,6 +48,8 @@ NOTES = ("oof final: the mean over the five collections of the blend's nested ou
          "(gnn, lgbm: each model's own out-of-fold score); wall: the run's seconds from validate "
          "to the report, with the feature build; over: wall / budget - 1. quick: `make run "
          "PRESET=quick` (the presets' time limits: GNN 900 s, LightGBM 240 s of training). "
+         "commit: the code the run trained with; blend commit: the blend stage's (`--reblend`: "
+         "rerun on the run's models with later code; oof final at run: the run's own blend). "
          "<budget>-<spend>: `make run BUDGET=<budget> PLAN_ARGS='--spend <spend>'`. threads: every "
          "stage's threads (all: the machine's cores; 1: `--threads 1`, two runs at once on the 2 "
          "cores). load: the "
@@ -120,7 +126,8 @@ def one_run(label: str, data: str, seed: int, name: str, args) -> dict[str, Any]
     work = Path(args.work_root) / f"{label}-s{seed}-{name}"
     done = work / "bench_row.json"
     if done.is_file() and name not in args.rerun:
-        return json.loads(done.read_text())
+        row = json.loads(done.read_text())
+        return reblend(row, work) if args.reblend else row
     if args.collect:
         print(f"not finished, left out: {work}", flush=True)
         return None
@@ -142,6 +149,25 @@ def one_run(label: str, data: str, seed: int, name: str, args) -> dict[str, Any]
     return row
 
 
+def reblend(row: dict[str, Any], work: Path) -> dict[str, Any]:
+    """``--reblend``: the finished run's blend stage again with this tree's code, on the models the
+    run trained (its wall time, plan and models stay the run's own; the scores become the new
+    blend's, and the run's own are kept as ``oof_at_run``). Written back to ``bench_row.json``."""
+    from ensemble.run import Subprocesses
+    from ensemble.stages import Run
+    from tpurank.config import git_sha
+
+    commit = git_sha()
+    if row.get("blend_commit") != commit:
+        run = Run(data=row["data"], work=str(work), seed=row["seed"],
+                  submission=str(work / "sub" / "submission.csv"))
+        Subprocesses(monitor_log=str(work / "reblend.jsonl"))(run, "blend")
+        row = {**row, "oof_at_run": row.get("oof_at_run", row["oof"]), "blend_commit": commit,
+               "oof": oof_scores(work)}
+        (work / "bench_row.json").write_text(json.dumps(row, indent=1))
+    return row
+
+
 def spread(values: list[float]) -> str:
     import statistics
 
@@ -158,10 +184,12 @@ def tables(rows: list[dict]) -> dict[str, dict]:
         final = r["oof"]["final"]
         per_run.append({"label": r["label"], "seed": r["seed"], "run": r["run"],
                         "commit": str(r.get("commit") or "—")[:7],
+                        "blend commit": str(r.get("blend_commit") or r.get("commit") or "—")[:7],
                         "budget s": r["budget_s"], "wall s": round(r["wall_s"]),
                         "over": None if over is None else f"{over:+.1%}",
                         "threads": r.get("threads") or "all", "gnn seeds": r.get("gnn_seeds", 1),
                         "oof final": round(final["blend"], 4),
+                        "oof final at run": round(r.get("oof_at_run", r["oof"])["final"]["blend"], 4),
                         "oof gnn": round(final.get("gnn", float("nan")), 4),
                         "oof lgbm": round(final.get("lgbm", float("nan")), 4),
                         "load": " → ".join(str(v) for v in r["load"])})
@@ -204,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rerun", default="", help="comma list of run names to run again (quick, 900-seeds, ...)")
     p.add_argument("--collect", action="store_true",
                    help="run nothing: the table of the runs already finished under --work-root")
+    p.add_argument("--reblend", action="store_true",
+                   help="with --collect: rerun each finished run's blend stage with this tree's code first "
+                        "(models, wall time and plan stay the run's; the row records both commits)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "budget.json"))
     args = p.parse_args(argv)
     args.rerun = {n for n in args.rerun.split(",") if n}
