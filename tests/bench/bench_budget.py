@@ -158,6 +158,9 @@ def reblend(row: dict[str, Any], work: Path) -> dict[str, Any]:
     from tpurank.config import git_sha
 
     commit = git_sha()
+    if not (work / "preds").is_dir():  # a row kept from a WORK since removed
+        print(f"not reblended (no predictions under it): {work}", flush=True)
+        return row
     if row.get("blend_commit") != commit:
         run = Run(data=row["data"], work=str(work), seed=row["seed"],
                   submission=str(work / "sub" / "submission.csv"))
