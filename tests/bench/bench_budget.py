@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", action="append", required=True, help="LABEL=PATH of a data root (repeat)")
     p.add_argument("--seeds", default="0", help="comma list of seeds")
-    p.add_argument("--budgets", default="900,1500,2700", help="comma list of budgets in seconds")
+    p.add_argument("--budgets", default="900,1500,2700", help="comma list of budgets in seconds ('' for none: the quick runs only)")
     p.add_argument("--variants", default="seeds", help="comma list of --spend policies")
     p.add_argument("--quick", action="store_true", help="also today's quick run (make run PRESET=quick)")
     p.add_argument("--threads", type=int, default=0, help="threads of every stage that has the option (0: theirs)")
@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "budget.json"))
     args = p.parse_args(argv)
     args.rerun = {n for n in args.rerun.split(",") if n}
-    names = (["quick"] if args.quick else []) + [f"{float(b):g}-{v}" for b in args.budgets.split(",")
+    names = (["quick"] if args.quick else []) + [f"{float(b):g}-{v}" for b in args.budgets.split(",") if b
                                                   for v in args.variants.split(",")]
     rows = []
     for spec in args.data:
