@@ -138,7 +138,8 @@ class PortfolioFit:
     counts: list[int]
     n_graphs: int
     criterion: str
-    options: dict[str, float] = field(default_factory=dict)  # "3,2" -> criterion over the fitted graphs (hedged: model -> its criterion alone)
+    # fitted: "3,2" -> criterion over the fitted graphs; hedged: model -> its criterion alone
+    options: dict[str, float] = field(default_factory=dict)
     loo: float | None = None  # criterion of the held-out scores of the fitted option
     preferred: float | None = None  # criterion of the preferred option (nothing fitted)
     kept_preferred: bool = False  # the fitted option did not beat it on left-out graphs
@@ -172,7 +173,8 @@ def fit_portfolio(members: Sequence[Mapping[str, np.ndarray]], names: Sequence[s
                   prefer: Sequence[float] | None = None,
                   scorer: PortfolioScorer | None = None, guard: bool = True,
                   groups: Mapping[str, int] | None = None) -> PortfolioFit:
-    """The rule before :func:`hedge_portfolio`, kept for the benchmark's comparison: the slot counts maximising ``criterion`` (an :class:`ensemble.weights.Criterion`) over
+    """The rule before :func:`hedge_portfolio`, kept for the benchmark's comparison: the slot
+    counts maximising ``criterion`` (an :class:`ensemble.weights.Criterion`) over
     ``stems`` (default every graph of ``truth``); among ties the counts closest to ``prefer``'s
     share of the slots (default: all to the last member, the blend).
 
