@@ -7,7 +7,8 @@ reported number uses weights fitted on the graph it scores:
 
 * **leave-one-fold-out**: for every fold ``k`` of the fold plan, the whole blend fit (grid
   optimum + shrinkage chosen on the remaining folds held out in turn) is redone on the other
-  folds' graphs and scored on fold ``k``'s graphs. The per-fold scores give the mean ± sd over folds;
+  folds' graphs and scored on fold ``k``'s graphs. The per-fold scores give the mean ± sd over
+  folds;
 * the official ``valid`` graphs are scored with the weights of the fold that held them out (the
   ``valid`` table of the report is therefore nested too);
 * single models need no nesting: their OOF predictions are already out of sample.

@@ -221,13 +221,19 @@ def tables(rows: list[dict]) -> dict[str, dict]:
             "Planned vs actual seconds per stage (budgeted runs)": {"rows": stages}}
 
 
+def comma_list(text: str) -> list[str]:
+    """The non-empty items of a comma list ('' -> none)."""
+    return [item for item in text.split(",") if item]
+
+
 def main(argv: list[str] | None = None) -> int:
     from tpurank.results.artifacts import bench_metadata
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", action="append", required=True, help="LABEL=PATH of a data root (repeat)")
     p.add_argument("--seeds", default="0", help="comma list of seeds")
-    p.add_argument("--budgets", default="900,1500,2700", help="comma list of budgets in seconds ('' for none: the quick runs only)")
+    p.add_argument("--budgets", default="900,1500,2700",
+                   help="comma list of budgets in seconds ('' for none: the quick runs only)")
     p.add_argument("--variants", default="seeds", help="comma list of --spend policies")
     p.add_argument("--quick", action="store_true", help="also today's quick run (make run PRESET=quick)")
     p.add_argument("--threads", type=int, default=0, help="threads of every stage that has the option (0: theirs)")
@@ -240,13 +246,13 @@ def main(argv: list[str] | None = None) -> int:
                         "(models, wall time and plan stay the run's; the row records both commits)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "budget.json"))
     args = p.parse_args(argv)
-    args.rerun = {n for n in args.rerun.split(",") if n}
-    names = (["quick"] if args.quick else []) + [f"{float(b):g}-{v}" for b in args.budgets.split(",") if b
-                                                  for v in args.variants.split(",")]
+    args.rerun = set(comma_list(args.rerun))
+    names = (["quick"] if args.quick else []) + [f"{float(b):g}-{v}" for b in comma_list(args.budgets)
+                                                  for v in comma_list(args.variants)]
     rows = []
     for spec in args.data:
         label, path = spec.split("=", 1)
-        for seed in (int(s) for s in args.seeds.split(",")):
+        for seed in (int(s) for s in comma_list(args.seeds)):
             for name in names:
                 row = one_run(label, path, seed, name, args)
                 if row is None:
