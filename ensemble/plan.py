@@ -7,11 +7,12 @@ stages; this module holds what it decides with, and nothing here starts a proces
   (``basis``) and what the stage took; written to ``WORK/plan/plan.json`` after every stage, read
   by the run's report (planned vs actual per stage);
 * workload counts from the feature store: the configs a GNN predict stage scores (test configs ×
-  folds, every valid config, the capped out-of-fold configs of the train graphs), per collection;
+  folds, every valid config, the capped out-of-fold configs of the train graphs), per collection,
+  and their config-nodes (each config times its graph's kept nodes);
 * the GNN probe: a feature folder of links to a few valid graphs of every collection, spread over
   graph sizes, that an untrained model of the run's configuration scores (``models.gnn train
-  --steps 0``: its report times that evaluation), giving prediction seconds per config on this
-  machine and device;
+  --steps 0``: its report times that evaluation), giving prediction seconds per config-node on
+  this machine and device;
 * estimates of the short stages after training, and :func:`training_shares`.
 
 Nothing about the models' speed is a constant here: the GNN's prediction speed is measured by
@@ -26,7 +27,7 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
 
 import numpy as np
 
@@ -203,20 +204,34 @@ def _capped(n: int, *caps: int) -> int:
     return min([n] + [c for c in caps if c > 0])
 
 
+def _predict_passes(features_dir: str | Path, coll: Collection, folds: int,
+                   oof_max_configs: int) -> Iterable[tuple[str, int, int]]:
+    """``(split, configs scored, kept nodes)`` of every graph pass of one GNN predict stage for
+    ``coll`` (``models.gnn.folds``): with K >= 2 folds each test graph K times (every fold model),
+    each valid graph once (out of fold) and each train graph once on its out-of-fold configs (its
+    tabular rows, at most ``oof_max_configs``); without folds the valid and test graphs once."""
+    splits = [("test", folds if folds >= 2 else 1), ("valid", 1)]
+    if folds >= 2:
+        splits.append(("train", 1))
+    cap = tabular_train_cap(features_dir, coll)
+    for split, times in splits:
+        nodes = graph_nodes(features_dir, coll, split)
+        for stem, n in graph_configs(features_dir, coll, split).items():
+            scored = _capped(n, cap, oof_max_configs) if split == "train" else n
+            for _ in range(times):
+                yield split, scored, nodes[stem]
+
+
 def gnn_predict_configs(features_dir: str | Path, coll: Collection, folds: int,
                         oof_max_configs: int) -> dict[str, int]:
-    """The configs one GNN predict stage scores for ``coll`` (``models.gnn.folds``): with K >= 2
-    folds every test config K times, every valid config once (out of fold) and each train graph's
-    out-of-fold configs (its tabular rows, at most ``oof_max_configs``); without folds the valid
-    and test configs once."""
-    test = sum(graph_configs(features_dir, coll, "test").values())
-    valid = sum(graph_configs(features_dir, coll, "valid").values())
-    out = {"test": test * (folds if folds >= 2 else 1), "valid": valid, "oof": 0}
-    if folds >= 2:
-        cap = tabular_train_cap(features_dir, coll)
-        out["oof"] = sum(_capped(n, cap, oof_max_configs)
-                         for n in graph_configs(features_dir, coll, "train").values())
-    out["total"] = out["test"] + out["valid"] + out["oof"]
+    """The configs one GNN predict stage scores for ``coll`` per split (``oof``: the train
+    graphs'), their ``total`` and ``config_nodes``: the sum over those configs of their graph's
+    kept nodes, the workload :func:`gnn_predict_estimate` times (:func:`_predict_passes`)."""
+    out = {"test": 0, "valid": 0, "oof": 0, "total": 0, "config_nodes": 0}
+    for split, configs, nodes in _predict_passes(features_dir, coll, folds, oof_max_configs):
+        out["oof" if split == "train" else split] += configs
+        out["total"] += configs
+        out["config_nodes"] += configs * nodes
     return out
 
 
@@ -237,6 +252,13 @@ def fixed_estimate(stage: str, configs: int, startup: float = 0.0, runs: int = 2
 
 
 # ---- the GNN probe ----------------------------------------------------------------------------
+class ProbeGraph(NamedTuple):
+    """A graph the probe scores: its configs and kept nodes."""
+
+    configs: int
+    nodes: int
+
+
 def spread(stems_by_size: Mapping[str, int], count: int) -> list[str]:
     """``count`` stems spread evenly over the size order (smallest and largest included)."""
     order = sorted(stems_by_size, key=lambda s: (stems_by_size[s], s))
@@ -263,10 +285,10 @@ def probe_features(features_dir: str | Path, out: str | Path, collections: Itera
                    graphs: int = PROBE_GRAPHS) -> dict[str, dict[str, int]]:
     """Write ``out``: a feature folder of links holding, per collection, its top-level files, one
     trainable train graph and up to ``graphs`` valid graphs with targets spread over sizes.
-    Returns ``{collection: {valid stem: configs}}`` of what it links (a collection without a
+    Returns ``{collection: {valid stem: ProbeGraph}}`` of what it links (a collection without a
     trainable train graph or a scorable valid graph is left out)."""
     src_root, out = Path(features_dir), Path(out)
-    linked: dict[str, dict[str, int]] = {}
+    linked: dict[str, dict[str, ProbeGraph]] = {}
     for coll in collections:
         src = src_root / coll.slug
         train = next((d for d in _graph_dirs(src_root, coll, "train") if _trainable(d)), None)
@@ -281,15 +303,23 @@ def probe_features(features_dir: str | Path, out: str | Path, collections: Itera
         _link(train, out / coll.slug / "graphs" / "train" / train.name)
         for stem in chosen:
             _link(valid[stem], out / coll.slug / "graphs" / "valid" / stem)
-        linked[coll.name] = {s: _rows(valid[s] / "config_index.npy") for s in chosen}
+        linked[coll.name] = {s: ProbeGraph(_rows(valid[s] / "config_index.npy"), nodes[s])
+                             for s in chosen}
     return linked
 
 
 @dataclass
 class ProbeResult:
-    """Prediction seconds per config of every probed collection, and the probe's own cost."""
+    """Prediction seconds per config-node of every probed collection, and the probe's own cost.
 
-    seconds_per_config: dict[str, float]  # collection -> seconds per config
+    The unit is a config times its graph's kept nodes: scoring a config is a pass over its
+    graph (a tile model joins the config at every node before message passing; a factorized
+    layout model's head runs over the configurable nodes and its trunk over the graph, both
+    growing with it), so a rate per config measured on small valid graphs under-estimates the
+    larger test and train graphs (kaggle-shaped sample, 45-minute run: 56 s planned per config,
+    133 s taken, 124 s per config-node; BENCHMARKS.md "A run planned to a time budget")."""
+
+    seconds_per_config_node: dict[str, float]  # collection -> seconds per config-node
     overhead: float  # the probe's wall seconds besides its evaluations (start, imports, loading)
     configs: dict[str, int]  # collection -> configs scored
 
@@ -297,28 +327,32 @@ class ProbeResult:
         return asdict(self)
 
 
-def read_probe(reports: Mapping[str, dict], linked: Mapping[str, Mapping[str, int]],
+def read_probe(reports: Mapping[str, dict], linked: Mapping[str, Mapping[str, ProbeGraph]],
                max_configs: int, wall: float) -> ProbeResult:
-    """Seconds per config from the probe's ``report.json`` per collection (``final_eval_seconds``
-    over the configs it scored: ``min(configs, max_configs)`` of each graph in ``per_graph``)."""
-    per_config, scored, evals = {}, {}, 0.0
+    """Seconds per config-node from the probe's ``report.json`` per collection
+    (``final_eval_seconds`` over the config-nodes it scored: ``min(configs, max_configs)`` of
+    each graph in ``per_graph`` times its nodes)."""
+    rate, scored, evals = {}, {}, 0.0
     for name, report in reports.items():
-        sizes = linked.get(name, {})
-        n = sum(min(sizes.get(s, 0), max_configs) for s in report.get("per_graph", {}))
+        graphs = [linked.get(name, {}).get(s) for s in report.get("per_graph", {})]
+        graphs = [g for g in graphs if g is not None]
+        configs = sum(min(g.configs, max_configs) for g in graphs)
+        config_nodes = sum(min(g.configs, max_configs) * max(g.nodes, 1) for g in graphs)
         seconds = float(report.get("final_eval_seconds") or 0.0)
-        if n > 0 and seconds > 0:
-            per_config[name], scored[name] = seconds / n, n
+        if config_nodes > 0 and seconds > 0:
+            rate[name], scored[name] = seconds / config_nodes, configs
             evals += seconds
-    return ProbeResult(per_config, max(0.0, wall - evals), scored)
+    return ProbeResult(rate, max(0.0, wall - evals), scored)
 
 
-def per_config_seconds(probe: ProbeResult, coll: Collection) -> float:
-    """The probe's seconds per config for ``coll``; a collection it could not score takes the
-    slowest one of its kind (tile or layout), else the slowest of all."""
-    if coll.name in probe.seconds_per_config:
-        return probe.seconds_per_config[coll.name]
-    kind = [v for k, v in probe.seconds_per_config.items() if k.startswith("tile") == coll.is_tile]
-    values = kind or list(probe.seconds_per_config.values())
+def config_node_seconds(probe: ProbeResult, coll: Collection) -> float:
+    """The probe's seconds per config-node for ``coll``; a collection it could not score takes
+    the slowest one of its kind (tile or layout), else the slowest of all."""
+    rates = probe.seconds_per_config_node
+    if coll.name in rates:
+        return rates[coll.name]
+    kind = [v for k, v in rates.items() if k.startswith("tile") == coll.is_tile]
+    values = kind or list(rates.values())
     if not values:
         raise ValueError(f"the GNN probe scored no collection; cannot estimate {coll.name}'s "
                          "prediction time")
@@ -327,16 +361,17 @@ def per_config_seconds(probe: ProbeResult, coll: Collection) -> float:
 
 def gnn_predict_estimate(features_dir: str | Path, collections: Iterable[Collection], folds: int,
                          oof_max_configs: int, probe: ProbeResult, start: float) -> tuple[float, str]:
-    """(seconds, basis) of one GNN predict stage: the configs it scores at the probe's speed per
-    collection, plus ``start`` (a predict process's start-up: the probe's, when stages run as
-    processes)."""
+    """(seconds, basis) of one GNN predict stage: the config-nodes it scores at the probe's speed
+    per collection, plus ``start`` (a predict process's start-up: the probe's, when stages run
+    as processes)."""
     seconds, configs = 0.0, 0
     for coll in collections:
-        n = gnn_predict_configs(features_dir, coll, folds, oof_max_configs)["total"]
-        seconds += n * per_config_seconds(probe, coll)
-        configs += n
+        work = gnn_predict_configs(features_dir, coll, folds, oof_max_configs)
+        seconds += work["config_nodes"] * config_node_seconds(probe, coll)
+        configs += work["total"]
     rate = configs / max(seconds, 1e-9)
-    return start + seconds, f"{configs:,} configs at the probe's {rate:,.0f} configs/s + {start:.0f} s start"
+    return start + seconds, (f"{configs:,} configs at the probe's speed per config-node "
+                             f"({rate:,.0f} configs/s here) + {start:.0f} s start")
 
 
 # ---- sharing the training time ----------------------------------------------------------------
@@ -357,5 +392,5 @@ def training_shares(seconds: float, models: Iterable[str], lgbm_share: float) ->
 __all__ = ["Plan", "StageRecord", "PLAN_FILE", "PROBE_DIR", "PROBE_GRAPHS", "PROBE_CONFIGS",
            "FIXED_COSTS", "TRAIN_OVERRUN", "MIN_SEED_SHARE", "graph_configs", "graph_nodes",
            "gnn_predict_configs", "run_configs", "fixed_estimate", "spread", "probe_features",
-           "ProbeResult", "read_probe", "per_config_seconds", "gnn_predict_estimate",
+           "ProbeGraph", "ProbeResult", "read_probe", "config_node_seconds", "gnn_predict_estimate",
            "training_shares", "utc", "clock"]

@@ -5,10 +5,12 @@ What it does, in order (every step recorded in ``WORK/plan/plan.json``, :mod:`en
 
 1. **Measure** what comes first: validate, features, the training-free models' predictions
    (the baseline) and the GNN probe (an untrained model of the run's configuration scores a few
-   valid graphs of each collection: prediction seconds per config on this machine and device).
-2. **Plan**: the GNN predict stage is the configs it will score at the probe's speed; LightGBM's
-   predict stage and the stages after training are short estimates (:data:`ensemble.plan.FIXED_COSTS`);
-   the models' training gets the rest, less a margin. The plan and the ETA are printed.
+   valid graphs of each collection: prediction seconds per config-node, a config times its
+   graph's kept nodes, on this machine and device).
+2. **Plan**: the GNN predict stage is the config-nodes it will score at the probe's speed;
+   LightGBM's predict stage and the stages after training are short estimates
+   (:data:`ensemble.plan.FIXED_COSTS`); the models' training gets the rest, less a margin. The
+   plan and the ETA are printed.
 3. **Train and predict**: LightGBM first, given at most ``--lgbm-share`` of the training time
    (``--time-budget``); it early-stops when its validation score stops improving, and what it
    leaves goes to the GNN, which gets everything left but the pending stages' plan. Every stage's
@@ -279,7 +281,7 @@ class PlannedRun:
 
     def run_probe(self) -> None:
         """Score a few valid graphs per collection with an untrained GNN of the run's
-        configuration (``models.gnn train --steps 0``, its own WORK): seconds per config."""
+        configuration (``models.gnn train --steps 0``, its own WORK): seconds per config-node."""
         root = Path(self.run.work) / P.PROBE_DIR
         shutil.rmtree(root, ignore_errors=True)
         linked = P.probe_features(self.features_dir, root / "features", self.collections())
@@ -299,8 +301,9 @@ class PlannedRun:
             if path.is_file():
                 reports[name] = json.loads(path.read_text())
         self.probe = P.read_probe(reports, linked, P.PROBE_CONFIGS, record.actual)
-        rates = ", ".join(f"{c} {1 / s:,.0f}" for c, s in self.probe.seconds_per_config.items())
-        record.basis = f"measured: configs/s {rates}"
+        rates = ", ".join(f"{c} {1e-6 / s:,.2f}"
+                          for c, s in self.probe.seconds_per_config_node.items())
+        record.basis = f"measured: million config-nodes/s {rates}"
         self.save()
 
     # -- 2. plan

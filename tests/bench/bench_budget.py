@@ -54,7 +54,9 @@ NOTES = ("oof final: the mean over the five collections of the blend's nested ou
          "stage's threads (all: the machine's cores; 1: `--threads 1`, two runs at once on the 2 "
          "cores). load: the "
          "machine's 1-minute load average at the run's start and end (2 cores; other jobs share "
-         "them).")
+         "them). estimate now: the run's first GNN predict stage estimated by the planner of the "
+         "artifact's commit from what the run measured before it planned (its probe, its feature "
+         "store), with the probe's start-up.")
 
 
 def stage_options(threads: int) -> dict[str, dict[str, Any]]:
@@ -127,7 +129,10 @@ def one_run(label: str, data: str, seed: int, name: str, args) -> dict[str, Any]
     done = work / "bench_row.json"
     if done.is_file() and name not in args.rerun:
         row = json.loads(done.read_text())
-        return reblend(row, work) if args.reblend else row
+        row = reblend(row, work) if args.reblend else row
+        if args.collect and row.get("budget_s"):
+            row = {**row, "predict_estimate_now": predict_estimate_now(row, work)}
+        return row
     if args.collect:
         print(f"not finished, left out: {work}", flush=True)
         return None
@@ -169,6 +174,41 @@ def reblend(row: dict[str, Any], work: Path) -> dict[str, Any]:
                "oof": oof_scores(work)}
         (work / "bench_row.json").write_text(json.dumps(row, indent=1))
     return row
+
+
+def predict_estimate_now(row: dict[str, Any], work: Path) -> dict[str, Any] | None:
+    """The first GNN predict stage of a finished budgeted run estimated again by this tree's
+    planner, from what the run measured before it planned (its probe's reports and wall time,
+    its feature store, its GNN's folds): how a change of the estimate would have planned that
+    run. None when the WORK no longer holds them."""
+    import glob
+
+    from ensemble import plan as P
+    from models.gnn.config import GnnConfig
+    from tpurank.collections import parse_collections
+    from tpurank.config import git_sha, load_run_config
+
+    stages = {s["name"]: s for s in (row.get("plan") or {}).get("stages", [])}
+    probe_dir, features = work / P.PROBE_DIR, work / "features"
+    if "gnn-probe" not in stages or "gnn-predict" not in stages or not probe_dir.is_dir():
+        return None
+    reports, linked, colls = {}, {}, parse_collections("all")
+    for coll in colls:
+        found = sorted(glob.glob(str(probe_dir / "models" / "gnn" / coll.slug / "seed*" / "report.json")))
+        if not found:
+            continue
+        reports[coll.name] = json.loads(Path(found[0]).read_text())
+        nodes = P.graph_nodes(probe_dir / "features", coll, "valid")
+        linked[coll.name] = {s: P.ProbeGraph(n, nodes[s]) for s, n in
+                             P.graph_configs(probe_dir / "features", coll, "valid").items()}
+    configs = sorted(glob.glob(str(work / "models" / "gnn" / "*" / "seed*" / "fold0" / "config.json")))
+    if not reports or not configs:
+        return None
+    cfg = load_run_config(GnnConfig, configs[0])
+    probe = P.read_probe(reports, linked, P.PROBE_CONFIGS, stages["gnn-probe"]["actual"])
+    seconds, basis = P.gnn_predict_estimate(features, colls, cfg.folds, cfg.oof_max_configs, probe,
+                                            start=probe.overhead)
+    return {"seconds": seconds, "basis": basis, "commit": git_sha()}
 
 
 def spread(values: list[float]) -> str:
@@ -216,9 +256,19 @@ def tables(rows: list[dict]) -> dict[str, dict]:
             stages.append({"label": r["label"], "seed": r["seed"], "run": r["run"], "stage": s["name"],
                            "planned s": round(s["planned"]), "given s": None if s["given"] is None else round(s["given"]),
                            "actual s": None if s["actual"] is None else round(s["actual"])})
+    predict = []
+    for r in rows:
+        now = r.get("predict_estimate_now")
+        stage = {s["name"]: s for s in (r.get("plan") or {}).get("stages", [])}.get("gnn-predict")
+        if now and stage and stage["actual"] is not None:
+            predict.append({"label": r["label"], "seed": r["seed"], "run": r["run"],
+                            "planned at the run s": round(stage["planned"]),
+                            "estimate now s": round(now["seconds"]), "actual s": round(stage["actual"]),
+                            "estimate now / actual": round(now["seconds"] / stage["actual"], 2)})
     return {"OOF final vs budget (mean ± sd over seeds)": {"rows": summary},
             "Per run": {"rows": per_run},
-            "Planned vs actual seconds per stage (budgeted runs)": {"rows": stages}}
+            "Planned vs actual seconds per stage (budgeted runs)": {"rows": stages},
+            "GNN predict: planned at the run, estimated now, actual": {"rows": predict}}
 
 
 def comma_list(text: str) -> list[str]:

@@ -16,11 +16,13 @@ def test_gnn_predict_configs_counts_what_the_predict_stage_scores(tmp_path: Path
     features = fake_features(tmp_path / "features")
     # K folds: test x K, every valid config, train graphs capped by the tabular rows (100) and
     # --oof-max-configs (120): 50 + 100 + 100
+    # config-nodes: each config times its graph's nodes (test 7, valid 5/10/15, train 10/11/12)
     assert P.gnn_predict_configs(features, LAYOUT, 3, 120) == {
-        "test": 3 * 2000, "valid": 120, "oof": 250, "total": 6370}
+        "test": 3 * 2000, "valid": 120, "oof": 250, "total": 6370,
+        "config_nodes": 3 * 2000 * 7 + 40 * (5 + 10 + 15) + 50 * 10 + 100 * 11 + 100 * 12}
     assert P.gnn_predict_configs(features, LAYOUT, 3, 60)["oof"] == 50 + 60 + 60
-    assert P.gnn_predict_configs(features, TILE, 0, 60) == {"test": 60, "valid": 120, "oof": 0,
-                                                           "total": 180}
+    assert P.gnn_predict_configs(features, TILE, 0, 60) == {
+        "test": 60, "valid": 120, "oof": 0, "total": 180, "config_nodes": 60 * 7 + 40 * 30}
     assert P.run_configs(features, [TILE]) == 450 + 120 + 60
 
 
@@ -34,7 +36,8 @@ def test_probe_features_links_a_few_valid_graphs_and_one_train_graph(tmp_path: P
     features = fake_features(tmp_path / "features")
     out = tmp_path / "probe"
     linked = P.probe_features(features, out, [TILE, LAYOUT], graphs=2)
-    assert linked == {"tile:xla": {"v0": 40, "v2": 40}, "layout:xla:random": {"v0": 40, "v2": 40}}
+    graphs = {"v0": P.ProbeGraph(40, 5), "v2": P.ProbeGraph(40, 15)}  # (configs, nodes)
+    assert linked == {"tile:xla": graphs, "layout:xla:random": graphs}
     assert sorted(p.name for p in (out / "tile-xla" / "graphs" / "valid").iterdir()) == ["v0", "v2"]
     assert [p.name for p in (out / "tile-xla" / "graphs" / "train").iterdir()] == ["t0"]
     assert (out / "tile-xla" / "build.json").is_symlink() and (out / "tile-xla" / "norm.npz").is_file()
@@ -50,23 +53,38 @@ def test_probe_leaves_out_a_collection_without_scorable_valid_graphs(tmp_path: P
 
 def test_read_probe_and_the_predict_estimate(tmp_path: Path, fake_features) -> None:
     features = fake_features(tmp_path / "features")
-    linked = {"tile:xla": {"v0": 40, "v2": 40}, "layout:xla:random": {"v0": 400, "v2": 40}}
-    reports = {"tile:xla": {"per_graph": {"v0": 1.0, "v2": 1.0}, "final_eval_seconds": 0.08},
+    linked = {"tile:xla": {"v0": P.ProbeGraph(40, 5), "v2": P.ProbeGraph(40, 15)},
+              "layout:xla:random": {"v0": P.ProbeGraph(400, 10), "v2": P.ProbeGraph(40, 10)}}
+    reports = {"tile:xla": {"per_graph": {"v0": 1.0, "v2": 1.0}, "final_eval_seconds": 0.8},
                "layout:xla:random": {"per_graph": {"v0": 0.1, "v2": 0.2}, "final_eval_seconds": 2.96}}
     probe = P.read_probe(reports, linked, 256, wall=20.0)
-    assert probe.seconds_per_config == pytest.approx({"tile:xla": 0.001, "layout:xla:random": 0.01})
-    assert probe.configs == {"tile:xla": 80, "layout:xla:random": 296}  # 400 capped at 256
-    assert probe.overhead == pytest.approx(20.0 - 3.04)
+    # tile: 0.8 s over 40 x 5 + 40 x 15 config-nodes; layout: 400 configs capped at 256
+    assert probe.seconds_per_config_node == pytest.approx({"tile:xla": 0.001, "layout:xla:random": 0.001})
+    assert probe.configs == {"tile:xla": 80, "layout:xla:random": 296}
+    assert probe.overhead == pytest.approx(20.0 - 3.76)
     seconds, basis = P.gnn_predict_estimate(features, [TILE, LAYOUT], 3, 0, probe, start=probe.overhead)
-    tile = P.gnn_predict_configs(features, TILE, 3, 0)["total"]
-    layout = P.gnn_predict_configs(features, LAYOUT, 3, 0)["total"]
-    assert seconds == pytest.approx(probe.overhead + 0.001 * tile + 0.01 * layout)
-    assert f"{tile + layout:,} configs" in basis
+    tile = P.gnn_predict_configs(features, TILE, 3, 0)
+    layout = P.gnn_predict_configs(features, LAYOUT, 3, 0)
+    assert seconds == pytest.approx(probe.overhead + 0.001 * (tile["config_nodes"] + layout["config_nodes"]))
+    assert f"{tile['total'] + layout['total']:,} configs" in basis
     # a collection the probe did not score takes the slowest of its kind
     one = P.ProbeResult({"tile:xla": 0.001}, 1.0, {"tile:xla": 80})
-    assert P.per_config_seconds(one, LAYOUT) == 0.001
+    assert P.config_node_seconds(one, LAYOUT) == 0.001
     with pytest.raises(ValueError, match="scored no collection"):
-        P.per_config_seconds(P.ProbeResult({}, 1.0, {}), LAYOUT)
+        P.config_node_seconds(P.ProbeResult({}, 1.0, {}), LAYOUT)
+
+
+def test_the_estimate_scales_with_the_graphs_it_predicts(tmp_path: Path, write_graph) -> None:
+    """Probed on small valid graphs, a collection whose test graphs are ten times larger is
+    estimated ten times slower per config (a rate per config would call them equal)."""
+    probe = P.ProbeResult({"layout:xla:random": 1e-5}, 0.0, {"layout:xla:random": 100})
+    times = {}
+    for nodes in (10, 100):
+        features = tmp_path / f"n{nodes}"
+        write_graph(features, LAYOUT, "valid", "v0", 100, 10)
+        write_graph(features, LAYOUT, "test", "x0", 1000, nodes, target=False)
+        times[nodes], _ = P.gnn_predict_estimate(features, [LAYOUT], 0, 0, probe, start=0.0)
+    assert times[100] - 100 * 10 * 1e-5 == pytest.approx(10 * (times[10] - 100 * 10 * 1e-5))
 
 
 def test_plan_records_round_trip_and_eta(tmp_path: Path) -> None:
