@@ -54,10 +54,13 @@ FIXED_COSTS: dict[str, tuple[float, float]] = {
     "real": (8.0, 0.0),
     "report": (8.0, 10.0),
 }
-#: a stage given ``--time-budget S`` takes longer by its start (imports, reading graphs or rows)
-#: and its last writes: until a run of it measured that, the probe's start-up and this share of
-#: its seconds are kept back from the budget it is passed
-TRAIN_OVERRUN = 0.05
+#: a train stage given ``--time-budget S`` takes longer by its start (imports, reading graphs or
+#: rows) and its last writes: the probe's start-up and this share of its seconds are kept back
+#: from the budget it is passed. The GNN's stage ended 6-12 s after its budget in all eight
+#: budgeted runs of BENCHMARKS.md ("A run planned to a time budget", 15 and 45 minutes), within
+#: the start-up kept back, so it keeps back 1 % more; LightGBM early-stopped before its limit in
+#: every run (its overrun at the limit is not measured) and keeps back 5 %.
+TRAIN_OVERRUN: dict[str, float] = {"gnn": 0.01, "lgbm": 0.05}
 #: a further GNN seed runs only when it can get at least this share of the first seed's training
 #: time (a much shorter seed would weaken the seed average it joins)
 MIN_SEED_SHARE = 0.75

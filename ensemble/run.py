@@ -378,9 +378,9 @@ class PlannedRun:
 
     def train_options(self, model: str, seconds: float) -> dict[str, Any]:
         """Options of a train stage planned to take ``seconds`` in all: ``--time-budget`` less
-        its start-up (:attr:`gnn_start`, and a share of the seconds for reading graphs or rows
-        and the last writes)."""
-        budget = seconds - self.gnn_start - P.TRAIN_OVERRUN * seconds
+        its start-up (:attr:`gnn_start`, and the model's share of the seconds for reading graphs
+        or rows and the last writes, :data:`ensemble.plan.TRAIN_OVERRUN`)."""
+        budget = seconds - self.gnn_start - P.TRAIN_OVERRUN[model] * seconds
         options: dict[str, Any] = {"time_budget": round(max(1.0, budget), 1)}
         if model == "gnn" and self.cfg.spend == "steps":
             options["patience"] = 0

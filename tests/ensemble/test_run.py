@@ -150,7 +150,10 @@ def test_what_early_stopping_leaves_buys_gnn_seeds(tmp_path: Path, fake_features
     second = run.plan.get("gnn-train@seed1")
     assert run.gnn_start == run.probe.overhead > 0
     assert second.given - second.options["time_budget"] == pytest.approx(
-        run.gnn_start + P.TRAIN_OVERRUN * second.given, abs=0.1)
+        run.gnn_start + P.TRAIN_OVERRUN["gnn"] * second.given, abs=0.1)
+    lgbm = run.plan.get("lgbm-train")
+    assert lgbm.given - lgbm.options["time_budget"] == pytest.approx(
+        run.gnn_start + P.TRAIN_OVERRUN["lgbm"] * lgbm.given, abs=0.1)
     assert fake.now <= 3000.0
     assert run.plan.get("gnn-predict@seed1").planned == pytest.approx(1.05 * 60.0)
 
