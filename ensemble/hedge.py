@@ -114,13 +114,25 @@ class PortfolioScorer:
         return np.array([[self.score(c, s) for s in stems] for c in options])
 
 
-def hedged_counts(values: Sequence[float], k: int = TILE_TOP_K) -> list[int]:
+def hedged_counts(values: Sequence[float], k: int = TILE_TOP_K, lead: int | None = None) -> list[int]:
     """The slots shared as equally as ``k`` allows; the remainder to the members with the highest
-    ``values`` (ties: the earlier). Two models: 3 to the better, 2 to the other."""
-    n = len(values)
-    counts = [k // n] * n
-    for m in np.argsort(-np.asarray(values, dtype=np.float64), kind="stable")[:k - sum(counts)]:
-        counts[int(m)] += 1
+    ``values`` (ties: the earlier). Two models: 3 to the better, 2 to the other. ``lead``: the
+    best member's slots instead (two models, ``lead=4``: 4 + 1), the rest shared so among the
+    others."""
+    order = [int(m) for m in np.argsort(-np.asarray(values, dtype=np.float64), kind="stable")]
+    if lead is None or len(order) == 1:
+        n = len(order)
+        counts = [k // n] * n
+        for m in order[:k - sum(counts)]:
+            counts[m] += 1
+        return counts
+    if not 0 < lead <= k:
+        raise ValueError(f"lead must be 1..{k} slots, got {lead}")
+    rest = hedged_counts([values[m] for m in order[1:]], k - lead)
+    counts = [0] * len(order)
+    counts[order[0]] = lead
+    for m, c in zip(order[1:], rest):
+        counts[m] = c
     return counts
 
 
@@ -149,10 +161,11 @@ class PortfolioFit:
 def hedge_portfolio(members: Sequence[Mapping[str, np.ndarray]], names: Sequence[str],
                     truth: Mapping[str, np.ndarray], criterion, share: int,
                     stems: Sequence[str] | None = None,
-                    scorer: PortfolioScorer | None = None) -> PortfolioFit:
+                    scorer: PortfolioScorer | None = None, lead: int | None = None) -> PortfolioFit:
     """The slots of the blend stage: the first ``share`` members (the models) share the five
     slots as equally as they go (:func:`hedged_counts`: two models 3 + 2), the odd slot to the
     model with the best ``criterion`` over ``stems`` alone; later members (the blend) get none.
+    ``lead``: that model's slots instead (the benchmark's 4 + 1).
 
     Nothing is searched, so there is nothing to overfit: on every kernel the answer holds each
     model's own best picks, and it scores at least what the better-placed model's top 3 scores.
@@ -163,7 +176,7 @@ def hedge_portfolio(members: Sequence[Mapping[str, np.ndarray]], names: Sequence
     scorer = scorer or PortfolioScorer(members, truth)
     alone = np.eye(len(members), dtype=np.int64)[:share] * TILE_TOP_K
     values = criterion.value(scorer.matrix(alone, stems))
-    counts = hedged_counts(values) + [0] * (len(members) - share)
+    counts = hedged_counts(values, lead=lead) + [0] * (len(members) - share)
     return PortfolioFit(list(names), counts, len(stems), criterion.describe(), rule="hedged",
                         options={n: float(v) for n, v in zip(names, values)})
 
@@ -245,13 +258,15 @@ def nested_portfolio(normed: Sequence[Mapping[str, np.ndarray]], names: Sequence
                      truth: Mapping[str, np.ndarray], fold_of: Mapping[str, int],
                      fold_weights: Mapping[str, Sequence[float]], criterion,
                      with_blend: bool = True, guard: bool = True,
-                     by_fold: bool = True, rule: str = "hedged") -> NestedPortfolio:
+                     by_fold: bool = True, rule: str = "hedged",
+                     lead: int | None = None) -> NestedPortfolio:
     """For every fold k: the blend member with the weights fitted without fold k
     (``fold_weights``, :class:`ensemble.oof.NestedBlend`'s), the slots fitted on the other folds'
     graphs, applied to fold k's graphs. ``with_blend`` False: the models alone are the members
     (the blend still orders the configs after the five). ``rule`` ``hedged``: the models share
-    the slots (:func:`hedge_portfolio`, the stage's rule); ``fitted``: :func:`fit_portfolio`,
-    whose guard's held-out evidence is by fold (``by_fold``) or by kernel."""
+    the slots (:func:`hedge_portfolio`, the stage's rule; ``lead``: the better model's slots);
+    ``fitted``: :func:`fit_portfolio`, whose guard's held-out evidence is by fold (``by_fold``)
+    or by kernel."""
     if rule not in ("hedged", "fitted"):
         raise ValueError(f"portfolio rule must be 'hedged' or 'fitted', got {rule!r}")
     stems = sorted(truth)
@@ -266,7 +281,8 @@ def nested_portfolio(normed: Sequence[Mapping[str, np.ndarray]], names: Sequence
         scored = [s for s in stems if fold_of[s] == k]
         labels = [*names, "blend"][:len(members)]
         if rule == "hedged":
-            fit = hedge_portfolio(members, labels, truth, criterion, len(names), stems=fit_on)
+            fit = hedge_portfolio(members, labels, truth, criterion, len(names), stems=fit_on,
+                                  lead=lead)
         else:
             fit = fit_portfolio(members, labels, truth, criterion, stems=fit_on,
                                 prefer=[*([0.0] * len(names)), 1.0] if with_blend else weights,

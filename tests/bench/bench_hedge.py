@@ -8,7 +8,7 @@ Per run (a WORK trained with ``--folds K``), on the tile OOF predictions of ever
   blend stage reports it), with the selection criterion of each ``--tail-weights`` value;
 * ``portfolio (hedged)``: the blend stage's rule, the five slots shared among the models (3 + 2),
   the odd slot to the model with the better criterion on the other folds
-  (:func:`ensemble.hedge.hedge_portfolio`);
+  (:func:`ensemble.hedge.hedge_portfolio`); ``hedged 4 + 1``: four slots to that model;
 * ``portfolio (fitted, ...)``: the rule before it, the slot split among gnn, lgbm and the average
   that maximises the criterion on the other folds (:func:`ensemble.hedge.fit_portfolio`), kept
   only where it beats the average alone on held-out folds (``guard by fold``) or held-out kernels
@@ -40,12 +40,14 @@ NOTES = ("worst 5%: the mean of the worst 5 % of kernels. \"≥ … in\": in how
          "shrinkage chosen on held-out folds.")
 
 
-#: (label, the average a member, rule, guard, guard held out by fold) of every portfolio compared
-VARIANTS = (("portfolio (hedged)", True, "hedged", True, True),
-            ("portfolio (fitted, guard by fold)", True, "fitted", True, True),
-            ("portfolio (fitted, guard by kernel)", True, "fitted", True, False),
-            ("portfolio (fitted, unguarded)", True, "fitted", False, True),
-            ("portfolio (fitted, models)", False, "fitted", True, True))
+#: (label, the average a member, rule, guard, guard held out by fold, the better model's slots)
+#: of every portfolio compared
+VARIANTS = (("portfolio (hedged)", True, "hedged", True, True, None),
+            ("portfolio (hedged 4 + 1)", True, "hedged", True, True, 4),
+            ("portfolio (fitted, guard by fold)", True, "fitted", True, True, None),
+            ("portfolio (fitted, guard by kernel)", True, "fitted", True, False, None),
+            ("portfolio (fitted, unguarded)", True, "fitted", False, True, None),
+            ("portfolio (fitted, models)", False, "fitted", True, True, None))
 
 
 def methods(inputs: oof_bench.OofInputs, tail_weights: list[float]) -> dict[str, dict]:
@@ -64,9 +66,10 @@ def methods(inputs: oof_bench.OofInputs, tail_weights: list[float]) -> dict[str,
         nested = nested_blend(coll, normed, truth, fold_of, defaults.grid_step, defaults.alphas,
                               scorer, crit)
         out["average" + tag] = summarise(per_graph(coll, nested.costs, truth))
-        for label, with_blend, rule, guard, by_fold in VARIANTS:
+        for label, with_blend, rule, guard, by_fold, lead in VARIANTS:
             port = nested_portfolio(normed, inputs.names, truth, fold_of, nested.weights, crit,
-                                    with_blend=with_blend, guard=guard, by_fold=by_fold, rule=rule)
+                                    with_blend=with_blend, guard=guard, by_fold=by_fold, rule=rule,
+                                    lead=lead)
             out[label + tag] = dict(summarise(per_graph(coll, port.costs, truth)),
                                     slots=" ".join("/".join(map(str, c)) for c in port.counts.values()))
     return out

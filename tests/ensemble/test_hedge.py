@@ -161,6 +161,11 @@ def test_hedged_slots_share_five_among_the_models_the_odd_one_to_the_better():
     assert hedged_counts([0.9, 0.95]) == [2, 3] and hedged_counts([0.9, 0.9]) == [3, 2]
     assert hedged_counts([0.1, 0.3, 0.2]) == [1, 2, 2] and hedged_counts([1.0]) == [5]
     assert hedged_counts([0.5] * 6) == [1, 1, 1, 1, 1, 0]
+    # the better model's slots given (the benchmark's 4 + 1); the others share the rest
+    assert hedged_counts([0.9, 0.95], lead=4) == [1, 4] and hedged_counts([0.9, 0.9], lead=4) == [4, 1]
+    assert hedged_counts([0.1, 0.3, 0.2], lead=3) == [1, 3, 1] and hedged_counts([1.0], lead=4) == [5]
+    with pytest.raises(ValueError, match="lead"):
+        hedged_counts([0.1, 0.2], lead=6)
     truth, a, b = _kernels(20)  # 'a' is blind on every fifth kernel, 'b' never: by the tail b is better
     members = [a, b, blend_costs([a, b], [0.5, 0.5], sorted(truth))]
     fit = hedge_portfolio(members, ["a", "b", "blend"], truth, Criterion(1.0, 0.2), 2)
