@@ -21,8 +21,8 @@ Per collection:
      message naming it: the blend never switches protocol on its own;
 3. the test costs are the weighted sums; the submission holds every test graph of the data root.
    With ``--tile-top5 portfolio`` (the default) a tile kernel's five submitted configs are
-   shared among the models, 3 + 2 for two, the odd slot to the model with the better criterion
-   on the same graphs (nested the same way; :mod:`ensemble.hedge`).
+   shared among the models: one for each model (its top pick), the rest to the model with the
+   better criterion on the same graphs, 4 + 1 for two (nested the same way; :mod:`ensemble.hedge`).
 
 Guarding against overfitting few graphs: weights are searched on a coarse simplex grid (step
 ``--grid-step``, 0.1 by default) and then shrunk toward an *anchor*,

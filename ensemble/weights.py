@@ -116,7 +116,7 @@ class BlendConfig(StageConfig):
     tail_weight: float = 0.0  # layout: the selection criterion of weights and shrinkage is (1 - w) x mean + w x mean of the worst --tail-fraction of graphs (0 = the mean; chosen out of fold, BENCHMARKS.md)
     tile_tail_weight: float = 0.5  # the same w for tile, whose score is unbounded below (chosen out of fold, BENCHMARKS.md)
     tail_fraction: float = 0.1  # share of a collection's graphs that the criterion's tail term (and the shrinkage anchor) averages, at least one
-    tile_top5: str = "portfolio"  # tile top 5: portfolio (the five slots shared among the models, 3 + 2 for two, the odd one to the better out of fold; ensemble.hedge, chosen out of fold, BENCHMARKS.md) | blend (the weighted average's)
+    tile_top5: str = "portfolio"  # tile top 5: portfolio (one of the five slots for each model, the rest to the better out of fold: 4 + 1 for two; ensemble.hedge, chosen out of fold, BENCHMARKS.md) | blend (the weighted average's)
 
     PRESETS = {"quick": {}, "full": {}}
 

@@ -6,9 +6,9 @@ Per run (a WORK trained with ``--folds K``), on the tile OOF predictions of ever
 * ``gnn``, ``lgbm``: each model's own OOF ranking (nothing fitted);
 * ``average``: the weighted-average blend, weights fitted on the other folds (nested, as the
   blend stage reports it), with the selection criterion of each ``--tail-weights`` value;
-* ``portfolio (hedged)``: the blend stage's rule, the five slots shared among the models (3 + 2),
-  the odd slot to the model with the better criterion on the other folds
-  (:func:`ensemble.hedge.hedge_portfolio`); ``hedged 4 + 1``: four slots to that model;
+* ``portfolio (hedged)``: the blend stage's rule, one of the five slots for each model and the
+  rest to the model with the better criterion on the other folds (4 + 1;
+  :func:`ensemble.hedge.hedge_portfolio`); ``hedged 3 + 2``: three to that model (the rule before);
 * ``portfolio (fitted, ...)``: the rule before it, the slot split among gnn, lgbm and the average
   that maximises the criterion on the other folds (:func:`ensemble.hedge.fit_portfolio`), kept
   only where it beats the average alone on held-out folds (``guard by fold``) or held-out kernels
@@ -43,7 +43,7 @@ NOTES = ("worst 5%: the mean of the worst 5 % of kernels. \"≥ … in\": in how
 #: (label, the average a member, rule, guard, guard held out by fold, the better model's slots)
 #: of every portfolio compared
 VARIANTS = (("portfolio (hedged)", True, "hedged", True, True, None),
-            ("portfolio (hedged 4 + 1)", True, "hedged", True, True, 4),
+            ("portfolio (hedged 3 + 2)", True, "hedged", True, True, 3),
             ("portfolio (fitted, guard by fold)", True, "fitted", True, True, None),
             ("portfolio (fitted, guard by kernel)", True, "fitted", True, False, None),
             ("portfolio (fitted, unguarded)", True, "fitted", False, True, None),

@@ -157,23 +157,23 @@ def test_the_guard_held_out_by_fold_keeps_the_blend_when_one_fold_does_not_repay
     assert by_fold.loo == pytest.approx((0.85 + 1.0 + 1.0) / 3)
 
 
-def test_hedged_slots_share_five_among_the_models_the_odd_one_to_the_better():
-    assert hedged_counts([0.9, 0.95]) == [2, 3] and hedged_counts([0.9, 0.9]) == [3, 2]
-    assert hedged_counts([0.1, 0.3, 0.2]) == [1, 2, 2] and hedged_counts([1.0]) == [5]
+def test_hedged_slots_one_per_model_the_rest_to_the_better():
+    assert hedged_counts([0.9, 0.95]) == [1, 4] and hedged_counts([0.9, 0.9]) == [4, 1]
+    assert hedged_counts([0.1, 0.3, 0.2]) == [1, 3, 1] and hedged_counts([1.0]) == [5]
     assert hedged_counts([0.5] * 6) == [1, 1, 1, 1, 1, 0]
-    # the better model's slots given (the benchmark's 4 + 1); the others share the rest
-    assert hedged_counts([0.9, 0.95], lead=4) == [1, 4] and hedged_counts([0.9, 0.9], lead=4) == [4, 1]
-    assert hedged_counts([0.1, 0.3, 0.2], lead=3) == [1, 3, 1] and hedged_counts([1.0], lead=4) == [5]
+    # the better model's slots given, the others share the rest (the benchmark's 3 + 2)
+    assert hedged_counts([0.9, 0.95], lead=3) == [2, 3] and hedged_counts([0.9, 0.9], lead=3) == [3, 2]
+    assert hedged_counts([0.1, 0.3, 0.2], lead=2) == [1, 2, 2] and hedged_counts([1.0], lead=3) == [5]
     with pytest.raises(ValueError, match="lead"):
         hedged_counts([0.1, 0.2], lead=6)
     truth, a, b = _kernels(20)  # 'a' is blind on every fifth kernel, 'b' never: by the tail b is better
     members = [a, b, blend_costs([a, b], [0.5, 0.5], sorted(truth))]
     fit = hedge_portfolio(members, ["a", "b", "blend"], truth, Criterion(1.0, 0.2), 2)
-    assert fit.counts == [2, 3, 0] and fit.rule == "hedged" and fit.options["b"] > fit.options["a"]
-    # each model's picks are in the answer: at least as good as the better-placed model's top 3
+    assert fit.counts == [1, 4, 0] and fit.rule == "hedged" and fit.options["b"] > fit.options["a"]
+    # each model's picks are in the answer: at least the better model's top 4 and the other's top 1
     scorer = PortfolioScorer(members, truth)
     for stem in truth:
-        assert scorer.score(fit.counts, stem) >= scorer.score([0, 3, 0], stem) - 1e-12
-        assert scorer.score(fit.counts, stem) >= scorer.score([2, 0, 0], stem) - 1e-12
+        assert scorer.score(fit.counts, stem) >= scorer.score([0, 4, 0], stem) - 1e-12
+        assert scorer.score(fit.counts, stem) >= scorer.score([1, 0, 0], stem) - 1e-12
     with pytest.raises(ValueError, match="portfolio rule"):
         nested_portfolio([a, b], ["a", "b"], truth, {s: 0 for s in truth}, {}, Criterion(), rule="x")
