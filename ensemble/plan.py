@@ -208,9 +208,9 @@ def _capped(n: int, *caps: int) -> int:
 
 
 def _predict_passes(features_dir: str | Path, coll: Collection, folds: int,
-                   oof_max_configs: int) -> Iterable[tuple[str, int, int]]:
-    """``(split, configs scored, kept nodes)`` of every graph pass of one GNN predict stage for
-    ``coll`` (``models.gnn.folds``): with K >= 2 folds each test graph K times (every fold model),
+                   oof_max_configs: int) -> Iterable[tuple[str, int, int, int]]:
+    """``(split, configs scored, kept nodes, passes)`` of every graph of one GNN predict stage
+    for ``coll`` (``models.gnn.folds``): with K >= 2 folds each test graph K times (every fold model),
     each valid graph once (out of fold) and each train graph once on its out-of-fold configs (its
     tabular rows, at most ``oof_max_configs``); without folds the valid and test graphs once."""
     splits = [("test", folds if folds >= 2 else 1), ("valid", 1)]
@@ -220,9 +220,7 @@ def _predict_passes(features_dir: str | Path, coll: Collection, folds: int,
     for split, times in splits:
         nodes = graph_nodes(features_dir, coll, split)
         for stem, n in graph_configs(features_dir, coll, split).items():
-            scored = _capped(n, cap, oof_max_configs) if split == "train" else n
-            for _ in range(times):
-                yield split, scored, nodes[stem]
+            yield split, _capped(n, cap, oof_max_configs) if split == "train" else n, nodes[stem], times
 
 
 def gnn_predict_configs(features_dir: str | Path, coll: Collection, folds: int,
@@ -231,10 +229,10 @@ def gnn_predict_configs(features_dir: str | Path, coll: Collection, folds: int,
     graphs'), their ``total`` and ``config_nodes``: the sum over those configs of their graph's
     kept nodes, the workload :func:`gnn_predict_estimate` times (:func:`_predict_passes`)."""
     out = {"test": 0, "valid": 0, "oof": 0, "total": 0, "config_nodes": 0}
-    for split, configs, nodes in _predict_passes(features_dir, coll, folds, oof_max_configs):
-        out["oof" if split == "train" else split] += configs
-        out["total"] += configs
-        out["config_nodes"] += configs * nodes
+    for split, configs, nodes, times in _predict_passes(features_dir, coll, folds, oof_max_configs):
+        out["oof" if split == "train" else split] += configs * times
+        out["total"] += configs * times
+        out["config_nodes"] += configs * nodes * times
     return out
 
 
@@ -285,7 +283,7 @@ def _link(src: Path, dst: Path) -> None:
 
 
 def probe_features(features_dir: str | Path, out: str | Path, collections: Iterable[Collection],
-                   graphs: int = PROBE_GRAPHS) -> dict[str, dict[str, int]]:
+                   graphs: int = PROBE_GRAPHS) -> dict[str, dict[str, ProbeGraph]]:
     """Write ``out``: a feature folder of links holding, per collection, its top-level files, one
     trainable train graph and up to ``graphs`` valid graphs with targets spread over sizes.
     Returns ``{collection: {valid stem: ProbeGraph}}`` of what it links (a collection without a
@@ -320,7 +318,7 @@ class ProbeResult:
     layout model's head runs over the configurable nodes and its trunk over the graph, both
     growing with it), so a rate per config measured on small valid graphs under-estimates the
     larger test and train graphs (kaggle-shaped sample, 45-minute run: 56 s planned per config,
-    133 s taken, 124 s per config-node; BENCHMARKS.md "A run planned to a time budget")."""
+    133 s taken, 125 s per config-node; BENCHMARKS.md "A run planned to a time budget")."""
 
     seconds_per_config_node: dict[str, float]  # collection -> seconds per config-node
     overhead: float  # the probe's wall seconds besides its evaluations (start, imports, loading)
