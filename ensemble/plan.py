@@ -101,6 +101,7 @@ class Plan:
     stages: list[StageRecord] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     elapsed: float | None = None  # the whole run's wall seconds, once it ended
+    gnn_seeds: int = 1  # GNN seeds the training time was split into (ensemble.run --spend seeds)
 
     def get(self, name: str) -> StageRecord | None:
         return next((s for s in self.stages if s.name == name), None)
@@ -159,6 +160,7 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         return {"budget": self.budget, "started_at": self.started_at, "started": utc(self.started_at),
                 "elapsed": self.elapsed, "totals": self.totals(), "notes": self.notes,
+                "gnn_seeds": self.gnn_seeds,
                 "stages": [asdict(s) for s in self.stages]}
 
     def save(self, path: str | Path) -> None:
@@ -168,7 +170,7 @@ class Plan:
     def load(cls, path: str | Path) -> "Plan":
         data = json.loads(Path(path).read_text())
         return cls(budget=data["budget"], started_at=data["started_at"], notes=data.get("notes", []),
-                   elapsed=data.get("elapsed"),
+                   elapsed=data.get("elapsed"), gnn_seeds=data.get("gnn_seeds", 1),
                    stages=[StageRecord(**s) for s in data["stages"]])
 
 
