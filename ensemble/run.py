@@ -419,9 +419,8 @@ class PlannedRun:
         as many as each still get the preset's training time of one seed (its ``--time-budget``,
         what its shape and schedule were tuned to; the quick preset 900 s), up to
         ``--max-seeds``, each further seed's predict stage and the blend's larger read kept back.
-        Measured (BENCHMARKS.md "A run planned to a time budget"): on every data set two quick GNN
-        seeds averaged score at least the quick run's blend, where one seed trained twice as
-        long loses to it on the kaggle-shaped sample (it overfits its 10-graph collection)."""
+        Why seeds rather than one seed's longer training: BENCHMARKS.md, "A run planned to a time
+        budget" (the 45-minute runs with one GNN seed and with two)."""
         per_seed = self.stage_config("gnn-train").time_budget
         predict = self.plan.get("gnn-predict").planned * 1.05
         count = 1

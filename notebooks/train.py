@@ -24,10 +24,9 @@
 #
 # `BUDGET` (seconds) plans the whole run to that time, as `make run BUDGET=...`: validate and the
 # features are measured, the plan and its ETA are printed, the models train and predict within it
-# (further GNN seeds when early stopping leaves time; the quick preset's GNN does not early-stop,
-# it spends its whole share), and the last cell blends and writes the report with planned vs
-# actual times. `"auto"`: 8 h on Kaggle (a session lasts 9–12 h), none
-# elsewhere (each stage's own time limits).
+# (the GNN's time split into seeds of the preset's training time each, up to three), and the
+# last cell blends and writes the report with planned vs actual times. `"auto"`: 8 h on Kaggle
+# (a session lasts 9–12 h), none elsewhere (each stage's own time limits).
 
 # %% tags=["parameters"]
 DATA = None  # data root (Kaggle layout); None: Kaggle input, else the generated sample

@@ -15,6 +15,9 @@ stage's planned, given and actual seconds (how good the estimates are).
         --variants seeds,steps --quick [--threads 0] [--work-root work/bench-budget] \\
         [--out benchmarks/budget.json]
 
+``--collect --earlier TAG=ROOT`` adds the rows of runs finished under another root by earlier
+code (e.g. before a change of the plan), named ``<run> (TAG)``, beside today's.
+
 ``--collect --reblend`` first reruns the blend stage of every finished run with the current code
 (a change of the blend measured on the models those runs trained; the row keeps the commit the
 run started from and adds the blend's, ``blend_commit``, and its earlier scores, ``oof_at_run``).
@@ -211,6 +214,18 @@ def predict_estimate_now(row: dict[str, Any], work: Path) -> dict[str, Any] | No
     return {"seconds": seconds, "basis": basis, "commit": git_sha()}
 
 
+def earlier_rows(label: str, seed: int, name: str, earlier: list[str]) -> list[dict[str, Any]]:
+    """``--earlier TAG=ROOT``: the run ``name`` of ``label`` and ``seed`` finished under each ROOT
+    (earlier code: its row's commit says which), renamed ``<name> (TAG)``."""
+    rows = []
+    for spec in earlier:
+        tag, root = spec.split("=", 1)
+        done = Path(root) / f"{label}-s{seed}-{name}" / "bench_row.json"
+        if name != "quick" and done.is_file():
+            rows.append({**json.loads(done.read_text()), "run": f"{name} ({tag})"})
+    return rows
+
+
 def spread(values: list[float]) -> str:
     import statistics
 
@@ -294,6 +309,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reblend", action="store_true",
                    help="with --collect: rerun each finished run's blend stage with this tree's code first "
                         "(models, wall time and plan stay the run's; the row records both commits)")
+    p.add_argument("--earlier", action="append", default=[], metavar="TAG=ROOT",
+                   help="with --collect: also the budgeted runs finished under ROOT by earlier code, "
+                        "as they are (not reblended), named '<run> (TAG)' (repeat)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "budget.json"))
     args = p.parse_args(argv)
     args.rerun = set(comma_list(args.rerun))
@@ -308,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
                 if row is None:
                     continue
                 rows.append(row)
+                rows += earlier_rows(label, seed, name, args.earlier)
                 out = {**bench_metadata("python tests/bench/bench_budget.py " + " ".join(argv or sys.argv[1:])),
                        "tables": tables(rows), "notes": NOTES, "raw": rows}
                 Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
