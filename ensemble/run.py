@@ -430,6 +430,10 @@ class PlannedRun:
                     for s in self.finish_stages())
         first = (seconds - (count - 1) * predict - extra) / count if count > 1 else seconds
         self.plan.gnn_seeds = count
+        for seed in range(self.run.seed + 1, self.run.seed + count):  # in the plan, so in the ETA
+            basis = f"the GNN's time split into {count} seeds"
+            self.plan.add(P.StageRecord(f"gnn-train@seed{seed}", first, basis), before=self.finish_stages()[0])
+            self.plan.add(P.StageRecord(f"gnn-predict@seed{seed}", predict, basis), before=self.finish_stages()[0])
         self.plan.notes.append(
             f"GNN seeds: {count} planned, {first:,.0f} s of training each "
             f"({seconds:,.0f} s for the GNN; one seed of the preset trains {per_seed:,.0f} s)"
@@ -453,6 +457,8 @@ class PlannedRun:
             available = (self.usable() - reserve - to_come * predict) / to_come
             needed = P.MIN_SEED_SHARE * first_train.actual
             if available < needed:
+                # a planned seed that no longer fits leaves the plan (and the ETA)
+                self.plan.stages = [r for r in self.plan.stages if r.done or "@seed" not in r.name]
                 self.plan.notes.append(f"no GNN seed {seed}: {max(available, 0):,.0f} s of training "
                                        f"time left, a seed needs {needed:,.0f} s "
                                        f"({P.MIN_SEED_SHARE:.0%} of the first seed's {first_train.actual:,.0f} s)")

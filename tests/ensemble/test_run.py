@@ -155,7 +155,8 @@ def test_what_early_stopping_leaves_buys_gnn_seeds(tmp_path: Path, fake_features
     assert lgbm.given - lgbm.options["time_budget"] == pytest.approx(
         run.gnn_start + P.TRAIN_OVERRUN["lgbm"] * lgbm.given, abs=0.1)
     assert fake.now <= 3000.0
-    assert run.plan.get("gnn-predict@seed1").planned == pytest.approx(1.05 * 60.0)
+    # planned from the probe when the time was split; given from the first seed's predict stage
+    assert run.plan.get("gnn-predict@seed1").given == pytest.approx(1.05 * 60.0)
 
 
 def test_a_share_of_several_seeds_is_split_into_seeds(tmp_path: Path, fake_features) -> None:
@@ -171,6 +172,10 @@ def test_a_share_of_several_seeds_is_split_into_seeds(tmp_path: Path, fake_featu
     assert json.loads((tmp_path / "work" / P.PLAN_FILE).read_text())["gnn_seeds"] == 2
     assert P.Plan.load(tmp_path / "work" / P.PLAN_FILE).gnn_seeds == 2
     assert 4000.0 * 0.9 <= fake.now <= 4000.0
+    # planned when the GNN's time was split, so the ETA after the first seed holds the second
+    assert second.planned == pytest.approx(first.given) and not run.plan.pending()
+    eta = next(line for line in log if line.startswith("[plan] gnn-predict:")).rsplit(" ", 1)[-1]
+    assert eta >= P.clock(run.plan.started_at + run.plan.get("gnn-predict@seed1").start)
 
 
 def test_seeds_stop_when_the_next_would_not_fit(tmp_path: Path, fake_features) -> None:
