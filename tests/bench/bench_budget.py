@@ -323,10 +323,9 @@ def main(argv: list[str] | None = None) -> int:
         for seed in (int(s) for s in comma_list(args.seeds)):
             for name in names:
                 row = one_run(label, path, seed, name, args)
-                if row is None:
+                rows += ([row] if row is not None else []) + earlier_rows(label, seed, name, args.earlier)
+                if not rows:
                     continue
-                rows.append(row)
-                rows += earlier_rows(label, seed, name, args.earlier)
                 out = {**bench_metadata("python tests/bench/bench_budget.py " + " ".join(argv or sys.argv[1:])),
                        "tables": tables(rows), "notes": NOTES, "raw": rows}
                 Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
