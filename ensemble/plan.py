@@ -61,6 +61,8 @@ FIXED_COSTS: dict[str, tuple[float, float]] = {
 #: the start-up kept back, so it keeps back 1 % more; LightGBM early-stopped before its limit in
 #: every run (its overrun at the limit is not measured) and keeps back 5 %.
 TRAIN_OVERRUN: dict[str, float] = {"gnn": 0.01, "lgbm": 0.05}
+#: a further GNN seed's predict stage is planned at the first seed's (or its estimate) times this
+SEED_PREDICT_MARGIN = 1.05
 #: a further GNN seed runs only when it can get at least this share of the first seed's training
 #: time (a much shorter seed would weaken the seed average it joins)
 MIN_SEED_SHARE = 0.75
@@ -393,7 +395,7 @@ def training_shares(seconds: float, models: Iterable[str], lgbm_share: float) ->
 
 
 __all__ = ["Plan", "StageRecord", "PLAN_FILE", "PROBE_DIR", "PROBE_GRAPHS", "PROBE_CONFIGS",
-           "FIXED_COSTS", "TRAIN_OVERRUN", "MIN_SEED_SHARE", "graph_configs", "graph_nodes",
+           "FIXED_COSTS", "TRAIN_OVERRUN", "MIN_SEED_SHARE", "SEED_PREDICT_MARGIN", "graph_configs", "graph_nodes",
            "gnn_predict_configs", "run_configs", "fixed_estimate", "spread", "probe_features",
            "ProbeGraph", "ProbeResult", "read_probe", "config_node_seconds", "gnn_predict_estimate",
            "training_shares", "utc", "clock"]

@@ -356,7 +356,7 @@ class PlannedRun:
         for record in later[len(self.trained):]:
             self.plan.add(record)
         if "gnn" in self.trained and self.cfg.spend == "seeds" and self.cfg.max_seeds > 1:
-            per_seed = self.stage_config("gnn-train").time_budget
+            per_seed = self.seed_seconds()
             self.plan.notes.append(
                 f"GNN seeds: up to {self.cfg.max_seeds}. When LightGBM has trained, the GNN's time is "
                 f"split into as many seeds as each get the preset's {per_seed:,.0f} s of one seed; "
@@ -414,6 +414,10 @@ class PlannedRun:
         self.phase = "trained"
         self.save()
 
+    def seed_seconds(self) -> float:
+        """The training time of one GNN seed in its preset (its ``--time-budget``; 0: none)."""
+        return self.stage_config("gnn-train").time_budget
+
     def split_seeds(self, seconds: float) -> float:
         """The first GNN seed's seconds when the GNN's share of ``seconds`` is split into seeds:
         as many as each still get the preset's training time of one seed (its ``--time-budget``,
@@ -421,19 +425,19 @@ class PlannedRun:
         ``--max-seeds``, each further seed's predict stage and the blend's larger read kept back.
         Why seeds rather than one seed's longer training: BENCHMARKS.md, "A run planned to a time
         budget" (the 45-minute runs with one GNN seed and with two)."""
-        per_seed = self.stage_config("gnn-train").time_budget
-        predict = self.plan.get("gnn-predict").planned * 1.05
+        per_seed = self.seed_seconds()
+        predict = self.plan.get("gnn-predict").planned * P.SEED_PREDICT_MARGIN
         count = 1
         if per_seed > 0:
             count = int(min(self.cfg.max_seeds, max(1, (seconds + predict) // (per_seed + predict))))
         extra = sum(self.finish_estimate(s, count)[0] - self.finish_estimate(s, 1)[0]
                     for s in self.finish_stages())
-        first = (seconds - (count - 1) * predict - extra) / count if count > 1 else seconds
+        first = (seconds - (count - 1) * predict - extra) / count
         self.plan.gnn_seeds = count
+        basis, after = f"the GNN's time split into {count} seeds", self.finish_stages()[0]
         for seed in range(self.run.seed + 1, self.run.seed + count):  # in the plan, so in the ETA
-            basis = f"the GNN's time split into {count} seeds"
-            self.plan.add(P.StageRecord(f"gnn-train@seed{seed}", first, basis), before=self.finish_stages()[0])
-            self.plan.add(P.StageRecord(f"gnn-predict@seed{seed}", predict, basis), before=self.finish_stages()[0])
+            self.plan.add(P.StageRecord(f"gnn-train@seed{seed}", first, basis), before=after)
+            self.plan.add(P.StageRecord(f"gnn-predict@seed{seed}", predict, basis), before=after)
         self.plan.notes.append(
             f"GNN seeds: {count} planned, {first:,.0f} s of training each "
             f"({seconds:,.0f} s for the GNN; one seed of the preset trains {per_seed:,.0f} s)"
@@ -449,7 +453,7 @@ class PlannedRun:
         first_train, first_predict = self.plan.get("gnn-train"), self.plan.get("gnn-predict")
         while len(self.seeds) < self.cfg.max_seeds:
             seed = max(self.seeds) + 1
-            predict = first_predict.actual * 1.05
+            predict = first_predict.actual * P.SEED_PREDICT_MARGIN
             to_come = max(1, self.plan.gnn_seeds - len(self.seeds))  # this seed and the planned after it
             # the stages after training, with every GNN run to come blended
             runs = len(self.seeds) + to_come
@@ -470,7 +474,8 @@ class PlannedRun:
             self.stage(f"gnn-train@seed{seed}", "gnn-train", run, planned=available,
                        basis="the training time left (seeds)", options=options, before=after)
             self.stage(f"gnn-predict@seed{seed}", "gnn-predict", run, planned=predict,
-                       basis=f"the first seed's predict stage ({first_predict.actual:,.0f} s) + 5 %",
+                       basis=f"the first seed's predict stage ({first_predict.actual:,.0f} s) "
+                             f"x {P.SEED_PREDICT_MARGIN:g}",
                        before=after)
             self.seeds.append(seed)
 
