@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from tpurank.collections import Collection
 from tpurank.config import StageConfig
@@ -55,6 +55,7 @@ class GnnConfig(StageConfig):
     amp: bool = True  # mixed precision (CUDA only)
     eval_every: int = 50  # validation scoring (early stopping, best checkpoint) every this many steps
     patience: int = 4  # evaluations without improvement before stopping (0 = never)
+    keep: Literal["best", "last"] = "best"  # weights a model keeps as best.pt: its best validation score's, or its last
     val_max_configs: int = 256  # configs per valid graph scored during training (0 = all)
     final_val_max_configs: int = 0  # configs per valid graph in the report after training (0 = all): bounds that evaluation's time whatever the config count
     max_train_graphs: int = 0  # 0 = all
@@ -99,7 +100,7 @@ class GnnConfig(StageConfig):
                   "time_budget": 900.0, "eval_every": 50, "patience": 0, "val_max_configs": 128,
                   "predict_batch": 64, "threads": 0, "warmup_steps": 20, "lr": 3e-3,
                   "node_budget": 200000, "folds": 3, "tile_budget_weight": 0.5,
-                  "oof_max_configs": 500, "final_val_max_configs": 500},
+                  "oof_max_configs": 500, "final_val_max_configs": 500, "keep": "last"},
         # full: one T4 (16 GB): node_budget bounds a step's activations under the measured memory
         # model (benchmarks/gnn_memory.json); 3,000 s of training at most, so that the whole
         # Kaggle session stays under 3 h (the projection in BENCHMARKS.md, factorized model); OOF

@@ -404,7 +404,7 @@ def _evaluate_and_save(tr: Trainer, collection: Collection, valid: list[Processe
                        "seconds": elapsed})
     bar.set_postfix(loss=f"{tr.history[-1]['loss']:.4f}", valid=f"{score:.4f}")
     if tr.ctx.is_main:
-        if improved:
+        if improved or cfg.keep == "last":
             save_checkpoint(out / "best.pt", {"model": tr.model.state_dict(),
                                               "model_args": tr.args.to_dict(), "step": step})
         save_checkpoint(out / "last.pt", tr.state(step))
@@ -421,7 +421,8 @@ def _final_report(tr: Trainer, collection: Collection, valid: list[ProcessedGrap
     report = evaluate(model, collection, valid, cfg, TensorCache(tr.device),
                       max_configs=cfg.final_val_max_configs)
     elapsed = loop.seconds
-    report.update({"seed": cfg.seed, "best_step": tr.stopper.best_step, "train_seconds": elapsed,
+    report.update({"seed": cfg.seed, "best_step": tr.stopper.best_step, "keep": cfg.keep,
+                   "train_seconds": elapsed,
                    "final_eval_seconds": time.monotonic() - t_eval, "last_step": loop.last_step,
                    "stopped_by": loop.stopped_by, "world_size": tr.ctx.world_size,
                    "train_configs_per_s": loop.configs / elapsed if elapsed > 0 else float("nan"),

@@ -171,6 +171,20 @@ def test_time_budget_stops_cleanly_and_a_rerun_does_not_train_more(tmp_path, toy
     assert again["last_step"] == report["last_step"] and again["score"] == report["score"]
 
 
+@pytest.mark.parametrize("keep", ["best", "last"])
+def test_keep_chooses_the_weights_saved_as_best(tmp_path, toy_features, keep):
+    coll = get_collection("tile:xla")
+    cfg = _cfg(tmp_path, toy_features, keep=keep)
+    report = train_collection(cfg, coll)
+    best = load_checkpoint(cfg.model_dir(coll) / "best.pt")
+    last = load_checkpoint(cfg.model_dir(coll) / "last.pt")
+    assert report["keep"] == keep
+    assert best["step"] == (last["step"] if keep == "last" else report["best_step"])
+    if keep == "last":
+        for key in last["model"]:
+            assert torch.equal(best["model"][key], last["model"][key]), key
+
+
 def test_node_budget_bounds_configs_per_step():
     cfg = dataclasses.replace(GnnConfig(), configs_per_step=64, node_budget=100_000,
                               min_configs_per_step=8, arch="copy")
