@@ -89,9 +89,10 @@ class GnnConfig(StageConfig):
         # quick: bounded by time, not steps (issue 11): 900 s of GNN training for all selected
         # collections and their 3 CV folds (issue 12; the LightGBM ranker's K too); a tile fold
         # model gets half a layout fold model's share (tile_budget_weight). No early stopping
-        # (patience 0; the best evaluated weights are kept): within these shares the models'
-        # inner-valid scores still rise, noisily, when the time runs out (BENCHMARKS.md, "GNN
-        # architectures"). Both cores (threads 0): on a quiet 2-core machine 617 vs 384 configs/s
+        # (patience 0): within these shares the models' inner-valid scores still rise, noisily,
+        # when the time runs out (BENCHMARKS.md, "GNN architectures"), and the final weights are
+        # kept (keep last): the best of a few evaluations on an inner slice of 19 tile or 9
+        # layout graphs picked early, worse weights out of fold (BENCHMARKS.md, "Weights kept"). Both cores (threads 0): on a quiet 2-core machine 617 vs 384 configs/s
         # with one thread (copy model, layout:nlp:random, 45 s runs); one thread is faster only
         # when other jobs load the cores. OOF predictions of train graphs on 500 of their configs
         # bound the predict stage at the real shape. Model shape: measured on sample-small valid,

@@ -114,7 +114,8 @@ def scores(work: Path) -> dict[str, Any]:
         if name.startswith("tile"):
             tile = {m: tail_mean(np.array(list(r["per_graph"].values())), WORST_FRACTION)
                     for m, r in results.items()}
-    final = {m: float(np.mean([v[m] for v in per_coll.values()])) for m in per_coll[next(iter(per_coll))]}
+    models = per_coll[next(iter(per_coll))]
+    final = {m: float(np.mean([v[m] for v in per_coll.values()])) for m in models}
     return {"final": final, "collections": per_coll, "tile worst 5%": tile}
 
 
