@@ -396,7 +396,6 @@ def training_shares(seconds: float, models: Iterable[str], lgbm_share: float) ->
 
 __all__ = ["Plan", "StageRecord", "PLAN_FILE", "PROBE_DIR", "PROBE_GRAPHS", "PROBE_CONFIGS",
            "FIXED_COSTS", "TRAIN_OVERRUN", "MIN_SEED_SHARE", "SEED_PREDICT_MARGIN", "graph_configs",
-           "graph_nodes",
-           "gnn_predict_configs", "run_configs", "fixed_estimate", "spread", "probe_features",
-           "ProbeGraph", "ProbeResult", "read_probe", "config_node_seconds", "gnn_predict_estimate",
-           "training_shares", "utc", "clock"]
+           "graph_nodes", "gnn_predict_configs", "run_configs", "fixed_estimate", "spread",
+           "probe_features", "ProbeGraph", "ProbeResult", "read_probe", "config_node_seconds",
+           "gnn_predict_estimate", "training_shares", "utc", "clock"]

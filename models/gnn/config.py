@@ -92,9 +92,10 @@ class GnnConfig(StageConfig):
         # (patience 0): within these shares the models' inner-valid scores still rise, noisily,
         # when the time runs out (BENCHMARKS.md, "GNN architectures"), and the final weights are
         # kept (keep last): the best of a few evaluations on an inner slice of 19 tile or 9
-        # layout graphs picked early, worse weights out of fold (BENCHMARKS.md, "Weights kept"). Both cores (threads 0): on a quiet 2-core machine 617 vs 384 configs/s
-        # with one thread (copy model, layout:nlp:random, 45 s runs); one thread is faster only
-        # when other jobs load the cores. OOF predictions of train graphs on 500 of their configs
+        # layout graphs picked early, worse weights out of fold (BENCHMARKS.md, "Weights kept").
+        # Both cores (threads 0): on a quiet 2-core machine 617 vs 384 configs/s with one thread
+        # (copy model, layout:nlp:random, 45 s runs); one thread is faster only when other jobs
+        # load the cores. OOF predictions of train graphs on 500 of their configs
         # bound the predict stage at the real shape. Model shape: measured on sample-small valid,
         # 3 seeds.
         "quick": {"hidden": 64, "layers": 3, "configs_per_step": 64, "steps": 100000,

@@ -37,6 +37,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 KEEPS = ("best", "last")
 NOTES = ("best: the models as trained (best.pt: the best inner-valid score's weights); last: the "
@@ -101,22 +102,16 @@ def blend(row: dict[str, Any], work: Path) -> None:
 
 
 def scores(work: Path) -> dict[str, Any]:
-    """OOF final of the blend and of each model, and the tile worst 5 % of each."""
+    """The blend stage's OOF scores (:func:`bench_budget.oof_scores`: per collection and their
+    mean, ``final``) and the tile worst 5 % of the blend and of each model."""
+    from bench_budget import oof_scores
     from ensemble.weights import WORST_FRACTION, tail_mean
 
     summary = json.loads((work / "blend" / "summary.json").read_text())
-    per_coll: dict[str, dict[str, float]] = {}
-    tile: dict[str, float] = {}
-    for name, coll in summary["collections"].items():
-        oof = coll["oof"]
-        results = {"blend": oof["blend"]["scores"], **oof["models"]}
-        per_coll[name] = {m: r["mean"] for m, r in results.items()}
-        if name.startswith("tile"):
-            tile = {m: tail_mean(np.array(list(r["per_graph"].values())), WORST_FRACTION)
-                    for m, r in results.items()}
-    models = per_coll[next(iter(per_coll))]
-    final = {m: float(np.mean([v[m] for v in per_coll.values()])) for m in models}
-    return {"final": final, "collections": per_coll, "tile worst 5%": tile}
+    oof = summary["collections"]["tile:xla"]["oof"]
+    tile = {m: tail_mean(np.array(list(r["per_graph"].values())), WORST_FRACTION)
+            for m, r in {"blend": oof["blend"]["scores"], **oof["models"]}.items()}
+    return {**oof_scores(work), "tile worst 5%": tile}
 
 
 def one_copy(src: Path, root: Path, keep: str) -> dict[str, Any]:
@@ -164,8 +159,12 @@ def tables(rows: list[dict[str, Any]]) -> dict[str, dict]:
                 cells[f"{what} ({keep})"] = round(float(np.mean([get(p[keep]) for p in ps])), 4)
             cells[f"{what}: last ≥ best in"] = sum(get(p["last"]) >= get(p["best"]) - 1e-12 for p in ps)
         summary.append(cells)
-    return {"Per data set: means over runs": {"rows": summary, "columns": list(summary[0]) if summary else []},
-            "Per run": {"rows": per_run, "columns": list(per_run[0]) if per_run else []}}
+    return {"Per data set: means over runs": {"rows": summary, "columns": columns(summary)},
+            "Per run": {"rows": per_run, "columns": columns(per_run)}}
+
+
+def columns(rows: list[dict[str, Any]]) -> list[str]:
+    return list(rows[0]) if rows else []
 
 
 def main(argv: list[str] | None = None) -> int:
