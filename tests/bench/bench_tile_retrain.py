@@ -10,9 +10,10 @@ data, seed and run; its ``stages.jsonl`` the stages it ran). Each is copied twic
 * ``retrained/<run>``: for every GNN seed of the run, its ``tile:xla`` fold models deleted and
   trained again by the run's own ``gnn-train`` command restricted to ``--collections tile:xla``
   and given ``--train-args`` (the variant measured, e.g. ``--cross-attn false``: with tile:xla
-  alone an option of every model is the tile models'), with the CPU seconds the run's tile fold models trained for (the sum of their reports'
-  ``train_seconds``, ``--budget-clock cpu``), then that seed's tile predictions made again by
-  the run's ``gnn-predict`` command restricted the same way. The layout models and every other
+  alone an option of every model is the tile models'), with the CPU seconds the run's tile fold
+  models trained for (the sum of their reports' ``train_seconds``, ``--budget-clock cpu``), then
+  that seed's tile predictions made again by the run's ``gnn-predict`` command restricted the
+  same way. The layout models and every other
   model's predictions are the run's own.
 
 Then the blend stage of both copies with this tree's code. Every score is the blend stage's
@@ -45,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_keep import blend, copy_run, scores  # noqa: E402
+from bench_keep import blend, columns, copy_run, scores  # noqa: E402
 
 COPIES = ("as-trained", "retrained")
 TILE = "tile:xla"
@@ -172,8 +173,8 @@ def tables(rows: list[dict[str, Any]]) -> dict[str, dict]:
         for copy in COPIES:
             cells[f"hedged ≥ the better model in ({copy})"] = sum(hedge_holds(p[copy]) for p in ps)
         summary.append(cells)
-    return {"Per data set: means over runs": {"rows": summary, "columns": list(summary[0]) if summary else []},
-            "Per run": {"rows": per_run, "columns": list(per_run[0]) if per_run else []}}
+    return {"Per data set: means over runs": {"rows": summary, "columns": columns(summary)},
+            "Per run": {"rows": per_run, "columns": columns(per_run)}}
 
 
 def main(argv: list[str] | None = None) -> int:
