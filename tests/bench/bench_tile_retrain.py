@@ -13,8 +13,10 @@ data, seed and run; its ``stages.jsonl`` the stages it ran). Each is copied twic
   alone an option of every model is the tile models'), with the CPU seconds the run's tile fold
   models trained for (the sum of their reports' ``train_seconds``, ``--budget-clock cpu``), then
   that seed's tile predictions made again by the run's ``gnn-predict`` command restricted the
-  same way. The layout models and every other
-  model's predictions are the run's own.
+  same way. With ``--rebuild-features`` (a change to the tile features) the copy first gets
+  its own feature store: the run's layout collections linked, ``tile-xla`` built again by the
+  run's ``features`` command restricted to tile:xla. The layout models and every other model's
+  predictions are the run's own.
 
 Then the blend stage of both copies with this tree's code. Every score is the blend stage's
 out-of-fold one (each graph by fold models that never saw it, the blend nested); no test
@@ -59,9 +61,9 @@ NOTES = ("as-trained: the run's models; retrained: its GNN tile models trained a
          "in how many runs.")
 
 
-def gnn_commands(work: Path, stage: str) -> list[list[str]]:
-    """The run's ``stage`` commands (``gnn-train`` or ``gnn-predict``, one per seed; the probe,
-    which trains in ``plan/probe``, left out) as argument lists."""
+def stage_commands(work: Path, stage: str) -> list[list[str]]:
+    """The run's ``stage`` commands (e.g. ``features``, or ``gnn-train`` / ``gnn-predict``: one
+    per seed; the probe, which trains in ``plan/probe``, left out) as argument lists."""
     out = []
     for line in (work / "stages.jsonl").read_text().splitlines():
         record = json.loads(line)
@@ -93,11 +95,28 @@ def tile_seconds(model_dir: Path) -> float:
     return float(sum(json.loads(r.read_text())["train_seconds"] for r in reports))
 
 
+def rebuild_tile_features(work: Path) -> None:
+    """The copy's own feature store: every collection linked to the run's, but ``tile-xla``
+    built again by the run's ``features`` command restricted to tile:xla (this tree's code)."""
+    shared = (work / "features").resolve()
+    (work / "features").unlink()
+    for coll in shared.iterdir():
+        if coll.name != "tile-xla":
+            (work / "features" / coll.name).parent.mkdir(parents=True, exist_ok=True)
+            (work / "features" / coll.name).symlink_to(coll)
+    build = next(argv for argv in stage_commands(work, "features"))
+    argv = with_options(build, work, collections=TILE,
+                        skip_bad_report=str(work / "validate_report.json"))
+    print("$ python " + " ".join(argv[1:]), flush=True)
+    subprocess.run(argv, check=True)
+
+
 def retrain_tile(work: Path, train_args: list[str]) -> dict[str, dict[str, float]]:
     """Every GNN seed's tile models trained (with ``train_args`` added) and predicted again
     (module docstring); returns ``{seed: {"before": s, "after": s}}`` training seconds."""
     seconds = {}
-    for train, predict in zip(gnn_commands(work, "gnn-train"), gnn_commands(work, "gnn-predict")):
+    for train, predict in zip(stage_commands(work, "gnn-train"),
+                              stage_commands(work, "gnn-predict")):
         seed = train[train.index("--seed") + 1]
         model_dir = work / "models" / "gnn" / "tile-xla" / f"seed{seed}"
         before = tile_seconds(model_dir)
@@ -112,7 +131,8 @@ def retrain_tile(work: Path, train_args: list[str]) -> dict[str, dict[str, float
     return seconds
 
 
-def one_copy(src: Path, root: Path, copy: str, train_args: list[str]) -> dict[str, Any]:
+def one_copy(src: Path, root: Path, copy: str, train_args: list[str],
+             rebuild_features: bool = False) -> dict[str, Any]:
     row = json.loads((src / "bench_row.json").read_text())
     name = f"{row['label']}-s{row['seed']}-{row['run']}"
     work = root / copy / name
@@ -122,11 +142,14 @@ def one_copy(src: Path, root: Path, copy: str, train_args: list[str]) -> dict[st
     copy_run(src, work)
     for stale in ("keep_row.json", "tile_row.json"):
         (work / stale).unlink(missing_ok=True)
+    if copy == "retrained" and rebuild_features:
+        rebuild_tile_features(work)
     seconds = retrain_tile(work, train_args) if copy == "retrained" else {}
     blend(row, work)
     out = {"label": row["label"], "seed": row["seed"], "run": row["run"], "copy": copy,
            "trained_at": row["commit"], "source": str(src), "tile seconds": seconds,
-           "train args": train_args if copy == "retrained" else [], **scores(work)}
+           "train args": train_args if copy == "retrained" else [],
+           "tile features rebuilt": copy == "retrained" and rebuild_features, **scores(work)}
     done.write_text(json.dumps(out, indent=1))
     return out
 
@@ -186,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work-root", default="work/bench-tile", help="where the two copies of each run go")
     p.add_argument("--train-args", default="",
                    help="options added to the tile models' retraining (the variant measured)")
+    p.add_argument("--rebuild-features", action="store_true",
+                   help="build the retrained copies' tile features again with this tree's code "
+                        "(for a change to the tile features)")
     p.add_argument("--copies", default=",".join(COPIES),
                    help="which copies to make now (both are needed for the tables)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "tile_retrain.json"))
@@ -194,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])))
     wanted = args.copies.split(",")
     train_args = shlex.split(args.train_args)
-    rows = [one_copy(Path(src), Path(args.work_root), copy, train_args)
+    rows = [one_copy(Path(src), Path(args.work_root), copy, train_args, args.rebuild_features)
             for src in args.runs for copy in wanted]
     write_json(args.out, {**bench_metadata(command), "raw": rows, "notes": NOTES, "tables": tables(rows)})
     for row in tables(rows)["Per data set: means over runs"]["rows"]:
