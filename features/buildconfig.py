@@ -28,7 +28,7 @@ class BuildConfig(StageConfig):
     max_train_configs: int = 0  # random subset of (deduplicated) train configs per graph; 0 = all
     tabular: bool = True  # also write the LightGBM parquet
     tabular_max_train_rows: int = 2000  # LightGBM train rows per graph (random subset); 0 = all. Valid/test: all
-    heuristic: bool = True  # f_heur_cost / f_heur_rank (features.heuristic padding cost): tabular rows and the GNN's tile config features
+    heuristic: bool = True  # tabular f_heur_cost / f_heur_rank (features.heuristic padding cost)
     config_chunk: int = 2048  # configs processed at a time (memory bound)
     use_cache: bool = False  # read npz through WORK/cache (a second, int8 copy: off by default)
     skip_bad_report: str = ""  # validate report: skip the files it lists as bad

@@ -202,22 +202,13 @@ def select_configs(graph: Graph, split: str, cfg: BuildConfig, seed_key: str = "
 
 
 def tile_config_feat(graph: Graph, rows: np.ndarray, cfg: BuildConfig) -> np.ndarray:
-    """Tile config features for the GNN: signed-log of :func:`tab.tile_config_features`, then
-    (``cfg.heuristic``) the heuristic columns LightGBM's rows have, already on a log / [0, 1]
-    scale (:func:`tab.heuristic_table`; the rank among the graph's source configs)."""
+    """Tile config features for the GNN: signed-log of :func:`tab.tile_config_features`."""
     feats = tab.tile_config_features(np.asarray(graph.config_feat)[rows], tab.kernel_output_shape(graph),
                                      cfg.pad_minus_one)
-    feats = signed_log1p(feats) if cfg.engineered else feats
-    if not cfg.heuristic:
-        return feats
-    heuristic = tab.heuristic_table(graph, cfg.config_chunk)[rows]
-    return np.concatenate([feats, heuristic], axis=1).astype(np.float32)
+    return signed_log1p(feats) if cfg.engineered else feats
 
 
-def tile_config_names(cfg: BuildConfig) -> list[str]:
-    """Column names of :func:`tile_config_feat`."""
-    names = tab.tile_feature_names()[len(tab.GRAPH_FEATURES):]
-    return names + list(tab.HEURISTIC_FEATURES) if cfg.heuristic else names
+TILE_CONFIG_NAMES = tuple(tab.tile_feature_names()[len(tab.GRAPH_FEATURES):])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,7 +240,7 @@ def process_graph(graph: Graph, collection: Collection | str, split: str, stem: 
         config_feat = tile_config_feat(graph, sel.index, cfg)
         if norm is not None and norm.config_mean is not None:
             config_feat = _apply(config_feat, norm.config_mean, norm.config_std)
-        meta["config_feature_names"] = tile_config_names(cfg)
+        meta["config_feature_names"] = list(TILE_CONFIG_NAMES)
         if tabular_sink is not None:
             tabular_sink(sel.index, tab.tile_tabular_features(graph, sel.index, cfg.pad_minus_one))
     else:

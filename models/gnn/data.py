@@ -93,7 +93,7 @@ def config_links(g: ProcessedGraph, edge_index: np.ndarray, device: torch.device
 
 def tabular_width(g: ProcessedGraph) -> int:
     """Width of :func:`config_tabular` rows for graphs like ``g`` (0 for tile: a tile model's
-    config features already are the tabular ones: :func:`features.stages.tile_config_feat`)."""
+    config features already are the tabular ones, :func:`features.tabular.tile_config_features`)."""
     return 0 if g.is_tile else len(_DESCRIPTOR_COLUMNS)
 
 

@@ -103,32 +103,6 @@ def test_tile_features_ratios_and_waste() -> None:
     assert col["f_cfg_10"].tolist() == [-1, -1]  # -1 padded bounds
 
 
-def test_gnn_tile_config_features_carry_the_heuristic_columns() -> None:
-    """The GNN's tile features are LightGBM's config columns, heuristic included (or not)."""
-    import dataclasses
-
-    from features.buildconfig import BuildConfig
-    from features.stages import tile_config_feat, tile_config_names
-
-    nf = np.stack([_row((100, 256)), _row((100, 256))])
-    nf[1, 0] = 1  # root
-    cfg = np.zeros((3, 24), np.float32)
-    cfg[:, 8:10] = [[50, 128], [64, 128], [1, 1]]
-    cfg[:, 15] = cfg[:, 8] * cfg[:, 9]
-    g = Graph(node_feat=nf, node_opcode=np.array([OP["parameter"], OP["add"]]),
-              edge_index=np.array([[1, 0]]), config_runtime=np.array([5, 6, 7]),
-              config_runtime_normalizers=np.ones(3), config_feat=cfg)
-    rows = np.array([2, 0])
-    on = BuildConfig()
-    off = dataclasses.replace(on, heuristic=False)
-    with_h, without = tile_config_feat(g, rows, on), tile_config_feat(g, rows, off)
-    assert with_h.shape == (2, len(tile_config_names(on)))
-    assert without.shape == (2, len(tile_config_names(off)))
-    assert tile_config_names(on)[-2:] == list(tab.HEURISTIC_FEATURES)
-    np.testing.assert_array_equal(with_h[:, :-2], without)
-    np.testing.assert_allclose(with_h[:, -2:], tab.heuristic_table(g)[rows], rtol=1e-6)
-
-
 def test_make_frame_contract(tmp_path) -> None:
     feats = np.arange(6, dtype=np.float32).reshape(3, 2)
     test = tab.make_frame("g", np.array([0, 2, 5]), None, feats, ["f_a", "f_b"])
