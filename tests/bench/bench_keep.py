@@ -132,15 +132,20 @@ def one_copy(src: Path, root: Path, keep: str) -> dict[str, Any]:
     return out
 
 
-def tables(rows: list[dict[str, Any]]) -> dict[str, dict]:
-    """Per run: best vs last; per data set: means over runs and in how many last ≥ best."""
+def complete_pairs(rows: list[dict[str, Any]], field: str, names: tuple[str, ...]
+                   ) -> list[tuple[tuple, dict[str, dict]]]:
+    """``((label, seed, run), {name: row})`` of every run whose rows hold each of ``names`` in
+    ``field``, sorted."""
     pairs: dict[tuple, dict[str, dict]] = {}
     for r in rows:
-        pairs.setdefault((r["label"], r["seed"], r["run"]), {})[r["keep"]] = r
+        pairs.setdefault((r["label"], r["seed"], r["run"]), {})[r[field]] = r
+    return [(key, p) for key, p in sorted(pairs.items()) if set(p) == set(names)]
+
+
+def tables(rows: list[dict[str, Any]]) -> dict[str, dict]:
+    """Per run: best vs last; per data set: means over runs and in how many last ≥ best."""
     per_run, by_label = [], {}
-    for (label, seed, run), p in sorted(pairs.items()):
-        if set(p) != set(KEEPS):
-            continue
+    for (label, seed, run), p in complete_pairs(rows, "keep", KEEPS):
         cells = {"label": label, "seed": seed, "run": run}
         for keep in KEEPS:
             cells[f"oof final ({keep})"] = round(p[keep]["final"]["blend"], 4)
@@ -168,9 +173,6 @@ def columns(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tpurank.atomic import write_json
-    from tpurank.results.artifacts import bench_metadata
-
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", help="finished WORKs of bench_budget.py (with bench_row.json)")
     p.add_argument("--work-root", default="work/bench-keep", help="where the two copies of each run go")
@@ -178,10 +180,19 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     command = "python tests/bench/bench_keep.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     rows = [one_copy(Path(src), Path(args.work_root), keep) for src in args.runs for keep in KEEPS]
-    write_json(args.out, {**bench_metadata(command), "raw": rows, "notes": NOTES, "tables": tables(rows)})
-    for row in tables(rows)["Per data set: means over runs"]["rows"]:
-        print(row)
+    write_artifact(args.out, command, rows, NOTES, tables(rows))
     return 0
+
+
+def write_artifact(out: str, command: str, rows: list[dict[str, Any]], notes: str,
+                   tabled: dict[str, dict]) -> None:
+    """The benchmark artifact (provenance, raw rows, notes, tables); prints the per-data-set rows."""
+    from tpurank.atomic import write_json
+    from tpurank.results.artifacts import bench_metadata
+
+    write_json(out, {**bench_metadata(command), "raw": rows, "notes": notes, "tables": tabled})
+    for row in tabled["Per data set: means over runs"]["rows"]:
+        print(row)
 
 
 if __name__ == "__main__":

@@ -48,7 +48,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_keep import blend, columns, copy_run, scores  # noqa: E402
+from bench_keep import (blend, columns, complete_pairs, copy_run, scores,  # noqa: E402
+                        write_artifact)
 
 COPIES = ("as-trained", "retrained")
 TILE = "tile:xla"
@@ -170,13 +171,8 @@ def hedge_holds(row: dict[str, Any]) -> bool:
 def tables(rows: list[dict[str, Any]]) -> dict[str, dict]:
     """Per run: as trained vs retrained; per data set: means over runs and in how many runs the
     retrained copy is at least the run as trained."""
-    pairs: dict[tuple, dict[str, dict]] = {}
-    for r in rows:
-        pairs.setdefault((r["label"], r["seed"], r["run"]), {})[r["copy"]] = r
     per_run, by_label = [], {}
-    for (label, seed, run), p in sorted(pairs.items()):
-        if set(p) != set(COPIES):
-            continue
+    for (label, seed, run), p in complete_pairs(rows, "copy", COPIES):
         cells = {"label": label, "seed": seed, "run": run}
         for what, get in MEASURES:
             for copy in COPIES:
@@ -201,9 +197,6 @@ def tables(rows: list[dict[str, Any]]) -> dict[str, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tpurank.atomic import write_json
-    from tpurank.results.artifacts import bench_metadata
-
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", help="finished WORKs of bench_budget.py (with bench_row.json)")
     p.add_argument("--work-root", default="work/bench-tile", help="where the two copies of each run go")
@@ -222,9 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     train_args = shlex.split(args.train_args)
     rows = [one_copy(Path(src), Path(args.work_root), copy, train_args, args.rebuild_features)
             for src in args.runs for copy in wanted]
-    write_json(args.out, {**bench_metadata(command), "raw": rows, "notes": NOTES, "tables": tables(rows)})
-    for row in tables(rows)["Per data set: means over runs"]["rows"]:
-        print(row)
+    write_artifact(args.out, command, rows, NOTES, tables(rows))
     return 0
 
 
