@@ -77,19 +77,44 @@ def keep_last_weights(work: Path) -> int:
     return len(lasts)
 
 
+def stage_commands(work: Path, stage: str) -> list[list[str]]:
+    """The run's ``stage`` commands (e.g. ``features``, or ``gnn-train`` / ``gnn-predict``: one
+    per seed; the probe, which trains in ``plan/probe``, left out) as argument lists."""
+    out = []
+    for line in (work / "stages.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        argv = shlex.split(record["command"])
+        if record["stage"].startswith(stage) and "plan/probe" not in argv[argv.index("--work") + 1]:
+            out.append(argv)
+    return out
+
+
+def with_options(argv: list[str], work: Path, **options: str) -> list[str]:
+    """``argv`` run by this interpreter on ``work``, each ``--option value`` set (added or
+    replaced)."""
+    argv = [sys.executable] + argv[1:]
+    argv[argv.index("--work") + 1] = str(work)
+    for name, value in options.items():
+        flag = "--" + name.replace("_", "-")
+        if flag in argv:
+            argv[argv.index(flag) + 1] = value
+        else:
+            argv += [flag, value]
+    return argv
+
+
+def run_command(argv: list[str]) -> None:
+    """Print ``argv`` (as the python command it is) and run it; a failure raises."""
+    print("$ python " + " ".join(argv[1:]), flush=True)
+    subprocess.run(argv, check=True)
+
+
 def rerun_gnn_predict(src: Path, work: Path) -> None:
     """The run's own ``gnn-predict`` commands (each seed's), on the copy."""
-    for line in (src / "stages.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        if not record["stage"].startswith("gnn-predict"):
-            continue
-        argv = shlex.split(record["command"])
-        argv[0] = sys.executable
-        argv[argv.index("--work") + 1] = str(work)
+    for argv in stage_commands(src, "gnn-predict"):
         seed = argv[argv.index("--seed") + 1]
         shutil.rmtree(work / "preds" / f"gnn@seed{seed}", ignore_errors=True)
-        print("$ python " + " ".join(argv[1:]), flush=True)
-        subprocess.run(argv, check=True)
+        run_command(with_options(argv, work))
 
 
 def blend(row: dict[str, Any], work: Path) -> None:

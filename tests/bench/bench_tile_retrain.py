@@ -37,7 +37,6 @@ import argparse
 import json
 import shlex
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -48,8 +47,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_keep import (blend, columns, complete_pairs, copy_run, scores,  # noqa: E402
-                        write_artifact)
+from bench_keep import (blend, columns, complete_pairs, copy_run, run_command,  # noqa: E402
+                        scores, stage_commands, with_options, write_artifact)
 
 COPIES = ("as-trained", "retrained")
 TILE = "tile:xla"
@@ -60,32 +59,6 @@ NOTES = ("as-trained: the run's models; retrained: its GNN tile models trained a
          "tile OOF score. tile worst 5%: the mean of the worst 5 % of tile kernels, out of fold "
          "(hedged: the blend's tile top 5). retrained ≥ as-trained in, hedged ≥ the better model in: "
          "in how many runs.")
-
-
-def stage_commands(work: Path, stage: str) -> list[list[str]]:
-    """The run's ``stage`` commands (e.g. ``features``, or ``gnn-train`` / ``gnn-predict``: one
-    per seed; the probe, which trains in ``plan/probe``, left out) as argument lists."""
-    out = []
-    for line in (work / "stages.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        argv = shlex.split(record["command"])
-        if record["stage"].startswith(stage) and "plan/probe" not in argv[argv.index("--work") + 1]:
-            out.append(argv)
-    return out
-
-
-def with_options(argv: list[str], work: Path, **options: str) -> list[str]:
-    """``argv`` run by this interpreter on ``work``, each ``--option value`` set (added or
-    replaced)."""
-    argv = [sys.executable] + argv[1:]
-    argv[argv.index("--work") + 1] = str(work)
-    for name, value in options.items():
-        flag = "--" + name.replace("_", "-")
-        if flag in argv:
-            argv[argv.index(flag) + 1] = value
-        else:
-            argv += [flag, value]
-    return argv
 
 
 def tile_seconds(model_dir: Path) -> float:
@@ -99,17 +72,15 @@ def tile_seconds(model_dir: Path) -> float:
 def rebuild_tile_features(work: Path) -> None:
     """The copy's own feature store: every collection linked to the run's, but ``tile-xla``
     built again by the run's ``features`` command restricted to tile:xla (this tree's code)."""
-    shared = (work / "features").resolve()
-    (work / "features").unlink()
+    own = work / "features"
+    shared = own.resolve()
+    own.unlink()
+    own.mkdir()
     for coll in shared.iterdir():
         if coll.name != "tile-xla":
-            (work / "features" / coll.name).parent.mkdir(parents=True, exist_ok=True)
-            (work / "features" / coll.name).symlink_to(coll)
-    build = next(argv for argv in stage_commands(work, "features"))
-    argv = with_options(build, work, collections=TILE,
-                        skip_bad_report=str(work / "validate_report.json"))
-    print("$ python " + " ".join(argv[1:]), flush=True)
-    subprocess.run(argv, check=True)
+            (own / coll.name).symlink_to(coll)
+    run_command(with_options(stage_commands(work, "features")[0], work, collections=TILE,
+                             skip_bad_report=str(work / "validate_report.json")))
 
 
 def retrain_tile(work: Path, train_args: list[str]) -> dict[str, dict[str, float]]:
@@ -123,11 +94,9 @@ def retrain_tile(work: Path, train_args: list[str]) -> dict[str, dict[str, float
         before = tile_seconds(model_dir)
         shutil.rmtree(model_dir)
         shutil.rmtree(work / "preds" / f"gnn@seed{seed}" / "tile-xla", ignore_errors=True)
-        for argv in (with_options(train, work, collections=TILE, time_budget=f"{before:.1f}",
-                                  budget_clock="cpu") + train_args,
-                     with_options(predict, work, collections=TILE)):
-            print("$ python " + " ".join(argv[1:]), flush=True)
-            subprocess.run(argv, check=True)
+        run_command(with_options(train, work, collections=TILE, time_budget=f"{before:.1f}",
+                                 budget_clock="cpu") + train_args)
+        run_command(with_options(predict, work, collections=TILE))
         seconds[seed] = {"before": round(before, 1), "after": round(tile_seconds(model_dir), 1)}
     return seconds
 
