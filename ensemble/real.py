@@ -11,7 +11,10 @@ trained model of the registry (:mod:`tpurank.registry`) found in ``W``:
 default) its ``fold<j>/`` models, whose costs are averaged per graph as for the test split
 (:func:`models.predictions.average_folds`); several seeds are averaged per graph score, their
 spread shown. The layout record (a 3-D UNet, an XLA program with near-default configs) is
-scored by the models of both ``layout:xla:default`` and ``layout:xla:random``.
+scored by the models of both ``layout:xla:default`` and ``layout:xla:random``. When ``W`` holds
+a blend (``W/blend/summary.json``), ``blend`` is what it would submit for the records: the
+models' costs with the weights and, on tile, the top-5 portfolio it fitted out of fold
+(:func:`blend_scores`); ``average`` the weighted average without the portfolio.
 
 Caveat printed with the numbers: 7 of the 15 kernels have <= 5 usable configs, so any ranking
 scores 1.0 on them; the mean over the 8 kernels with > 5 configs is reported too.
@@ -20,10 +23,11 @@ scores 1.0 on them; the mean over the 8 kernels with > 5 configs is reported too
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -66,6 +70,7 @@ class Scores:
     spread: float | None = None  # std over random draws / seeds
     note: str = ""
     missing: str = ""
+    costs: dict[int, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)  # seed -> graph -> cost
 
     def summary(self, graphs: Sequence[RealGraph]) -> dict[str, Any]:
         out: dict[str, Any] = {"method": self.method, "collection": self.collection,
@@ -198,7 +203,8 @@ def seed_scores(model: str, label: str, graphs: Sequence[RealGraph], coll: Colle
     spread = float(np.std(list(means.values()))) if len(means) > 1 else None
     each = f" (per seed {', '.join(f'{m:.4f}' for m in means.values())})" if len(means) > 1 else ""
     return Scores(model, label, per_graph, spread=spread,
-                  note=f"{coll.name} models, seeds {sorted(per_seed)}: " + "; ".join(notes) + each)
+                  note=f"{coll.name} models, seeds {sorted(per_seed)}: " + "; ".join(notes) + each,
+                  costs=per_seed)
 
 
 def _units_note(dirs: list[Path]) -> str:
@@ -277,13 +283,61 @@ def model_scores(model: str, work: Path, graphs: Sequence[RealGraph], coll: Coll
                     model, label)
 
 
+#: what a scorer may raise for a missing or incompatible model (reported as a gap, not a crash)
+SCORER_ERRORS = (FileNotFoundError, ImportError, ValueError, KeyError, RuntimeError)
+
+
 def _guarded(fn: Callable[[], Scores], method: str, label: str) -> Scores:
     """Run a scorer; a missing/incompatible model becomes a reported gap, not a crash."""
+    return _guarded_all(lambda: [fn()], method, label)[0]
+
+
+def _guarded_all(fn: Callable[[], list[Scores]], method: str, label: str) -> list[Scores]:
     try:
         return fn()
-    except (FileNotFoundError, ImportError, ValueError, KeyError, RuntimeError) as exc:
+    except SCORER_ERRORS as exc:
         first = " ".join(str(exc).split())[:300]  # one line: e.g. a checkpoint/code mismatch
-        return Scores(method, label, missing=f"{type(exc).__name__}: {first}")
+        return [Scores(method, label, missing=f"{type(exc).__name__}: {first}")]
+
+
+# ---------------------------------------------------------------- the blend
+
+def blend_scores(work: Path, graphs: Sequence[RealGraph], coll: Collection, label: str,
+                 models: Mapping[str, Scores]) -> list[Scores]:
+    """What the run's blend stage would submit for the real records: its models' costs on them
+    (each model's seeds normalised and averaged as the blend reads test predictions,
+    :func:`models.predictions.average_runs`) combined with the weights and, on tile, the top-5
+    portfolio it fitted out of fold (``WORK/blend/summary.json``; nothing refitted). On tile with
+    a portfolio also the weighted ``average`` alone, to show what the hedge changes."""
+    from ensemble.hedge import blend_or_portfolio
+    from models.predictions import average_runs
+
+    path = work / "blend" / "summary.json"
+    if not path.is_file():
+        return [Scores("blend", label,
+                       missing=f"no blend summary {path} (run python -m ensemble blend first)")]
+    summary = json.loads(path.read_text())
+    fitted = summary.get("collections", {}).get(coll.name)
+    if not fitted or "weights" not in fitted:
+        return [Scores("blend", label, missing=f"{path}: no blend weights for {coll.name}")]
+    names = list(summary["models"])
+    lacking = [m for m in names if m not in models or not models[m].costs]
+    if lacking:
+        return [Scores("blend", label, missing=f"no real-record costs of blended model(s) {lacking}")]
+    stems = [g.stem for g in graphs]
+    normed = [average_runs(list(models[m].costs.values()), summary["norm"]) for m in names]
+    weights = [float(fitted["weights"][m]) for m in names]
+    slots = fitted.get("portfolio", {}).get("slots") if coll.is_tile else None
+    described = ", ".join(f"{m} {w:.2f}" for m, w in zip(names, weights))
+    ways = [("blend", slots, f"the run's blend: weights {described}"
+             + (f"; tile top 5: slots {slots} of {[*names, 'average']}" if slots else ""))]
+    if slots:
+        ways.append(("average", None, f"the weighted average alone: weights {described}"))
+    out = []
+    for method, counts, note in ways:
+        costs = blend_or_portfolio(normed, weights, stems, counts)
+        out.append(Scores(method, label, {g.stem: graph_score(g, costs[g.stem]) for g in graphs}, note=note))
+    return out
 
 
 # ---------------------------------------------------------------- report
@@ -311,8 +365,10 @@ def evaluate(work: str | Path, shared: str | Path = SHARED_DATA, models: Sequenc
         for name in colls:
             coll = get_collection(name)
             tag = label if len(colls) == 1 else f"{label} <- {name}"
-            for name in names:
-                results.append((model_scores(name, work, graphs, coll, tag, device), graphs))
+            scored = {name: model_scores(name, work, graphs, coll, tag, device) for name in names}
+            results += [(s, graphs) for s in scored.values()]
+            results += [(s, graphs) for s in _guarded_all(
+                lambda: blend_scores(work, graphs, coll, tag, scored), "blend", tag)]
     from tpurank.config import run_metadata
 
     report = {"work": str(work), "shared": str(shared), "metadata": run_metadata(),

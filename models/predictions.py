@@ -41,6 +41,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -154,21 +155,29 @@ def read_model_predictions(preds_dir: str | os.PathLike, model: str, collection:
             f"no predictions of model {model!r} for {collection.name}/{split} under {preds_dir} "
             f"(looked for {model}/ and {model}{SEED_SEPARATOR}<k>/ holding "
             f"{collection.slug}/{split}.npz; run the model's predict step first)")
+    return average_runs([read_predictions(p) for p in paths], norm, [str(p) for p in paths])
+
+
+def average_runs(runs: Sequence[Mapping[str, np.ndarray]], norm: str = "minmax",
+                 names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+    """Several runs' (seeds') costs of the same graphs: each graph's costs normalised per run,
+    then averaged (what the blend reads of a model, :func:`read_model_predictions`). ``names``
+    name the runs in errors (ValueError when they disagree on the graphs or a config count)."""
+    names = list(names) if names is not None else [f"run {i}" for i in range(len(runs))]
     total: dict[str, np.ndarray] = {}
-    for path in paths:
-        preds = read_predictions(path)
+    for name, preds in zip(names, runs):
         if total and set(preds) != set(total):
             diff = sorted(set(preds) ^ set(total))
-            raise ValueError(f"{path}: graphs differ from {paths[0]} (e.g. {diff[:3]})")
+            raise ValueError(f"{name}: graphs differ from {names[0]} (e.g. {diff[:3]})")
         for stem, cost in preds.items():
             normed = normalise_costs(cost, norm)
             if stem in total and total[stem].shape != normed.shape:
-                raise ValueError(f"{path}: graph {stem!r} has {normed.size} costs, "
-                                 f"{paths[0]} has {total[stem].size}")
+                raise ValueError(f"{name}: graph {stem!r} has {normed.size} costs, "
+                                 f"{names[0]} has {total[stem].size}")
             total[stem] = total.get(stem, 0.0) + normed
     # rounded to float32 (the file precision) so that equal averages tie exactly, whatever the
     # order of float64 additions
-    return {stem: (cost / len(paths)).astype(np.float32).astype(np.float64)
+    return {stem: (cost / len(runs)).astype(np.float32).astype(np.float64)
             for stem, cost in total.items()}
 
 

@@ -158,6 +158,8 @@ def test_capture_real_renders_the_real_record_tables(tmp_path: Path) -> None:
     results = [{"method": "random", "collection": "tile:xla", "score": 0.5, "score_gt5": 0.4, "spread": 0.01},
                {"method": "gnn", "collection": "tile:xla", "score": 0.9, "score_gt5": 0.8},
                {"method": "lgbm", "collection": "tile:xla", "missing": "no trained LightGBM"},
+               {"method": "blend", "collection": "tile:xla", "score": 0.95, "score_gt5": 0.9},
+               {"method": "average", "collection": "tile:xla", "score": 0.85, "score_gt5": 0.7},
                {"method": "heuristic", "collection": "layout:real", "score": 0.1},
                {"method": "gnn", "collection": "layout:real <- layout:xla:default", "score": 0.2}]
     real.write_text(json.dumps({**tile, "results": results, "metadata": {"git_sha": "abc123"}}))
@@ -168,3 +170,5 @@ def test_capture_real_renders_the_real_record_tables(tmp_path: Path) -> None:
     assert "| method | trained on | all 4 kernels | 2 kernels with > 5 configs |" in body
     assert "| lgbm | tile:xla | not available | not available |" in body
     assert "| gnn | layout:xla:default | 0.200 |" in body and "Kendall τ (112 configs)" in body
+    assert "| blend | tile:xla | 0.950 | 0.900 |" in body and "| average | tile:xla | 0.850 | 0.700 |" in body
+    assert "without the hedge" in body

@@ -86,3 +86,50 @@ def test_real_scores_the_fold_models_of_a_cross_validated_run(shared_data, tmp_p
         assert "2 fold models averaged" in after[model]["note"]
         assert after[model]["score"] == pytest.approx(before[model]["score"], abs=1e-9)
     assert out.count("2 fold models averaged") == 2
+
+
+def _blend_summary(work: Path, weights: dict[str, float], slots: list[int] | None,
+                   norm: str = "minmax") -> None:
+    coll = {"weights": weights, **({"portfolio": {"slots": slots}} if slots else {})}
+    (work / "blend").mkdir(parents=True)
+    (work / "blend" / "summary.json").write_text(json.dumps(
+        {"models": list(weights), "norm": norm, "collections": {"tile:xla": coll}}))
+
+
+def test_blend_on_the_real_records_uses_the_runs_weights_and_hedge(tmp_path):
+    """The blend row is what the run would submit: the fitted weights, and on tile the fitted
+    slots, over the models' seed-averaged costs; the hedge keeps the other model's best pick
+    where the heavier model ranks a kernel's best configs last."""
+    from ensemble.real import Scores, blend_scores
+    from models.predictions import average_runs
+    from tpurank.collections import get_collection
+
+    coll = get_collection("tile:xla")
+    target = np.arange(1.0, 11.0)  # config 0 fastest
+    graphs = [RealGraph("k", tmp_path / "k.npz", target, True)]
+    blind = {0: {"k": -target}}  # ranks the fastest configs last
+    right = {0: {"k": target}, 1: {"k": target ** 2}}  # two seeds, the same order
+    models = {"gnn": Scores("gnn", "tile:xla", costs=right), "lgbm": Scores("lgbm", "tile:xla", costs=blind)}
+    _blend_summary(tmp_path, {"gnn": 0.2, "lgbm": 0.8}, [1, 4, 0])
+    by = {s.method: s for s in blend_scores(tmp_path, graphs, coll, "tile:xla", models)}
+    assert by["blend"].per_graph["k"] == 1.0  # gnn's slot holds config 0
+    assert by["average"].per_graph["k"] < 1.0  # 0.8 on the blind model: its picks
+    assert "slots [1, 4, 0]" in by["blend"].note
+    averaged = average_runs(list(right.values()))["k"]
+    assert np.allclose(averaged, (target - 1) / 9 * 0.5 + (target ** 2 - 1) / 99 * 0.5, atol=1e-6)
+
+
+def test_blend_on_the_real_records_says_what_it_lacks(tmp_path):
+    from ensemble.real import Scores, blend_scores
+    from tpurank.collections import get_collection
+
+    coll = get_collection("tile:xla")
+    graphs = [RealGraph("k", tmp_path / "k.npz", np.arange(1.0, 8.0), True)]
+    models = {"gnn": Scores("gnn", "tile:xla", missing="no trained GNN")}
+    [gap] = blend_scores(tmp_path, graphs, coll, "tile:xla", models)
+    assert "no blend summary" in gap.missing
+    _blend_summary(tmp_path, {"gnn": 0.5, "lgbm": 0.5}, None)
+    [gap] = blend_scores(tmp_path, graphs, coll, "tile:xla", models)
+    assert "['gnn', 'lgbm']" in gap.missing
+    [gap] = blend_scores(tmp_path, graphs, get_collection("layout:xla:random"), "layout", models)
+    assert "no blend weights for layout:xla:random" in gap.missing

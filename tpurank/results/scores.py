@@ -164,7 +164,7 @@ def real_body(data: dict[str, Any]) -> str:
     tile_rows, layout_rows = [], []
     for r in data["results"]:
         trained = r["collection"].split(" <- ")[1] if " <- " in r["collection"] else (
-            r["collection"] if r["method"] in MODEL_ORDER else "—")
+            r["collection"] if r["method"] in (*MODEL_ORDER, "average") else "—")
         if r["collection"].startswith("tile"):
             tile_rows.append({"method": r["method"], "trained on": trained,
                               f"all {len(kernels)} kernels": _real_cell(r),
@@ -175,6 +175,9 @@ def real_body(data: dict[str, Any]) -> str:
     notes = ("Random: the mean of random rankings (± the sd of that mean over draws); a trained "
              "model: the mean over its seeds (± their sd when there are several), each seed's "
              "fold models averaged per graph as for the test split.")
+    if any(r["method"] == "blend" for r in data["results"]):
+        notes += (" Blend: what the run's blend would submit (its out-of-fold weights and, on tile, "
+                  "hedged top 5); average: its weighted average without the hedge.")
     return ("**Tile** (top-5 score):\n\n" + markdown_table(list(tile_rows[0]), tile_rows)
             + "\n\n**Layout** (the UNet record):\n\n" + markdown_table(list(layout_rows[0]), layout_rows)
             + "\n\n" + notes)
