@@ -310,26 +310,27 @@ def blend_scores(work: Path, graphs: Sequence[RealGraph], coll: Collection, labe
     portfolio it fitted out of fold (``WORK/blend/summary.json``; nothing refitted). On tile with
     a portfolio also the weighted ``average`` alone, to show what the hedge changes."""
     from ensemble.hedge import blend_or_portfolio
+    from ensemble.weights import BLEND_MODEL
     from models.predictions import average_runs
 
     path = work / "blend" / "summary.json"
     if not path.is_file():
-        return [Scores("blend", label,
+        return [Scores(BLEND_MODEL, label,
                        missing=f"no blend summary {path} (run python -m ensemble blend first)")]
     summary = json.loads(path.read_text())
     fitted = summary.get("collections", {}).get(coll.name)
     if not fitted or "weights" not in fitted:
-        return [Scores("blend", label, missing=f"{path}: no blend weights for {coll.name}")]
+        return [Scores(BLEND_MODEL, label, missing=f"{path}: no blend weights for {coll.name}")]
     names = list(summary["models"])
     lacking = [m for m in names if m not in models or not models[m].costs]
     if lacking:
-        return [Scores("blend", label, missing=f"no real-record costs of blended model(s) {lacking}")]
+        return [Scores(BLEND_MODEL, label, missing=f"no real-record costs of blended model(s) {lacking}")]
     stems = [g.stem for g in graphs]
     normed = [average_runs(list(models[m].costs.values()), summary["norm"]) for m in names]
     weights = [float(fitted["weights"][m]) for m in names]
     slots = fitted.get("portfolio", {}).get("slots") if coll.is_tile else None
     described = ", ".join(f"{m} {w:.2f}" for m, w in zip(names, weights))
-    ways = [("blend", slots, f"the run's blend: weights {described}"
+    ways = [(BLEND_MODEL, slots, f"the run's blend: weights {described}"
              + (f"; tile top 5: slots {slots} of {[*names, 'average']}" if slots else ""))]
     if slots:
         ways.append(("average", None, f"the weighted average alone: weights {described}"))
@@ -354,6 +355,8 @@ def evaluate(work: str | Path, shared: str | Path = SHARED_DATA, models: Sequenc
              draws: int = 1000, seed: int = 0, device: str = "cpu") -> dict[str, Any]:
     """Score every method on the real records — random, the heuristic, and each trained model of
     the registry (of ``models`` when given); writes ``W/reports/real/real_eval.json``."""
+    from ensemble.weights import BLEND_MODEL
+
     work, shared = Path(work), Path(shared)
     names = trained_model_names(models)
     data = prepare(shared, work / "real" / "data")
@@ -368,7 +371,7 @@ def evaluate(work: str | Path, shared: str | Path = SHARED_DATA, models: Sequenc
             scored = {name: model_scores(name, work, graphs, coll, tag, device) for name in names}
             results += [(s, graphs) for s in scored.values()]
             results += [(s, graphs) for s in _guarded_all(
-                lambda: blend_scores(work, graphs, coll, tag, scored), "blend", tag)]
+                lambda: blend_scores(work, graphs, coll, tag, scored), BLEND_MODEL, tag)]
     from tpurank.config import run_metadata
 
     report = {"work": str(work), "shared": str(shared), "metadata": run_metadata(),
