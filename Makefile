@@ -48,7 +48,7 @@ define model_stages
 )
 endef
 
-.PHONY: help setup sample run results features gnn lgbm blend test test-slow bench bench-scale docs notebooks kaggle-bundle kaggle-push clean
+.PHONY: help setup sample run results features gnn lgbm blend test test-slow bench bench-scale docs notebooks kaggle-bundle kaggle-push kaggle-rehearsal clean
 
 help:
 	@echo "make run    [DATA=root] [PRESET=quick|full] [SUBMISSION=csv]  whole pipeline -> submission"
@@ -58,7 +58,8 @@ help:
 	@echo "make sample [SCALE=tiny|small|kaggle] [SAMPLE_ARGS=...]                generated data"
 	@echo "make results [SEEDS='0 1 2']                                  make run per seed -> README tables"
 	@echo "make docs                                                     rewrite every generated table"
-	@echo "make test-slow | bench | bench-scale | notebooks | kaggle-bundle | kaggle-push | clean"
+	@echo "make kaggle-bundle [WEIGHTS=1] | kaggle-push [PUSH=1] | kaggle-rehearsal  the Kaggle route (docs/kaggle.md)"
+	@echo "make test-slow | bench | bench-scale | notebooks | clean (clean deletes work/: trained models too)"
 
 setup: $(STAMP)
 
@@ -66,6 +67,7 @@ setup: $(STAMP)
 # (kaggle/image_packages.txt, as pip constraints): the tests run on what the notebooks will meet.
 IMAGE_PACKAGES := kaggle/image_packages.txt
 $(VENV)/.installed: setup.cfg pyproject.toml $(IMAGE_PACKAGES)
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "tpurank needs Python >= 3.11 	(the pins of kaggle/image_packages.txt: numpy 2.4, scipy 1.17); this is " + sys.version.split()[0] + 	": make setup PYTHON=python3.11")'
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip -c $(IMAGE_PACKAGES)
 	# torch first; pip takes it from its configured index and find-links. On Linux PyPI's torch
@@ -138,14 +140,23 @@ docs: $(STAMP)
 notebooks: $(STAMP)
 	$(PY) -m jupytext --to ipynb notebooks/eda.py notebooks/train.py notebooks/inference.py
 
-# kaggle/build/{tpurank-code,tpurank-wheels,tpurank-weights,tpurank-inference} from a trained WORK;
-# ids use KAGGLE_USERNAME; BUNDLE_ARGS e.g. "--extra PKG" or "--kaggle-python 3.12"
+# kaggle/build/{tpurank-code,tpurank-wheels,tpurank-train,tpurank-inference}: no trained model needed
+# (the train kernel trains on Kaggle); WEIGHTS=1 also packs $(WORK)'s trained models as the
+# tpurank-weights dataset (training elsewhere). Ids use KAGGLE_USERNAME; BUNDLE_ARGS e.g.
+# "--extra PKG" or "--kaggle-python 3.12"
 kaggle-bundle: $(STAMP)
-	$(PY) kaggle/bundle.py --work $(WORK) $(BUNDLE_ARGS)
+	$(PY) kaggle/bundle.py $(if $(filter 1,$(WEIGHTS)),--weights-from $(WORK)) $(BUNDLE_ARGS)
 
-# dry run: prints the Kaggle CLI commands; PUSH=1 runs them; PUSH_ARGS e.g. "--create" (first upload)
+# dry run: prints the Kaggle CLI commands; PUSH=1 runs them, each step once what it needs is
+# ready; PUSH_ARGS e.g. "--create" (first upload), "--steps inference,submit", "--wait 36000"
 kaggle-push: $(STAMP)
 	$(PY) kaggle/push.py $(if $(filter 1,$(PUSH)),--execute,--dry-run) $(PUSH_ARGS)
+
+# the whole Kaggle route offline (kaggle/rehearsal.py): a fresh bundle, the train kernel then the
+# inference kernel in a sandbox standing in for /kaggle, both submissions checked; about 4 min
+REHEARSAL_BUDGET ?= 120
+kaggle-rehearsal: $(STAMP)
+	$(PY) kaggle/rehearsal.py --budget $(REHEARSAL_BUDGET) $(REHEARSAL_ARGS)
 
 clean:
 	rm -rf work data/sample-* submissions/*.csv kaggle/build

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ensemble.stages import STAGES, Run, entry_point, run_stage_now, stage_argv
+from tpurank.collections import on_kaggle
 
 
 def planner(run: Run):
@@ -114,12 +115,12 @@ def find_data(data: str | os.PathLike | None = None, sample_dir: str | os.PathLi
 
 
 def default_work(work: str | os.PathLike | None = None, name: str = "notebook") -> Path:
-    """``work`` when given, else ``/kaggle/working/work`` on Kaggle, else ``work/<name>``."""
+    """``work`` when given, else ``<kaggle root>/working/work`` on Kaggle, else ``work/<name>``."""
+    from tpurank.collections import kaggle_root
+
     if work:
         return Path(work)
-    if Path("/kaggle/working").is_dir():
-        return Path("/kaggle/working/work")
-    return Path("work") / name
+    return kaggle_root() / "working" / "work" if on_kaggle() else Path("work") / name
 
 
 #: the train notebook's budget on Kaggle: a notebook session lasts 9–12 h by accelerator
@@ -128,39 +129,135 @@ def default_work(work: str | os.PathLike | None = None, name: str = "notebook") 
 KAGGLE_SESSION_BUDGET = 8 * 3600.0
 
 
-def notebook_budget(budget: float | str | None = "auto",
-                    kaggle_working: str | os.PathLike = "/kaggle/working") -> float:
+def notebook_budget(budget: float | str | None = "auto") -> float:
     """The train notebook's time budget in seconds: ``"auto"`` is :data:`KAGGLE_SESSION_BUDGET`
-    on Kaggle (``kaggle_working`` exists) and 0 elsewhere (each stage's own limits, as ``make
-    run`` without ``BUDGET``); a number is taken as it is; None is 0."""
+    on Kaggle and 0 elsewhere (each stage's own limits, as ``make run`` without ``BUDGET``); a
+    number is taken as it is; None is 0."""
     if budget == "auto":
-        return KAGGLE_SESSION_BUDGET if Path(kaggle_working).is_dir() else 0.0
+        return KAGGLE_SESSION_BUDGET if on_kaggle() else 0.0
     return float(budget or 0.0)
 
 
-def install_weights(weights: str | os.PathLike, work: str | os.PathLike) -> Path:
-    """Copy trained artifacts (the Kaggle weights dataset, or a trained WORK) into ``work``.
+def notebook_preset(preset: str = "auto") -> str:
+    """``"auto"``: ``full`` (the GPU budget) on Kaggle, ``quick`` elsewhere; else ``preset``."""
+    return ("full" if on_kaggle() else "quick") if preset == "auto" else preset
 
-    Copies ``models/`` and, per collection, the top-level files of ``features/<slug>/``
-    (normalisation stats, build config) — never built graphs or tabular rows, which inference
-    rebuilds for its own splits. Kaggle inputs are read-only, hence the copy. Returns ``work``.
-    """
+
+def device_name() -> str:
+    """The device the GNN stages choose by default (``--device auto``): CUDA when present, else CPU."""
+    from models.training import choose_device
+
+    device = choose_device("auto")
+    if device.type == "cuda":
+        import torch
+
+        return f"cuda ({torch.cuda.get_device_name(device)}, mixed precision)"
+    return "cpu"
+
+
+# ---- trained artifacts: what inference needs of a WORK --------------------------------------
+#: files under WORK/models that only resume training (optimizer state); inference never reads them
+TRAINING_ONLY = ("last.pt", "*.tmp*")
+#: what a finished run can rebuild: built graphs and tabular rows, converted real records
+CACHES = ("features/*/*/", "real/data/", "real/features/")
+MANIFEST = "MANIFEST.json"
+
+
+def weights_files(work: str | os.PathLike) -> list[Path]:
+    """The files of a trained WORK that inference needs, relative to it: ``models/**`` (without
+    what only resumes training) and each collection's top-level feature files (normalisation
+    stats, build config) — never built graphs or tabular rows, which inference rebuilds."""
+    work = Path(work)
+    models = [p for p in (work / "models").rglob("*")
+              if p.is_file() and not any(p.match(pat) for pat in TRAINING_ONLY)]
+    stats = [p for p in (work / "features").glob("*/*") if p.is_file()]
+    return sorted(p.relative_to(work) for p in models + stats)
+
+
+def write_manifest(work: str | os.PathLike, out: str | os.PathLike) -> dict[str, Any]:
+    """``out/MANIFEST.json``: where the weights come from, their preset, seed and commit."""
+    import time
+
+    work = Path(work)
+    files = weights_files(work)
+    manifest: dict[str, Any] = {"source_work": str(work), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                                "models": sorted({str(Path(*f.parts[:3])) for f in files if f.parts[0] == "models"}),
+                                "feature_files": [str(f) for f in files if f.parts[0] == "features"]}
+    for cfg in sorted((work / "models").rglob("config.json"))[:1]:
+        saved = json.loads(cfg.read_text())
+        manifest.update({k: saved.get(k) for k in ("git_sha", "seed")})
+        manifest["preset"] = saved.get("config", {}).get("preset")
+    Path(out, MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def export_weights(work: str | os.PathLike, out: str | os.PathLike) -> Path:
+    """Copy :func:`weights_files` of a trained ``work`` into ``out`` with a manifest (the Kaggle
+    weights dataset; :func:`install_weights` reads it back). Returns ``out``."""
+    src, dst = Path(work), Path(out)
+    files = weights_files(src)
+    if not any(f.parts[0] == "models" for f in files):
+        raise FileNotFoundError(f"{src / 'models'}: no trained models; train first (`make run`)")
+    for rel in files:
+        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src / rel, dst / rel)
+    write_manifest(src, dst)
+    return dst
+
+
+def slim_work(work: str | os.PathLike) -> dict[str, int]:
+    """Delete what a finished run can rebuild (:data:`CACHES`) and what only resumes training
+    (:data:`TRAINING_ONLY`), and write the manifest: the WORK then holds the models, feature
+    statistics, predictions, blend and report, and is itself a weights folder. The train
+    notebook does this on Kaggle, whose saved output (``/kaggle/working``) is capped at 20 GB.
+    Returns the bytes before and after."""
+    work = Path(work)
+
+    def size() -> int:
+        return sum(p.stat().st_size for p in work.rglob("*") if p.is_file())
+
+    before = size()
+    for pattern in CACHES:
+        for folder in work.glob(pattern):
+            shutil.rmtree(folder)
+    for pattern in TRAINING_ONLY:
+        for path in (work / "models").rglob(pattern):
+            path.unlink()
+    write_manifest(work, work)
+    return {"before": before, "after": size()}
+
+
+def find_weights(weights: str | os.PathLike | None = "auto") -> Path | None:
+    """``"auto"``: the train kernel's output (``<kaggle root>/input/tpurank-train/work``, where
+    Kaggle mounts a kernel source) when attached, else the weights dataset
+    (``<kaggle root>/input/tpurank-weights``), else None; a path is taken as it is."""
+    from tpurank.collections import kaggle_root
+
+    if weights != "auto":
+        return Path(weights) if weights else None
+    inputs = kaggle_root() / "input"
+    found = [p for p in (inputs / "tpurank-train" / "work", inputs / "tpurank-weights")
+             if (p / "models").is_dir()]
+    return found[0] if found else None
+
+
+def install_weights(weights: str | os.PathLike, work: str | os.PathLike) -> Path:
+    """Copy trained artifacts (the Kaggle weights dataset, the train kernel's output or any
+    trained WORK) into ``work``: :func:`weights_files` only. Kaggle inputs are read-only, hence
+    the copy. Returns ``work``."""
     src, dst = Path(weights), Path(work)
     if not (src / "models").is_dir():
-        raise FileNotFoundError(f"{src}: no models/ folder; is this the tpurank weights dataset?")
-    dst.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(src / "models", dst / "models", dirs_exist_ok=True)
-    for coll_dir in sorted(p for p in (src / "features").glob("*") if p.is_dir()):
-        (dst / "features" / coll_dir.name).mkdir(parents=True, exist_ok=True)
-        for f in coll_dir.iterdir():
-            if f.is_file():
-                shutil.copy2(f, dst / "features" / coll_dir.name / f.name)
+        raise FileNotFoundError(f"{src}: no models/ folder; is this the tpurank weights dataset "
+                                "or the train kernel's work folder?")
+    for rel in weights_files(src):
+        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src / rel, dst / rel)
     return dst
 
 
 def weights_preset(weights: str | os.PathLike | None, default: str = "quick") -> str:
     """The preset the weights were trained with (their ``MANIFEST.json``), else ``default``."""
-    manifest = Path(weights) / "MANIFEST.json" if weights else None
+    manifest = Path(weights) / MANIFEST if weights else None
     if manifest is not None and manifest.is_file():
         return json.loads(manifest.read_text()).get("preset") or default
     return default
@@ -264,5 +361,6 @@ def submission_preview(path: str | os.PathLike, rows: int = 5, max_chars: int = 
 
 
 __all__ = ["Run", "STAGES", "stage_argv", "run_stage", "run_stage_now", "planner", "run_stages", "train", "predict", "submit",
-           "find_data", "default_work", "notebook_budget", "KAGGLE_SESSION_BUDGET", "install_weights", "weights_preset", "gnn_reports", "lgbm_metrics", "plot_training_curves",
+           "find_data", "on_kaggle", "device_name", "default_work", "notebook_budget", "notebook_preset", "KAGGLE_SESSION_BUDGET", "weights_files",
+           "export_weights", "slim_work", "find_weights", "install_weights", "weights_preset", "gnn_reports", "lgbm_metrics", "plot_training_curves",
            "validation_table", "blend_summary", "plot_validation_scores", "submission_preview"]

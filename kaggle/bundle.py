@@ -1,15 +1,24 @@
-"""Build the Kaggle datasets (code, wheels, weights) and the inference kernel folder.
+"""Build the Kaggle datasets (code, wheels, optionally weights) and the two kernel folders.
 
-    python kaggle/bundle.py --work WORK [--out kaggle/build] [--owner NAME]
+    python kaggle/bundle.py [--weights-from WORK] [--out kaggle/build] [--owner NAME]
                             [--kaggle-python 3.11] [--extra PKG ...]
 
-Writes, each folder with its filled-in and validated Kaggle metadata::
+Writes, each folder with its filled-in and validated Kaggle metadata, and ``OUT/BUNDLE.json``
+(which route the bundle is for; ``push.py`` reads it)::
 
     OUT/tpurank-code/       tpurank-<version>-py3-none-any.whl, BUILD_INFO.json
     OUT/tpurank-wheels/     wheels the Kaggle image lacks (torch-geometric, xxhash), WHEELS.json
-    OUT/tpurank-weights/    WORK/models/** (without resume checkpoints), WORK/features/<slug>/<top-level
-                            files: norm.npz, build.json, ...), MANIFEST.json
+    OUT/tpurank-train/      train.ipynb (from notebooks/train.py), kernel-metadata.json: GPU on,
+                            internet off, the competition, code and wheels attached
     OUT/tpurank-inference/  inference.ipynb (from notebooks/inference.py), kernel-metadata.json
+    OUT/tpurank-weights/    only with --weights-from: WORK's models and feature statistics
+
+Two routes (docs/kaggle.md):
+
+1. *Train on Kaggle* (the default, no trained model needed): the train kernel trains in its
+   session and its output is the inference kernel's weights, attached through ``kernel_sources``.
+2. *Train anywhere else* (``--weights-from WORK``): the weights dataset is built from a trained
+   WORK and attached to the inference kernel instead of the train kernel's output.
 
 Each dataset folder is ready for ``kaggle datasets create|version -p DIR -r zip`` (see push.py).
 
@@ -19,8 +28,8 @@ walking tpurank's installed requirements and stopping at the image's packages: t
 and its small ``xxhash`` dependency today. They are downloaded as wheels for the Kaggle
 interpreter (``--kaggle-python``), pinned to the versions installed here, i.e. the ones the tests
 ran with. ``--extra PKG`` adds more if an image lacks something. torch is never bundled: it is in
-the image. ``tests/kaggle/test_bundle.py`` installs this default bundle offline into an environment
-of exactly the listed packages and runs the inference notebook there.
+the image. ``make kaggle-rehearsal`` (kaggle/rehearsal.py) installs this default bundle offline
+into an environment of exactly the listed packages and runs both notebooks there.
 """
 
 from __future__ import annotations
@@ -39,17 +48,17 @@ import kaggle_metadata as kmeta  # noqa: E402  (kaggle/ is a folder of scripts, 
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "kaggle" / "build"
-CODE, WHEELS, WEIGHTS, KERNEL = "tpurank-code", "tpurank-wheels", "tpurank-weights", "tpurank-inference"
-DATASETS = (CODE, WHEELS, WEIGHTS)
+CODE, WHEELS, WEIGHTS = "tpurank-code", "tpurank-wheels", "tpurank-weights"
+TRAIN, INFERENCE = "tpurank-train", "tpurank-inference"
+KERNELS = (TRAIN, INFERENCE)
+BUNDLE_FILE = "BUNDLE.json"
 IMAGE_PACKAGES = REPO / "kaggle" / "image_packages.txt"
 NEVER_BUNDLED = ("torch",)
 KAGGLE_PYTHON = "3.11"
 PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64",
              "linux_x86_64")
-INFERENCE_NOTEBOOK = REPO / "notebooks" / "inference.py"
+NOTEBOOKS = {TRAIN: REPO / "notebooks" / "train.py", INFERENCE: REPO / "notebooks" / "inference.py"}
 DEFAULT_OWNER = "your-kaggle-username"
-#: files under WORK/models that only resume training (optimizer state); inference never reads them
-TRAINING_ONLY = ("last.pt", "*.tmp*")
 
 
 def human_size(num_bytes: float) -> str:
@@ -161,53 +170,46 @@ def build_wheels(out: Path, python_version: str, extras: list[str]) -> None:
 
 def build_weights(out: Path, work: Path) -> None:
     """Trained models plus the per-collection feature files inference needs (stats, configs)."""
-    models = work / "models"
-    if not models.is_dir() or not any(models.iterdir()):
-        raise SystemExit(f"{models}: no trained models; train first (`make run`, or "
-                         f"`make kaggle-bundle WORK=...` pointing at a trained work dir)")
-    shutil.copytree(models, out / "models", ignore=shutil.ignore_patterns(*TRAINING_ONLY))
-    copied = []
-    features = work / "features"
-    for coll_dir in sorted(p for p in features.iterdir() if p.is_dir()) if features.is_dir() else []:
-        for f in sorted(p for p in coll_dir.iterdir() if p.is_file()):
-            dest = out / "features" / coll_dir.name / f.name
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(f, dest)
-            copied.append(str(dest.relative_to(out)))
-    manifest = {"source_work": str(work), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "models": sorted(str(p.relative_to(out)) for p in (out / "models").glob("*/*")),
-                "feature_files": copied}
-    for cfg in sorted(models.rglob("config.json"))[:1]:
-        saved = json.loads(cfg.read_text())
-        manifest.update({k: saved.get(k) for k in ("git_sha", "seed")})
-        manifest["preset"] = saved.get("config", {}).get("preset")
-    (out / "MANIFEST.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    sys.path.insert(0, str(REPO))
+    from ensemble.pipeline import export_weights
+
+    try:
+        export_weights(work, out)
+    except FileNotFoundError as err:
+        raise SystemExit(f"{err} (or point --weights-from / WORK= at a trained work dir)") from None
 
 
-def build_kernel(out: Path, notebook: Path = INFERENCE_NOTEBOOK) -> None:
-    """The inference notebook as .ipynb, cells unexecuted."""
+def build_kernel(out: Path, name: str) -> None:
+    """A notebook as .ipynb, cells unexecuted (what Kaggle runs)."""
     import jupytext
 
-    nb = jupytext.read(notebook)
-    jupytext.write(nb, out / "inference.ipynb", fmt="ipynb")
+    notebook = NOTEBOOKS[name]
+    jupytext.write(jupytext.read(notebook), out / f"{notebook.stem}.ipynb", fmt="ipynb")
 
 
-def write_metadata(out: Path, name: str, owner: str) -> list[str]:
+def write_metadata(out: Path, name: str, owner: str, weights: bool = False) -> list[str]:
     meta = kmeta.load_template(name, owner)
-    file_name = kmeta.KERNEL_FILE if name == KERNEL else kmeta.DATASET_FILE
+    if name == INFERENCE and weights:  # route 2: the weights dataset instead of the train kernel
+        meta["dataset_sources"].append(f"{owner}/{WEIGHTS}")
+        meta["kernel_sources"] = []
+    file_name = kmeta.KERNEL_FILE if name in KERNELS else kmeta.DATASET_FILE
     (out / file_name).write_text(json.dumps(meta, indent=2) + "\n")
     return kmeta.validate_folder(out)
 
 
-def bundle(work: Path, out: Path = DEFAULT_OUT, owner: str = DEFAULT_OWNER,
-           python_version: str = KAGGLE_PYTHON, extras: list[str] | None = None) -> dict[str, int]:
-    """Build all four folders under ``out``; returns their sizes in bytes."""
+def bundle(out: Path = DEFAULT_OUT, owner: str = DEFAULT_OWNER, python_version: str = KAGGLE_PYTHON,
+           extras: list[str] | None = None, weights_from: Path | None = None) -> dict[str, int]:
+    """Build the folders under ``out`` (the weights dataset only ``weights_from`` a trained WORK;
+    a stale one is removed); returns their sizes in bytes."""
     builders = {
         CODE: build_code,
         WHEELS: lambda d: build_wheels(d, python_version, list(extras or [])),
-        WEIGHTS: lambda d: build_weights(d, Path(work)),
-        KERNEL: build_kernel,
+        TRAIN: lambda d: build_kernel(d, TRAIN),
+        INFERENCE: lambda d: build_kernel(d, INFERENCE),
     }
+    if weights_from is not None:
+        builders[WEIGHTS] = lambda d: build_weights(d, Path(weights_from))
+    shutil.rmtree(Path(out) / WEIGHTS, ignore_errors=True)
     problems: list[str] = []
     sizes: dict[str, int] = {}
     for name, build in builders.items():
@@ -216,12 +218,17 @@ def bundle(work: Path, out: Path = DEFAULT_OUT, owner: str = DEFAULT_OWNER,
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         build(tmp)
-        problems += [p.replace(str(tmp), str(folder)) for p in write_metadata(tmp, name, owner)]
+        problems += [p.replace(str(tmp), str(folder))
+                     for p in write_metadata(tmp, name, owner, weights_from is not None)]
         shutil.rmtree(folder, ignore_errors=True)
         tmp.rename(folder)
         sizes[name] = folder_size(folder)
     if problems:
         raise SystemExit("invalid Kaggle metadata:\n  " + "\n  ".join(problems))
+    route = {"route": "local" if weights_from else "kaggle", "owner": owner,
+             "datasets": [n for n in (CODE, WHEELS, WEIGHTS) if n in sizes], "kernels": list(KERNELS),
+             "weights_from": str(weights_from) if weights_from else None}
+    (Path(out) / BUNDLE_FILE).write_text(json.dumps(route, indent=2) + "\n")
     return sizes
 
 
@@ -229,7 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work", required=True, type=Path, help="trained work dir (WORK of make run)")
+    parser.add_argument("--weights-from", type=Path, default=None, metavar="WORK",
+                        help="route 2: also build the weights dataset from this trained work dir "
+                             "(WORK of make run); default: none, the train kernel trains on Kaggle")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--owner", default=os.environ.get("KAGGLE_USERNAME", DEFAULT_OWNER),
                         help="Kaggle user name for the dataset/kernel ids (default: $KAGGLE_USERNAME)")
@@ -241,11 +250,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.owner == DEFAULT_OWNER:
         print(f"note: ids use the placeholder owner {DEFAULT_OWNER!r}; pass --owner or set "
               "KAGGLE_USERNAME before pushing", file=sys.stderr)
-    sizes = bundle(args.work, args.out, args.owner, args.kaggle_python, args.extra)
+    sizes = bundle(args.out, args.owner, args.kaggle_python, args.extra, args.weights_from)
     print(f"\nKaggle bundle in {args.out} (metadata valid):")
     for name, size in sizes.items():
         print(f"  {name:20s} {human_size(size):>10s}  {args.out / name}")
     print(f"  {'total':20s} {human_size(sum(sizes.values())):>10s}")
+    route = "train on Kaggle (the train kernel's output is the inference kernel's weights)" \
+        if args.weights_from is None else f"weights from {args.weights_from}"
+    print(f"route: {route}; next: make kaggle-push (a dry run: prints the commands)")
     return 0
 
 

@@ -1,20 +1,25 @@
-"""Upload the bundle built by ``bundle.py`` and submit: prints the Kaggle CLI commands (dry run,
-the default) or runs them (``--execute``).
+"""Upload the bundle built by ``bundle.py``, run the kernels and submit: prints the Kaggle CLI
+commands (dry run, the default) or runs them (``--execute``), each step only once what it
+needs is ready.
 
-    python kaggle/push.py [--build kaggle/build] [--create] [--steps datasets,kernel,submit]
-                          [--message MSG] [--execute]
+    python kaggle/push.py [--build kaggle/build] [--create] [--steps datasets,train,inference,submit]
+                          [--message MSG] [--wait SECONDS] [--accelerator ID] [--execute]
 
-Steps, in order:
+Steps, in order (``BUILD/BUNDLE.json`` says the route; the weights route has no ``train``):
 
 - ``datasets``: ``kaggle datasets create -p DIR -r zip`` for a first upload (``--create``), else
-  ``kaggle datasets version -p DIR -r zip -m MSG``; ``-r zip`` uploads sub-folders (weights) as
-  archives that Kaggle unpacks.
-- ``kernel``: ``kaggle kernels push -p BUILD/tpurank-inference`` (runs the offline notebook on Kaggle).
-- ``submit``: once the kernel has finished, ``kaggle kernels output OWNER/SLUG -p DIR`` and
-  ``kaggle competitions submit predict-ai-model-runtime -f DIR/submission.csv -m MSG``.
+  ``kaggle datasets version -p DIR -r zip -m MSG``, for code, wheels (and weights).
+- ``train``: once ``kaggle datasets status`` says every dataset is ready, ``kaggle kernels push -p
+  BUILD/tpurank-train`` (GPU on; ``--accelerator`` picks one, e.g. NvidiaTeslaT4).
+- ``inference``: once the train kernel is complete (``kaggle kernels status``; the weights route:
+  once the datasets are ready), ``kaggle kernels push -p BUILD/tpurank-inference``.
+- ``submit``: once the inference kernel is complete, ``kaggle kernels output OWNER/SLUG -p DIR``
+  and ``kaggle competitions submit predict-ai-model-runtime -f DIR/submission.csv -m MSG``.
 
-Metadata is re-validated before anything runs; credentials are the Kaggle CLI's own business
-(``~/.kaggle/kaggle.json`` or ``KAGGLE_USERNAME``/``KAGGLE_KEY``), never read here.
+A step waits up to ``--wait`` seconds for what it needs; then, or at once when a kernel failed,
+it refuses and prints the exact command that goes on from there. Metadata is re-validated before
+anything runs; credentials are the Kaggle CLI's own business (``~/.kaggle/kaggle.json`` or
+``KAGGLE_USERNAME``/``KAGGLE_KEY``), never read here.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -32,82 +39,173 @@ import kaggle_metadata as kmeta  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_BUILD = REPO / "kaggle" / "build"
-DATASETS = ("tpurank-code", "tpurank-wheels", "tpurank-weights")
-KERNEL = "tpurank-inference"
-STEPS = ("datasets", "kernel", "submit")
+CODE, WHEELS, WEIGHTS = "tpurank-code", "tpurank-wheels", "tpurank-weights"
+TRAIN, INFERENCE = "tpurank-train", "tpurank-inference"
+STEPS = ("datasets", "train", "inference", "submit")
 PLACEHOLDER_OWNER = "your-kaggle-username"
+#: a kernel pushed by this run may still report its previous version's "complete" for a while:
+#: that status counts once the new run was seen queued or running, or after this many seconds
+FRESH_PUSH_GRACE = 180.0
+
+
+@dataclass
+class Step:
+    """One step: what must be ready first (``(kind, id)``: dataset or kernel) and its commands."""
+
+    name: str
+    needs: list[tuple[str, str]] = field(default_factory=list)
+    commands: list[list[str]] = field(default_factory=list)
+
+
+def read_bundle(build: Path) -> dict:
+    """``BUILD/BUNDLE.json`` (route, owner, datasets); a missing file is an unbuilt bundle."""
+    path = build / "BUNDLE.json"
+    if not path.is_file():
+        raise SystemExit(f"{path}: missing; run `make kaggle-bundle` first")
+    return json.loads(path.read_text())
+
+
+def kernel_id(build: Path, name: str) -> str:
+    return json.loads((build / name / kmeta.KERNEL_FILE).read_text())["id"]
+
+
+def dataset_id(build: Path, name: str) -> str:
+    return json.loads((build / name / kmeta.DATASET_FILE).read_text())["id"]
 
 
 def plan(build: Path, steps: tuple[str, ...] = STEPS, create: bool = False,
-         message: str = "tpurank update", output_dir: Path | None = None) -> list[list[str]]:
-    """The Kaggle CLI command lines for ``steps`` (each a list of arguments)."""
-    commands: list[list[str]] = []
+         message: str = "tpurank update", output_dir: Path | None = None,
+         accelerator: str | None = None) -> list[Step]:
+    """The steps of ``steps`` that the bundle's route has, with their prerequisites and commands."""
+    bundle = read_bundle(build)
+    datasets = bundle["datasets"]
+    local = bundle["route"] == "local"
+    ready = [("dataset", dataset_id(build, d)) for d in datasets]
+    out: list[Step] = []
     if "datasets" in steps:
-        for name in DATASETS:
-            folder = str(build / name)
-            if create:
-                commands.append(["kaggle", "datasets", "create", "-p", folder, "-r", "zip"])
-            else:
-                commands.append(["kaggle", "datasets", "version", "-p", folder, "-r", "zip",
-                                 "-m", message])
-    if "kernel" in steps:
-        commands.append(["kaggle", "kernels", "push", "-p", str(build / KERNEL)])
+        verb = (lambda d: ["create", "-p", str(build / d), "-r", "zip"]) if create else \
+            (lambda d: ["version", "-p", str(build / d), "-r", "zip", "-m", message])
+        out.append(Step("datasets", [], [["kaggle", "datasets", *verb(d)] for d in datasets]))
+    if "train" in steps and not local:
+        push = ["kaggle", "kernels", "push", "-p", str(build / TRAIN)]
+        out.append(Step("train", ready, [push + (["--accelerator", accelerator] if accelerator else [])]))
+    if "inference" in steps:
+        needs = ready if local else [("kernel", kernel_id(build, TRAIN))]
+        out.append(Step("inference", needs, [["kaggle", "kernels", "push", "-p", str(build / INFERENCE)]]))
     if "submit" in steps:
-        kernel_id = json.loads((build / KERNEL / kmeta.KERNEL_FILE).read_text())["id"]
-        out = str(output_dir or build / "kernel-output")
-        commands.append(["kaggle", "kernels", "status", kernel_id])
-        commands.append(["kaggle", "kernels", "output", kernel_id, "-p", out])
-        commands.append(["kaggle", "competitions", "submit", kmeta.COMPETITION, "-f",
-                         f"{out}/submission.csv", "-m", message])
-    return commands
+        kid, folder = kernel_id(build, INFERENCE), str(output_dir or build / "kernel-output")
+        out.append(Step("submit", [("kernel", kid)], [
+            ["kaggle", "kernels", "output", kid, "-p", folder],
+            ["kaggle", "competitions", "submit", kmeta.COMPETITION, "-f", f"{folder}/submission.csv",
+             "-m", message]]))
+    return out
 
 
 def check_build(build: Path) -> list[str]:
     """Metadata problems of every folder to be pushed (empty = ready)."""
+    try:
+        bundle = read_bundle(build)
+    except SystemExit as err:
+        return [str(err)]
     problems: list[str] = []
-    for name in DATASETS + (KERNEL,):
+    for name in bundle["datasets"] + [TRAIN, INFERENCE]:
         folder = build / name
         if not folder.is_dir():
             problems.append(f"{folder}: missing; run `make kaggle-bundle` first")
             continue
         problems += kmeta.validate_folder(folder)
-        meta_file = folder / (kmeta.KERNEL_FILE if name == KERNEL else kmeta.DATASET_FILE)
+        meta_file = folder / (kmeta.KERNEL_FILE if name in (TRAIN, INFERENCE) else kmeta.DATASET_FILE)
         if meta_file.is_file() and PLACEHOLDER_OWNER in meta_file.read_text():
             problems.append(f"{meta_file}: owner is the placeholder {PLACEHOLDER_OWNER!r}; rebuild "
                             "with KAGGLE_USERNAME=<you> make kaggle-bundle")
     return problems
 
 
-def execute(commands: list[list[str]]) -> int:
+def status(kind: str, ident: str) -> str:
+    """``ready``/``pending``/``error`` of a dataset, ``queued``/``running``/``complete``/``error``
+    (or ``cancel...``) of a kernel, as the Kaggle CLI prints it; ``unknown`` when it fails."""
+    proc = subprocess.run(["kaggle", "datasets" if kind == "dataset" else "kernels", "status", ident],
+                          capture_output=True, text=True)
+    text = (proc.stdout + proc.stderr).lower()
+    words = ("error", "cancel", "complete", "running", "queued", "ready", "pending")
+    return next((w for w in words if w in text), "unknown") if proc.returncode == 0 else "unknown"
+
+
+def next_command(remaining: list[str], create: bool) -> str:
+    args = ",".join(remaining) + (" --create" if create and "datasets" in remaining else "")
+    return f'make kaggle-push PUSH=1 PUSH_ARGS="--steps {args}"'
+
+
+def wait_ready(kind: str, ident: str, wait: float, poll: float, pushed_at: float | None) -> str:
+    """Poll until ``ident`` is ready (dataset) or complete (kernel), failed, or ``wait`` is over;
+    returns the last status. A kernel this run pushed must be seen running first (or the grace
+    of :data:`FRESH_PUSH_GRACE` pass): before, "complete" may be its previous version's."""
+    done = "ready" if kind == "dataset" else "complete"
+    deadline, seen_running = time.monotonic() + wait, pushed_at is None
+    while True:
+        state = status(kind, ident)
+        seen_running |= state in ("queued", "running")
+        fresh = seen_running or time.monotonic() - (pushed_at or 0.0) > FRESH_PUSH_GRACE
+        if (state == done and fresh) or state in ("error", "cancel") or time.monotonic() >= deadline:
+            return state if state != done or fresh else "running"
+        print(f"  waiting for {kind} {ident}: {state}", flush=True)
+        time.sleep(poll)
+
+
+def execute(steps: list[Step], wait: float, poll: float, create: bool) -> int:
     if shutil.which("kaggle") is None:
         print("the Kaggle CLI is not installed: pip install kaggle (and set up an API token)",
               file=sys.stderr)
         return 2
-    for cmd in commands:
-        print("+", shlex.join(cmd), flush=True)
-        if cmd[:3] == ["kaggle", "kernels", "status"]:
-            status = subprocess.run(cmd, capture_output=True, text=True)
-            print(status.stdout.strip())
-            if "complete" not in status.stdout.lower():
-                print("kernel not complete yet: re-run with --steps submit when it is",
-                      file=sys.stderr)
+    pushed: dict[str, float] = {}  # kernel id -> when this run pushed it
+    for i, step in enumerate(steps):
+        for kind, ident in step.needs:
+            state = wait_ready(kind, ident, wait, poll, pushed.get(ident))
+            if state not in ("ready", "complete"):
+                what = "failed" if state in ("error", "cancel") else f"is not ready yet ({state})"
+                log = f"; its log: kaggle kernels output {ident} -p kernel-log" if kind == "kernel" \
+                    and state in ("error", "cancel") else ""
+                print(f"not running step {step.name!r}: {kind} {ident} {what}{log}\nwhen it is "
+                      f"{'complete' if kind == 'kernel' else 'ready'}, run: "
+                      f"{next_command([s.name for s in steps[i:]], create)}", file=sys.stderr)
                 return 3
-            continue
-        rc = subprocess.run(cmd).returncode
-        if rc != 0:
-            return rc
+        for cmd in step.commands:
+            print("+", shlex.join(cmd), flush=True)
+            rc = subprocess.run(cmd).returncode
+            if rc != 0:
+                print(f"step {step.name!r} failed ({rc}); to retry: "
+                      f"{next_command([s.name for s in steps[i:]], create)}", file=sys.stderr)
+                return rc
+            if cmd[:3] == ["kaggle", "kernels", "push"]:
+                pushed[kernel_id(Path(cmd[4]).parent, Path(cmd[4]).name)] = time.monotonic()
     return 0
+
+
+def print_plan(steps: list[Step]) -> None:
+    print("# dry run: the commands `make kaggle-push PUSH=1` would run")
+    for step in steps:
+        for kind, ident in step.needs:
+            print(f"# {step.name}: wait until `kaggle {kind}s status {ident}` says "
+                  f"{'ready' if kind == 'dataset' else 'complete'}")
+        for cmd in step.commands:
+            print(shlex.join(cmd))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--build", type=Path, default=DEFAULT_BUILD)
+    parser.add_argument("--build", type=Path, default=DEFAULT_BUILD, help="the bundle (make kaggle-bundle)")
     parser.add_argument("--steps", default=",".join(STEPS),
                         help=f"comma-separated subset of {','.join(STEPS)}")
     parser.add_argument("--create", action="store_true", help="first upload: datasets create")
-    parser.add_argument("--message", default="tpurank update")
+    parser.add_argument("--message", default="tpurank update", help="dataset version and submission message")
     parser.add_argument("--output-dir", type=Path, default=None,
-                        help="where the kernel's output (submission.csv) is downloaded")
+                        help="where the inference kernel's output (submission.csv) is downloaded")
+    parser.add_argument("--accelerator", default=None,
+                        help="the train kernel's accelerator (kaggle kernels push --accelerator), "
+                             "e.g. NvidiaTeslaT4; default: the metadata's GPU")
+    parser.add_argument("--wait", type=float, default=1800.0,
+                        help="seconds a step waits for what it needs before it refuses (default 1800)")
+    parser.add_argument("--poll", type=float, default=30.0, help="seconds between status checks")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", dest="execute", action="store_false", default=False,
                       help="print the commands (default)")
@@ -118,20 +216,16 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown step(s) {unknown}; choose from {STEPS}")
     problems = check_build(args.build)
-    if problems and args.execute:
+    if problems and (args.execute or not (args.build / "BUNDLE.json").is_file()):
         print("not pushing:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 1
     for problem in problems:
         print(f"# warning: {problem}")
-    commands = plan(args.build, steps, args.create, args.message, args.output_dir) \
-        if (args.build / KERNEL / kmeta.KERNEL_FILE).is_file() or "submit" not in steps \
-        else plan(args.build, tuple(s for s in steps if s != "submit"), args.create, args.message)
+    planned = plan(args.build, steps, args.create, args.message, args.output_dir, args.accelerator)
     if not args.execute:
-        print("# dry run: the commands `make kaggle-push PUSH=1` would run")
-        for cmd in commands:
-            print(shlex.join(cmd))
+        print_plan(planned)
         return 0
-    return execute(commands)
+    return execute(planned, args.wait, args.poll, args.create)
 
 
 if __name__ == "__main__":

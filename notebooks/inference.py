@@ -14,24 +14,30 @@
 # %% [markdown]
 # # Inference: trained artifacts → predictions → blend → `submission.csv`
 #
-# Runs offline. On Kaggle the three tpurank datasets are attached as inputs:
-# `tpurank-code` (the package wheel), `tpurank-wheels` (what the Kaggle image lacks, e.g.
-# torch-geometric) and `tpurank-weights` (trained models and feature statistics); everything is
-# installed with `pip install --no-index` from them — the network is never used.
+# Runs offline. On Kaggle (the inference kernel `make kaggle-bundle` builds) the datasets
+# `tpurank-code` (the package wheel) and `tpurank-wheels` (what the Kaggle image lacks, e.g.
+# torch-geometric) are attached, and the trained weights are either the train kernel's output
+# (attached as a kernel source: `/kaggle/input/tpurank-train/work`) or the `tpurank-weights`
+# dataset built from a WORK trained elsewhere; `WEIGHTS = "auto"` takes whichever is attached.
+# Everything is installed with `pip install --no-index` from them — the network is never used.
 #
 # Locally: set `DATA` (or let it generate the sample), `WEIGHTS` to a trained work dir (or
 # `None` to use `WORK` as it is), and `INSTALL = False` when tpurank is already installed.
+# `TPURANK_KAGGLE_ROOT` names a folder that stands in for `/kaggle` (`make kaggle-rehearsal`).
 
 # %% tags=["parameters"]
-DATA = None  # data root; None: /kaggle/input/predict-ai-model-runtime, else the generated sample
+import os
+
+KAGGLE = os.environ.get("TPURANK_KAGGLE_ROOT") or "/kaggle"  # stands in for /kaggle when set
+DATA = None  # data root; None: KAGGLE/input/predict-ai-model-runtime, else the generated sample
 SAMPLE_DIR = "../data/sample-tiny"
 SAMPLE_SCALE = "tiny"
-CODE_DIR = "/kaggle/input/tpurank-code"  # the tpurank wheel
-WHEELS_DIR = "/kaggle/input/tpurank-wheels"  # wheels the Kaggle image lacks
-WEIGHTS = "/kaggle/input/tpurank-weights"  # trained artifacts; None: use WORK as it is
+CODE_DIR = f"{KAGGLE}/input/tpurank-code"  # the tpurank wheel
+WHEELS_DIR = f"{KAGGLE}/input/tpurank-wheels"  # wheels the Kaggle image lacks
+WEIGHTS = "auto"  # trained artifacts; "auto": the train kernel's output or the weights dataset; None: WORK as it is
 INSTALL = "auto"  # True | False | "auto" (install when WHEELS_DIR exists)
-WORK = None  # None: /kaggle/working/work on Kaggle, else work/notebook
-SUBMISSION = None  # None: /kaggle/working/submission.csv on Kaggle, else WORK/submission.csv
+WORK = None  # None: KAGGLE/working/work on Kaggle, else work/notebook-PRESET
+SUBMISSION = None  # None: KAGGLE/working/submission.csv on Kaggle, else WORK/submission.csv
 PRESET = None  # None: the preset the weights were trained with (their MANIFEST.json)
 SEED = 0
 COLLECTIONS = "all"
@@ -47,7 +53,6 @@ OVERRIDES = {"features": {"splits": "valid,test"}}
 
 # %%
 import importlib
-import os
 import subprocess
 import sys
 
@@ -63,12 +68,14 @@ if INSTALL is True or (INSTALL == "auto" and os.path.isdir(WHEELS_DIR)):
 # %matplotlib inline
 from ensemble import pipeline
 
-preset = PRESET or pipeline.weights_preset(WEIGHTS)
+weights = pipeline.find_weights(WEIGHTS)
+preset = PRESET or pipeline.weights_preset(weights)
 work = pipeline.default_work(WORK, f"notebook-{preset}")
-if WEIGHTS and os.path.isdir(WEIGHTS):
-    pipeline.install_weights(WEIGHTS, work)
-submission = SUBMISSION or ("/kaggle/working/submission.csv" if os.path.isdir("/kaggle/working")
-                            else str(work / "submission.csv"))
+if weights is not None:
+    print("weights:", weights, "->", pipeline.install_weights(weights, work))
+submission = SUBMISSION or str(work.parent / "submission.csv" if pipeline.on_kaggle()
+                               else work / "submission.csv")
+print("device:", pipeline.device_name())
 run = pipeline.Run(data=str(pipeline.find_data(DATA, SAMPLE_DIR, SAMPLE_SCALE)), work=str(work),
                    preset=preset, seed=SEED, collections=COLLECTIONS, models=MODELS,
                    submission=submission, protocol=PROTOCOL, overrides=OVERRIDES)

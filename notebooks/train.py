@@ -12,15 +12,21 @@
 # ---
 
 # %% [markdown]
-# # Train: features → models (GNN, LightGBM)
+# # Train: features → models (GNN, LightGBM) → blend → `submission.csv`
 #
 # Runs the pipeline stages for the chosen collections with a chosen preset, exactly as
 # `make run` does (each stage is its CLI entry point, called in-process by `ensemble.pipeline`).
-# Trained artifacts land in `WORK/models` and `WORK/features`; `make kaggle-bundle WORK=...`
-# packs them into the Kaggle weights dataset.
+# Trained artifacts land in `WORK/models` and `WORK/features`.
+#
+# **On Kaggle** (the train kernel `make kaggle-bundle` builds: GPU on, internet off, the
+# competition and the `tpurank-code` and `tpurank-wheels` datasets attached) it installs tpurank
+# offline, trains with the `full` preset planned to `BUDGET` (8 h), writes a checked
+# `submission.csv` and the report, and slims `WORK` to what inference needs: the kernel's output
+# (`/kaggle/working`) is then the inference kernel's weights (docs/kaggle.md).
 #
 # Data: `DATA` when given, else `/kaggle/input/predict-ai-model-runtime` on Kaggle, else the
-# generated sample (`SAMPLE_DIR`, created on first use).
+# generated sample (`SAMPLE_DIR`, created on first use). `TPURANK_KAGGLE_ROOT` names a folder
+# that stands in for `/kaggle` (the offline rehearsal, `make kaggle-rehearsal`).
 #
 # `BUDGET` (seconds) plans the whole run to that time, as `make run BUDGET=...`: validate and the
 # features are measured, the plan and its ETA are printed, the models train and predict within it
@@ -29,23 +35,26 @@
 # (a session lasts 9–12 h), none elsewhere (each stage's own time limits).
 
 # %% tags=["parameters"]
+import os
+
+KAGGLE = os.environ.get("TPURANK_KAGGLE_ROOT") or "/kaggle"  # stands in for /kaggle when set
 DATA = None  # data root (Kaggle layout); None: Kaggle input, else the generated sample
 SAMPLE_DIR = "../data/sample-tiny"
 SAMPLE_SCALE = "tiny"  # tiny | small
-WORK = None  # None: /kaggle/working/work on Kaggle, else work/notebook
-PRESET = "quick"  # quick | full
+WORK = None  # None: KAGGLE/working/work on Kaggle, else work/notebook-PRESET
+PRESET = "auto"  # quick | full | auto: full on Kaggle (the GPU budget), else quick
 BUDGET = "auto"  # seconds for the whole run (planned); "auto": 8 h on Kaggle, else none (0)
 SEED = 0
 COLLECTIONS = "all"  # e.g. "layout:xla:random,tile:xla"
 MODELS = "gnn,lgbm"  # models to train (tpurank/registry.py)
 OVERRIDES = {}  # per stage, e.g. {"gnn-train": {"steps": 40}, "lgbm-train": {"num_boost_round": 50}}
-CODE_DIR = "/kaggle/input/tpurank-code"  # on Kaggle: the tpurank wheel (bundle dataset)
-WHEELS_DIR = "/kaggle/input/tpurank-wheels"  # on Kaggle: wheels the image lacks
+CODE_DIR = f"{KAGGLE}/input/tpurank-code"  # on Kaggle: the tpurank wheel (bundle dataset)
+WHEELS_DIR = f"{KAGGLE}/input/tpurank-wheels"  # on Kaggle: wheels the image lacks
 INSTALL = "auto"  # True | False | "auto" (offline install when WHEELS_DIR exists)
+SLIM = "auto"  # drop rebuildable caches at the end: "auto" = on Kaggle (output capped at 20 GB)
 
 # %%
 import importlib
-import os
 import subprocess
 import sys
 
@@ -61,10 +70,14 @@ if INSTALL is True or (INSTALL == "auto" and os.path.isdir(WHEELS_DIR)):  # offl
 # %matplotlib inline
 from ensemble import pipeline
 
-run = pipeline.Run(data=str(pipeline.find_data(DATA, SAMPLE_DIR, SAMPLE_SCALE)),
-                   work=str(pipeline.default_work(WORK, f"notebook-{PRESET}")), preset=PRESET,
-                   seed=SEED, collections=COLLECTIONS, models=MODELS, overrides=OVERRIDES,
+preset = pipeline.notebook_preset(PRESET)
+work = pipeline.default_work(WORK, f"notebook-{preset}")
+submission = work.parent / "submission.csv" if pipeline.on_kaggle() else work / "submission.csv"
+run = pipeline.Run(data=str(pipeline.find_data(DATA, SAMPLE_DIR, SAMPLE_SCALE)), work=str(work),
+                   preset=preset, seed=SEED, collections=COLLECTIONS, models=MODELS,
+                   submission=str(submission), overrides=OVERRIDES,
                    budget=pipeline.notebook_budget(BUDGET))
+print("device:", pipeline.device_name())
 run
 
 # %% [markdown]
@@ -106,7 +119,11 @@ pl.DataFrame(pipeline.validation_table(run.work))
 
 # %% [markdown]
 # ## With a budget: blend, check and the report (planned vs actual seconds per stage)
+# Then, on Kaggle, `WORK` is slimmed to what inference needs (models, feature statistics,
+# predictions, blend, report): the kernel's output is the inference kernel's weights.
 
 # %%
 if run.budget:
-    print(pipeline.submit(run))
+    print(pipeline.submission_preview(pipeline.submit(run)))
+if SLIM is True or (SLIM == "auto" and pipeline.on_kaggle()):
+    print("WORK slimmed (bytes):", pipeline.slim_work(run.work))

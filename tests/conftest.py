@@ -6,6 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import kaggle_scripts  # tests/kaggle is on pytest's pythonpath
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -25,15 +26,8 @@ def tiny_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 #: tiny-sample settings of the notebooks: a handful of steps/rounds, one worker process (tests
-#: share 2 cores); the quick preset still cross-validates (3 folds)
-TINY_OVERRIDES = {
-    "features": {"jobs": 1, "progress": False},
-    "gnn-train": {"steps": 8, "eval_every": 4, "hidden": 16, "layers": 2, "configs_per_step": 16,
-                  "val_max_configs": 32, "threads": 1},
-    "gnn-predict": {"threads": 1},
-    "lgbm-train": {"num_boost_round": 20, "early_stopping_rounds": 5, "threads": 1},
-    "lgbm-predict": {"threads": 1},
-}
+#: share 2 cores); the quick preset still cross-validates (3 folds). The rehearsal's own.
+TINY_OVERRIDES = kaggle_scripts.load("rehearsal").TINY_OVERRIDES
 
 
 @pytest.fixture

@@ -10,7 +10,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-KAGGLE_ROOT = Path("/kaggle/input/predict-ai-model-runtime")
+#: the environment variable naming the folder that stands in for ``/kaggle`` (its ``input/`` and
+#: ``working/``): unset on Kaggle; the offline rehearsal (``make kaggle-rehearsal``) sets it
+KAGGLE_ROOT_ENV = "TPURANK_KAGGLE_ROOT"
+COMPETITION = "predict-ai-model-runtime"
 SPLITS: tuple[str, ...] = ("train", "valid", "test")
 
 
@@ -104,6 +107,17 @@ def hidden_runtimes_path(root: str | os.PathLike) -> Path:
     return Path(root) / "hidden" / "test_runtimes.npz"
 
 
+def kaggle_root() -> Path:
+    """``/kaggle``, or the folder :data:`KAGGLE_ROOT_ENV` names."""
+    return Path(os.environ.get(KAGGLE_ROOT_ENV) or "/kaggle")
+
+
+def on_kaggle() -> bool:
+    """Whether this runs in a Kaggle notebook (or its rehearsal): ``<kaggle root>/working`` exists."""
+    return (kaggle_root() / "working").is_dir()
+
+
 def default_data_root() -> Path | None:
     """The Kaggle input folder when it exists, else None (callers then use the sample)."""
-    return KAGGLE_ROOT if npz_dir(KAGGLE_ROOT).is_dir() else None
+    root = kaggle_root() / "input" / COMPETITION
+    return root if npz_dir(root).is_dir() else None

@@ -281,9 +281,11 @@ def train_collection(cfg: GnnConfig, collection: Collection, seconds: float = ma
                ctx or DistContext(), device or choose_device(cfg.device))
 
 
-def _write_config(cfg: GnnConfig, out: Path, ctx: DistContext, extra: dict | None) -> None:
+def _write_config(cfg: GnnConfig, out: Path, ctx: DistContext, device: torch.device,
+                  extra: dict | None) -> None:
     meta = run_metadata(cfg)
-    meta["world_size"] = ctx.world_size
+    # the device the model trained on, and whether mixed precision ran (CUDA only)
+    meta.update(world_size=ctx.world_size, device=str(device), amp=cfg.amp and device.type == "cuda")
     meta.update(extra or {})
     write_json(out / "config.json", meta)
 
@@ -305,7 +307,7 @@ def fit(cfg: GnnConfig, collection: Collection, train: list[ProcessedGraph],
     elif ctx.is_main:  # a fresh run must never report an older run's best weights
         (out / "best.pt").unlink(missing_ok=True)
     if ctx.is_main:
-        _write_config(cfg, out, ctx, extra_config)
+        _write_config(cfg, out, ctx, device, extra_config)
     barrier(ctx)
     loop = _loop(tr, collection, mine, valid, out, start, seconds - (clock() - t_start))
     report = None

@@ -56,6 +56,44 @@ def test_install_weights_copies_models_and_stats_only(tmp_path: Path) -> None:
         pipeline.install_weights(tmp_path / "nothing", tmp_path / "w2")
 
 
+def trained_work(work: Path) -> Path:
+    """A WORK shaped like a finished run (files only)."""
+    for rel, data in {"models/gnn/tile-xla/seed0/fold0/best.pt": b"w", "models/gnn/tile-xla/seed0/fold0/last.pt": b"o",
+                      "models/gnn/tile-xla/seed0/fold0/config.json": b'{"seed": 0, "config": {"preset": "full"}}',
+                      "features/tile-xla/norm.npz": b"n", "features/tile-xla/graphs/train/g/x.npy": b"big" * 10_000,
+                      "features/tile-xla/done/train": b"", "real/data/x.npz": b"big", "preds/gnn/tile-xla/test.npz": b"p",
+                      "blend/summary.json": b"{}"}.items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_bytes(data)
+    return work
+
+
+def test_slim_work_keeps_what_inference_and_the_record_need(tmp_path: Path) -> None:
+    work = trained_work(tmp_path / "work")
+    sizes = pipeline.slim_work(work)
+    assert sizes["after"] < sizes["before"]
+    files = sorted(p.relative_to(work).as_posix() for p in work.rglob("*") if p.is_file())
+    assert files == ["MANIFEST.json", "blend/summary.json", "features/tile-xla/norm.npz",
+                     "models/gnn/tile-xla/seed0/fold0/best.pt", "models/gnn/tile-xla/seed0/fold0/config.json",
+                     "preds/gnn/tile-xla/test.npz"]
+    assert pipeline.weights_preset(work) == "full"  # a slimmed WORK is a weights folder
+    dst = pipeline.install_weights(work, tmp_path / "inference")
+    assert (dst / "models/gnn/tile-xla/seed0/fold0/best.pt").is_file()
+
+
+def test_export_weights_and_where_inference_finds_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TPURANK_KAGGLE_ROOT", str(tmp_path / "kaggle"))
+    assert pipeline.find_weights("auto") is None and pipeline.find_weights(None) is None
+    out = pipeline.export_weights(trained_work(tmp_path / "work"), tmp_path / "kaggle/input/tpurank-weights")
+    assert not (out / "models/gnn/tile-xla/seed0/fold0/last.pt").exists()
+    assert pipeline.find_weights("auto") == out
+    train_output = trained_work(tmp_path / "kaggle/input/tpurank-train/work")
+    assert pipeline.find_weights("auto") == train_output  # the train kernel's output comes first
+    assert pipeline.find_weights(str(out)) == out
+    with pytest.raises(FileNotFoundError, match="no trained models"):
+        pipeline.export_weights(tmp_path / "untrained", tmp_path / "w")
+
+
 def test_find_data(tiny_root: Path, tmp_path: Path) -> None:
     assert pipeline.find_data(tiny_root) == tiny_root
     with pytest.raises(FileNotFoundError, match="npz_all"):
@@ -109,9 +147,14 @@ def test_bad_test_files_are_repaired_and_the_submission_is_complete(
     assert any("padding value" in r for r in repaired.values())
 
 
-def test_the_train_notebook_budget(tmp_path: Path) -> None:
-    """"auto": the Kaggle session's budget on Kaggle only; elsewhere each stage's own limits."""
-    assert pipeline.notebook_budget("auto", kaggle_working=tmp_path / "absent") == 0.0
-    assert pipeline.notebook_budget("auto", kaggle_working=tmp_path) == pipeline.KAGGLE_SESSION_BUDGET
+def test_the_train_notebook_budget_and_preset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """"auto": the Kaggle session's budget and the full preset on Kaggle only; elsewhere each
+    stage's own limits and the quick preset."""
+    monkeypatch.setenv("TPURANK_KAGGLE_ROOT", str(tmp_path))
+    assert pipeline.notebook_budget("auto") == 0.0 and pipeline.notebook_preset("auto") == "quick"
+    (tmp_path / "working").mkdir()
+    assert pipeline.notebook_budget("auto") == pipeline.KAGGLE_SESSION_BUDGET
+    assert pipeline.notebook_preset("auto") == "full" and pipeline.notebook_preset("quick") == "quick"
+    assert pipeline.default_work(None) == tmp_path / "working" / "work"
     assert pipeline.KAGGLE_SESSION_BUDGET < 9 * 3600  # the shortest session (docs/competition.md §2)
     assert pipeline.notebook_budget(2700) == 2700.0 and pipeline.notebook_budget(None) == 0.0

@@ -16,5 +16,6 @@ def load(name: str) -> ModuleType:
         sys.path.insert(0, str(KAGGLE_DIR))
     spec = importlib.util.spec_from_file_location(f"kaggle_{name}", KAGGLE_DIR / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module

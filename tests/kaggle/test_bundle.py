@@ -1,10 +1,11 @@
-"""bundle.py: the weights/kernel folders (fast) and the whole offline path (slow).
+"""bundle.py: the weights/kernel folders (fast) and route 2 offline (slow).
 
-The slow test is the Kaggle flow end to end, offline, with the *default* bundle: the models the
-train notebook trained on the tiny sample are bundled; a fresh virtual environment is given
-exactly the packages of the Kaggle image (``kaggle/image_packages.txt`` and what they depend
-on, at the listed versions); the inference notebook then runs in it, installs tpurank from the
-bundle with ``pip install --no-index`` and writes a checked submission.
+The slow test is the *train anywhere else* route end to end, offline: the models the train
+notebook trained on the tiny sample are bundled as the weights dataset; a fresh virtual
+environment is given exactly the packages of the Kaggle image (``kaggle/image_packages.txt`` and
+what they depend on, at the listed versions); the inference notebook then runs in it, installs
+tpurank from the bundle with ``pip install --no-index`` and writes a checked submission. The
+*train on Kaggle* route is ``test_rehearsal.py`` (``make kaggle-rehearsal``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pytest
 from packaging.requirements import Requirement
 bundle = kaggle_scripts.load("bundle")
 kmeta = kaggle_scripts.load("kaggle_metadata")
+rehearsal = kaggle_scripts.load("rehearsal")
 
 
 def _fake_trained_work(work: Path) -> Path:
@@ -61,13 +63,39 @@ def test_weights_need_trained_models(tmp_path: Path) -> None:
         bundle.build_weights(out, tmp_path / "untrained")
 
 
-def test_kernel_folder_has_the_inference_notebook_and_valid_metadata(tmp_path: Path) -> None:
-    bundle.build_kernel(tmp_path)
-    nb = json.loads((tmp_path / "inference.ipynb").read_text())
+@pytest.mark.parametrize("name", ["tpurank-train", "tpurank-inference"])
+def test_kernel_folders_hold_their_notebook_and_valid_metadata(name: str, tmp_path: Path) -> None:
+    bundle.build_kernel(tmp_path, name)
+    assert bundle.write_metadata(tmp_path, name, "alice") == []
+    meta = json.loads((tmp_path / kmeta.KERNEL_FILE).read_text())
+    nb = json.loads((tmp_path / meta["code_file"]).read_text())
     assert nb["nbformat"] == 4
     sources = "".join("".join(c["source"]) for c in nb["cells"])
-    assert "--no-index" in sources
-    assert bundle.write_metadata(tmp_path, bundle.KERNEL, "alice") == []
+    assert "--no-index" in sources and "TPURANK_KAGGLE_ROOT" in sources
+
+
+def test_the_inference_kernel_reads_the_train_kernel_or_the_weights_dataset(tmp_path: Path) -> None:
+    bundle.build_kernel(tmp_path, bundle.INFERENCE)
+    bundle.write_metadata(tmp_path, bundle.INFERENCE, "alice")
+    meta = json.loads((tmp_path / kmeta.KERNEL_FILE).read_text())
+    assert meta["kernel_sources"] == ["alice/tpurank-train"]
+    assert "alice/tpurank-weights" not in meta["dataset_sources"]
+    assert bundle.write_metadata(tmp_path, bundle.INFERENCE, "alice", weights=True) == []
+    meta = json.loads((tmp_path / kmeta.KERNEL_FILE).read_text())
+    assert meta["kernel_sources"] == [] and "alice/tpurank-weights" in meta["dataset_sources"]
+
+
+def test_a_bundle_without_trained_models_has_code_wheels_and_both_kernels(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Route 1 needs no trained model; a weights folder of an earlier bundle is removed."""
+    monkeypatch.setattr(bundle, "build_code", lambda d: (d / "tpurank-0.1.0-py3-none-any.whl").write_bytes(b"w"))
+    monkeypatch.setattr(bundle, "build_wheels", lambda d, *_: (d / "WHEELS.json").write_text("{}"))
+    (tmp_path / bundle.WEIGHTS).mkdir()
+    sizes = bundle.bundle(tmp_path, owner="alice")
+    assert set(sizes) == {bundle.CODE, bundle.WHEELS, bundle.TRAIN, bundle.INFERENCE}
+    assert not (tmp_path / bundle.WEIGHTS).exists()
+    route = json.loads((tmp_path / bundle.BUNDLE_FILE).read_text())
+    assert route["route"] == "kaggle" and route["datasets"] == [bundle.CODE, bundle.WHEELS]
 
 
 def test_the_default_bundle_ships_what_the_image_lacks_and_never_torch() -> None:
@@ -86,49 +114,6 @@ def test_the_image_list_pins_every_package_at_the_installed_version() -> None:
             f"kaggle/image_packages.txt says {line}, this environment has {installed}")
 
 
-def image_distributions(requirements: list[str]) -> list[importlib.metadata.Distribution]:
-    """The installed distributions of the image list and everything they depend on (markers
-    evaluated here, no extras): what the Kaggle image holds for tpurank."""
-    seen: dict[str, importlib.metadata.Distribution] = {}
-    todo = [Requirement(r) for r in requirements]
-    while todo:
-        req = todo.pop()
-        key = req.name.lower().replace("_", "-")
-        if key in seen:
-            continue
-        dist = importlib.metadata.distribution(req.name)
-        assert req.specifier.contains(dist.version, prereleases=True), (req, dist.version)
-        seen[key] = dist
-        for line in dist.requires or []:
-            dep = Requirement(line)
-            if dep.marker is None or dep.marker.evaluate({"extra": ""}):
-                todo.append(dep)
-    return list(seen.values())
-
-
-def image_environment(tmp_path: Path) -> Path:
-    """A fresh venv holding exactly the image's packages; returns its python.
-
-    The packages are not copied: a folder of symlinks to their installed files is added to the
-    venv's ``sys.path`` by a ``.pth`` file, so pip inside the venv sees them as installed and the
-    environment takes seconds to make."""
-    layer = tmp_path / "kaggle-image"
-    layer.mkdir()
-    for dist in image_distributions(bundle.image_requirements()):
-        site = Path(dist.locate_file(""))
-        for top in {p.parts[0] for p in dist.files or [] if p.parts[0] != ".."}:
-            link = layer / top
-            if not link.exists() and (site / top).exists():
-                link.symlink_to(site / top)
-    venv = tmp_path / "venv"  # without pip: the image's pip (in the list) does the install
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    py = venv / "bin" / "python"
-    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    (Path(purelib) / "kaggle_image.pth").write_text(f"import site; site.addsitedir({str(layer)!r})\n")
-    return py
-
-
 @pytest.mark.slow
 def test_default_bundle_installs_offline_on_the_kaggle_image_and_runs_inference(
         train_notebook: tuple[Path, object], tiny_root: Path, tmp_path: Path,
@@ -138,24 +123,20 @@ def test_default_bundle_installs_offline_on_the_kaggle_image_and_runs_inference(
     trained, _ = train_notebook
     # 1. the default bundle of the trained models
     build = tmp_path / "build"
-    sizes = bundle.bundle(trained, build, owner="tpurank-ci")
-    assert set(sizes) == {bundle.CODE, bundle.WHEELS, bundle.WEIGHTS, bundle.KERNEL}
+    sizes = bundle.bundle(build, owner="tpurank-ci", weights_from=trained)
+    assert set(sizes) == {bundle.CODE, bundle.WHEELS, bundle.WEIGHTS, bundle.TRAIN, bundle.INFERENCE}
     for name in sizes:
         assert kmeta.validate_folder(build / name) == []
     wheels = sorted(p.name.split("-")[0] for p in (build / bundle.WHEELS).glob("*.whl"))
     assert wheels == ["torch_geometric", "xxhash"]
     # 2. a fresh environment with the Kaggle image's packages only; pip sees no index
-    py = image_environment(tmp_path)
+    py = rehearsal.image_environment(tmp_path / "image")
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
     monkeypatch.delenv("PYTHONPATH", raising=False)
     check = [str(py), "-c", "import torch, lightgbm, polars; import features"]
     assert subprocess.run(check, capture_output=True, cwd=tmp_path).returncode != 0  # no tpurank yet
-    kernels = tmp_path / "jupyter" / "kernels" / "kaggle-image"
-    kernels.mkdir(parents=True)
-    (kernels / "kernel.json").write_text(json.dumps({
-        "argv": [str(py), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Kaggle image", "language": "python"}))
+    rehearsal.kernel_spec(py, tmp_path / "jupyter")
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     # 3. the inference notebook installs tpurank from the bundle and writes the submission
     work = tmp_path / "work"
@@ -172,7 +153,7 @@ def test_default_bundle_installs_offline_on_the_kaggle_image_and_runs_inference(
     assert "torch_geometric" in installed.replace("-", "_") and "pymetis" not in installed
     location = subprocess.run([str(py), "-c", "import features; print(features.__file__)"],
                               capture_output=True, text=True, cwd=tmp_path, check=True).stdout
-    assert str(tmp_path / "venv") in location  # installed from the wheel, not the repo checkout
+    assert str(tmp_path / "image" / "venv") in location  # installed from the wheel, not the repo checkout
     from ensemble.submission import check_file
 
     assert check_file(work / "submission.csv", tiny_root) == []

@@ -20,13 +20,21 @@ def test_dataset_templates_are_valid_once_filled(name: str) -> None:
     assert kmeta.validate_dataset_metadata(meta) == []
 
 
-def test_kernel_template_is_valid_and_offline(tmp_path: Path) -> None:
-    meta = kmeta.load_template("tpurank-inference", "alice")
+@pytest.mark.parametrize("name", ["tpurank-train", "tpurank-inference"])
+def test_kernel_templates_are_valid_and_offline_with_code_and_wheels(name: str, tmp_path: Path) -> None:
+    meta = kmeta.load_template(name, "alice")
     (tmp_path / meta["code_file"]).write_text("{}")
     assert kmeta.validate_kernel_metadata(meta, tmp_path) == []
     assert meta["enable_internet"] == "false"
     assert meta["competition_sources"] == ["predict-ai-model-runtime"]
-    assert sorted(meta["dataset_sources"]) == sorted(f"alice/{d}" for d in DATASETS)
+    assert sorted(meta["dataset_sources"]) == ["alice/tpurank-code", "alice/tpurank-wheels"]
+
+
+def test_the_train_kernel_has_the_gpu_and_the_inference_kernel_its_output() -> None:
+    train = kmeta.load_template("tpurank-train", "alice")
+    inference = kmeta.load_template("tpurank-inference", "alice")
+    assert train["enable_gpu"] == "true" and train["code_file"] == "train.ipynb"
+    assert inference["kernel_sources"] == [train["id"]]
 
 
 def test_unfilled_owner_is_rejected() -> None:

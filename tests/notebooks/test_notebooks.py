@@ -68,11 +68,3 @@ def test_parameters_cell_is_tagged_in_every_notebook() -> None:
         tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
         assert len(tagged) == 1, name
         assert "DATA" in tagged[0].source
-
-
-def test_inject_parameters_requires_a_parameters_cell() -> None:
-    import nbformat
-
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
-    with pytest.raises(ValueError, match="parameters"):
-        nbrun.inject_parameters(nb, {"x": 2})
