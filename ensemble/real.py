@@ -1,6 +1,7 @@
 """``python -m ensemble real --work W``: score trained models on the only real TPU measurements
-we hold (docs/competition.md §9) — 15 tile kernels (tile top-5 score) and one layout record (Kendall τ over its
-112 usable configs) — next to a random ranking and the training-free heuristic
+we hold (docs/competition.md §9; the repository's ``data/real-tpu/``, or ``--records DIR`` for the
+folder holding another ``real-tpu/``) — 15 tile kernels (tile top-5 score) and one layout record
+(Kendall τ over its 112 usable configs) — next to a random ranking and the training-free heuristic
 (:mod:`features.heuristic`, what ``models.baseline`` ranks by).
 
 The records are converted from the raw protos (:mod:`features.hlo`), written as npz under
@@ -35,7 +36,8 @@ from tpurank.atomic import write_json
 from tpurank.collections import Collection, get_collection
 from models.metrics import TILE_TOP_K, kendall_tau, tile_score
 
-SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+#: the repository's data/ (data/README.md): real-tpu/ holds the records
+REAL_DATA = Path(__file__).resolve().parent.parent / "data"
 TILE_FILE = "op_tuning_data.pb"
 LAYOUT_FILE = "module_tuning_data_layout.pb"
 TILE = "tile:xla"
@@ -89,22 +91,23 @@ class Scores:
 
 # ---------------------------------------------------------------- data
 
-def prepare(shared: Path, out_root: Path) -> RealData:
-    """Convert the real records into ``out_root`` (Kaggle layout) and read their targets."""
+def prepare(records: Path, out_root: Path) -> RealData:
+    """Convert the real records of ``records/real-tpu`` into ``out_root`` (Kaggle layout) and
+    read their targets."""
     from features.hlo import convert_file
     from features.io import load_npz
 
     for name in (TILE_FILE, LAYOUT_FILE):
-        if not (shared / "real-tpu" / name).is_file():
-            raise FileNotFoundError(f"{shared / 'real-tpu' / name}: real TPU record not found "
-                                    "(pass --shared DIR)")
+        if not (records / "real-tpu" / name).is_file():
+            raise FileNotFoundError(f"{records / 'real-tpu' / name}: real TPU record not found "
+                                    "(pass --records DIR)")
     tile, layout = [], []
-    for c in convert_file(shared / "real-tpu" / TILE_FILE, out_root, split=SPLIT,
+    for c in convert_file(records / "real-tpu" / TILE_FILE, out_root, split=SPLIT,
                           tile_collection=TILE):
         g = load_npz(c.path)
         tile.append(RealGraph(c.module, c.path, g.target(), True))
     for coll in LAYOUT_COLLECTIONS:  # one copy per collection, so each collection's models see it
-        for c in convert_file(shared / "real-tpu" / LAYOUT_FILE, out_root, split=SPLIT,
+        for c in convert_file(records / "real-tpu" / LAYOUT_FILE, out_root, split=SPLIT,
                               layout_collection=coll):
             if coll == LAYOUT_COLLECTIONS[0]:
                 layout.append(RealGraph(c.module, c.path, load_npz(c.path).target(), False))
@@ -351,15 +354,15 @@ def trained_model_names(models: Sequence[str] | None = None) -> list[str]:
     return [m.name for m in MODELS if m.trains and (wanted is None or m.name in wanted)]
 
 
-def evaluate(work: str | Path, shared: str | Path = SHARED_DATA, models: Sequence[str] | None = None,
+def evaluate(work: str | Path, records: str | Path = REAL_DATA, models: Sequence[str] | None = None,
              draws: int = 1000, seed: int = 0, device: str = "cpu") -> dict[str, Any]:
     """Score every method on the real records — random, the heuristic, and each trained model of
     the registry (of ``models`` when given); writes ``W/reports/real/real_eval.json``."""
     from ensemble.weights import BLEND_MODEL
 
-    work, shared = Path(work), Path(shared)
+    work, records = Path(work), Path(records)
     names = trained_model_names(models)
-    data = prepare(shared, work / "real" / "data")
+    data = prepare(records, work / "real" / "data")
     results: list[tuple[Scores, list[RealGraph]]] = []
     for graphs, label, colls in ((data.tile, TILE, (TILE,)),
                                  (data.layout, "layout:real", LAYOUT_COLLECTIONS)):
@@ -374,7 +377,7 @@ def evaluate(work: str | Path, shared: str | Path = SHARED_DATA, models: Sequenc
                 lambda: blend_scores(work, graphs, coll, tag, scored), BLEND_MODEL, tag)]
     from tpurank.config import run_metadata
 
-    report = {"work": str(work), "shared": str(shared), "metadata": run_metadata(),
+    report = {"work": str(work), "records": str(records), "metadata": run_metadata(),
               "tile_kernels": {g.stem: len(g.target) for g in data.tile},
               "layout_configs": {g.stem: len(g.target) for g in data.layout},
               "results": [s.summary(g) for s, g in results]}
@@ -412,21 +415,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                                               f"as every stage: {stage.work})")
     p.add_argument("--data", default=stage.data, help="the run's data root (only names the default --work)")
     p.add_argument("--preset", default=stage.preset, help="the run's preset (only names the default --work)")
-    p.add_argument("--shared", default=str(SHARED_DATA), help="folder holding real-tpu/")
+    p.add_argument("--records", "--shared", dest="records", metavar="DIR", default=str(REAL_DATA),
+                   help="folder holding real-tpu/ (default: the repository's data/)")
     p.add_argument("--models", default="", help="comma list of trained models to score (default: every "
                                                  "model of tpurank.registry with a train stage)")
     p.add_argument("--draws", type=int, default=1000, help="random rankings averaged")
     p.add_argument("--seed", type=int, default=0, help="seed of the random rankings")
     p.add_argument("--device", default="cpu", help="torch device of the GNN")
     p.add_argument("--skip-missing", action="store_true",
-                   help="exit 0 with a note when the real records are not there (make run)")
+                   help="exit 0 with a note when the real records are not there (an install "
+                        "without the repository's data/, e.g. Kaggle)")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     work = args.work or default_work(args.data, args.preset)
     models = [m.strip() for m in args.models.split(",") if m.strip()] or None
     try:
-        report = evaluate(work, args.shared, models, args.draws, args.seed, args.device)
+        report = evaluate(work, args.records, models, args.draws, args.seed, args.device)
     except FileNotFoundError as exc:
-        if args.skip_missing and not (Path(args.shared) / "real-tpu").is_dir():
+        if args.skip_missing and not (Path(args.records) / "real-tpu").is_dir():
             print(f"ensemble real: skipped, no real TPU records ({exc})")
             return 0
         print(f"error: {exc}", file=sys.stderr)

@@ -10,7 +10,7 @@ import kaggle_scripts  # tests/kaggle is on pytest's pythonpath
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO.parent / "shared" / "data"
+REAL_DATA = REPO / "data"  # the real TPU records and JAX HLO modules (data/README.md)
 
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
@@ -56,10 +56,12 @@ def train_notebook(tiny_root: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """``../shared/data`` (real TPU records, JAX HLO); tests using it skip when it is absent."""
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared data folder not found at {SHARED_DATA}")
-    return SHARED_DATA
+    """The repository's ``data/`` (``real-tpu/`` records, ``jax-hlo/`` modules): tracked, so a
+    checkout without them fails here instead of skipping."""
+    missing = [d for d in ("real-tpu", "jax-hlo") if not (REAL_DATA / d).is_dir()]
+    if missing:
+        pytest.fail(f"{REAL_DATA}: missing {', '.join(missing)} (tracked in git, see data/README.md)")
+    return REAL_DATA
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent.parent
-SHARED = REPO.parent / "shared" / "data"
+REAL_TPU = REPO / "data" / "real-tpu"  # the real records (data/README.md)
 
 
 def _timed(label: str, fn, *args):
@@ -42,8 +42,8 @@ def main() -> None:
     from features.hlo import exact_dot_dims, module_arrays, read_proto
     from features.hlo.convert import layout_record_arrays, tile_record_arrays
 
-    if SHARED.is_dir():
-        real = SHARED / "real-tpu"
+    if REAL_TPU.is_dir():
+        real = REAL_TPU
         rec = _timed("read real layout record (3,163 nodes, 122 runs)", read_proto,
                      real / "module_tuning_data_layout.pb").message
         _timed("  convert to npz arrays", layout_record_arrays, rec)
@@ -53,10 +53,10 @@ def main() -> None:
     big = _big_module(40_000)
     arrays = _timed("convert synthetic module, 40,000 instructions", module_arrays, big)
     print(f"  -> {arrays['node_feat'].shape[0]} nodes, {len(arrays['edge_index'])} edges")
-    if SHARED.is_dir():
+    if REAL_TPU.is_dir():
         from features.hlo.schema import message_class
 
-        rec = read_proto(SHARED / "real-tpu" / "module_tuning_data_layout.pb").message
+        rec = read_proto(REAL_TPU / "module_tuning_data_layout.pb").message
         many = message_class("ModuleTuningData")()
         many.CopyFrom(rec)
         for _ in range(20_000 // len(rec.runs)):

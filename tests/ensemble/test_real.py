@@ -40,7 +40,7 @@ def test_real_cli_end_to_end(shared_data, capsys):
     from ensemble.real import main
 
     work = pipeline.trained_work(shared_data)
-    assert main(["--work", str(work), "--shared", str(shared_data), "--draws", "50"]) == 0
+    assert main(["--work", str(work), "--records", str(shared_data), "--draws", "50"]) == 0
     out = capsys.readouterr().out
     report = json.loads((work / "reports" / "real" / "real_eval.json").read_text())
     by = {(r["collection"], r["method"]): r for r in report["results"]}
@@ -78,7 +78,7 @@ def test_real_scores_the_fold_models_of_a_cross_validated_run(shared_data, tmp_p
         for f in files:
             f.unlink()
         assert [p.name for p in trained_models(seed_dir.parent, marker)[0]] == ["fold0", "fold1"]
-    assert main(["--work", str(work), "--shared", str(shared_data), "--draws", "5"]) == 0
+    assert main(["--work", str(work), "--records", str(shared_data), "--draws", "5"]) == 0
     out = capsys.readouterr().out
     report = json.loads((work / "reports" / "real" / "real_eval.json").read_text())
     after = {r["method"]: r for r in report["results"] if r["collection"].endswith(_rp.COLLECTION)}

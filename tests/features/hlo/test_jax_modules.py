@@ -1,4 +1,4 @@
-"""Every HLO module in ``shared/data/jax-hlo``: decode the .pb and check it against the HLO text
+"""Every HLO module in ``data/jax-hlo``: decode the .pb and check it against the HLO text
 XLA printed for the same module (.txt): instruction count, opcodes, dot dimension numbers,
 convolution dim labels, and that the converted graph is topologically ordered (docs/competition.md §3)."""
 
