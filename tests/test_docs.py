@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tpurank.results.artifacts import (ARTIFACT_DIRS, ROOT, ArtifactError, artifact_path, artifact_shas,
+from benchmarks.render.artifacts import (ARTIFACT_DIRS, ROOT, ArtifactError, artifact_path, artifact_shas,
                                        is_ancestor, load_artifact, missing_provenance, provenance)
-from tpurank.results.capture import capture, capture_seeds
-from tpurank.results.render import doc_files, render, render_section, sections, stale_sections
+from benchmarks.render.capture import capture, capture_seeds
+from benchmarks.render.render import doc_files, render, render_section, sections, stale_sections
 
 LINK = re.compile(r"\]\((?!https?://|#|mailto:)([^)#\s]+)(?:#[^)]*)?\)")
 
@@ -24,7 +24,7 @@ def _artifacts() -> list[Path]:
 def test_marked_sections_match_the_committed_artifacts() -> None:
     stale = stale_sections()
     assert not stale, ("sections differ from their artifacts (run `make docs`, i.e. "
-                       "`python -m tpurank.results render`): " + ", ".join(stale))
+                       "`python -m benchmarks.render render`): " + ", ".join(stale))
 
 
 @pytest.mark.parametrize("path", _artifacts(), ids=lambda p: p.name)
@@ -132,25 +132,25 @@ def test_capture_seeds_renders_mean_and_sd_over_seeds(tmp_path: Path) -> None:
 def test_artifact_records_date_machine_and_command(path: Path) -> None:
     missing = missing_provenance(load_artifact(path))
     assert not missing, (f"{path.relative_to(ROOT)} lacks {', '.join(missing)}: write it with "
-                         f"{{**tpurank.results.artifacts.bench_metadata(command), 'rows': [...]}}")
+                         f"{{**benchmarks.render.artifacts.bench_metadata(command), 'rows': [...]}}")
 
 
 def test_staged_runs_render_one_row_per_stage_with_per_run_provenance(tmp_path: Path) -> None:
     (tmp_path / "benchmarks").mkdir()
     run = {"git_sha": "abc", "date": "2026-12-01T10:00:00Z", "machine": {"cpus": 2},
-           "command": "python tests/bench/bench_scale.py", "preset": "quick",
+           "command": "python -m benchmarks.scale", "preset": "quick",
            "dataset": {"scale": "kaggle", "files": 395, "configs": 1000},
            "stages": [{"stage": "build", "wall_s": 12.5, "command": "x", "stdout_tail": ["..."]}]}
     (tmp_path / "benchmarks" / "scale.json").write_text(json.dumps({"about": "a", "runs": [run]}))
     body = render_section("scale", tmp_path)
     assert "| kaggle | 395 | 1,000 | quick | validate + build | abc | build | 12.5 |" in body
     assert "**Per run**" in body
-    assert "`abc`" in body and "cpus 2" in body and "bench_scale.py" in body
+    assert "`abc`" in body and "cpus 2" in body and "benchmarks.scale" in body
     assert artifact_shas(json.loads((tmp_path / "benchmarks" / "scale.json").read_text())) == ["abc"]
 
 
 def test_capture_real_renders_the_real_record_tables(tmp_path: Path) -> None:
-    from tpurank.results.capture import capture_real
+    from benchmarks.render.capture import capture_real
 
     real = tmp_path / "real_eval.json"
     tile = {"tile_kernels": {f"k{i}": (3 if i < 2 else 9) for i in range(4)},
