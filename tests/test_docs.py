@@ -37,9 +37,36 @@ def test_artifact_sha_is_an_ancestor_of_head(path: Path) -> None:
 
 
 def test_every_artifact_is_shown_somewhere() -> None:
+    """Rendered by a marked section, or (a superseded experiment) linked from a doc by its path."""
     shown = {name for doc in doc_files() for name, _ in sections(doc.read_text())}
-    unshown = [p.relative_to(ROOT).as_posix() for p in _artifacts() if p.stem not in shown]
-    assert not unshown, f"artifacts no doc section renders (add <!-- results:NAME --> markers): {unshown}"
+    linked = {(doc.parent / target).resolve() for doc in doc_files() for target in LINK.findall(doc.read_text())}
+    unshown = [p.relative_to(ROOT).as_posix() for p in _artifacts() if p.stem not in shown and p.resolve() not in linked]
+    assert not unshown, f"artifacts no doc section renders or links (add <!-- results:NAME --> markers): {unshown}"
+
+
+def test_benchmarks_page_is_short_with_a_headline_and_contents() -> None:
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    assert len(text.splitlines()) <= 700, "BENCHMARKS.md: one generated section per topic, superseded ones a line"
+    head = text.split("## Contents")[0]
+    assert "**The defaults, and how they compare.**" in head and len(head.splitlines()) <= 45
+    prose = re.sub(r"<!-- results:.*?<!-- /results:[\w.-]+ -->", "", text, flags=re.S)
+    for stale in ("segment_draw", "history_fill", "--tile-hedge", "6 h", "tests/bench", "issue "):
+        assert stale not in prose, f"BENCHMARKS.md names {stale!r} (gone options, work-log prose)"
+
+
+def test_a_section_can_show_some_tables_of_its_artifact(tmp_path: Path) -> None:
+    (tmp_path / "benchmarks").mkdir()
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    (tmp_path / "benchmarks" / "two.json").write_text(json.dumps({
+        "git_sha": sha, "created": "d", "machine": "m", "command": "c", "rows": [{"x": 1}],
+        "tables": {"first": {"rows": [{"a": 1}]}, "second": {"rows": [{"b": 2}]}}}))
+    doc = tmp_path / "BENCHMARKS.md"
+    doc.write_text("<!-- results:two tables=1 -->\n<!-- /results:two -->\n")
+    assert render(tmp_path)[1] == [] and stale_sections(tmp_path) == []
+    text = doc.read_text()
+    assert "**second**" in text and "**first**" not in text and "| x |" not in text
+    with pytest.raises(ArtifactError, match="no 'tables' entry 5"):
+        render_section("two", tmp_path, "5")
 
 
 def test_readme_is_a_front_page_and_links_resolve() -> None:

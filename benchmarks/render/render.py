@@ -11,12 +11,15 @@ from benchmarks.render.scores import real_body, run_body, seeds_body
 from benchmarks.render.tables import bench_body
 
 DOC_FILES = ("README.md", "BENCHMARKS.md", "docs/*.md")
-MARK = re.compile(r"(<!-- results:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)",
-                  re.S)
+#: ``<!-- results:NAME -->`` or, to show some of a benchmark's ``tables`` only (by position, from
+#: 0), ``<!-- results:NAME tables=0,2 -->``; closed by ``<!-- /results:NAME -->``
+MARK = re.compile(r"(<!-- results:(?P<name>[\w.-]+)(?: tables=(?P<tables>[\d,]+))? -->\n)(?P<body>.*?)"
+                  r"(<!-- /results:(?P=name) -->)", re.S)
 
 
-def render_section(name: str, root: Path = ROOT) -> str:
-    """The text between the markers of section ``name``, from its artifact."""
+def render_section(name: str, root: Path = ROOT, tables: str | None = None) -> str:
+    """The text between the markers of section ``name``, from its artifact (``tables``: the
+    positions of the ``tables`` entries to show, e.g. ``"0,2"``; None: everything)."""
     path = artifact_path(name, root)
     if path is None:
         where = " or ".join(f"`{d}/{name}.json`" for d in ARTIFACT_DIRS)
@@ -29,7 +32,8 @@ def render_section(name: str, root: Path = ROOT) -> str:
     in_results = path.parent.name == "results"
     body = (seeds_body(data) if in_results and "seeds" in data else
             real_body(data) if in_results and "tile_kernels" in data else
-            run_body(data) if in_results and "valid" in data else bench_body(data, path))
+            run_body(data) if in_results and "valid" in data else
+            bench_body(data, path, [int(i) for i in tables.split(",")] if tables else None))
     notes = f"\n\n{data['notes']}" if isinstance(data.get("notes"), str) and data["notes"] else ""
     return f"{head}\n\n{body}{notes}\n"
 
@@ -46,6 +50,11 @@ def sections(text: str) -> list[tuple[str, str]]:
     return [(m["name"], m["body"]) for m in MARK.finditer(text)]
 
 
+def marked(text: str) -> list[tuple[str, str | None, str]]:
+    """``(name, tables, body)`` of every marked section of a document."""
+    return [(m["name"], m["tables"], m["body"]) for m in MARK.finditer(text)]
+
+
 def rendered(text: str, root: Path = ROOT, errors: list[str] | None = None) -> str:
     """``text`` with every marked section rewritten from its artifact.
 
@@ -54,7 +63,7 @@ def rendered(text: str, root: Path = ROOT, errors: list[str] | None = None) -> s
     """
     def one(m: re.Match) -> str:
         try:
-            return m.group(1) + render_section(m["name"], root) + m.group(4)
+            return m.group(1) + render_section(m["name"], root, m["tables"]) + m.group(5)
         except ArtifactError as exc:
             if errors is None:
                 raise
@@ -69,10 +78,10 @@ def stale_sections(root: Path = ROOT) -> list[str]:
     stale = []
     for path in doc_files(root):
         text = path.read_text()
-        for name, body in sections(text):
+        for name, tables, body in marked(text):
             rel = path.relative_to(root)
             try:
-                if render_section(name, root) != body:
+                if render_section(name, root, tables) != body:
                     stale.append(f"{rel}: results:{name}")
             except ArtifactError as exc:
                 stale.append(f"{rel}: results:{name} ({exc})")

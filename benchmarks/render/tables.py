@@ -46,7 +46,16 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def bench_body(data: dict[str, Any], path: Path) -> str:
+def bench_body(data: dict[str, Any], path: Path, tables: list[int] | None = None) -> str:
+    """The tables of a benchmark artifact: its rows, its ``tables`` and its objects of figures;
+    with ``tables``, only the ``tables`` entries at those positions."""
+    if tables is not None:
+        entries = list((data.get("tables") or {}).items())
+        if not entries or max(tables) >= len(entries):
+            raise ArtifactError(f"{path}: no 'tables' entry {max(tables)} (it has {len(entries)})")
+        return "\n\n".join(f"**{title}**\n\n" + markdown_table(_columns(rows, table.get("columns")), rows)
+                           for title, table in (entries[i] for i in tables)
+                           for rows in [[_flat(r) for r in table.get("rows", [])]])
     parts = []
     key = next((k for k in ROW_KEYS if isinstance(data.get(k), list)), None)
     if key == "runs" and any(isinstance(r, dict) and "stages" in r for r in data["runs"]):
