@@ -114,13 +114,16 @@ test-slow: $(STAMP)
 	@start=$$(date +%s); $(PY) -m pytest -m slow -q -p no:cacheprovider; rc=$$?; \
 	  echo "make test-slow: $$(( $$(date +%s) - start )) s"; exit $$rc
 
+# the quick benchmark set (benchmarks/__main__.py): a few minutes, no data needed; prints its figures
+# and writes them to BENCH_OUT (benchmarks/quick.json is the committed one: then make docs)
+BENCH_OUT ?= work/bench/quick.json
 bench: $(STAMP)
-	$(PY) tests/bench/run.py
+	$(PY) -m benchmarks --out $(BENCH_OUT)
 
 # kaggle-shaped data (features.sample.kaggle) -> generate / validate / build (RUN=1: the whole make run):
 # time, RSS, fds, WORK size per stage; BENCH_ARGS e.g. "--data data/sample-kaggle --keep"
 bench-scale: $(STAMP)
-	$(PY) tests/bench/bench_scale.py $(if $(GRAPH_FRACTION),--graph-fraction $(GRAPH_FRACTION)) $(if $(CONFIG_FRACTION),--config-fraction $(CONFIG_FRACTION)) $(if $(filter 1,$(RUN)),--run) $(BENCH_ARGS)
+	$(PY) -m benchmarks.scale $(if $(GRAPH_FRACTION),--graph-fraction $(GRAPH_FRACTION)) $(if $(CONFIG_FRACTION),--config-fraction $(CONFIG_FRACTION)) $(if $(filter 1,$(RUN)),--run) $(BENCH_ARGS)
 
 # the README results: `make run` once per seed (own WORK and submission folder each), then
 # results/seeds.json (mean ± sd over seeds) and every generated table
@@ -128,13 +131,14 @@ SEEDS ?= 0 1 2
 results: $(STAMP) $(NEED_SAMPLE)
 	for s in $(SEEDS); do $(MAKE) run DATA=$(DATA) PRESET=$(PRESET) SEED=$$s WORK=$(WORK)-seed$$s \
 	  SUBMISSION=submissions/seed$$s/submission.csv || exit 1; done
-	$(PY) -m tpurank.results capture-seeds $(foreach s,$(SEEDS),submissions/seed$(s)) \
+	$(PY) -m benchmarks.render capture-seeds $(foreach s,$(SEEDS),submissions/seed$(s)) \
 	  --command "make results DATA=$(DATA) PRESET=$(PRESET) SEEDS='$(SEEDS)'" --out results/seeds.json
-	$(PY) -m tpurank.results render
+	$(PY) -m benchmarks.render render
 
-# every marked results/benchmarks section of README.md and docs/ from results/*.json, benchmarks/*.json
+# every marked results/benchmarks section of README.md, BENCHMARKS.md and docs/ from results/*.json,
+# benchmarks/*.json (the generator: benchmarks/render)
 docs: $(STAMP)
-	$(PY) -m tpurank.results render
+	$(PY) -m benchmarks.render render
 
 # notebooks/*.py (jupytext percent format) -> notebooks/*.ipynb, cells unexecuted
 notebooks: $(STAMP)

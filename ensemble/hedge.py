@@ -14,7 +14,7 @@ better tile criterion out of fold (two models: 4 + 1; :func:`hedge_portfolio`), 
 weights (:func:`nested_portfolio`: the better model chosen on the other folds). The rules before
 it shared the slots as equally as five goes (3 + 2, ``lead=3``) and, before that, searched every
 way of sharing them among the models and their average (:func:`fit_portfolio`), which followed
-differences that did not hold from fold to fold; ``tests/bench/bench_hedge.py`` compares all
+differences that did not hold from fold to fold; ``benchmarks/hedge.py`` compares all
 three with the weighted average and each model alone by the mean and by the worst 5 % of
 kernels (BENCHMARKS.md, "Tile top-5 portfolio").
 """

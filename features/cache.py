@@ -3,7 +3,7 @@
 Optional: ``features build`` no longer needs it (it streams layout configs out of the npz into
 compact codes, :mod:`features.configcodes`) and only uses it with ``--use-cache true``. Measured
 on a kaggle-shaped set (G = 0.05, F = 1/8, the 34 layout files, 65 MB of npz): the cache is
-1.02 GB (15.6× the input) and saves 15 s of a 111 s build (``tests/bench/bench_scale.py``
+1.02 GB (15.6× the input) and saves 15 s of a 111 s build (``benchmarks/scale.py``
 notes); WORK without it is 60 MB.
 
 ``load_cached(npz_path, cache_dir)`` converts a graph on first use and returns a :class:`Graph`

@@ -84,7 +84,7 @@ def reuse_freed_memory(kept_bytes: int = KEPT_FREE_BYTES) -> bool:
     with a fresh ``mmap`` and unmaps it when freed, so each such tensor (a config head's messages
     of 64 configs over 2,300 links are 38 MB) faults its pages in again, and the kernel zeroes
     them: a training step or a prediction chunk spends more time in page faults than in
-    arithmetic (BENCHMARKS.md, "The config head on a CPU"). Blocks up to ``kept_bytes`` come from
+    arithmetic (``benchmarks/gnn_head_cpu.json``). Blocks up to ``kept_bytes`` come from
     the heap instead, and at most ``kept_bytes`` of free memory stays mapped at its top, so the
     resident size is bounded by the peak plus that. A no-op (False) where the C library is not
     glibc (macOS, musl): their allocators behave differently and need no help here.

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tpurank.results.artifacts import (ARTIFACT_DIRS, ROOT, ArtifactError, artifact_path, artifact_shas,
+from benchmarks.render.artifacts import (ARTIFACT_DIRS, ROOT, ArtifactError, artifact_path, artifact_shas,
                                        is_ancestor, load_artifact, missing_provenance, provenance)
-from tpurank.results.capture import capture, capture_seeds
-from tpurank.results.render import doc_files, render, render_section, sections, stale_sections
+from benchmarks.render.capture import capture, capture_seeds
+from benchmarks.render.render import doc_files, render, render_section, sections, stale_sections
 
 LINK = re.compile(r"\]\((?!https?://|#|mailto:)([^)#\s]+)(?:#[^)]*)?\)")
 
@@ -24,7 +24,7 @@ def _artifacts() -> list[Path]:
 def test_marked_sections_match_the_committed_artifacts() -> None:
     stale = stale_sections()
     assert not stale, ("sections differ from their artifacts (run `make docs`, i.e. "
-                       "`python -m tpurank.results render`): " + ", ".join(stale))
+                       "`python -m benchmarks.render render`): " + ", ".join(stale))
 
 
 @pytest.mark.parametrize("path", _artifacts(), ids=lambda p: p.name)
@@ -37,9 +37,36 @@ def test_artifact_sha_is_an_ancestor_of_head(path: Path) -> None:
 
 
 def test_every_artifact_is_shown_somewhere() -> None:
+    """Rendered by a marked section, or (a superseded experiment) linked from a doc by its path."""
     shown = {name for doc in doc_files() for name, _ in sections(doc.read_text())}
-    unshown = [p.relative_to(ROOT).as_posix() for p in _artifacts() if p.stem not in shown]
-    assert not unshown, f"artifacts no doc section renders (add <!-- results:NAME --> markers): {unshown}"
+    linked = {(doc.parent / target).resolve() for doc in doc_files() for target in LINK.findall(doc.read_text())}
+    unshown = [p.relative_to(ROOT).as_posix() for p in _artifacts() if p.stem not in shown and p.resolve() not in linked]
+    assert not unshown, f"artifacts no doc section renders or links (add <!-- results:NAME --> markers): {unshown}"
+
+
+def test_benchmarks_page_is_short_with_a_headline_and_contents() -> None:
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    assert len(text.splitlines()) <= 700, "BENCHMARKS.md: one generated section per topic, superseded ones a line"
+    head = text.split("## Contents")[0]
+    assert "**The defaults, and how they compare.**" in head and len(head.splitlines()) <= 45
+    prose = re.sub(r"<!-- results:.*?<!-- /results:[\w.-]+ -->", "", text, flags=re.S)
+    for stale in ("segment_draw", "history_fill", "--tile-hedge", "6 h", "tests/bench", "issue "):
+        assert stale not in prose, f"BENCHMARKS.md names {stale!r} (gone options, work-log prose)"
+
+
+def test_a_section_can_show_some_tables_of_its_artifact(tmp_path: Path) -> None:
+    (tmp_path / "benchmarks").mkdir()
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    (tmp_path / "benchmarks" / "two.json").write_text(json.dumps({
+        "git_sha": sha, "created": "d", "machine": "m", "command": "c", "rows": [{"x": 1}],
+        "tables": {"first": {"rows": [{"a": 1}]}, "second": {"rows": [{"b": 2}]}}}))
+    doc = tmp_path / "BENCHMARKS.md"
+    doc.write_text("<!-- results:two tables=1 -->\n<!-- /results:two -->\n")
+    assert render(tmp_path)[1] == [] and stale_sections(tmp_path) == []
+    text = doc.read_text()
+    assert "**second**" in text and "**first**" not in text and "| x |" not in text
+    with pytest.raises(ArtifactError, match="no 'tables' entry 5"):
+        render_section("two", tmp_path, "5")
 
 
 def test_readme_is_a_front_page_and_links_resolve() -> None:
@@ -132,25 +159,25 @@ def test_capture_seeds_renders_mean_and_sd_over_seeds(tmp_path: Path) -> None:
 def test_artifact_records_date_machine_and_command(path: Path) -> None:
     missing = missing_provenance(load_artifact(path))
     assert not missing, (f"{path.relative_to(ROOT)} lacks {', '.join(missing)}: write it with "
-                         f"{{**tpurank.results.artifacts.bench_metadata(command), 'rows': [...]}}")
+                         f"{{**benchmarks.render.artifacts.bench_metadata(command), 'rows': [...]}}")
 
 
 def test_staged_runs_render_one_row_per_stage_with_per_run_provenance(tmp_path: Path) -> None:
     (tmp_path / "benchmarks").mkdir()
     run = {"git_sha": "abc", "date": "2026-12-01T10:00:00Z", "machine": {"cpus": 2},
-           "command": "python tests/bench/bench_scale.py", "preset": "quick",
+           "command": "python -m benchmarks.scale", "preset": "quick",
            "dataset": {"scale": "kaggle", "files": 395, "configs": 1000},
            "stages": [{"stage": "build", "wall_s": 12.5, "command": "x", "stdout_tail": ["..."]}]}
     (tmp_path / "benchmarks" / "scale.json").write_text(json.dumps({"about": "a", "runs": [run]}))
     body = render_section("scale", tmp_path)
     assert "| kaggle | 395 | 1,000 | quick | validate + build | abc | build | 12.5 |" in body
     assert "**Per run**" in body
-    assert "`abc`" in body and "cpus 2" in body and "bench_scale.py" in body
+    assert "`abc`" in body and "cpus 2" in body and "benchmarks.scale" in body
     assert artifact_shas(json.loads((tmp_path / "benchmarks" / "scale.json").read_text())) == ["abc"]
 
 
 def test_capture_real_renders_the_real_record_tables(tmp_path: Path) -> None:
-    from tpurank.results.capture import capture_real
+    from benchmarks.render.capture import capture_real
 
     real = tmp_path / "real_eval.json"
     tile = {"tile_kernels": {f"k{i}": (3 if i < 2 else 9) for i in range(4)},

@@ -3,7 +3,7 @@
     tpurank run [DATA=...] [PRESET=full] ...     the whole pipeline: ``make run`` with these variables
     tpurank features build --data D ...           = python -m features build --data D ...
     tpurank gnn train --preset quick ...          = python -m models.gnn train ...
-    tpurank lgbm | baseline | ensemble | hlo | sample | docs ...   (models: tpurank.registry)
+    tpurank lgbm | baseline | ensemble | hlo | sample ...   (models: tpurank.registry)
 
 Stages are named by module strings and run with :mod:`runpy`, so this core package imports no
 stage (the layers go tpurank -> features -> models -> ensemble). ``python -m`` keeps working: this
@@ -28,7 +28,6 @@ GROUPS: dict[str, tuple[str, str]] = {
     "ensemble": ("ensemble", "blend | check | report | score | submit | seeds | real"),
     "hlo": ("features.hlo", "info | convert: raw HLO protos"),
     "sample": ("features.sample", "write the generated sample dataset"),
-    "docs": ("tpurank.results", "render | capture: the generated tables of README.md and docs/"),
 }
 
 

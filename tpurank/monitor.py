@@ -6,7 +6,7 @@ descriptors of its whole process tree (sampled from ``/proc``), and its exit sta
 The command's output passes through untouched (progress bars included); one JSON line per stage is
 appended to ``--log`` when it ends, and the monitor exits with the command's status. ``make run
 MON="python -m tpurank.monitor --log FILE"`` runs every stage of the pipeline this way
-(``tests/bench/bench_scale.py --run`` does, for ``make bench-scale``). Linux only (``/proc``);
+(``benchmarks/scale.py --run`` does, for ``make bench-scale``). Linux only (``/proc``);
 elsewhere the figures are recorded as 0.
 """
 

@@ -1,7 +1,7 @@
 """The models of the pipeline, in one table. Every place that lists models reads it: the
 ``Makefile`` (``python3 -m tpurank.registry make``), the ``tpurank`` console script
 (:mod:`tpurank.cli`), the notebooks' pipeline (:mod:`ensemble.pipeline`), the blend's protocol
-check, ``ensemble real`` and the docs tables (:mod:`tpurank.results`).
+check, ``ensemble real`` and the docs tables (:mod:`benchmarks.render`).
 
 A model is named by :attr:`Model.name` everywhere: ``--models gnn,lgbm``, its stage module
 (``python -m models.gnn train|predict``), its trained files ``WORK/models/<name>/<slug>/seed<k>/``

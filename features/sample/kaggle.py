@@ -28,7 +28,7 @@ the test files' hidden targets and submission rows are kept (small).
 Determinism: every graph draws from its own seed (as the other scales), so the output does not
 depend on ``jobs`` or on the order in which workers finish.
 
-Cost (measured on the shared 2-core dev machine, ``--jobs 2``, ``tests/bench/bench_scale.py``;
+Cost (measured on the shared 2-core dev machine, ``--jobs 2``, ``benchmarks/scale.py``;
 ``benchmarks/scale.json`` has the latest figures): generation time is set by the layout files —
 the cost model prices every config at every node — so it grows with ``graph_fraction ×
 config_fraction``; tile kernels cost about 13 ms each. G = 0.05: 85 s at F = 1/32 (395 files,

@@ -161,7 +161,7 @@ class GnnConfig(StageConfig):
         a GST step never holds more rows than the published recipe's step, ``configs_per_step``
         copies of the trained segments, whatever the budget: the factorized head runs over every
         configurable node of the graph, so on a large graph it gets fewer configs, which keeps
-        the step's memory flat in the graph's size (BENCHMARKS.md, GST memory).
+        the step's memory flat in the graph's size (benchmarks/gst_memory.json).
         """
         wanted = self.configs_per_step
         budget = self.node_budget

@@ -23,7 +23,7 @@ The organisers' recipe (``kaidic/GST``, ``custom_tpu_train.py``):
 Inference is exact: every segment is scored fresh and the scores are summed
 (:func:`summed_segment_costs`), one segment at a time over all configs (memory of one segment).
 
-Measured against the variants this replaced (``BENCHMARKS.md``, "Graph Segment Training"):
+Measured against the variants this replaced (``benchmarks/gst_quality_variants_*.json``):
 combining the segments' pooled vectors into one graph vector instead of summing scores, a uniform
 draw of the trained segment, and a no-grad pass filling missing history entries.
 

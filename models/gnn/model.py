@@ -250,7 +250,7 @@ def gine_mean(conv: GINEConv, x: torch.Tensor, edge_index: torch.Tensor,
     holding B configs' states of the same n nodes and config-free ``edge_feat`` (E, d).
 
     The same numbers as PyG's propagate, up to 4.9x faster on CPU where links are many
-    (BENCHMARKS.md, "The config head on a CPU"):
+    (``benchmarks/gnn_head_cpu.json``):
     one gather of whole (B, d) rows, the link features added and the ReLU applied in place, one
     ``index_add_`` of whole rows; PyG gathers and scatters along the middle axis of (B, n, d) with
     an index broadcast over every element. The config head spends most of its time here.

@@ -22,7 +22,7 @@ checkpoints and reports its best weights as usual. Under a time limit the cosine
 decays over the projected number of steps (:class:`models.training.StepHorizon`).
 
 **Memory model** (per training step, CPU float32, SAGE layers, measured by
-``tests/bench/bench_gnn.py memory``, fitted and written to ``benchmarks/gnn_memory.json``): a copy
+``benchmarks/gnn.py memory``, fitted and written to ``benchmarks/gnn_memory.json``): a copy
 layout step (or a tile step with ``tile_join="early"``) runs message passing over ``B`` copies of
 the ``n`` kept nodes, so its activations are about ``A ~= alpha * n * B * d`` bytes for hidden
 size ``d``, where ``alpha`` grows linearly with the number of layers ``L`` (``alpha ~= alpha0 +

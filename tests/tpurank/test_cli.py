@@ -14,8 +14,8 @@ def test_help_lists_every_group(capsys) -> None:
 def test_dispatch_runs_the_stage_entry_point(capsys) -> None:
     assert cli.main(["features", "--help"]) == 0
     assert "validate" in capsys.readouterr().out
-    assert cli.main(["docs", "render", "--help"]) == 0
-    assert "--check" in capsys.readouterr().out
+    assert cli.main(["sample", "--help"]) == 0
+    assert "--scale" in capsys.readouterr().out
 
 
 def test_unknown_command_and_bad_run_arguments_exit_2(capsys) -> None:

@@ -65,7 +65,7 @@ def test_the_makefile_plans_a_run_with_a_budget(tmp_path: Path) -> None:
 
 def test_console_script_pipeline_docs_and_real_read_the_registry() -> None:
     from ensemble import pipeline, real
-    from tpurank.results.scores import MODEL_ORDER
+    from benchmarks.render.scores import MODEL_ORDER
 
     for model in registry.MODELS:
         assert cli.GROUPS[model.name][0] == model.module

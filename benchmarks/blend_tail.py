@@ -1,0 +1,146 @@
+"""The blend's selection criterion, chosen out of fold on both physics (issue 22).
+
+For every collection of every run (a WORK trained with ``--folds K``), the weighted-average
+blend is fitted and scored nested (weights and shrinkage fitted on the other folds, applied to
+the held-out fold, as the blend stage reports it) under each candidate criterion
+``(1 - w) * mean + w * (mean of the worst 10 % of graphs)`` (``--tail-weights``), with the
+shrinkage anchor of issue 22 (``tail``: equal over the models not worse on the tail) and the
+rule before it (``equal``), and the blend stage's defaults (``default``: each kind's tail weight,
+the tile portfolio), with the shrinkage and the portfolio's guard chosen on held-out folds (the
+stage's rule) and on held-out graphs (the rule before). Each is reported by the mean and by the
+worst 5 % of graphs, beside each model alone, and for tile by how often its worst 5 % is at
+least the better single model's. Rerun it on new predictions to re-check the default
+(``BlendConfig.tail_weight`` for layout, ``tile_tail_weight`` for tile).
+
+    python -m benchmarks.blend_tail --run LABEL DATA WORK SEED [--run ...] \\
+        [--tail-weights 0,0.25,0.5,1] [--out benchmarks/blend_tail.json]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks import oof as oof_bench  # noqa: E402
+
+from benchmarks.oof import per_graph, spread, summarise  # noqa: E402
+
+ANCHORS = ("tail", "equal")
+#: the blend's shrinkage and the portfolio's guard chosen on held-out folds (the stage's rule)
+#: or held-out graphs (before)
+EVIDENCE = (", held out by fold", ", held out by graph")
+MODELS = ["gnn", "lgbm"]
+
+
+def default_label() -> str:
+    """The row of the blend stage's defaults (per-kind tail weight, tail anchor, tile top 5)."""
+    from ensemble.weights import BlendConfig
+
+    d = BlendConfig()
+    return (f"defaults (tile w={d.tile_tail_weight:g}, {d.tile_top5} top 5; "
+            f"layout w={d.tail_weight:g}; tail anchor)")
+
+
+def variant(lam: float, anchor: str) -> str:
+    return f"w={lam:g}, {anchor} anchor" + (" (before issue 22)" if lam == 0 and anchor == "equal" else "")
+
+
+def collection_methods(inputs: oof_bench.OofInputs, tail_weights: list[float]) -> dict[str, dict]:
+    """``{method: {"mean", "worst 5%"}}`` of one collection of one run."""
+    from ensemble.hedge import nested_portfolio
+    from ensemble.oof import nested_blend
+    from ensemble.weights import BlendConfig, Criterion, GraphScorer
+
+    coll, normed, truth, fold_of = inputs.coll, inputs.normed, inputs.truth, inputs.fold_of
+    out = {name: summarise(per_graph(coll, m, truth)) for name, m in zip(inputs.names, normed)}
+    defaults = BlendConfig()
+    scorer = GraphScorer(coll, normed, truth, defaults.max_fit_configs)
+    for lam in tail_weights:
+        for anchor in ANCHORS:
+            nested = nested_blend(coll, normed, truth, fold_of, defaults.grid_step, defaults.alphas,
+                                  scorer, Criterion(lam, defaults.tail_fraction), anchor)
+            out[variant(lam, anchor)] = summarise(per_graph(coll, nested.costs, truth))
+    # what the blend stage does with its defaults (per-kind tail weight, tile portfolio), its
+    # shrinkage and portfolio guard held out by fold (the stage's rule) and by graph (before)
+    crit = defaults.criterion(coll)
+    for by_fold, evidence in ((True, EVIDENCE[0]), (False, EVIDENCE[1])):
+        nested = nested_blend(coll, normed, truth, fold_of, defaults.grid_step, defaults.alphas,
+                              scorer, crit, by_fold=by_fold)
+        costs = nested.costs
+        if coll.is_tile and defaults.tile_top5 == "portfolio":
+            costs = nested_portfolio(normed, inputs.names, truth, fold_of, nested.weights, crit,
+                                     by_fold=by_fold).costs
+        out[default_label() + evidence] = summarise(per_graph(coll, costs, truth))
+    return out
+
+
+def tile_tail_wins(mine: list[dict], method: str, models: list[str]) -> str:
+    """In how many (run, tile collection) cells ``method``'s worst 5 % is at least the better
+    single model's."""
+    cells = [c for r in mine for name, c in r["collections"].items() if name.startswith("tile")]
+    if not cells or method in models:
+        return "—"
+    wins = sum(c[method]["worst 5%"] >= max(c[m]["worst 5%"] for m in models) - 1e-12 for c in cells)
+    return f"{wins} of {len(cells)}"
+
+
+def table(rows: list[dict]) -> tuple[list[dict], list[str]]:
+    """Per label and method: each collection's ``mean / worst 5 %`` (mean over runs) and, over
+    collections, the mean of the means (the final) and of the worst 5 %, ± sd over runs."""
+    out = []
+    colls = sorted({c for r in rows for c in r["collections"]})
+    for label in sorted({r["label"] for r in rows}):
+        mine = [r for r in rows if r["label"] == label]
+        methods = list(next(iter(mine[0]["collections"].values())))
+        for method in methods:
+            row = {"label": label, "method": method, "runs": len(mine),
+                   "tile worst 5% ≥ better model in": tile_tail_wins(mine, method, MODELS)}
+            for c in colls:
+                vals = [r["collections"][c][method] for r in mine if c in r["collections"]]
+                if vals:
+                    row[c] = (f"{np.mean([v['mean'] for v in vals]):.4f} / "
+                              f"{np.mean([v['worst 5%'] for v in vals]):.4f}")
+            full = [r for r in mine if set(r["collections"]) == set(colls)]
+            if full and len(colls) > 1:
+                row["final"] = spread([np.mean([r["collections"][c][method]["mean"] for c in colls])
+                                       for r in full])
+                row["worst 5%, mean over collections"] = spread(
+                    [np.mean([r["collections"][c][method]["worst 5%"] for c in colls]) for r in full])
+            out.append(row)
+    return out, colls
+
+
+def main(argv: list[str] | None = None) -> int:
+    from tpurank.atomic import write_json
+    from tpurank.collections import COLLECTIONS
+    from benchmarks.render.artifacts import bench_metadata
+
+    args, tail_weights, command = oof_bench.parse_args(__doc__, argv, "0,0.25,0.5,1", "blend_tail")
+    rows = []
+    for label, data, work, seed in args.run:
+        per_coll = {}
+        for coll in COLLECTIONS:
+            inputs = oof_bench.load(data, work, int(seed), coll)
+            if inputs is not None:
+                per_coll[coll.name] = collection_methods(inputs, tail_weights)
+        rows.append({"label": label, "data": Path(data).name, "seed": int(seed), "collections": per_coll})
+        print(json.dumps(rows[-1]), flush=True)
+    summary, colls = table(rows)
+    notes = ("w: the criterion's tail weight, (1 - w) x mean + w x mean of the worst 10 % of graphs; "
+             "anchor: what the weights are shrunk toward (tail: equal over the models not worse on "
+             "the tail; equal: every model). final: the mean over the five collections.")
+    write_json(args.out, {**bench_metadata(command), "raw": rows, "notes": notes, "tables": {
+        "Nested OOF per collection (mean / worst 5 %, mean over seeds); over collections mean ± sd over seeds":
+            {"rows": summary,
+             "columns": ["label", "method", "runs", *colls, "final", "worst 5%, mean over collections",
+                         "tile worst 5% ≥ better model in"]}}})
+    for row in summary:
+        print(row)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
