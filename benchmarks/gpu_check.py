@@ -2,7 +2,7 @@
 short ``BUDGET``, both GNN archs — the device the stages chose, mixed precision, the GNN's steps
 per second and the out-of-fold scores, written to ``OUT/gpu_check.json``.
 
-    python benchmarks/gpu_check.py --out DIR [--budget 150] [--scale small] [--archs factorized,copy]
+    python -m benchmarks.gpu_check --out DIR [--budget 150] [--scale small] [--archs factorized,copy]
 
 The notebook (``notebooks/train.py``, jupytext percent format) runs as a script with its
 parameters cell followed by the injected values, in a folder standing in for ``/kaggle``
@@ -53,8 +53,11 @@ def gnn_speed(work: Path) -> dict[str, Any]:
 def oof_scores(work: Path) -> dict[str, Any]:
     """The blend stage's out-of-fold score per collection and model, and the final mean."""
     summary = json.loads((work / "blend" / "summary.json").read_text())
-    per = {c: {m: s.get("scores", {}).get("mean") for m, s in v.get("oof", {}).items()}
-           for c, v in summary["collections"].items()}
+    per = {}
+    for coll, v in summary["collections"].items():
+        oof = v.get("oof", {})
+        per[coll] = {m: s.get("mean") for m, s in oof.get("models", {}).items()}
+        per[coll]["blend"] = oof.get("blend", {}).get("scores", {}).get("mean")
     return {"per_collection": per, "final": summary.get("oof_final")}
 
 
@@ -69,7 +72,9 @@ def run_arch(arch: str, data: Path, root: Path, budget: float) -> dict[str, Any]
     script.write_text(notebook_source({"BUDGET": budget, "OVERRIDES": {"gnn-train": {"arch": arch}}}))
     env = dict(os.environ, TPURANK_KAGGLE_ROOT=str(kaggle), MPLBACKEND="Agg")
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, str(script)], cwd=kaggle / "working", env=env,
+    # run under another name than __main__: the feature stage's worker processes re-import __main__
+    run = f"import runpy; runpy.run_path({str(script)!r}, run_name='train_notebook')"
+    proc = subprocess.run([sys.executable, "-c", run], cwd=kaggle / "working", env=env,
                           capture_output=True, text=True)
     seconds = time.monotonic() - t0
     (root / f"log-{arch}.txt").write_text(proc.stdout + proc.stderr)
@@ -102,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (data / ".complete").is_file():
         generate_dataset(data, scale=args.scale, seed=0)
     report: dict[str, Any] = {
-        "command": "python benchmarks/gpu_check.py " + " ".join(argv or sys.argv[1:]),
+        "command": "python -m benchmarks.gpu_check " + " ".join(argv or sys.argv[1:]),
         "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "git_sha": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                                   cwd=REPO).stdout.strip() or os.environ.get("GIT_SHA", "unknown"),
