@@ -138,10 +138,6 @@ def _field_type(cls: type, field: dataclasses.Field) -> Any:
     return typing.get_type_hints(cls).get(field.name, str)
 
 
-def _choices(tp: Any) -> tuple[Any, ...] | None:
-    return typing.get_args(tp) if typing.get_origin(tp) is typing.Literal else None
-
-
 def type_label(tp: Any) -> str:
     """What ``--help`` shows as an option's type: ``int``, ``bool``, ``float,...``, ``{a,b}``."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
