@@ -1,25 +1,15 @@
-"""Graph partitions for Graph Segment Training (docs/competition.md §7): segments of about ``size`` nodes.
-
-Two methods:
-
-- ``contiguous``: contiguous ranges of the topological node order, ``n // size + 1`` parts (what
-  the organisers' TpuGraphs loader does).
-- ``metis``: a balanced min-cut partition into the same number of parts through ``pymetis``
-  (edges taken as undirected); empty parts are dropped. pymetis is an optional extra
-  (``pip install 'tpurank[metis]'``, or ``pip install pymetis``): without it, ``metis`` falls
-  back to ``contiguous`` with a warning that says how to get it.
+"""Graph partitions for Graph Segment Training (docs/competition.md §7): segments of about ``size`` nodes,
+contiguous ranges of the topological node order, ``n // size + 1`` parts (what the organisers'
+TpuGraphs loader does).
 
 A partition is returned as :class:`Segmentation` (each node in exactly one segment). Boundaries
 are cached on disk next to the features by :func:`cached_segmentation`, keyed by the graph's
-identity (collection, split, stem and a fingerprint of its nodes and edges), the method and the
-size, so a rebuilt graph never reuses a stale partition.
+identity (collection, split, stem and a fingerprint of its nodes and edges) and the size, so a rebuilt graph never reuses a stale partition.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,9 +17,6 @@ import numpy as np
 
 from features.processed import ProcessedGraph
 from tpurank.atomic import save_npz
-
-METHODS = ("contiguous", "metis")
-
 
 @dataclass(frozen=True)
 class Segmentation:
@@ -96,52 +83,13 @@ def _from_assignment(assign: np.ndarray, rank: np.ndarray) -> Segmentation:
     return Segmentation(nodes=order.astype(np.int64), starts=starts)
 
 
-def contiguous_segments(num_nodes: int, edge_index: np.ndarray, size: int) -> Segmentation:
+def segment_graph(num_nodes: int, edge_index: np.ndarray, size: int) -> Segmentation:
+    """Partition a graph of ``num_nodes`` nodes into contiguous segments of about ``size`` nodes."""
     order = topological_order(num_nodes, edge_index)
     assign = np.empty(num_nodes, dtype=np.int64)
     for s, part in enumerate(np.array_split(order, num_parts(num_nodes, size))):
         assign[part] = s
     return _from_assignment(assign, np.arange(num_nodes))
-
-
-METIS_MISSING = ("segment method 'metis' needs pymetis, an optional extra (pip install "
-                 "'tpurank[metis]' or pip install pymetis): using contiguous segments instead")
-
-
-def resolve_method(method: str) -> str:
-    """The method actually used: ``metis`` without pymetis installed falls back to
-    ``contiguous`` (with a RuntimeWarning), so a partition is always made."""
-    if method not in METHODS:
-        raise ValueError(f"unknown segment method {method!r}; expected one of {METHODS}")
-    if method == "metis" and importlib.util.find_spec("pymetis") is None:
-        warnings.warn(METIS_MISSING, RuntimeWarning, stacklevel=3)
-        return "contiguous"
-    return method
-
-
-def metis_segments(num_nodes: int, edge_index: np.ndarray, size: int) -> Segmentation:
-    import pymetis
-
-    parts = num_parts(num_nodes, size)
-    if parts == 1:
-        return _from_assignment(np.zeros(num_nodes, dtype=np.int64), np.arange(num_nodes))
-    src, dst = np.asarray(edge_index, dtype=np.int64).reshape(2, -1)
-    keep = src != dst
-    und = np.unique(np.concatenate([np.stack([src[keep], dst[keep]]),
-                                    np.stack([dst[keep], src[keep]])], axis=1), axis=1)
-    xadj = np.concatenate([[0], np.cumsum(np.bincount(und[0], minlength=num_nodes))])
-    adjacency = pymetis.CSRAdjacency(xadj.astype(np.int64), und[1].astype(np.int64))
-    _, membership = pymetis.part_graph(parts, adjacency=adjacency)
-    return _from_assignment(np.asarray(membership, dtype=np.int64), np.arange(num_nodes))
-
-
-def segment_graph(num_nodes: int, edge_index: np.ndarray, size: int,
-                  method: str = "contiguous") -> Segmentation:
-    """Partition a graph of ``num_nodes`` nodes into segments of about ``size`` nodes
-    (``metis`` without pymetis: contiguous, see :func:`resolve_method`)."""
-    if resolve_method(method) == "metis":
-        return metis_segments(num_nodes, edge_index, size)
-    return contiguous_segments(num_nodes, edge_index, size)
 
 
 def graph_fingerprint(g: ProcessedGraph) -> str:
@@ -151,21 +99,20 @@ def graph_fingerprint(g: ProcessedGraph) -> str:
     return f"{g.stem}-{g.num_nodes}-{h.hexdigest()[:16]}"
 
 
-def segments_path(features_dir: str | Path, g: ProcessedGraph, method: str, size: int) -> Path:
-    """``FEATURES/<slug>/segments/<split>/<fingerprint>/<method>-<size>.npz``."""
+def segments_path(features_dir: str | Path, g: ProcessedGraph, size: int) -> Path:
+    """``FEATURES/<slug>/segments/<split>/<fingerprint>/contiguous-<size>.npz``."""
     from tpurank.collections import get_collection
 
     return (Path(features_dir) / get_collection(g.collection).slug / "segments" / g.split / graph_fingerprint(g)
-            / f"{method}-{size}.npz")
+            / f"contiguous-{size}.npz")
 
 
-def cached_segmentation(g: ProcessedGraph, size: int, method: str = "contiguous",
+def cached_segmentation(g: ProcessedGraph, size: int,
                         features_dir: str | Path | None = None) -> Segmentation:
     """The partition of ``g``, read from / written to the feature directory when one is given and
     exists (atomic write; an unreadable or inconsistent cache file is recomputed and replaced)."""
-    method = resolve_method(method)  # a fallback is cached as what it is
     use_disk = features_dir is not None and Path(features_dir).is_dir()
-    path = segments_path(features_dir, g, method, size) if use_disk else None
+    path = segments_path(features_dir, g, size) if use_disk else None
     if path is not None and path.is_file():
         try:
             with np.load(path) as z:
@@ -174,7 +121,7 @@ def cached_segmentation(g: ProcessedGraph, size: int, method: str = "contiguous"
                 return seg
         except (OSError, ValueError, KeyError):
             pass
-    seg = segment_graph(g.num_nodes, np.asarray(g.edge_index), size, method)
+    seg = segment_graph(g.num_nodes, np.asarray(g.edge_index), size)
     if path is not None:
         try:
             save_npz(path, nodes=seg.nodes, starts=seg.starts)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -215,13 +214,11 @@ TILE_CONFIG_NAMES = tuple(tab.tile_feature_names()[len(tab.GRAPH_FEATURES):])
 # single graph
 def process_graph(graph: Graph, collection: Collection | str, split: str, stem: str,
                   norm: NormStats | None, cfg: BuildConfig, exact_dot: dict[int, DotDims] | None = None,
-                  *, config_out: Path | None = None,
-                  tabular_sink: Callable[[np.ndarray, np.ndarray], None] | None = None,
+                  *, tabular_sink: Callable[[np.ndarray, np.ndarray], None] | None = None,
                   stage: NodeStage | None = None) -> ProcessedGraph:
     """Featurize one graph (e.g. a brand-new program for ``models.gnn rank --hlo``).
 
-    ``norm`` = :func:`load_norm` of the training build (None: unnormalised). ``config_out``: write
-    layout configs chunk by chunk into this ``.npy`` (memory-mapped result) instead of RAM.
+    ``norm`` = :func:`load_norm` of the training build (None: unnormalised).
     ``tabular_sink(config_index_chunk, feature_chunk)`` receives tabular rows chunk by chunk.
     """
     coll = get_collection(collection) if isinstance(collection, str) else collection
@@ -244,8 +241,7 @@ def process_graph(graph: Graph, collection: Collection | str, split: str, stem: 
         if tabular_sink is not None:
             tabular_sink(sel.index, tab.tile_tabular_features(graph, sel.index, cfg.pad_minus_one))
     else:
-        config_feat, layout_ctx = _layout_configs(graph, sel.index, cfg, config_out, tabular_sink,
-                                                  exact_dot)
+        config_feat, layout_ctx = _layout_configs(graph, sel.index, cfg, tabular_sink, exact_dot)
         layout_arrays = layout_ctx.arrays()
         meta["config_feature_names"] = ["out_layout_0..5", "in_layout_0..5", "kernel_layout_0..5"]
     return ProcessedGraph(collection=coll.name, split=split, stem=stem, node_feat=node_feat,
@@ -264,15 +260,13 @@ def _with_heuristic(sink: Callable[[np.ndarray, np.ndarray], None],
     return append
 
 
-def _layout_configs(graph: Graph, rows: np.ndarray, cfg: BuildConfig, config_out: Path | None,
+def _layout_configs(graph: Graph, rows: np.ndarray, cfg: BuildConfig,
                     tabular_sink: Callable[[np.ndarray, np.ndarray], None] | None,
                     exact_dot: dict[int, DotDims] | None = None
                     ) -> tuple[CodedConfigs, tab.LayoutContext]:
     """Layout configs of ``rows`` as codes (:mod:`features.configcodes`), chunk by chunk,
     feeding the tabular rows of each chunk to ``tabular_sink``; and the graph's layout context
-    (kept with the processed graph whether or not tabular rows are written). ``config_out`` is
-    accepted for compatibility and ignored: the codes are small enough for RAM (c x nc x 1-2 bytes)."""
-    del config_out
+    (kept with the processed graph whether or not tabular rows are written)."""
     ctx = layout_context_of(graph, cfg, exact_dot)
     src = graph.node_config_feat
     if isinstance(src, CodedConfigs):  # streamed from the npz: keep the table, slice the codes

@@ -90,11 +90,6 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
     write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def save_npy(path: str | os.PathLike, array: np.ndarray) -> None:
-    with atomic_path(path, suffix=".npy") as tmp:
-        np.save(tmp, array, allow_pickle=False)
-
-
 def save_npz(path: str | os.PathLike, compressed: bool = False, **arrays: np.ndarray) -> None:
     with atomic_path(path, suffix=".npz") as tmp:
         (np.savez_compressed if compressed else np.savez)(tmp, **arrays)

@@ -55,11 +55,11 @@ class StageConfig:
     """The options every stage shares: the CLI contract of ``make run`` (``--data --work --preset
     --seed --collections``). Stage configs subclass it and add their own fields."""
 
-    data: str = "data/sample-small"  # data root: holds npz_all/npz/{tile,layout}/... (Kaggle layout)
-    work: str = "work/sample-small-quick"  # run directory; left out on the command line: work/<data-name>-<preset>
-    preset: str = "quick"  # named set of defaults applied before the other options (see each option)
-    seed: int = 0  # random seed of everything the stage samples or initialises
-    collections: str = "all"  # 'all' or a comma list, e.g. tile:xla,layout:nlp:random
+    data: str = "data/sample-small"  # data root: holds npz_all/npz/{tile,layout}/... (Kaggle layout) [run]
+    work: str = "work/sample-small-quick"  # run directory; left out on the command line: work/<data-name>-<preset> [run]
+    preset: str = "quick"  # named set of defaults applied before the other options (see each option) [run]
+    seed: int = 0  # random seed of everything the stage samples or initialises [run]
+    collections: str = "all"  # 'all' or a comma list, e.g. tile:xla,layout:nlp:random [run]
 
 
 def default_work(data: str, preset: str | None) -> str:
@@ -136,10 +136,6 @@ def field_help(cls: type) -> dict[str, str]:
 
 def _field_type(cls: type, field: dataclasses.Field) -> Any:
     return typing.get_type_hints(cls).get(field.name, str)
-
-
-def _choices(tp: Any) -> tuple[Any, ...] | None:
-    return typing.get_args(tp) if typing.get_origin(tp) is typing.Literal else None
 
 
 def type_label(tp: Any) -> str:
@@ -290,6 +286,13 @@ def config_from_args(cls: type[T], args: argparse.Namespace) -> T:
     return with_preset(cls, preset, **values)
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Option help wrapped at spaces only (``cross-validation`` stays one word)."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 class _ConfigParser(argparse.ArgumentParser):
     """An unknown option is named with the closest known ones, not only 'unrecognized arguments'."""
 
@@ -309,7 +312,7 @@ def build_parser(cls: type, prog: str | None = None) -> argparse.ArgumentParser:
     """The argparse parser of a stage config (what :func:`parse_config` uses; tests build it too)."""
     doc = inspect.cleandoc(cls.__doc__ or "")
     parser = _ConfigParser(prog=prog, description=doc, usage="%(prog)s [--option VALUE ...]",
-                           formatter_class=argparse.RawDescriptionHelpFormatter,
+                           formatter_class=_HelpFormatter,
                            epilog="Presets apply first, then the options given. Booleans take "
                                   "true/false; lists are comma-separated.")
     add_config_arguments(parser, cls)

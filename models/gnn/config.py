@@ -9,81 +9,64 @@ from typing import ClassVar, Literal
 from tpurank.collections import Collection
 from tpurank.config import StageConfig
 
+MIN_CONFIGS_PER_STEP = 8  # floor of configs per step under --node-budget
+
 
 @dataclass
 class GnnConfig(StageConfig):
     """GNN ranker (PyTorch Geometric) for tile and layout collections."""
 
     # --- stage contract
-    collection: str = ""  # singular alias of --collections
-    features: str = ""  # feature directory; default WORK/features
-    tag: str = ""  # optional run name: models go to WORK/models/gnn/<slug>[-tag]/seed<k>
-    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    collection: str = ""  # singular alias of --collections [run]
+    features: str = ""  # feature directory; default WORK/features [run]
+    tag: str = ""  # optional run name: models go to WORK/models/gnn/<slug>[-tag]/seed<k> [run]
+    device: str = "auto"  # auto | cpu | cuda | cuda:N [run]
     threads: int = 0  # torch CPU threads for training (0 = torch default)
-    predict_threads: int = 0  # torch CPU threads for predict (0 = torch default: all cores)
+    predict_threads: int = 0  # torch CPU threads for predict (0 = torch default: all cores) [run]
 
     # --- model
-    arch: str = "factorized"  # layout: factorized (config-free trunk once per graph, per-config head over the configurable nodes) | copy (the graph copied per config)
-    head_layers: int = 2  # factorized: message-passing layers of the per-config head over the configurable-node graph
-    head_product: bool = True  # factorized: the head's join also multiplies each configurable node's trunk and layout embeddings (second-order terms)
-    conv: str = "sage"  # sage | gatv2
+    arch: str = "factorized"  # layout: factorized (config-free trunk once per graph, per-config head over the configurable nodes) | copy (the graph copied per config) [measured: benchmarks/gnn_arch.json "GNN architectures: copy vs factorized"]
+    head_product: bool = True  # factorized: the head's join also multiplies each configurable node's trunk and layout embeddings (second-order terms) [measured: benchmarks/gnn_arch.json "GNN architectures: copy vs factorized"]
     hidden: int = 64  # node embedding width of every message-passing layer
     layers: int = 3  # message-passing layers
-    heads: int = 2  # GATv2 heads
-    opcode_dim: int = 16  # embedding size of the HLO opcode id
-    layout_value_dim: int = 4  # embedding size of one layout value (x18 per node)
-    norm: str = "instance"  # instance (over nodes, per config copy) | layer | none
-    pool: str = "meanmax"  # meanmax | attention
     dropout: float = 0.0  # dropout in message passing and cross-configuration attention
-    cross_attn: bool = True  # cross-configuration attention between the configs of a batch
-    cross_heads: int = 4  # attention heads of the cross-configuration attention
-    tile_join: str = "late"  # tile: config joined after pooling (late) or at every node (early)
-    tabular: bool = False  # layout: join the per-config descriptive tabular features (pattern, non-default, mismatch counts; no cost heuristic) after pooling
+    cross_attn: bool = True  # cross-configuration attention between the configs of a batch (off for tile: not adopted) [measured: benchmarks/tile_retrain.json "Tile models retrained: without cross-configuration attention (not adopted)"]
+    tabular: bool = False  # layout: join the per-config descriptive tabular features (pattern, non-default, mismatch counts; no cost heuristic) after pooling [measured: benchmarks/gnn_cv.json "GNN variants under cross-validation"]
 
     # --- training
-    loss: str = "logistic"  # hinge | logistic (RankNet) | listmle
-    margin: float = 0.1  # hinge margin
+    loss: str = "logistic"  # hinge | logistic (RankNet) | listmle [measured: benchmarks/gnn_cv.json "GNN variants under cross-validation"]
     configs_per_step: int = 64  # configs sampled from one graph per step
-    graphs_per_step: int = 0  # graphs per optimiser step (losses averaged); 0 = 4 tile, 1 layout
     close_bias: float = 0.0  # probability that a step samples configs of close runtimes
-    joint_search: bool = False  # layout: also train on the other search (default+random) of the source
+    joint_search: bool = False  # layout: also train on the other search (default+random) of the source (lost in every seed) [measured: benchmarks/gnn_cv.json "GNN variants under cross-validation"]
     steps: int = 400  # optimiser steps per collection (the horizon of the warmup-cosine schedule)
     lr: float = 2e-3  # AdamW peak learning rate
-    weight_decay: float = 1e-4  # AdamW weight decay
     warmup_steps: int = 20  # linear learning-rate warmup steps before the cosine decay
-    grad_clip: float = 1.0  # gradient norm clipped to this value
-    amp: bool = True  # mixed precision (CUDA only)
+    amp: bool = True  # mixed precision (CUDA only) [run]
     eval_every: int = 50  # validation scoring (early stopping, best checkpoint) every this many steps
     patience: int = 4  # evaluations without improvement before stopping (0 = never)
-    keep: Literal["best", "last"] = "best"  # weights a model keeps as best.pt: its best validation score's, or its last
+    keep: Literal["best", "last"] = "best"  # weights a model keeps as best.pt: its best validation score's, or its last [measured: benchmarks/keep.json "Weights kept: the best inner-valid score's or the final ones"]
     val_max_configs: int = 256  # configs per valid graph scored during training (0 = all)
     final_val_max_configs: int = 0  # configs per valid graph in the report after training (0 = all): bounds that evaluation's time whatever the config count
-    max_train_graphs: int = 0  # 0 = all
+    max_train_graphs: int = 0  # train on a seeded subset of this many graphs (0 = all): smoke runs [run]
     predict_batch: int = 64  # configs per forward pass at prediction time
-    resume: bool = True  # continue from WORK/models/gnn/<slug>/seed<k>/last.pt when it exists
-    step_budget: int = 0  # stop this invocation after this many steps (resume later); 0 = no limit
+    resume: bool = True  # continue from WORK/models/gnn/<slug>/seed<k>/last.pt when it exists [run]
+    step_budget: int = 0  # stop this invocation after this many steps (resume later); 0 = no limit [run]
     time_budget: float = 0.0  # wall seconds for the whole train invocation, shared by its collections and folds (0 = no limit)
-    budget_clock: str = "wall"  # wall | cpu: --time-budget counts wall seconds, or this process's CPU seconds (equal compute for comparisons on a loaded machine; with --threads 1)
+    budget_clock: str = "wall"  # wall | cpu: --time-budget counts wall seconds, or this process's CPU seconds (equal compute for comparisons on a loaded machine; with --threads 1) [run]
     tile_budget_weight: float = 1.0  # share of --time-budget of a tile model relative to a layout model (one fold each)
 
-    # --- memory and processes
+    # --- memory
     node_budget: int = 0  # per-step ceiling on kept nodes x configs (graph copies); 0 = configs_per_step as is
-    min_configs_per_step: int = 8  # floor of configs per step under --node-budget
-    activation_checkpointing: bool = False  # recompute message-passing activations in backward (less memory, more compute)
-    find_unused_parameters: bool = True  # torchrun/DDP: allow parameters a step does not use (e.g. tile vs layout paths)
+    activation_checkpointing: bool = False  # recompute message-passing activations in backward (less memory, more compute) [measured: benchmarks/gnn_memory.json "GNN training memory"]
 
     # --- cross-validation (issue 12)
     folds: int = 0  # K >= 2: K grouped folds of train+valid graphs (models.cv), OOF predictions; 0 = train/valid split
     oof_max_configs: int = 0  # OOF configs per held-out train graph: a seeded subset of its LightGBM tabular rows (0 = all those rows)
 
-    # --- graph segment training
-    segment_size: int = 0  # GST: about this many nodes per graph segment (0 = off: whole graph per step)
-    segments_per_step: int = 1  # GST: segments trained (forward + backward) per graph and step
-    stale_dropout: float = 0.5  # GST (copy arch): probability of leaving out each stale (historical) segment score, one draw per graph and step shared by its configs
-    segment_method: str = "contiguous"  # GST partition: contiguous (topological ranges) | metis
-    segment_halo: int = 0  # GST: hops of neighbours kept around a segment as boundary inputs (0 = cut edges dropped)
-    history_max_bytes: int = 268435456  # GST history table (copy arch: segment scores; factorized: segment trunk outputs): limit in bytes (oldest segments evicted)
-    predict_context: int = 1024  # inference attention context: a fixed seeded subset of at most N of the configs ranked (0 = all; all and 64 scored alike, BENCHMARKS.md), so attention stays linear in the config count
+    # --- Graph Segment Training (the organisers' method; off by default, see docs/gnn.md)
+    segment_size: int = 0  # GST: about this many nodes per graph segment, one segment trained per graph and step (0 = off: whole graph per step) [measured: benchmarks/gst_quality_small.json "GST on whole graphs vs the k=1 pruned default (equal wall clock)"; benchmarks/gst_quality_kaggle_xla.json "GST on the factorized trunk: whole kaggle-shaped graphs vs the k=1 pruned default"]
+    history_max_bytes: int = 268435456  # GST history table (copy arch: segment scores; factorized: segment trunk outputs): limit in bytes (oldest segments evicted) [run]
+    predict_context: int = 1024  # inference attention context: a fixed seeded subset of at most N of the configs ranked (0 = all), so attention stays linear in the config count [run]
 
     PRESETS: ClassVar[dict[str, dict[str, object]]] = {
         # quick: bounded by time, not steps (issue 11): 900 s of GNN training for all selected
@@ -109,7 +92,7 @@ class GnnConfig(StageConfig):
         # of the real data's 535 layout train graphs on 2,000 configs each (about 1.1M configs)
         "full": {"hidden": 128, "layers": 4, "configs_per_step": 96, "steps": 20000,
                  "eval_every": 500, "patience": 8, "val_max_configs": 1000, "predict_batch": 128,
-                 "conv": "sage", "dropout": 0.1, "warmup_steps": 500, "lr": 1e-3, "close_bias": 0.25,
+                 "dropout": 0.1, "warmup_steps": 500, "lr": 1e-3, "close_bias": 0.25,
                  "time_budget": 3000.0, "node_budget": 500000, "folds": 5,
                  "oof_max_configs": 2000, "final_val_max_configs": 2000},
     }
@@ -137,8 +120,7 @@ class GnnConfig(StageConfig):
         return max(1e-3, self.tile_budget_weight) if collection.is_tile else 1.0
 
     def graphs_per_step_for(self, collection: Collection) -> int:
-        if self.graphs_per_step > 0:
-            return self.graphs_per_step
+        """Graphs per optimiser step (losses averaged): 4 tile, 1 layout."""
         return 4 if collection.is_tile else 1
 
     def preds_dir(self) -> Path:
@@ -150,14 +132,14 @@ class GnnConfig(StageConfig):
         configurable, ``config_links`` links between those) in one step.
 
         With ``node_budget`` > 0 the step's node rows stay within the budget, which bounds
-        activation memory (see ``models.gnn.train``), but never below ``min_configs_per_step``:
+        activation memory (see ``models.gnn.train``), but never below :data:`MIN_CONFIGS_PER_STEP`:
         ``num_nodes`` rows per config for the copy model (one graph copy each); for the factorized
         model the trunk's ``num_nodes`` rows once per step, then ``config_nodes + config_links / 4``
         rows per config (a head row keeps fewer bytes than a copy row, a link about a quarter of
-        a head row: ``benchmarks/gnn_memory.json``). Tile models with ``tile_join="late"`` run
-        message passing once per graph whatever the config count, so the budget does not apply.
-        Graph Segment Training backpropagates its ``segments_per_step`` trained segments only
-        (about ``segment_size`` nodes each), so the budget counts those as the graph's nodes; and
+        a head row: ``benchmarks/gnn_memory.json``). Tile models join the config after pooling and
+        run message passing once per graph whatever the config count, so the budget does not
+        apply. Graph Segment Training backpropagates its one trained segment only (about
+        ``segment_size`` nodes), so the budget counts those as the graph's nodes; and
         a GST step never holds more rows than the published recipe's step, ``configs_per_step``
         copies of the trained segments, whatever the budget: the factorized head runs over every
         configurable node of the graph, so on a large graph it gets fewer configs, which keeps
@@ -166,13 +148,13 @@ class GnnConfig(StageConfig):
         wanted = self.configs_per_step
         budget = self.node_budget
         if self.segment_size > 0:
-            trained = max(1, self.segments_per_step) * self.segment_size
-            num_nodes = min(num_nodes, trained)
-            budget = min(budget, wanted * trained) if budget > 0 else wanted * trained
-        if budget <= 0 or (is_tile and self.tile_join == "late"):
+            num_nodes = min(num_nodes, self.segment_size)
+            cap = wanted * self.segment_size
+            budget = min(budget, cap) if budget > 0 else cap
+        if budget <= 0 or is_tile:
             return wanted
         if self.arch == "factorized" and not is_tile:
             fits = (budget - num_nodes) // max(1, config_nodes + config_links // 4)
         else:
             fits = budget // max(1, num_nodes)
-        return max(min(self.min_configs_per_step, wanted), min(wanted, fits))
+        return max(min(MIN_CONFIGS_PER_STEP, wanted), min(wanted, fits))

@@ -8,16 +8,16 @@ The organisers' recipe (``kaidic/GST``, ``custom_tpu_train.py``):
   head) to **one scalar per config**, and a config's cost is the **sum** of its segments' scores.
   A segment without a configurable node adds the same score to every config of its graph, which
   the ranking losses ignore;
-- a training step runs forward + backward through ``segments_per_step`` segments, drawn in
-  proportion to their configurable nodes (never a segment without one: its step would have no
-  gradient). Their summed score is scaled to the expected number of segments kept in the step
-  (the trained ones plus ``1 - stale_dropout`` of the others that hold a configurable node);
+- a training step runs forward + backward through one segment, drawn in proportion to the
+  configurable nodes (never a segment without one: its step would have no gradient). Its score
+  is scaled to the expected number of segments kept in the step (the trained one plus
+  ``1 - STALE_DROPOUT`` of the others that hold a configurable node);
 - every other segment's score comes from a **history table** (:class:`HistoryTable`, bounded in
   bytes) keyed by (graph, segment, the config values that segment sees): two configs that agree
   on a segment's configurable nodes share its entry, a segment without configurable node has one
   entry per graph. A missing entry counts as zero;
 - **stale embedding dropout**: one mask per graph and step, shared by all its configs, leaves each
-  historical score out with probability ``stale_dropout``, so two configs of a graph always sum
+  historical score out with probability :data:`STALE_DROPOUT`, so two configs of a graph always sum
   the same segments and their difference is the model's, not the mask's.
 
 Inference is exact: every segment is scored fresh and the scores are summed
@@ -27,8 +27,8 @@ Measured against the variants this replaced (``benchmarks/gst_quality_variants_*
 combining the segments' pooled vectors into one graph vector instead of summing scores, a uniform
 draw of the trained segment, and a no-grad pass filling missing history entries.
 
-Edges that cross segments are dropped (``segment_halo=0``) or kept as boundary inputs: a halo of
-``segment_halo`` hops of neighbours joins the segment's message passing but not its pooling.
+Edges that cross segments are dropped; segments are contiguous ranges of the topological order
+(:mod:`features.segments`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 
 from features.processed import ProcessedGraph
@@ -48,40 +47,37 @@ from features.segments import cached_segmentation, graph_fingerprint
 from models.gnn.data import GraphTensors, config_rows, tabular_rows
 from models.gnn.model import RankerGNN
 
+SEGMENTS_PER_STEP = 1  # segments trained (forward + backward) per graph and step
+STALE_DROPOUT = 0.5  # probability of leaving out each stale (historical) segment score in training
+
 
 @dataclass(frozen=True)
 class SegmentSpec:
     """How graphs are cut and scored (part of a run's config; inference uses the training one)."""
 
     size: int
-    method: str = "contiguous"
-    halo: int = 0
 
     @classmethod
     def from_config(cls, cfg: Any) -> "SegmentSpec | None":
         size = int(getattr(cfg, "segment_size", 0) or 0)
-        if size <= 0:
-            return None
-        return cls(size=size, method=getattr(cfg, "segment_method", "contiguous"),
-                   halo=int(getattr(cfg, "segment_halo", 0)))
+        return cls(size=size) if size > 0 else None
 
 
 @dataclass
 class SegmentTensors:
-    """One segment as a graph of its own: its ``core`` nodes first, then its halo."""
+    """One segment as a graph of its own (the edges inside it)."""
 
     node_feat: torch.Tensor
     node_opcode: torch.Tensor
     edge_index: torch.Tensor  # local ids
-    core: int  # number of the segment's own nodes (pooled)
     config_node_pos: torch.Tensor | None  # layout: local positions of the configurable nodes here
     config_cols: torch.Tensor | None  # layout: their columns in the graph's config_feat
-    core_configurable: int = 0  # layout: configurable nodes among the core ones
-    core_ids: np.ndarray | None = None  # graph positions of the core nodes (local order)
+    core_configurable: int = 0  # layout: configurable nodes in the segment
+    core_ids: np.ndarray | None = None  # graph positions of the segment's nodes (local order)
 
     @property
     def config_free(self) -> bool:
-        """True for a layout segment that sees no configurable node (core or halo): its embedding
+        """True for a layout segment that holds no configurable node: its embedding
         is the same for every config."""
         return self.config_cols is not None and self.config_cols.numel() == 0
 
@@ -97,51 +93,30 @@ class GraphSegments:
         return len(self.parts)
 
 
-def _halo_mask(adj: sp.csr_matrix | None, core: np.ndarray, n: int, hops: int) -> np.ndarray:
-    mask = np.zeros(n, dtype=bool)
-    mask[core] = True
-    for _ in range(hops if adj is not None else 0):
-        grown = mask | (adj @ mask.astype(np.float32) > 0)
-        if grown.sum() == mask.sum():
-            break
-        mask = grown
-    return mask
-
-
 def build_segments(g: ProcessedGraph, tensors: GraphTensors, spec: SegmentSpec,
                    features_dir: str | None = None) -> GraphSegments:
     """Cut ``g`` (already on a device as ``tensors``) into :class:`SegmentTensors`."""
-    seg = cached_segmentation(g, spec.size, spec.method, features_dir)
+    seg = cached_segmentation(g, spec.size, features_dir)
     n = g.num_nodes
-    edges = tensors.edge_index.cpu().numpy()
-    src, dst = edges
-    adj = None
-    if spec.halo > 0 and edges.size:
-        ones = np.ones(len(src), dtype=np.float32)
-        adj = sp.csr_matrix((np.concatenate([ones, ones]), (np.concatenate([src, dst]),
-                                                           np.concatenate([dst, src]))), shape=(n, n))
+    src, dst = tensors.edge_index.cpu().numpy()
     pos = None if tensors.config_node_pos is None else tensors.config_node_pos.cpu().numpy()
     device = tensors.node_feat.device
     parts = []
     local = np.full(n, -1, dtype=np.int64)
     for s in range(seg.num_segments):
-        core = seg.segment(s)
-        mask = _halo_mask(adj, core, n, spec.halo)
-        mask[core] = False
-        nodes = np.concatenate([core, np.flatnonzero(mask)])
+        nodes = seg.segment(s)
         local[nodes] = np.arange(len(nodes))
         keep = (local[src] >= 0) & (local[dst] >= 0)
         sub_edges = torch.as_tensor(np.stack([local[src[keep]], local[dst[keep]]]), device=device)
         node_idx = torch.as_tensor(nodes, device=device)
         cols = lpos = None
-        in_core = 0
+        inside = np.zeros(0, dtype=np.int64)
         if pos is not None:
             inside = np.flatnonzero(local[pos] >= 0)
-            in_core = int((local[pos[inside]] < len(core)).sum())
             cols = torch.as_tensor(inside, device=device)
             lpos = torch.as_tensor(local[pos[inside]], device=device)
         parts.append(SegmentTensors(tensors.node_feat[node_idx], tensors.node_opcode[node_idx],
-                                    sub_edges, len(core), lpos, cols, in_core, core))
+                                    sub_edges, lpos, cols, len(inside), nodes))
         local[nodes] = -1
     sizes = torch.as_tensor(np.diff(seg.starts).astype(np.float32), device=device)
     return GraphSegments(key=f"{g.collection}/{g.split}/{graph_fingerprint(g)}", parts=parts,
@@ -267,7 +242,7 @@ def _segment_feats(model: RankerGNN, seg: SegmentTensors, feats: torch.Tensor) -
 def embed_segment(model: RankerGNN, seg: SegmentTensors, feats: torch.Tensor) -> torch.Tensor:
     """Pooled embedding (B, P) of one segment for configs ``feats`` ((1, P) for late tile)."""
     f, pos = _segment_feats(model, seg, feats)
-    return model.embed(seg.node_feat, seg.node_opcode, seg.edge_index, f, pos, pool_nodes=seg.core)
+    return model.embed(seg.node_feat, seg.node_opcode, seg.edge_index, f, pos)
 
 
 def segment_vectors(model: RankerGNN, seg: SegmentTensors, feats: torch.Tensor,
@@ -385,8 +360,7 @@ class _Step:
 
 def gst_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
               device: torch.device, cfg: Any, step: int, state: GstState) -> torch.Tensor:
-    """Costs of a training step's configs ``idx``: gradient through ``segments_per_step`` drawn
-    segments, the others' scores from the history table (missing = 0), one stale-dropout mask
+    """Costs of a training step's configs ``idx``: gradient through one drawn segment, the others' scores from the history table (missing = 0), one stale-dropout mask
     for the graph."""
     spec = SegmentSpec.from_config(cfg)
     assert spec is not None
@@ -394,9 +368,9 @@ def gst_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: n
     features_dir = str(cfg.features_dir()) if hasattr(cfg, "features_dir") else None
     segs = state.segments.get(g, tensors, spec, features_dir)
     rng = np.random.default_rng([int(cfg.seed), int(step), zlib.crc32(segs.key.encode())])
-    trained = draw_trained(rng, segs, int(cfg.segments_per_step))
+    trained = draw_trained(rng, segs, SEGMENTS_PER_STEP)
     stale = np.setdiff1d(np.arange(segs.num_segments), trained)
-    p = float(cfg.stale_dropout) if model.training else 0.0
+    p = STALE_DROPOUT if model.training else 0.0
     kept = stale[rng.random(len(stale)) >= p]  # one mask for all configs of the graph
     feats = config_rows(g, idx, device)
     part = _Step(model, segs, feats, tabular_rows(model, g, tensors, feats), state.history)

@@ -17,10 +17,13 @@ Layout (node-level configs) has two architectures (``ModelArgs.arch``):
   offset by ``n`` per copy). Checkpoints saved before ``arch`` existed are ``copy`` models.
 
 Tile (graph-level configs): the config's features (24 raw, or the feature pipeline's engineered
-columns) are encoded and either joined at every node before message passing (``tile_join="early"``,
-one graph copy per config, as for layout) or joined with the embedding of the kernel graph after
-pooling (``"late"``: one message passing per graph, config and graph embeddings combined with
-their product so the MLP can model kernel-specific preferences).
+columns) are encoded and joined with the embedding of the kernel graph after pooling: one
+message passing per graph, config and graph embeddings combined with their product so the MLP can
+model kernel-specific preferences.
+
+Fixed choices (no option: nobody measured another): SAGE layers, instance norm, mean+max
+pooling, 16-wide opcode and 4-wide layout value embeddings, 4 cross-attention heads, 2 head
+layers.
 
 The model has three parts: :meth:`RankerGNN.graph_state` (what does not depend on the configs:
 the factorized trunk, once per graph), :meth:`RankerGNN.embed_configs` (one pooled vector per
@@ -34,11 +37,13 @@ gives every config the same context (``models.gnn.infer.predict_costs``).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 from torch import nn
-from torch_geometric.nn import GATv2Conv, GINEConv, SAGEConv
+from torch_geometric.nn import GINEConv, SAGEConv
+
+from models.gnn.config import GnnConfig
 
 LAYOUT_CONFIG_DIM = 18
 LAYOUT_VALUES = 8  # values -1..5 -> 0..6, plus one bucket for anything out of range
@@ -46,79 +51,64 @@ OPCODE_VOCAB = 256  # HLO opcode ids (about 120 today); larger ids share the las
 LINK_HOPS = 16  # link lengths embedded by the factorized head; longer links share the last bucket
 LINK_KINDS = 2  # features.configgraph: path, meet
 ARCHS = ("copy", "factorized")
+OPCODE_DIM = 16  # embedding size of the HLO opcode id
+LAYOUT_VALUE_DIM = 4  # embedding size of one layout value (x18 per node)
+CROSS_HEADS = 4  # heads of the cross-configuration attention
+HEAD_LAYERS = 2  # factorized: message-passing layers of the per-config head
+SHAPE = ("hidden", "layers", "dropout", "cross_attn", "arch", "head_product")  # from GnnConfig
 
 
 @dataclass
 class ModelArgs:
-    """Everything needed to rebuild a model (saved in every checkpoint)."""
+    """Everything needed to rebuild a model (saved in every checkpoint): the data's widths and the
+    :data:`SHAPE` fields of :class:`GnnConfig`, whose defaults are the config's."""
 
     kind: str  # "layout" | "tile"
     node_dim: int
     config_dim: int  # 18 (layout) or the tile config width
-    hidden: int = 64
-    layers: int = 3
-    conv: str = "sage"
-    heads: int = 2
-    opcode_dim: int = 16
-    layout_value_dim: int = 4
-    norm: str = "instance"
-    pool: str = "meanmax"
-    dropout: float = 0.0
-    cross_attn: bool = True
-    cross_heads: int = 4
-    tile_join: str = "early"  # early | late
     tabular_dim: int = 0  # layout: width of the per-config descriptive features joined after pooling (0 = none)
-    arch: str = "copy"  # layout: copy | factorized (the default keeps older checkpoints what they are)
-    head_layers: int = 2  # factorized: message-passing layers of the per-config head
-    head_product: bool = False  # factorized: the join also multiplies trunk and layout embeddings
+    hidden: int = GnnConfig.hidden
+    layers: int = GnnConfig.layers
+    dropout: float = GnnConfig.dropout
+    cross_attn: bool = GnnConfig.cross_attn
+    arch: str = GnnConfig.arch  # layout: copy | factorized (tile models record copy)
+    head_product: bool = GnnConfig.head_product
+
+    @classmethod
+    def of(cls, cfg: GnnConfig, **data: Any) -> "ModelArgs":
+        """The model of ``cfg`` for data of the widths (and overrides) in ``data``."""
+        return cls(**{**{k: getattr(cfg, k) for k in SHAPE}, **data})
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, saved: dict) -> "ModelArgs":
-        """Model args of a checkpoint (fields added since it was saved take their defaults)."""
+        """Model args of a checkpoint (keys of removed options are ignored). A checkpoint saved
+        before ``arch`` existed is a copy model without the head product."""
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in saved.items() if k in known})
+        legacy = {} if "arch" in saved else {"arch": "copy", "head_product": False}
+        return cls(**{**legacy, **{k: v for k, v in saved.items() if k in known}})
 
     @property
     def factorized(self) -> bool:
         return self.kind == "layout" and self.arch == "factorized"
 
 
-def make_conv(kind: str, dim: int, heads: int) -> nn.Module:
-    """One PyG message-passing layer mapping ``dim`` -> ``dim``."""
-    if kind == "sage":
-        return SAGEConv(dim, dim, aggr="mean")
-    if kind == "gatv2":
-        if dim % heads:
-            raise ValueError(f"hidden size {dim} is not divisible by {heads} GATv2 heads")
-        return GATv2Conv(dim, dim // heads, heads=heads, add_self_loops=False)
-    raise ValueError(f"unknown conv {kind!r}; expected sage or gatv2")
-
-
 class NodeNorm(nn.Module):
-    """Normalisation over nodes: ``instance`` normalises each config copy's nodes separately
-    (statistics over the ``n`` nodes of one copy), ``layer`` normalises each node's features,
-    ``none`` is the identity."""
+    """Instance normalisation over nodes: each config copy's nodes separately (statistics over
+    the ``n`` nodes of one copy)."""
 
-    def __init__(self, kind: str, dim: int):
+    def __init__(self, dim: int):
         super().__init__()
-        if kind not in ("instance", "layer", "none"):
-            raise ValueError(f"unknown norm {kind!r}; expected instance, layer or none")
-        self.kind = kind
-        if kind != "none":
-            self.weight = nn.Parameter(torch.ones(dim))
-            self.bias = nn.Parameter(torch.zeros(dim))
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.bias = nn.Parameter(torch.zeros(dim))
 
     def forward(self, h: torch.Tensor, node_axis: int = 1) -> torch.Tensor:  # h: (B, n, d)
         """``node_axis``: where the nodes are (1 for (B, n, d); 0 for node-major (n, B, d))."""
-        if self.kind == "none":
-            return h
-        axis = node_axis if self.kind == "instance" else -1
-        centred = h - h.mean(dim=axis, keepdim=True)
+        centred = h - h.mean(dim=node_axis, keepdim=True)
         # two passes by hand: torch's var over a middle axis is several times slower on CPU
-        var = (centred * centred).mean(dim=axis, keepdim=True)
+        var = (centred * centred).mean(dim=node_axis, keepdim=True)
         return centred * torch.rsqrt(var + 1e-5) * self.weight + self.bias
 
 
@@ -126,11 +116,11 @@ class BiDirectionalLayer(nn.Module):
     """Message passing over both edge directions (producer->consumer and back), summed, with a
     residual connection and (pre-)normalisation over nodes."""
 
-    def __init__(self, conv: str, dim: int, heads: int, norm: str, dropout: float):
+    def __init__(self, dim: int, dropout: float):
         super().__init__()
-        self.forward_conv = make_conv(conv, dim, heads)
-        self.backward_conv = make_conv(conv, dim, heads)
-        self.norm = NodeNorm(norm, dim)
+        self.forward_conv = SAGEConv(dim, dim, aggr="mean")
+        self.backward_conv = SAGEConv(dim, dim, aggr="mean")
+        self.norm = NodeNorm(dim)
         self.act = nn.GELU()
         self.dropout = nn.Dropout(dropout)
 
@@ -144,41 +134,26 @@ class BiDirectionalLayer(nn.Module):
 
 
 class Pool(nn.Module):
-    """Nodes of each copy -> one vector: ``meanmax`` (concat of mean and max) or ``attention``
-    (softmax-gated sum)."""
+    """Nodes of each copy -> one vector: the concatenation of their mean and max."""
 
-    def __init__(self, kind: str, dim: int):
+    def __init__(self, dim: int):
         super().__init__()
-        if kind not in ("meanmax", "attention"):
-            raise ValueError(f"unknown pool {kind!r}; expected meanmax or attention")
-        self.kind = kind
-        self.gate = nn.Linear(dim, 1) if kind == "attention" else None
-        self.out_dim = 2 * dim if kind == "meanmax" else dim
+        self.out_dim = 2 * dim
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:  # (B, n, d) -> (B, out_dim)
-        if self.gate is None:
-            return torch.cat([h.mean(dim=1), h.amax(dim=1)], dim=-1)
-        weights = torch.softmax(self.gate(h).squeeze(-1), dim=1)
-        return torch.einsum("bn,bnd->bd", weights, h)
+        return torch.cat([h.mean(dim=1), h.amax(dim=1)], dim=-1)
 
     def partial(self, h: torch.Tensor) -> torch.Tensor:
         """What :meth:`combine` needs of one part of a graph's nodes ``h`` (n, d), as one row:
-        meanmax ``[sum; max; count]``, attention ``[log-sum of the gates; gated mean]``."""
-        if self.gate is None:
-            return torch.cat([h.sum(dim=0), h.amax(dim=0), h.new_full((1,), h.shape[0])])
-        logits = self.gate(h).squeeze(-1)
-        lse = torch.logsumexp(logits, dim=0)
-        return torch.cat([lse[None], torch.softmax(logits, dim=0) @ h])
+        ``[sum; max; count]``."""
+        return torch.cat([h.sum(dim=0), h.amax(dim=0), h.new_full((1,), h.shape[0])])
 
     def combine(self, parts: torch.Tensor) -> torch.Tensor:
         """(K, ·) rows of :meth:`partial` over disjoint parts -> (1, out_dim), equal to
         ``forward`` over all their nodes at once."""
-        if self.gate is None:
-            d = (parts.shape[1] - 1) // 2
-            mean = parts[:, :d].sum(dim=0) / parts[:, -1].sum()
-            return torch.cat([mean, parts[:, d:2 * d].amax(dim=0)])[None]
-        weights = torch.softmax(parts[:, 0], dim=0)
-        return (weights @ parts[:, 1:])[None]
+        d = (parts.shape[1] - 1) // 2
+        mean = parts[:, :d].sum(dim=0) / parts[:, -1].sum()
+        return torch.cat([mean, parts[:, d:2 * d].amax(dim=0)])[None]
 
 
 class CrossConfigAttention(nn.Module):
@@ -269,11 +244,11 @@ class LinkLayer(nn.Module):
     :func:`gine_mean`), residual, pre-normalisation over the configurable nodes of each config.
     States are node-major, (nc, B, d)."""
 
-    def __init__(self, dim: int, norm: str, dropout: float):
+    def __init__(self, dim: int, dropout: float):
         super().__init__()
         self.forward_conv = GINEConv(nn.Linear(dim, dim), aggr="mean")
         self.backward_conv = GINEConv(nn.Linear(dim, dim), aggr="mean")
-        self.norm = NodeNorm(norm, dim)
+        self.norm = NodeNorm(dim)
         self.act = nn.GELU()
         self.dropout = nn.Dropout(dropout)
         self.gate = nn.Parameter(torch.zeros(1))  # ReZero: each layer starts as the identity
@@ -287,7 +262,7 @@ class LinkLayer(nn.Module):
 
 class ConfigHead(nn.Module):
     """The factorized model's per-config part: configurable nodes' trunk embeddings joined with
-    their layout embeddings, ``head_layers`` of :class:`LinkLayer`, pooled over the nodes."""
+    their layout embeddings, :data:`HEAD_LAYERS` of :class:`LinkLayer`, pooled over the nodes."""
 
     def __init__(self, args: ModelArgs):
         super().__init__()
@@ -302,9 +277,8 @@ class ConfigHead(nn.Module):
                                           "layout": nn.Linear(d, d, bias=False)})
             nn.init.zeros_(self.product["trunk"].weight)
             nn.init.zeros_(self.product["trunk"].bias)
-        self.layers = nn.ModuleList(LinkLayer(d, args.norm, args.dropout)
-                                    for _ in range(args.head_layers))
-        self.pool = Pool(args.pool, d)
+        self.layers = nn.ModuleList(LinkLayer(d, args.dropout) for _ in range(HEAD_LAYERS))
+        self.pool = Pool(d)
 
     def link_features(self, h: torch.Tensor, links: ConfigLinks) -> torch.Tensor:
         """(E, d) features of the links, from their kinds, lengths and the trunk embeddings ``h``
@@ -385,27 +359,24 @@ class RankerGNN(nn.Module):
             raise ValueError(f"unknown model kind {args.kind!r}")
         self.args = args
         d = args.hidden
-        self.opcode_embed = nn.Embedding(OPCODE_VOCAB, args.opcode_dim)
-        self.node_in = nn.Sequential(nn.Linear(args.node_dim + args.opcode_dim, d), nn.GELU(),
+        self.opcode_embed = nn.Embedding(OPCODE_VOCAB, OPCODE_DIM)
+        self.node_in = nn.Sequential(nn.Linear(args.node_dim + OPCODE_DIM, d), nn.GELU(),
                                      nn.Linear(d, d))
-        if args.tile_join not in ("early", "late"):
-            raise ValueError(f"unknown tile_join {args.tile_join!r}; expected early or late")
         if args.arch not in ARCHS:
             raise ValueError(f"unknown arch {args.arch!r}; expected one of {', '.join(ARCHS)}")
-        self.late_join = args.kind == "tile" and args.tile_join == "late"
+        self.late_join = args.kind == "tile"  # the tile config joins after pooling
         self.factorized = args.factorized
         if args.kind == "layout":
-            self.config_encoder = LayoutConfigEncoder(args.layout_value_dim, d)
+            self.config_encoder = LayoutConfigEncoder(LAYOUT_VALUE_DIM, d)
             if not self.factorized:
                 self.no_config = nn.Parameter(torch.zeros(d))
         else:
             self.tile_encoder = nn.Sequential(nn.Linear(args.config_dim, d), nn.GELU(),
                                               nn.Linear(d, d))
-        if not (self.late_join or self.factorized):
+        if args.kind == "layout" and not self.factorized:
             self.join = nn.Sequential(nn.Linear(2 * d, d), nn.GELU())
-        self.layers = nn.ModuleList(BiDirectionalLayer(args.conv, d, args.heads, args.norm,
-                                                       args.dropout) for _ in range(args.layers))
-        self.pool = Pool(args.pool, d)
+        self.layers = nn.ModuleList(BiDirectionalLayer(d, args.dropout) for _ in range(args.layers))
+        self.pool = Pool(d)
         self.config_head = ConfigHead(args) if self.factorized else None
         if self.late_join:
             self.graph_proj = nn.Linear(self.pool.out_dim, d)
@@ -421,7 +392,7 @@ class RankerGNN(nn.Module):
                                                  nn.Linear(d, d))
             z_dim += d
         self.z_proj = nn.Sequential(nn.Linear(z_dim, d), nn.GELU())
-        self.cross = CrossConfigAttention(d, args.cross_heads, args.dropout) if args.cross_attn else None
+        self.cross = CrossConfigAttention(d, CROSS_HEADS, args.dropout) if args.cross_attn else None
         self.head = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, 1))
 
     def encode_nodes(self, node_feat: torch.Tensor, node_opcode: torch.Tensor) -> torch.Tensor:
@@ -493,33 +464,25 @@ class RankerGNN(nn.Module):
 
     # --- embedding part: chunkable over configs (and over graph segments)
     def embed(self, node_feat: torch.Tensor, node_opcode: torch.Tensor, edge_index: torch.Tensor,
-              config_feat: torch.Tensor, config_node_pos: torch.Tensor | None = None,
-              pool_nodes: int | None = None) -> torch.Tensor:
+              config_feat: torch.Tensor, config_node_pos: torch.Tensor | None = None) -> torch.Tensor:
         """Pooled graph embedding of each config, (B, P) with ``P = pool.out_dim``, of a copy
-        layout model or a tile model; for a late-join tile model the config-independent (1, P)
-        embedding of the kernel graph.
-
-        ``pool_nodes`` pools only the first nodes (a segment's own nodes, ahead of its halo)."""
+        layout model; for a tile model the config-independent (1, P) embedding of the kernel
+        graph."""
         if self.factorized:
             raise ValueError("embed is the copy model's per-config path; a factorized model embeds "
                              "configs with graph_state + embed_configs")
         base = self.encode_nodes(node_feat, node_opcode)  # (n, d)
+        if self.late_join:
+            return self.pool(self._message_passing(base[None], edge_index))
+        if config_node_pos is None:
+            raise ValueError("layout model needs config_node_pos")
         batch = config_feat.shape[0]
         n, d = base.shape
-        if self.args.kind == "layout":
-            if config_node_pos is None:
-                raise ValueError("layout model needs config_node_pos")
-            cfg = self.no_config.expand(batch, n, d).clone()
-            cfg[:, config_node_pos] = self.config_encoder(config_feat).to(cfg.dtype)
-        elif self.late_join:
-            h = self._message_passing(base[None], edge_index)
-            return self.pool(h[:, :pool_nodes] if pool_nodes is not None else h)
-        else:
-            t = self.tile_encoder(signed_log1p(config_feat.float()))  # (B, d)
-            cfg = t[:, None, :].expand(batch, n, d)
+        cfg = self.no_config.expand(batch, n, d).clone()
+        cfg[:, config_node_pos] = self.config_encoder(config_feat).to(cfg.dtype)
         h = self._message_passing(self.join(torch.cat([base.expand(batch, n, d), cfg], dim=-1)),
                                   edge_index)
-        return self.pool(h[:, :pool_nodes] if pool_nodes is not None else h)
+        return self.pool(h)
 
     # --- scoring part: cross-configuration attention over a set of config vectors -> costs
     def config_vectors(self, pooled: torch.Tensor, config_feat: torch.Tensor,

@@ -11,7 +11,7 @@ segment, a :class:`TrunkTable` holds the trunk's outputs that the head reads fro
 
 A training step on one graph:
 
-- runs the trunk with gradient over ``segments_per_step`` segments drawn in proportion to their
+- runs the trunk with gradient over one segment drawn in proportion to the segments'
   configurable nodes (:func:`models.gnn.gst.draw_trained`) and writes their outputs to the table;
 - refreshes, without gradient, the segment whose entry is oldest (one per step; a segment that is
   missing from the table is computed the same way), so that segments without a configurable node,
@@ -21,8 +21,8 @@ A training step on one graph:
   configurable node of the graph: no per-config history and no stale dropout).
 
 Inference is exact: every segment's trunk fresh, then the head as for an unsegmented graph
-(:func:`segmented_graph_state`). The trunk's message passing stays inside a segment (plus its
-``segment_halo``), in training and at inference alike.
+(:func:`segmented_graph_state`). The trunk's message passing stays inside a segment, in training and at
+inference alike.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import torch
 
 from features.processed import ProcessedGraph
 from models.gnn.data import GraphTensors, config_rows, tabular_rows
+from models.gnn import gst
 from models.gnn.gst import (GraphSegments, SegmentCache, SegmentLru, SegmentSpec, SegmentTensors,
                             draw_trained)
 from models.gnn.model import ConfigLinks, GraphState, RankerGNN
@@ -125,7 +126,7 @@ class TrunkGstState:
 def segment_trunk(model: RankerGNN, part: SegmentTensors,
                   reads: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """One segment through the trunk: its read rows (k, d) and its pooling statistics."""
-    h = model.trunk(part.node_feat, part.node_opcode, part.edge_index)[:part.core]
+    h = model.trunk(part.node_feat, part.node_opcode, part.edge_index)
     return h[reads], model.pool.partial(h)
 
 
@@ -170,7 +171,7 @@ def trunk_gst_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, 
     segs = state.segments.get(g, tensors, spec, features_dir)
     ts = state.trunk_segments(segs, tensors)
     rng = np.random.default_rng([int(cfg.seed), int(step), zlib.crc32(segs.key.encode())])
-    trained = set(int(s) for s in draw_trained(rng, segs, int(cfg.segments_per_step)))
+    trained = set(int(s) for s in draw_trained(rng, segs, gst.SEGMENTS_PER_STEP))
     entries = {s: state.table.get(segs.key, s) for s in range(segs.num_segments)}
     stored = [s for s in entries if s not in trained and entries[s] is not None]
     refresh = {s for s in entries if s not in trained and entries[s] is None}

@@ -23,7 +23,7 @@ decays over the projected number of steps (:class:`models.training.StepHorizon`)
 
 **Memory model** (per training step, CPU float32, SAGE layers, measured by
 ``benchmarks/gnn.py memory``, fitted and written to ``benchmarks/gnn_memory.json``): a copy
-layout step (or a tile step with ``tile_join="early"``) runs message passing over ``B`` copies of
+layout step runs message passing over ``B`` copies of
 the ``n`` kept nodes, so its activations are about ``A ~= alpha * n * B * d`` bytes for hidden
 size ``d``, where ``alpha`` grows linearly with the number of layers ``L`` (``alpha ~= alpha0 +
 alpha1 * L``). A factorized step keeps ``A ~= (trunk * n + (head * nc + link * E) * B) * d``
@@ -65,19 +65,16 @@ from models.training import (DistContext, EarlyStopping, StepHorizon, autocast, 
                              mean_over_ranks, save_checkpoint, seed_everything, set_cpu_threads,
                              step_rng)
 
+WEIGHT_DECAY = 1e-4  # AdamW weight decay
+GRAD_CLIP = 1.0  # gradient norm clipped to this value
+
 
 def model_args_for(cfg: GnnConfig, g: ProcessedGraph) -> ModelArgs:
-    """Model shape from the config and the data's feature widths."""
+    """Model shape from the config (:meth:`ModelArgs.of`) and the data's feature widths."""
     config_dim = 18 if not g.is_tile else int(g.config_feat.shape[1])
-    return ModelArgs(kind="tile" if g.is_tile else "layout", node_dim=int(g.node_feat.shape[1]),
-                     config_dim=config_dim, hidden=cfg.hidden, layers=cfg.layers, conv=cfg.conv,
-                     heads=cfg.heads, opcode_dim=cfg.opcode_dim,
-                     layout_value_dim=cfg.layout_value_dim, norm=cfg.norm, pool=cfg.pool,
-                     dropout=cfg.dropout, cross_attn=cfg.cross_attn, cross_heads=cfg.cross_heads,
-                     tile_join=cfg.tile_join,
-                     tabular_dim=tabular_width(g) if cfg.tabular else 0,
-                     arch=arch_for(cfg, g), head_layers=cfg.head_layers,
-                     head_product=cfg.head_product)
+    return ModelArgs.of(cfg, kind="tile" if g.is_tile else "layout",
+                        node_dim=int(g.node_feat.shape[1]), config_dim=config_dim,
+                        tabular_dim=tabular_width(g) if cfg.tabular else 0, arch=arch_for(cfg, g))
 
 
 def arch_for(cfg: GnnConfig, g: ProcessedGraph) -> str:
@@ -159,9 +156,10 @@ def make_trainer(cfg: GnnConfig, ctx: DistContext, device: torch.device,
     if ctx.active:
         # device_ids=None: the module sits on this rank's one device already, and DDP then passes
         # the step's arguments (a ProcessedGraph, numpy indices) through untouched
+        # find_unused_parameters: a step may leave parameters unused (e.g. tile vs layout paths)
         step_model = nn.parallel.DistributedDataParallel(
-            step_model, device_ids=None, find_unused_parameters=cfg.find_unused_parameters)
-    optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
+            step_model, device_ids=None, find_unused_parameters=True)
+    optimizer = make_optimizer(model, cfg.lr, WEIGHT_DECAY)
     horizon = StepHorizon(cfg.steps)
     return Trainer(cfg=cfg, ctx=ctx, device=device, model=model, step_model=step_model,
                    optimizer=optimizer,
@@ -192,13 +190,12 @@ def train_step(tr: Trainer, graphs: list[ProcessedGraph], cache: TensorCache, st
             with autocast(tr.device, cfg.amp):
                 cost = tr.step_model(g, tensors, idx, tr.device, cfg, step)
             y = torch.as_tensor(target[idx], device=tr.device)
-            kwargs = {"margin": cfg.margin} if cfg.loss == "hinge" else {}
-            loss = loss_fn(cost.float(), y, **kwargs) / len(chosen)
+            loss = loss_fn(cost.float(), y) / len(chosen)
             tr.scaler.scale(loss).backward()
         total += float(loss.detach())
         configs += len(idx)
     tr.scaler.unscale_(tr.optimizer)
-    torch.nn.utils.clip_grad_norm_(tr.model.parameters(), cfg.grad_clip)
+    torch.nn.utils.clip_grad_norm_(tr.model.parameters(), GRAD_CLIP)
     tr.scaler.step(tr.optimizer)
     tr.scaler.update()
     tr.scheduler.step()

@@ -1,6 +1,6 @@
 """LightGBM ranker on per-config tabular features (``python -m models.lgbm train|predict``).
 
-Modes: ``lambdarank``, ``rank_xendcg`` and ``pairwise`` (binary classifier on feature differences
+Modes: ``lambdarank`` and ``pairwise`` (binary classifier on feature differences
 of sampled same-graph config pairs); per-collection defaults in :data:`models.lgbm.config.DEFAULT_MODE`.
 See :mod:`models.lgbm.train` (train/valid protocol, resume, time budget) and
 :mod:`models.lgbm.folds` (``--folds K`` cross-validation, out-of-fold predictions).

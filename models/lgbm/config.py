@@ -11,10 +11,10 @@ from tpurank.config import StageConfig
 from models.predictions import run_name
 
 MODEL_NAME = "lgbm"
-MODES = ("lambdarank", "rank_xendcg", "pairwise", "regression")
+MODES = ("lambdarank", "pairwise")
 
-# Which mode ``--mode default`` uses per collection. Chosen from the measurements recorded in
-# BENCHMARKS.md (section lgbm): validation score on data/sample-small, 3 seeds, quick preset.
+# Which mode ``--mode default`` uses per collection. Chosen with tests/bench/bench_lgbm.py:
+# validation score on data/sample-small, 3 seeds, quick preset (no artifact in benchmarks/ yet).
 # Pairwise won all four layout collections for every seed (Kendall tau +0.007..+0.10); on tile the
 # top-5 score is dominated by one validation graph for every mode, and lambdarank had the best mean.
 DEFAULT_MODE: dict[str, str] = {
@@ -30,23 +30,14 @@ DEFAULT_MODE: dict[str, str] = {
 class LgbmConfig(StageConfig):
     """LightGBM ranker on the per-config tabular features (``python -m models.lgbm train|predict``)."""
 
-    collection: str = ""  # alias of --collections (wins when given)
-    features_dir: str = ""  # default: WORK/features
-    tag: str = ""  # optional run name: model "lgbm-<tag>" (kept apart from the default "lgbm")
-    # default | lambdarank | rank_xendcg | pairwise | auto (train lambdarank and pairwise, keep the
-    # one with the better validation score)
-    mode: str = "default"
+    collection: str = ""  # alias of --collections (wins when given) [run]
+    features: str = ""  # feature directory; default WORK/features [run]
+    tag: str = ""  # optional run name: model "lgbm-<tag>" (kept apart from the default "lgbm") [run]
+    mode: str = "default"  # default (the mode per collection in DEFAULT_MODE) | lambdarank | pairwise | auto (train both, keep the one with the better validation score) [pending: DEFAULT_MODE was chosen with tests/bench/bench_lgbm.py, quick preset, 3 seeds; no artifact in benchmarks/ yet]
 
     # --- rows and groups ---
-    n_grades: int = 30  # relevance grades 0..n_grades-1 (<= 31 with LightGBM's default label gain)
-    # a graph's train rows are split into query groups of at most this many rows (LightGBM allows
-    # 10,000; lambdarank costs O(group size x truncation level) per row)
-    max_group_size: int = 256
     max_train_configs_per_graph: int = 5000  # uniform random subsample per train graph (memory)
     max_valid_configs_per_graph: int = 2000  # subsample used for early stopping only
-    # layout: also train on the sibling collection's train graphs (xla:default <-> xla:random)
-    joint_search: bool = False
-    truncation_level: int = 0  # lambdarank_truncation_level; 0 = auto (tile 20, layout whole group)
 
     # --- boosting ---
     num_boost_round: int = 3000  # boosting rounds at most (early stopping usually ends sooner)
@@ -54,21 +45,11 @@ class LgbmConfig(StageConfig):
     min_rounds: int = 100  # early stopping never picks an earlier iteration
     learning_rate: float = 0.05  # LightGBM learning_rate (shrinkage)
     num_leaves: int = 63  # LightGBM num_leaves per tree
-    min_data_in_leaf: int = 50  # LightGBM min_data_in_leaf
-    feature_fraction: float = 0.8  # LightGBM feature_fraction: features sampled per tree
-    bagging_fraction: float = 0.8  # LightGBM bagging_fraction: rows sampled per bagging round
-    bagging_freq: int = 1  # LightGBM bagging_freq: resample rows every k iterations (0 = no bagging)
-    lambda_l2: float = 1.0  # LightGBM lambda_l2 (L2 regularisation of leaf values)
-    max_bin: int = 255  # LightGBM max_bin: histogram bins per feature
 
     # --- pairwise mode ---
     pairs_per_graph: int = 20000  # sampled config pairs per train graph
-    max_pairs_total: int = 2_000_000  # memory cap: pairs_per_graph shrinks to fit (2 x F float32 each)
     valid_pairs_per_graph: int = 5000  # sampled config pairs per valid graph (pairwise early stopping)
     pair_refs: int = 32  # reference configs per graph when scoring pairs back into a ranking
-    # pair rows LightGBM samples to place its bin boundaries (the only pair rows held at once
-    # besides one batch: 2F float64 each)
-    pair_bin_sample: int = 20000
 
     # --- protocol ---
     # grouped cross-validation over the labelled graphs (train + valid, models.cv.fold_plan):
@@ -81,10 +62,9 @@ class LgbmConfig(StageConfig):
     time_budget: float = 0.0
 
     # --- runtime ---
-    # seconds between booster checkpoints (a killed fit resumes from the last one; 0 = off)
-    checkpoint_every: float = 60.0
-    threads: int = 0  # 0 = all cores
-    predict_batch_rows: int = 65536  # rows per predict call (memory bound)
+    checkpoint_every: float = 60.0  # seconds between booster checkpoints: a killed fit resumes from the last one (0 = off) [run]
+    threads: int = 0  # 0 = all cores [run]
+    predict_batch_rows: int = 65536  # rows per predict call (memory bound) [run]
     eval_every: int = 1  # official validation metric every k iterations (early stopping)
 
     PRESETS = {
@@ -107,8 +87,8 @@ class LgbmConfig(StageConfig):
         """``--collection``/``--collections``; ``all`` = the collections the data root holds."""
         return held_collections(self.data, self.collection or self.collections)
 
-    def feature_root(self) -> Path:
-        return Path(self.features_dir) if self.features_dir else Path(self.work) / "features"
+    def features_dir(self) -> Path:
+        return Path(self.features) if self.features else Path(self.work) / "features"
 
     @property
     def model_name(self) -> str:

@@ -1,5 +1,5 @@
-"""Fitting one LightGBM model: LambdaRank / rank_xendcg on graded query groups, pointwise
-regression, or the explicit pairwise classifier (:mod:`models.lgbm.pairwise`).
+"""Fitting one LightGBM model: LambdaRank on graded query groups, or the explicit pairwise
+classifier (:mod:`models.lgbm.pairwise`).
 
 Ranking modes early-stop on the *official* metric (tile top-5 score / layout Kendall τ, mean
 over the early-stopping graphs); the pairwise mode on the binary log-loss of sampled pairs of
@@ -26,6 +26,18 @@ from models.lgbm.model import ModelInfo, RankerModel
 from models.lgbm.pairwise import PairSequence, pair_feature_names, sample_pairs
 from models.metrics import graph_score
 
+# Fixed settings (no option: nobody measured another value)
+N_GRADES = 30  # relevance grades 0..29 (<= 31 with LightGBM's default label gain)
+# a graph's train rows are split into query groups of at most this many rows (LightGBM allows
+# 10,000; lambdarank costs O(group size x truncation level) per row); layout's truncation level
+MAX_GROUP_SIZE = 256
+TREES = {"min_data_in_leaf": 50, "feature_fraction": 0.8, "bagging_fraction": 0.8,
+         "bagging_freq": 1, "lambda_l2": 1.0, "max_bin": 255}
+MAX_PAIRS_TOTAL = 2_000_000  # pairwise memory cap: pairs_per_graph shrinks to fit (2 x F float32 each)
+# pair rows LightGBM samples to place its bin boundaries (the only pair rows held at once besides
+# one batch: 2F float64 each)
+PAIR_BIN_SAMPLE = 20000
+
 
 def safe_names(names: list[str]) -> list[str]:
     """Feature names LightGBM accepts (no JSON special characters); originals stay in ModelInfo."""
@@ -35,10 +47,7 @@ def safe_names(names: list[str]) -> list[str]:
 def booster_params(cfg: LgbmConfig, seed: int) -> dict:
     """LightGBM parameters shared by every mode (deterministic for a given seed)."""
     return {
-        "learning_rate": cfg.learning_rate, "num_leaves": cfg.num_leaves,
-        "min_data_in_leaf": cfg.min_data_in_leaf, "feature_fraction": cfg.feature_fraction,
-        "bagging_fraction": cfg.bagging_fraction, "bagging_freq": cfg.bagging_freq,
-        "lambda_l2": cfg.lambda_l2, "max_bin": cfg.max_bin, "seed": seed,
+        "learning_rate": cfg.learning_rate, "num_leaves": cfg.num_leaves, **TREES, "seed": seed,
         "deterministic": True, "force_col_wise": True, "num_threads": cfg.num_threads(),
         "verbosity": -1, "metric": "None",
     }
@@ -54,11 +63,11 @@ def ranking_params(cfg: LgbmConfig, collection: Collection, objective: str) -> d
     params = {"objective": objective}
     if objective == "lambdarank":
         if collection.is_tile:
-            params["label_gain"] = [float(2 ** g - 1) for g in range(cfg.n_grades)]
-            params["lambdarank_truncation_level"] = cfg.truncation_level or 20
+            params["label_gain"] = [float(2 ** g - 1) for g in range(N_GRADES)]
+            params["lambdarank_truncation_level"] = 20
         else:
-            params["label_gain"] = [float(g) for g in range(cfg.n_grades)]
-            params["lambdarank_truncation_level"] = cfg.truncation_level or cfg.max_group_size
+            params["label_gain"] = [float(g) for g in range(N_GRADES)]
+            params["lambdarank_truncation_level"] = MAX_GROUP_SIZE
     return params
 
 
@@ -145,48 +154,19 @@ def _train(params: dict, train_set: lgb.Dataset, valid_set: lgb.Dataset | None, 
 
 def fit_ranker(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: Collection,
                objective: str, seed: int, stop: BoostControl | None = None) -> lgb.Booster:
-    """LambdaRank / rank_xendcg with one query group per graph chunk (see ``chunk_groups``)."""
+    """LambdaRank with one query group per graph chunk (see ``chunk_groups``)."""
     rng = np.random.default_rng(seed)
-    grades = train.grades(cfg.n_grades)
-    order, sizes, _ = chunk_groups(train.graph_code, cfg.max_group_size, rng)
+    grades = train.grades(N_GRADES)
+    order, sizes, _ = chunk_groups(train.graph_code, MAX_GROUP_SIZE, rng)
     train_set = lgb.Dataset(train.X[order], label=grades[order], group=sizes,
                             feature_name=safe_names(train.feature_names), free_raw_data=True)
     valid_set = None
     if valid is not None and len(valid):
-        valid_set = lgb.Dataset(valid.X, label=valid.grades(cfg.n_grades), reference=train_set)
+        valid_set = lgb.Dataset(valid.X, label=valid.grades(N_GRADES), reference=train_set)
     params = booster_params(cfg, seed) | ranking_params(cfg, collection, objective)
     feval = (official_feval(collection, valid, cfg.eval_every, cfg.min_rounds, _start(stop))
              if valid_set is not None else None)
     return _train(params, train_set, valid_set, cfg, f"{collection.name} {objective}", feval, stop)
-
-
-def speed_labels(rows: Rows) -> np.ndarray:
-    """Regression labels: minus the log runtime, centred per graph (higher = faster).
-
-    Unlike rank grades these keep *how much* slower a config is, so a 50x slower config costs
-    far more than a 2x slower one (what the tile top-5 score punishes).
-    """
-    if rows.target is None:
-        raise ValueError("regression labels need targets")
-    log_rt = np.log(np.maximum(rows.target, 1e-30))
-    out = np.empty(len(rows), np.float64)
-    for run in graph_runs(rows.graph_code):
-        out[run] = -(log_rt[run] - log_rt[run].mean())
-    return out
-
-
-def fit_regression(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: Collection,
-                   seed: int, stop: BoostControl | None = None) -> lgb.Booster:
-    """Pointwise L2 regression on :func:`speed_labels`, early-stopped on the official metric."""
-    train_set = lgb.Dataset(train.X, label=speed_labels(train),
-                            feature_name=safe_names(train.feature_names), free_raw_data=True)
-    valid_set = None
-    if valid is not None and len(valid):
-        valid_set = lgb.Dataset(valid.X, label=speed_labels(valid), reference=train_set)
-    params = booster_params(cfg, seed) | {"objective": "regression"}
-    feval = (official_feval(collection, valid, cfg.eval_every, cfg.min_rounds, _start(stop))
-             if valid_set is not None else None)
-    return _train(params, train_set, valid_set, cfg, f"{collection.name} regression", feval, stop)
 
 
 def _pair_dataset(rows: Rows, pairs_per_graph: int, max_total: int, rng: np.random.Generator,
@@ -203,13 +183,13 @@ def fit_pairwise(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: C
                  seed: int, stop: BoostControl | None = None) -> lgb.Booster:
     """Binary classifier ``a faster than b`` on sampled same-graph pairs (see ``pairwise``)."""
     rng = np.random.default_rng(seed)
-    train_set = _pair_dataset(train, cfg.pairs_per_graph, cfg.max_pairs_total, rng)
+    train_set = _pair_dataset(train, cfg.pairs_per_graph, MAX_PAIRS_TOTAL, rng)
     valid_set = None
     if valid is not None and len(valid):
-        valid_set = _pair_dataset(valid, cfg.valid_pairs_per_graph, cfg.max_pairs_total // 4, rng,
+        valid_set = _pair_dataset(valid, cfg.valid_pairs_per_graph, MAX_PAIRS_TOTAL // 4, rng,
                                   reference=train_set)
     params = booster_params(cfg, seed) | {"objective": "binary",
-                                          "bin_construct_sample_cnt": cfg.pair_bin_sample}
+                                          "bin_construct_sample_cnt": PAIR_BIN_SAMPLE}
     return _train(params, train_set, valid_set, cfg, f"{collection.name} pairwise",
                   logloss_feval(cfg.min_rounds, _start(stop)), stop)
 
@@ -232,8 +212,6 @@ def fit_model(mode: str, train: Rows, valid: Rows | None, cfg: LgbmConfig,
     resumed = stop.start_iteration
     if mode == "pairwise":
         booster = fit_pairwise(train, valid, cfg, collection, seed, stop)
-    elif mode == "regression":
-        booster = fit_regression(train, valid, cfg, collection, seed, stop)
     else:
         booster = fit_ranker(train, valid, cfg, collection, mode, seed, stop)
     info = ModelInfo(mode=mode, feature_names=list(train.feature_names), collection=collection.name,

@@ -3,8 +3,7 @@
 The folds are :func:`models.cv.fold_plan`'s (shared with every other model: grouped by stem,
 default/random twins together). For fold ``k`` of a collection:
 
-- train on ``plan.training(k)`` (rows of the train *and* valid tabular files; with
-  ``joint_search``, plus the sibling search's ``training(k)`` graphs), early-stop on
+- train on ``plan.training(k)`` (rows of the train *and* valid tabular files), early-stop on
   ``plan.inner_valid(k)``; with ``--mode auto`` both candidates are fitted and the one with the
   better official score on the inner-valid graphs (every config) is kept — never on a
   held-out graph;
@@ -44,7 +43,7 @@ from models.lgbm.data import Rows, by_config, concat_rows, feature_columns, load
 from models.lgbm.fit import fit_model
 from models.lgbm.model import RankerModel
 from models.lgbm.runstate import (DONE_FILE, candidates, choose, fingerprint, read_done, save_model,
-                                  sibling, write_done)
+                                  write_done)
 from models.metrics import score_collection
 from models.predictions import (normalise_costs, predictions_path, read_predictions,
                                 write_predictions)
@@ -62,7 +61,7 @@ def fold_dir(cfg: LgbmConfig, collection: Collection, k: int) -> Path:
 def get_plan(cfg: LgbmConfig, collection: Collection):
     from models.cv import fold_plan
 
-    return fold_plan(cfg.work, cfg.feature_root(), collection, folds=cfg.folds, seed=cfg.seed)
+    return fold_plan(cfg.work, cfg.features_dir(), collection, folds=cfg.folds, seed=cfg.seed)
 
 
 def _stems_by_split(keys: list[Key]) -> dict[str, set[str]]:
@@ -73,16 +72,15 @@ def _stems_by_split(keys: list[Key]) -> dict[str, set[str]]:
 
 
 def load_graphs(cfg: LgbmConfig, collection: Collection, keys: list[Key], max_per_graph: int,
-                seed: int, names: list[str], prefix: str = "") -> Rows | None:
+                seed: int, names: list[str]) -> Rows | None:
     """Graded rows of the graphs ``keys`` ((split, stem) pairs) of ``collection``."""
     parts = []
     for split, stems in sorted(_stems_by_split(keys).items()):
-        path = tabular_path(cfg.feature_root(), collection, split)
+        path = tabular_path(cfg.features_dir(), collection, split)
         if not path.is_file():
             continue
         rows = load_rows(path, max_per_graph, seed + LABELLED.index(split), names, graphs=stems)
         if len(rows) and rows.target is not None:
-            rows.graphs = [prefix + g for g in rows.graphs]
             parts.append(rows)
     return concat_rows(parts) if parts else None
 
@@ -92,7 +90,7 @@ def predict_graphs(model: RankerModel, cfg: LgbmConfig, collection: Collection,
     """Costs of every config of the graphs ``keys`` (streamed, only their slices are read)."""
     out: dict[str, np.ndarray] = {}
     for split, stems in sorted(_stems_by_split(keys).items()):
-        path = tabular_path(cfg.feature_root(), collection, split)
+        path = tabular_path(cfg.features_dir(), collection, split)
         if path.is_file():
             out.update(model.predict_file(path, cfg.predict_batch_rows, graphs=stems,
                                           complete=split != "train"))
@@ -104,7 +102,7 @@ def labelled_index(cfg: LgbmConfig, collection: Collection) -> dict[str, tuple[n
     config order: every config for valid graphs, the deduplicated/subsampled ones for train."""
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for split in LABELLED:
-        path = tabular_path(cfg.feature_root(), collection, split)
+        path = tabular_path(cfg.features_dir(), collection, split)
         if path.is_file():
             keys = read_keys(path)
             if keys.has_target:
@@ -131,15 +129,7 @@ def _training_rows(cfg: LgbmConfig, collection: Collection, plan, k: int,
     train = load_graphs(cfg, collection, seen, cfg.max_train_configs_per_graph, cfg.seed, names)
     if train is None:
         raise ValueError(f"{collection.name} fold {k}: no training rows in "
-                         f"{cfg.feature_root() / collection.slug / 'tabular'}")
-    other = sibling(collection) if cfg.joint_search else None
-    if other is not None and tabular_path(cfg.feature_root(), other, "train").is_file():
-        sib_plan = get_plan(cfg, other)
-        extra = load_graphs(cfg, other, sib_plan.training(k), cfg.max_train_configs_per_graph,
-                            cfg.seed + 2, names, prefix=f"{other.search}/")
-        if extra is not None:
-            train = concat_rows([train, extra])
-            seen += list(sib_plan.training(k))
+                         f"{cfg.features_dir() / collection.slug / 'tabular'}")
     return train, seen
 
 
@@ -173,11 +163,11 @@ def train_fold(cfg: LgbmConfig, collection: Collection, plan, k: int, names: lis
     model.info.extra["candidates"] = {m: r["inner_score"] for m, r in results.items()}
     save_model(model, out_dir, cfg, f"{collection.name} fold {k} ({chosen})")
     held = plan.held_out(k)
-    labelled_paths = [tabular_path(cfg.feature_root(), collection, s) for s in LABELLED]
+    labelled_paths = [tabular_path(cfg.features_dir(), collection, s) for s in LABELLED]
     held_costs = predict_graphs(model, cfg, collection, held)
     ledger.record(out_dir, out_dir / HELD_OUT_FILE, held_costs, labelled_paths,
                   sorted(s for _, s in held))
-    test_path = tabular_path(cfg.feature_root(), collection, "test")
+    test_path = tabular_path(cfg.features_dir(), collection, "test")
     if test_path.is_file():
         ledger.record(out_dir, test_fold_path(cfg, collection, k),
                       model.predict_file(test_path, cfg.predict_batch_rows), [test_path])
@@ -263,7 +253,7 @@ def train_folds(cfg: LgbmConfig, collection: Collection, seconds: float = float(
     """All folds of one collection (each resumed when done), then OOF/test files and metrics."""
     start = time.perf_counter()
     plan = get_plan(cfg, collection)
-    train_path = tabular_path(cfg.feature_root(), collection, "train")
+    train_path = tabular_path(cfg.features_dir(), collection, "train")
     names = feature_columns(train_path)
     truth = labelled_truth(cfg, collection)
     pending = [k for k in range(cfg.folds) if read_done(fold_dir(cfg, collection, k), cfg) is None]
@@ -308,7 +298,7 @@ def _predict_missing_valid(cfg: LgbmConfig, collection: Collection) -> None:
     WORK, e.g. the Kaggle inference notebook): each valid graph scored by a fold model that never
     saw it (``folds.json``), so the valid split stays out-of-fold."""
     out = predictions_path(cfg.preds_dir(), cfg.run_name(), collection, "valid")
-    valid_path = tabular_path(cfg.feature_root(), collection, "valid")
+    valid_path = tabular_path(cfg.features_dir(), collection, "valid")
     manifest_path = cfg.model_dir(collection) / "folds.json"
     if out.is_file() or not valid_path.is_file() or not manifest_path.is_file():
         return
@@ -333,7 +323,7 @@ def predict_folds(cfg: LgbmConfig, collection: Collection) -> dict[str, dict]:
         # with this stage's defaults): the saved fold models are what gets predicted
         print(f"{collection.name}: the finished fold models in {cfg.model_dir(collection)} were "
               f"trained with other settings than these; predicting with them", file=sys.stderr)
-    test_path = tabular_path(cfg.feature_root(), collection, "test")
+    test_path = tabular_path(cfg.features_dir(), collection, "test")
     refreshed = 0
     for k in range(cfg.folds):
         out = test_fold_path(cfg, collection, k)

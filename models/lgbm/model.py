@@ -27,7 +27,7 @@ META_FILE = "model.json"
 
 @dataclass
 class ModelInfo:
-    mode: str  # lambdarank | rank_xendcg | pairwise
+    mode: str  # lambdarank | pairwise
     feature_names: list[str]
     collection: str
     seed: int = 0

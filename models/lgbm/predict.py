@@ -38,7 +38,7 @@ def predict_collection(cfg: LgbmConfig, collection: Collection) -> dict[str, dic
     model: RankerModel | None = None
     summary: dict[str, dict] = {}
     for split in SPLITS:
-        path = tabular_path(cfg.feature_root(), collection, split)
+        path = tabular_path(cfg.features_dir(), collection, split)
         if not path.is_file():
             print(f"[lgbm] {collection.name} {split}: no tabular file at {path}; skipped", flush=True)
             continue

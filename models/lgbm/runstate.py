@@ -23,7 +23,7 @@ DONE_FILE = "done.json"
 # (where the run's folders are is one of them: trained weights copied to another WORK, e.g. the
 # Kaggle inference notebook's, stay finished there)
 RUNTIME_FIELDS = ("threads", "collections", "collection", "predict_batch_rows", "time_budget",
-                  "data", "preset", "checkpoint_every", "work", "features_dir")
+                  "data", "preset", "checkpoint_every", "work", "features")
 
 
 def fingerprint(cfg: LgbmConfig) -> str:
@@ -47,14 +47,6 @@ def read_done(out_dir: Path, cfg: LgbmConfig) -> dict | None:
 def write_done(out_dir: Path, cfg: LgbmConfig, metrics: dict) -> None:
     """The completion marker: written last, atomically (``tpurank.atomic``)."""
     write_json(out_dir / DONE_FILE, {"fingerprint": fingerprint(cfg), "metrics": metrics})
-
-
-def sibling(collection: Collection) -> Collection | None:
-    """The other search of a layout collection (default <-> random); None for tile."""
-    if collection.is_tile or collection.search not in ("default", "random"):
-        return None
-    other = "random" if collection.search == "default" else "default"
-    return Collection(collection.kind, collection.source, other)
 
 
 def candidates(cfg: LgbmConfig, collection: Collection) -> list[str]:

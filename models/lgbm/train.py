@@ -27,18 +27,18 @@ from features.processed import tabular_path
 from models.lgbm import ledger
 from models.lgbm.budget import Slicer, TimeBudget, training_weight
 from models.lgbm.config import LgbmConfig
-from models.lgbm.data import Rows, concat_rows, feature_columns, load_rows, truth_by_graph
+from models.lgbm.data import feature_columns, load_rows, truth_by_graph
 from models.lgbm.fit import fit_model
 from models.lgbm.model import RankerModel
 from models.lgbm.runstate import (DONE_FILE, candidates, choose, fingerprint, read_done, save_model,
-                                  sibling, write_done)
+                                  write_done)
 from models.metrics import score_collection
 from models.predictions import predictions_path
 
 def evaluate_model(model: RankerModel, cfg: LgbmConfig, collection: Collection,
                    split: str = "valid") -> tuple[dict | None, dict[str, np.ndarray] | None]:
     """``(score, costs)`` of ``model`` on every config of ``split`` (Nones without graded rows)."""
-    path = tabular_path(cfg.feature_root(), collection, split)
+    path = tabular_path(cfg.features_dir(), collection, split)
     if not path.is_file():
         return None, None
     truth = truth_by_graph(path)
@@ -48,19 +48,8 @@ def evaluate_model(model: RankerModel, cfg: LgbmConfig, collection: Collection,
     return score_collection(collection, costs, truth), costs
 
 
-def add_sibling_train(cfg: LgbmConfig, collection: Collection, train: Rows) -> Rows:
-    """With ``joint_search``, add the sibling collection's train graphs (own query groups)."""
-    other = sibling(collection) if cfg.joint_search else None
-    path = tabular_path(cfg.feature_root(), other, "train") if other else None
-    if path is None or not path.is_file():
-        return train
-    extra = load_rows(path, cfg.max_train_configs_per_graph, cfg.seed + 2, train.feature_names)
-    extra.graphs = [f"{other.search}/{g}" for g in extra.graphs]
-    return concat_rows([train, extra]) if len(extra) else train
-
-
-def _load_valid(cfg: LgbmConfig, collection: Collection, names: list[str]) -> Rows | None:
-    path = tabular_path(cfg.feature_root(), collection, "valid")
+def _load_valid(cfg: LgbmConfig, collection: Collection, names: list[str]):
+    path = tabular_path(cfg.features_dir(), collection, "valid")
     if not path.is_file():
         return None
     rows = load_rows(path, cfg.max_valid_configs_per_graph, cfg.seed + 1, names)
@@ -78,13 +67,12 @@ def train_collection(cfg: LgbmConfig, collection: Collection,
     out_dir = cfg.model_dir(collection)
     out_dir.mkdir(parents=True, exist_ok=True)
     remove_dead_temporaries(out_dir)  # what a killed run's atomic writes left
-    train_path = tabular_path(cfg.feature_root(), collection, "train")
+    train_path = tabular_path(cfg.features_dir(), collection, "train")
     names = feature_columns(train_path) if train_path.is_file() else []
     start = time.perf_counter()
     train = load_rows(train_path, cfg.max_train_configs_per_graph, cfg.seed, names or None)
     if not len(train):
         raise ValueError(f"{train_path}: no train rows with a target")
-    train = add_sibling_train(cfg, collection, train)
     valid = _load_valid(cfg, collection, train.feature_names)
     load_s = time.perf_counter() - start
     modes = candidates(cfg, collection)
@@ -109,7 +97,7 @@ def train_collection(cfg: LgbmConfig, collection: Collection,
     importance = save_model(model, out_dir, cfg, f"{collection.name} ({chosen})")
     if costs is not None:  # predicted once here; `predict` reuses it
         ledger.record(out_dir, predictions_path(cfg.preds_dir(), cfg.run_name(), collection, "valid"),
-                      costs, [tabular_path(cfg.feature_root(), collection, "valid")])
+                      costs, [tabular_path(cfg.features_dir(), collection, "valid")])
     metrics = {"collection": collection.name, "mode": chosen, "seed": cfg.seed, "folds": 0,
                "train_rows": len(train), "train_graphs": len(train.graphs),
                "valid_rows_early_stopping": 0 if valid is None else len(valid),
@@ -129,7 +117,7 @@ def train_collection(cfg: LgbmConfig, collection: Collection,
 def collection_weight(cfg: LgbmConfig, collection: Collection) -> float:
     """Training rows of ``collection`` (for sharing the time budget)."""
     splits = ("train", "valid") if cfg.folds >= 2 else ("train",)
-    return sum(training_weight(tabular_path(cfg.feature_root(), collection, s),
+    return sum(training_weight(tabular_path(cfg.features_dir(), collection, s),
                                cfg.max_train_configs_per_graph) for s in splits)
 
 

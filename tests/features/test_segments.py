@@ -1,4 +1,4 @@
-"""Graph partitions for Graph Segment Training: coverage, order, METIS, on-disk cache."""
+"""Graph partitions for Graph Segment Training: coverage, order, on-disk cache."""
 
 from __future__ import annotations
 
@@ -26,10 +26,9 @@ def _graph(n: int = 50) -> ProcessedGraph:
                           config_node_pos=np.array([0]))
 
 
-@pytest.mark.parametrize("method", ["contiguous", "metis"])
 @pytest.mark.parametrize("n,size", [(1, 4), (7, 3), (100, 10), (257, 1000), (300, 7)])
-def test_partition_covers_every_node_once(method, n, size):
-    seg = segment_graph(n, _dag(n, seed=n), size, method)
+def test_partition_covers_every_node_once(n, size):
+    seg = segment_graph(n, _dag(n, seed=n), size)
     assert np.array_equal(np.sort(seg.nodes), np.arange(n))
     assert seg.starts[0] == 0 and seg.starts[-1] == n and np.all(np.diff(seg.starts) > 0)
     assert 1 <= seg.num_segments <= num_parts(n, size)
@@ -40,7 +39,7 @@ def test_partition_covers_every_node_once(method, n, size):
 def test_contiguous_follows_topological_order():
     n, size = 200, 16
     edges = _dag(n, seed=3)
-    seg = segment_graph(n, edges, size, "contiguous")
+    seg = segment_graph(n, edges, size)
     assert seg.num_segments == n // size + 1  # the organisers' count
     assign = seg.assignment()
     assert np.all(assign[edges[0]] <= assign[edges[1]])  # no edge points back to an earlier segment
@@ -52,59 +51,24 @@ def test_contiguous_follows_topological_order():
     assert sizes.max() - sizes.min() <= 1
 
 
-def test_metis_cuts_fewer_edges_on_a_grid():
-    side = 20  # a grid numbered row by row: topological ranges are bands, METIS finds blocks too
-    ids = np.arange(side * side).reshape(side, side)
-    edges = np.concatenate([np.stack([ids[:, :-1].ravel(), ids[:, 1:].ravel()]),
-                            np.stack([ids[:-1].ravel(), ids[1:].ravel()])], axis=1)
-    cut = {}
-    for method in ("contiguous", "metis"):
-        a = segment_graph(side * side, edges, 100, method).assignment()
-        cut[method] = int((a[edges[0]] != a[edges[1]]).sum())
-    assert cut["metis"] <= cut["contiguous"] * 1.5  # balanced and not worse than bands by much
-    assert cut["metis"] < len(edges[0]) / 4
-
-
 def test_cache_written_once_and_keyed_by_graph(tmp_path):
     g = _graph()
-    first = cached_segmentation(g, 8, "contiguous", tmp_path)
-    path = segments_path(tmp_path, g, "contiguous", 8)
+    first = cached_segmentation(g, 8, tmp_path)
+    path = segments_path(tmp_path, g, 8)
     assert path.is_file()
     mtime = path.stat().st_mtime_ns
-    again = cached_segmentation(g, 8, "contiguous", tmp_path)
+    again = cached_segmentation(g, 8, tmp_path)
     assert np.array_equal(first.nodes, again.nodes) and path.stat().st_mtime_ns == mtime
-    assert segments_path(tmp_path, g, "contiguous", 9) != path
+    assert segments_path(tmp_path, g, 9) != path
     other = _graph(51)
-    assert segments_path(tmp_path, other, "contiguous", 8) != path
+    assert segments_path(tmp_path, other, 8) != path
     path.write_bytes(b"not an npz")  # a corrupt cache file is recomputed
-    assert np.array_equal(cached_segmentation(g, 8, "contiguous", tmp_path).nodes, first.nodes)
+    assert np.array_equal(cached_segmentation(g, 8, tmp_path).nodes, first.nodes)
     # no feature directory: computed in memory, nothing written
-    assert cached_segmentation(g, 8, "contiguous", tmp_path / "missing").num_segments == first.num_segments
+    assert cached_segmentation(g, 8, tmp_path / "missing").num_segments == first.num_segments
     assert not (tmp_path / "missing").exists()
 
 
-def test_bad_method_and_size():
-    with pytest.raises(ValueError, match="unknown segment method"):
-        segment_graph(5, _dag(5), 2, "spectral")
+def test_bad_size():
     with pytest.raises(ValueError, match="positive"):
         segment_graph(5, _dag(5), 0)
-
-
-def test_metis_without_pymetis_falls_back_to_contiguous_and_says_how_to_get_it(monkeypatch, tmp_path):
-    import importlib.util
-
-    from features import segments
-
-    real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(segments.importlib.util, "find_spec",
-                        lambda name, *a: None if name == "pymetis" else real_find_spec(name, *a))
-    n, edges = 120, _dag(120, seed=1)
-    with pytest.warns(RuntimeWarning, match=r"pip install 'tpurank\[metis\]'"):
-        seg = segment_graph(n, edges, 16, "metis")
-    plain = segment_graph(n, edges, 16, "contiguous")
-    assert np.array_equal(seg.nodes, plain.nodes) and np.array_equal(seg.starts, plain.starts)
-    g = _graph()
-    with pytest.warns(RuntimeWarning):
-        cached_segmentation(g, 8, "metis", tmp_path)
-    assert segments_path(tmp_path, g, "contiguous", 8).is_file()  # cached as what it is
-    assert not segments_path(tmp_path, g, "metis", 8).exists()

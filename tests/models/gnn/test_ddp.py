@@ -15,7 +15,7 @@ from tpurank.collections import get_collection
 from features.processed import iter_processed
 
 COLLECTION = "layout:xla:random"
-ARGS = ["--collection", COLLECTION, "--hidden", "16", "--layers", "1", "--opcode-dim", "4",
+ARGS = ["--collection", COLLECTION, "--hidden", "16", "--layers", "1",
         "--configs-per-step", "16", "--steps", "40", "--eval-every", "20", "--warmup-steps", "2",
         "--patience", "0", "--val-max-configs", "0", "--predict-batch", "16", "--threads", "1",
         "--cross-attn", "false", "--lr", "2e-2", "--seed", "0"]

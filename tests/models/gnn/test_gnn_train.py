@@ -18,9 +18,8 @@ from models.gnn.train import train_collection
 from models.predictions import read_predictions
 from models.training import load_checkpoint
 
-TINY = dict(hidden=8, layers=1, opcode_dim=4, configs_per_step=8, steps=12, eval_every=4,
-            warmup_steps=2, patience=0, val_max_configs=0, predict_batch=8, threads=1,
-            cross_heads=2, lr=5e-3)
+TINY = dict(hidden=8, layers=1, configs_per_step=8, steps=12, eval_every=4,
+            warmup_steps=2, patience=0, val_max_configs=0, predict_batch=8, threads=1, lr=5e-3)
 
 
 def _cfg(tmp_path, features, **kw) -> GnnConfig:
@@ -100,9 +99,9 @@ def test_factorized_trunk_runs_once_per_graph_per_step(tmp_path, toy_features, m
     monkeypatch.setattr(RankerGNN, "trunk",
                         lambda self, *a: calls.append(self.training) or trunk(self, *a))
     cfg = _cfg(tmp_path, toy_features, arch="factorized", steps=6, eval_every=100,
-               graphs_per_step=2, configs_per_step=8)
+               configs_per_step=8)
     train_collection(cfg, get_collection("layout:xla:random"))
-    assert sum(calls) == 6 * 2  # training: one trunk per graph of every step, whatever its configs
+    assert sum(calls) == 6  # training: one trunk per step (one layout graph), whatever its configs
     assert len(calls) - sum(calls) == 2 * 2  # evaluation at the last step + final report: 2 graphs each
 
 
@@ -114,7 +113,7 @@ def test_copy_checkpoint_saved_before_the_arch_option_still_predicts(tmp_path, t
     state = load_checkpoint(best)
     g = next(iter_processed(toy_features, coll, "test"))
     before = predict_costs(load_trained_dir(cfg.model_dir(coll))[0], g)
-    for key in ("arch", "head_layers"):  # what an older release wrote
+    for key in ("arch",):  # what an older release wrote
         del state["model_args"][key]
     torch.save(state, best)
     model, _ = load_trained_dir(cfg.model_dir(coll))
@@ -186,12 +185,11 @@ def test_keep_chooses_the_weights_saved_as_best(tmp_path, toy_features, keep):
 
 
 def test_node_budget_bounds_configs_per_step():
-    cfg = dataclasses.replace(GnnConfig(), configs_per_step=64, node_budget=100_000,
-                              min_configs_per_step=8, arch="copy")
+    cfg = dataclasses.replace(GnnConfig(), configs_per_step=64, node_budget=100_000, arch="copy")
     assert cfg.configs_per_step_for(1_000, is_tile=False) == 64
     assert cfg.configs_per_step_for(10_000, is_tile=False) == 10
     assert cfg.configs_per_step_for(40_000, is_tile=False) == 8  # floor
-    assert cfg.configs_per_step_for(40_000, is_tile=True) == 64  # late tile join: one graph pass
+    assert cfg.configs_per_step_for(40_000, is_tile=True) == 64  # tile: one graph pass
     assert dataclasses.replace(cfg, node_budget=0).configs_per_step_for(40_000, False) == 64
     # factorized: the trunk's nodes once, then the configurable nodes per config
     fac = dataclasses.replace(cfg, arch="factorized", configs_per_step=512)

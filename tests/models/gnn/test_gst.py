@@ -12,6 +12,7 @@ from tpurank.collections import get_collection
 from features.processed import ProcessedGraph
 from models.gnn.config import GnnConfig
 from models.gnn.data import config_rows, graph_tensors
+from models.gnn import gst
 from models.gnn.gst import (GstState, HistoryTable, SegmentSpec, build_segments, draw_trained,
                             gst_costs, segment_config_key, segment_scores)
 from models.gnn.infer import InferenceOptions, predict_costs, train_costs
@@ -25,7 +26,7 @@ CPU = torch.device("cpu")
 def _model(g, **kw) -> RankerGNN:
     torch.manual_seed(0)
     args = dict(kind="layout", node_dim=g.node_feat.shape[1], config_dim=18, hidden=16, layers=2,
-                cross_heads=2)
+                arch="copy")
     args.update(kw)
     return RankerGNN(ModelArgs(**args))
 
@@ -70,11 +71,10 @@ def test_history_table_bounded_and_refreshed():
 def test_segments_cover_the_graph(graph_factory):
     g = graph_factory(get_collection("layout:xla:random"), "train", "x", seed=2, nodes=30)
     t = graph_tensors(g, CPU)
-    segs = build_segments(g, t, SegmentSpec(size=7, halo=1))
+    segs = build_segments(g, t, SegmentSpec(size=7))
     assert segs.num_segments == 30 // 7 + 1
     assert float(segs.sizes.sum()) == 30
-    cut = build_segments(g, t, SegmentSpec(size=7)).parts
-    # without halo each configurable node is in one segment
+    cut = segs.parts  # each configurable node is in one segment
     assert sum(int(p.config_cols.numel()) for p in cut) == len(g.config_node_pos)
     assert sum(p.core_configurable for p in cut) == len(g.config_node_pos)
     assert [p.config_free for p in cut] == [p.core_configurable == 0 for p in cut]
@@ -98,14 +98,15 @@ def test_summed_inference_is_exact_and_chunk_independent(graph_factory):
     np.testing.assert_allclose(costs, manual.double().numpy(), rtol=1e-5, atol=1e-5)
 
 
-def test_gst_step_training_every_segment_is_exact(graph_factory, tmp_path):
+def test_gst_step_training_every_segment_is_exact(graph_factory, tmp_path, monkeypatch):
     """Training every segment that holds a configurable node gives the exact costs up to the
     config-free segments' per-graph constant."""
     g = graph_factory(get_collection("layout:xla:random"), "train", "x", seed=5, nodes=30)
     model = _model(g)
     t = graph_tensors(g, CPU)
     segs = build_segments(g, t, SegmentSpec(size=8))
-    cfg = GnnConfig(segment_size=8, segments_per_step=segs.num_segments, features=str(tmp_path))
+    monkeypatch.setattr(gst, "SEGMENTS_PER_STEP", segs.num_segments)
+    cfg = GnnConfig(segment_size=8, features=str(tmp_path))
     idx = np.arange(10)
     state = GstState(1 << 20)
     cost = gst_costs(model, g, t, idx, CPU, cfg, step=0, state=state)
@@ -118,13 +119,14 @@ def test_gst_step_training_every_segment_is_exact(graph_factory, tmp_path):
     assert len(state.history) == len(active) * len(idx)  # one entry per (segment, distinct config)
 
 
-def test_missing_history_counts_as_zero(graph_factory, tmp_path):
+def test_missing_history_counts_as_zero(graph_factory, tmp_path, monkeypatch):
     g = graph_factory(get_collection("layout:xla:random"), "train", "x", seed=6, nodes=30)
     model = _model(g)
     t = graph_tensors(g, CPU)
     segs = build_segments(g, t, SegmentSpec(size=8))
     active = sum(not p.config_free for p in segs.parts)
-    cfg = GnnConfig(segment_size=8, segments_per_step=1, stale_dropout=0.0, features=str(tmp_path))
+    monkeypatch.setattr(gst, "STALE_DROPOUT", 0.0)
+    cfg = GnnConfig(segment_size=8, features=str(tmp_path))
     idx = np.arange(6)
     state = GstState(1 << 20)
     cost = gst_costs(model, g, t, idx, CPU, cfg, step=0, state=state)
@@ -156,19 +158,15 @@ def test_trained_segments_hold_configurable_nodes(graph_factory):
 
 
 def test_configs_per_step_sized_from_the_trained_segments():
-    cfg = GnnConfig(node_budget=200_000, configs_per_step=64, min_configs_per_step=8, arch="copy")
+    cfg = GnnConfig(node_budget=200_000, configs_per_step=64, arch="copy")
     assert cfg.configs_per_step_for(40_000, is_tile=False) == 8
-    gst = dataclasses.replace(cfg, segment_size=1000)
-    assert gst.configs_per_step_for(40_000, is_tile=False) == 64
-    assert dataclasses.replace(gst, segments_per_step=8).configs_per_step_for(40_000, False) == 25
-    # on the factorized trunk: the trained segments once, then the head's rows per config
-    factorized = dataclasses.replace(gst, arch="factorized", segments_per_step=8)
-    assert factorized.configs_per_step_for(40_000, False, config_nodes=3000) == 64
-    assert factorized.configs_per_step_for(40_000, False, config_nodes=12_000) == 16
-    # one trained segment: at most the recipe's 64 x 1,000 rows, so a large graph's head gets
-    # fewer configs (floored) and a small one's all 64; the same without a node budget
-    for one in (dataclasses.replace(factorized, segments_per_step=1),
-                dataclasses.replace(factorized, segments_per_step=1, node_budget=0)):
+    seg = dataclasses.replace(cfg, segment_size=1000)
+    assert seg.configs_per_step_for(40_000, is_tile=False) == 64
+    # on the factorized trunk, one trained segment: at most the recipe's 64 x 1,000 rows, so a
+    # large graph's head gets fewer configs (floored) and a small one's all 64; the same without
+    # a node budget
+    factorized = dataclasses.replace(seg, arch="factorized")
+    for one in (factorized, dataclasses.replace(factorized, node_budget=0)):
         assert one.configs_per_step_for(4_000, False, config_nodes=300, config_links=2_404) == 64
         assert one.configs_per_step_for(10_000, False, config_nodes=750, config_links=5_917) == 28
         assert one.configs_per_step_for(40_000, False, config_nodes=3_000, config_links=24_627) == 8
@@ -185,10 +183,9 @@ def test_gst_run_saves_loads_and_predicts_segment_wise(arch, tmp_path, toy_featu
 
     coll = get_collection("layout:xla:random")
     cfg = dataclasses.replace(GnnConfig(), work=str(tmp_path / "work"), features=str(toy_features),
-                              hidden=8, layers=1, opcode_dim=4, configs_per_step=8, steps=6,
+                              hidden=8, layers=1, configs_per_step=8, steps=6,
                               eval_every=6, warmup_steps=2, patience=0, val_max_configs=0,
-                              predict_batch=8, threads=1, cross_heads=2, segment_size=4,
-                              segments_per_step=1, arch=arch)
+                              predict_batch=8, threads=1, segment_size=4, arch=arch)
     report = train_collection(cfg, coll)
     assert np.isfinite(report["score"])
     model, saved = load_trained_dir(cfg.model_dir(coll))
@@ -210,7 +207,7 @@ def _train_far_signal(cfg: GnnConfig, steps: int = 300, arch: str = "copy") -> f
     g = far_signal_graph()
     torch.manual_seed(0)
     model = RankerGNN(ModelArgs(kind="layout", node_dim=6, config_dim=18, hidden=16, layers=2,
-                                cross_heads=2, arch=arch, head_product=True))
+                                arch=arch, head_product=True))
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     loss_fn = get_loss("logistic")
     tensors = graph_tensors(g, CPU)
@@ -234,8 +231,7 @@ def test_far_signal_is_learnt_from_one_trained_segment(segment_size, arch, tmp_p
     """Four chained segments, the one configurable node in the last: GST with one trained segment
     per step (and stale dropout 0.5 for the copy model's recipe) ranks held-out configs like
     whole-graph training."""
-    cfg = GnnConfig(segment_size=segment_size, segments_per_step=1, stale_dropout=0.5,
-                    features=str(tmp_path), arch=arch)
+    cfg = GnnConfig(segment_size=segment_size, features=str(tmp_path), arch=arch)
     assert kendall_tau(far_signal_graph().target, far_signal_graph().target) == 1.0
     assert _train_far_signal(cfg, arch=arch) >= 0.9
 
@@ -246,7 +242,7 @@ def test_identical_configs_get_identical_costs_once_the_table_is_warm(graph_fact
     g.config_feat[17] = g.config_feat[5]
     model = _model(g)
     t = graph_tensors(g, CPU)
-    cfg = GnnConfig(segment_size=8, segments_per_step=1, stale_dropout=0.5, features=str(tmp_path))
+    cfg = GnnConfig(segment_size=8, features=str(tmp_path))
     state = GstState(1 << 20)
     rng = np.random.default_rng(0)
     for step in range(12):  # warm the table; 5 and 17 are never in the same batch

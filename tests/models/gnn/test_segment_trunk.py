@@ -9,6 +9,7 @@ import torch
 from tpurank.collections import get_collection
 from models.gnn.config import GnnConfig
 from models.gnn.data import config_rows, graph_tensors
+from models.gnn import gst
 from models.gnn.gst import SegmentSpec, build_segments
 from models.gnn.infer import InferenceOptions, graph_state, predict_costs
 from models.gnn.model import ModelArgs, Pool, RankerGNN
@@ -21,15 +22,14 @@ CPU = torch.device("cpu")
 def _model(g, **kw) -> RankerGNN:
     torch.manual_seed(0)
     args = dict(kind="layout", node_dim=g.node_feat.shape[1], config_dim=18, hidden=16, layers=2,
-                cross_heads=2, arch="factorized", head_product=True)
+                arch="factorized", head_product=True)
     args.update(kw)
     return RankerGNN(ModelArgs(**args))
 
 
-@pytest.mark.parametrize("kind", ["meanmax", "attention"])
-def test_pool_over_parts_equals_pool_over_all(kind):
+def test_pool_over_parts_equals_pool_over_all():
     torch.manual_seed(0)
-    pool = Pool(kind, 8)
+    pool = Pool(8)
     h = torch.randn(23, 8)
     parts = torch.stack([pool.partial(h[a:b]) for a, b in [(0, 5), (5, 6), (6, 23)]])
     torch.testing.assert_close(pool.combine(parts), pool(h[None]))
@@ -60,14 +60,16 @@ def test_segmented_inference_is_chunk_independent_and_reads_every_configurable_n
     assert state.link_feat.shape == whole.link_feat.shape
 
 
-def test_training_every_segment_is_inference_and_trains_the_trunk(graph_factory, tmp_path):
+def test_training_every_segment_is_inference_and_trains_the_trunk(graph_factory, tmp_path,
+                                                                  monkeypatch):
     g = graph_factory(get_collection("layout:xla:random"), "train", "x", seed=5, nodes=30)
     model = _model(g)
     t = graph_tensors(g, CPU)
     spec = SegmentSpec(size=8)
     segs = build_segments(g, t, spec)
     active = sum(p.core_configurable > 0 for p in segs.parts)
-    cfg = GnnConfig(segment_size=8, segments_per_step=active, features=str(tmp_path))
+    monkeypatch.setattr(gst, "SEGMENTS_PER_STEP", active)
+    cfg = GnnConfig(segment_size=8, features=str(tmp_path))
     idx = np.arange(10)
     state = TrunkGstState(1 << 20)
     cost = trunk_gst_costs(model, g, t, idx, CPU, cfg, step=0, state=state)
@@ -85,7 +87,7 @@ def test_stored_segments_refreshed_oldest_first(graph_factory, tmp_path):
     g = graph_factory(get_collection("layout:xla:random"), "train", "x", seed=6, nodes=30)
     model = _model(g)
     t = graph_tensors(g, CPU)
-    cfg = GnnConfig(segment_size=4, segments_per_step=1, features=str(tmp_path))
+    cfg = GnnConfig(segment_size=4, features=str(tmp_path))
     state = TrunkGstState(1 << 20)
     key = build_segments(g, t, SegmentSpec(size=4)).key
     k = len(build_segments(g, t, SegmentSpec(size=4)).parts)

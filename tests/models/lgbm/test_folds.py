@@ -26,7 +26,7 @@ from models.predictions import normalise_costs, predictions_path, read_predictio
 
 LAYOUT = get_collection("layout:xla:random")
 FAST = {"num_boost_round": 30, "early_stopping_rounds": 10, "min_rounds": 5, "threads": 1,
-        "pair_refs": 8, "pairs_per_graph": 500, "valid_pairs_per_graph": 200, "max_group_size": 32,
+        "pair_refs": 8, "pairs_per_graph": 500, "valid_pairs_per_graph": 200,
         "folds": 3, "time_budget": 0.0, "collections": "layout:xla:random"}
 
 
@@ -59,7 +59,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> LgbmConfig:
 
 def test_oof_predictions_come_from_models_that_never_saw_the_graph(trained: LgbmConfig) -> None:
     cfg = trained
-    plan = fold_plan(cfg.work, cfg.feature_root(), LAYOUT, folds=3, seed=cfg.seed)
+    plan = fold_plan(cfg.work, cfg.features_dir(), LAYOUT, folds=3, seed=cfg.seed)
     manifest = json.loads((cfg.model_dir(LAYOUT) / FOLDS_FILE).read_text())
     check_manifest(manifest, plan)  # raises on a leak
     oof = read_predictions(predictions_path(cfg.preds_dir(), cfg.run_name(), LAYOUT, "oof"))
@@ -69,7 +69,7 @@ def test_oof_predictions_come_from_models_that_never_saw_the_graph(trained: Lgbm
         assert f"{split}/{stem}" not in manifest["seen"][str(k)]
         own = read_predictions(fold_dir(cfg, LAYOUT, k) / HELD_OUT_FILE)
         np.testing.assert_array_equal(oof[stem], own[stem])
-        rows = pl.read_parquet(tabular_path(cfg.feature_root(), LAYOUT, split), columns=["graph"])
+        rows = pl.read_parquet(tabular_path(cfg.features_dir(), LAYOUT, split), columns=["graph"])
         assert len(oof[stem]) == int((rows["graph"] == stem).sum())  # every config
     configs = read_predictions(predictions_path(cfg.preds_dir(), cfg.run_name(), LAYOUT, "oof-config"))
     targets = read_predictions(predictions_path(cfg.preds_dir(), cfg.run_name(), LAYOUT, "oof-target"))

@@ -46,10 +46,13 @@ def test_sequence_rows_equal_the_pair_matrix() -> None:
     assert seq[3].dtype == np.float64  # LightGBM's bin sampler insists on float64 rows
 
 
-def test_pairwise_training_memory_does_not_grow_with_the_pair_count() -> None:
+def test_pairwise_training_memory_does_not_grow_with_the_pair_count(monkeypatch) -> None:
+    from models.lgbm import fit
+
+    monkeypatch.setattr(fit, "PAIR_BIN_SAMPLE", 5000)
+    monkeypatch.setattr(fit, "MAX_PAIRS_TOTAL", 10**7)
     rows = _rows(10, 400)
-    cfg = with_preset(LgbmConfig, "quick", num_boost_round=3, min_rounds=1, threads=1,
-                      pair_bin_sample=5000, max_pairs_total=10**7, folds=0)
+    cfg = with_preset(LgbmConfig, "quick", num_boost_round=3, min_rounds=1, threads=1, folds=0)
     peaks = {}
     for pairs in (20_000, 200_000):  # 2,000 and 20,000 pairs per graph
         cfg.pairs_per_graph = pairs // 10

@@ -27,7 +27,7 @@ TILE = get_collection("tile:xla")
 LAYOUT = get_collection("layout:xla:random")
 ROOT = Path(__file__).resolve().parents[3]
 ENDLESS = {"num_boost_round": 100000, "early_stopping_rounds": 100000, "min_rounds": 5,
-           "threads": 1, "folds": 0, "mode": "lambdarank", "max_group_size": 32}
+           "threads": 1, "folds": 0, "mode": "lambdarank"}
 
 
 def _args(work: Path, budget: float) -> list[str]:
@@ -114,7 +114,7 @@ def test_valid_split_is_predicted_once(toy_work: Path, monkeypatch: pytest.Monke
     assert again["valid"]["reused"] and again["test"]["reused"] and len(calls) == 2
     assert valid_out.stat().st_mtime_ns == written
     np.testing.assert_equal(first["valid"]["score"], again["valid"]["score"])
-    tab = cfg.feature_root() / LAYOUT.slug / "tabular" / "valid.parquet"
+    tab = cfg.features_dir() / LAYOUT.slug / "tabular" / "valid.parquet"
     os.utime(tab, ns=(tab.stat().st_atime_ns, tab.stat().st_mtime_ns + 10**9))  # input changed
     assert not predict_all(cfg)["layout:xla:random"]["valid"]["reused"]
     assert calls[-1] == "valid"
