@@ -109,7 +109,7 @@ def mode_config(mode: str, segment_size: int, node_budget: int) -> GnnConfig:
                 "arch": "copy" if mode.endswith("-copy") else "factorized"}
     cfg = dataclasses.replace(GnnConfig(), **settings)
     if mode.startswith("gst"):
-        cfg = dataclasses.replace(cfg, segment_size=segment_size, segments_per_step=1)
+        cfg = dataclasses.replace(cfg, segment_size=segment_size)
     return cfg
 
 

@@ -39,7 +39,7 @@ def lgbm_configs(data: str, work: str) -> list:
         saved = sorted(Path(work, "models", "lgbm").glob(f"*/{seed}/fold0/config.json"))
         if saved:
             configs.append(dataclasses.replace(load_run_config(LgbmConfig, saved[0]), data=data,
-                                               work=work, collection="", features_dir=""))
+                                               work=work, collection="", features=""))
     if not configs:
         raise SystemExit(f"{work}: no fold models under models/lgbm/*/seed*/fold0 (train with --folds K)")
     return configs
@@ -55,11 +55,11 @@ def refit_costs(cfg, coll) -> dict[str, np.ndarray]:
     metrics = json.loads((cfg.model_dir(coll) / "metrics.json").read_text())
     folds = int(metrics["folds"])
     rounds = max(1, round(float(np.mean(metrics["best_iteration"])) * folds / (folds - 1)))
-    names = feature_columns(tabular_path(cfg.feature_root(), coll, "train"))
+    names = feature_columns(tabular_path(cfg.features_dir(), coll, "train"))
     plan = get_plan(cfg, coll)
     rows = load_graphs(cfg, coll, list(plan.graphs()), cfg.max_train_configs_per_graph, cfg.seed, names)
     model = fit_model(metrics["mode"], rows, None, dataclasses.replace(cfg, num_boost_round=rounds), coll)
-    return model.predict_file(tabular_path(cfg.feature_root(), coll, "test"), cfg.predict_batch_rows)
+    return model.predict_file(tabular_path(cfg.features_dir(), coll, "test"), cfg.predict_batch_rows)
 
 
 def score(coll, costs: dict[str, np.ndarray], truth: dict[str, np.ndarray]) -> float:
