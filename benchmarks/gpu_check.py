@@ -61,6 +61,25 @@ def oof_scores(work: Path) -> dict[str, Any]:
     return {"per_collection": per, "final": summary.get("oof_final")}
 
 
+NOTES = ("One train-notebook run per arch on the generated small sample, with the notebook's Kaggle "
+         "defaults (preset full, the run planned to BUDGET): what the GNN's share of that budget "
+         "bought — steps summed over the fold models of a collection and their rate, which includes "
+         "each model's first, slower steps — and the out-of-fold scores of that short training. "
+         "A check of the CUDA and mixed-precision path, not a quality comparison of the archs.")
+
+
+def tables(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The artifact's tables: each run, then its GNN speed and OOF scores per collection."""
+    per_run = [{"arch": r["arch"], "device": ",".join(r["devices"]), "amp": r["amp"],
+                "preset": ",".join(map(str, r["preset"])), "wall s": r["wall_s"],
+                "submission checked": r["submission"] and r["rc"] == 0} for r in runs]
+    per_coll = [{"arch": r["arch"], "collection": coll, "fold models": g["models"], "steps": g["steps"],
+                 "steps/s": g["steps_per_s"], "configs/s": g["configs_per_s"],
+                 **{f"oof {m}": v for m, v in r["oof"]["per_collection"].get(coll, {}).items()}}
+                for r in runs if r["rc"] == 0 for coll, g in r["gnn"].items()]
+    return {"Runs": {"rows": per_run}, "GNN training and out-of-fold scores": {"rows": per_coll}}
+
+
 def run_arch(arch: str, data: Path, root: Path, budget: float) -> dict[str, Any]:
     kaggle = root / f"kaggle-{arch}"
     (kaggle / "input").mkdir(parents=True, exist_ok=True)
@@ -109,17 +128,19 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {
         "command": "python -m benchmarks.gpu_check " + " ".join(argv or sys.argv[1:]),
         "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "git_sha": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                  cwd=REPO).stdout.strip() or os.environ.get("GIT_SHA", "unknown"),
+        # a device gets a copy of the working tree: GIT_SHA names the commit it holds
+        "git_sha": os.environ.get("GIT_SHA") or subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip(),
         "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPU cores, "
                    f"{torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU'}",
-        "torch": torch.__version__, "runs": []}
+        "torch": torch.__version__, "notes": NOTES, "raw": []}
     args.out.mkdir(parents=True, exist_ok=True)
     for arch in args.archs.split(","):
-        report["runs"].append(run_arch(arch, data, args.root, args.budget))
+        report["raw"].append(run_arch(arch, data, args.root, args.budget))
+        report["tables"] = tables(report["raw"])
         (args.out / "gpu_check.json").write_text(json.dumps(report, indent=2) + "\n")
-        print(json.dumps({k: v for k, v in report["runs"][-1].items() if k != "tail"}, indent=1))
-    return 0 if all(r["rc"] == 0 for r in report["runs"]) else 1
+        print(json.dumps({k: v for k, v in report["raw"][-1].items() if k != "tail"}, indent=1))
+    return 0 if all(r["rc"] == 0 for r in report["raw"]) else 1
 
 
 if __name__ == "__main__":
