@@ -67,7 +67,7 @@ setup: $(STAMP)
 # (kaggle/image_packages.txt, as pip constraints): the tests run on what the notebooks will meet.
 IMAGE_PACKAGES := kaggle/image_packages.txt
 $(VENV)/.installed: setup.cfg pyproject.toml $(IMAGE_PACKAGES)
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "tpurank needs Python >= 3.11 	(the pins of kaggle/image_packages.txt: numpy 2.4, scipy 1.17); this is " + sys.version.split()[0] + 	": make setup PYTHON=python3.11")'
+	@$(PYTHON) -c 'import sys; v = sys.version.split()[0]; sys.exit(None if sys.version_info >= (3, 11) else f"tpurank needs Python >= 3.11 (the numpy and scipy pins of kaggle/image_packages.txt), not {v}: make setup PYTHON=python3.11")'
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip -c $(IMAGE_PACKAGES)
 	# torch first; pip takes it from its configured index and find-links. On Linux PyPI's torch
