@@ -55,10 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     subprocess.run(["git", "clone", "-q", str(REPO), str(args.clone)], check=True)
     rows = [timed(t, args.clone, args.clone.parent / f"{t}.log") for t in args.targets.split(",")]
     meta = bench_metadata("python -m benchmarks.quickstart " + " ".join(argv or sys.argv[1:]))
-    cache = Path.home() / ".cache" / "pip"
-    notes = (f"One run each, in this order, in a fresh clone of the commit above. pip's cache "
-             f"{'was warm' if cache.is_dir() else 'was empty'} for `make setup`; `make run` trains "
-             "to the quick preset's time limits, so its time changes little with the machine's load.")
+    notes = ("One run each, in this order, in a fresh clone of the commit above. `make setup` "
+             "depends on the network and pip's cache: on this machine torch's CPU wheel lies on "
+             "local disk; a CUDA wheel from PyPI is GBs. `make run` trains to the quick preset's "
+             "time limits, so its time changes little with the machine's speed.")
     args.out.write_text(json.dumps({**meta, "notes": notes, "rows": rows}, indent=2) + "\n")
     return 0 if all(r["exit code"] == 0 for r in rows) else 1
 
