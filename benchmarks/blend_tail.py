@@ -3,14 +3,13 @@
 For every collection of every run (a WORK trained with ``--folds K``), the weighted-average
 blend is fitted and scored nested (weights and shrinkage fitted on the other folds, applied to
 the held-out fold, as the blend stage reports it) under each candidate criterion
-``(1 - w) * mean + w * (mean of the worst 10 % of graphs)`` (``--tail-weights``), with the
-shrinkage anchor of issue 22 (``tail``: equal over the models not worse on the tail) and the
-rule before it (``equal``), and the blend stage's defaults (``default``: each kind's tail weight,
-the tile portfolio), with the shrinkage and the portfolio's guard chosen on held-out folds (the
-stage's rule) and on held-out graphs (the rule before). Each is reported by the mean and by the
-worst 5 % of graphs, beside each model alone, and for tile by how often its worst 5 % is at
-least the better single model's. Rerun it on new predictions to re-check the default
-(``BlendConfig.tail_weight`` for layout, ``tile_tail_weight`` for tile).
+``(1 - w) * mean + w * (mean of the worst 10 % of graphs)`` (``--tail-weights``), and with the
+blend stage's defaults (``defaults``: each kind's tail weight, the tile portfolio). Each is
+reported by the mean and by the worst 5 % of graphs, beside each model alone, and for tile by how
+often its worst 5 % is at least the better single model's. Rerun it on new predictions to
+re-check the default (``BlendConfig.tail_weight`` for layout, ``tile_tail_weight`` for tile).
+The rules it was measured against (the equal-weights anchor, shrinkage held out by graph) lost
+and are gone; ``benchmarks/blend_tail.json`` keeps their rows.
 
     python -m benchmarks.blend_tail --run LABEL DATA WORK SEED [--run ...] \\
         [--tail-weights 0,0.25,0.5,1] [--out benchmarks/blend_tail.json]
@@ -28,10 +27,6 @@ from benchmarks import oof as oof_bench  # noqa: E402
 
 from benchmarks.oof import per_graph, spread, summarise  # noqa: E402
 
-ANCHORS = ("tail", "equal")
-#: the blend's shrinkage and the portfolio's guard chosen on held-out folds (the stage's rule)
-#: or held-out graphs (before)
-EVIDENCE = (", held out by fold", ", held out by graph")
 MODELS = ["gnn", "lgbm"]
 
 
@@ -41,17 +36,12 @@ def default_label() -> str:
 
     d = BlendConfig()
     return (f"defaults (tile w={d.tile_tail_weight:g}, {d.tile_top5} top 5; "
-            f"layout w={d.tail_weight:g}; tail anchor)")
-
-
-def variant(lam: float, anchor: str) -> str:
-    return f"w={lam:g}, {anchor} anchor" + (" (before issue 22)" if lam == 0 and anchor == "equal" else "")
+            f"layout w={d.tail_weight:g}; tail anchor), held out by fold")
 
 
 def collection_methods(inputs: oof_bench.OofInputs, tail_weights: list[float]) -> dict[str, dict]:
     """``{method: {"mean", "worst 5%"}}`` of one collection of one run."""
-    from ensemble.hedge import nested_portfolio
-    from ensemble.oof import nested_blend
+    from ensemble.blend import nested_blend
     from ensemble.weights import BlendConfig, Criterion, GraphScorer
 
     coll, normed, truth, fold_of = inputs.coll, inputs.normed, inputs.truth, inputs.fold_of
@@ -59,21 +49,13 @@ def collection_methods(inputs: oof_bench.OofInputs, tail_weights: list[float]) -
     defaults = BlendConfig()
     scorer = GraphScorer(coll, normed, truth, defaults.max_fit_configs)
     for lam in tail_weights:
-        for anchor in ANCHORS:
-            nested = nested_blend(coll, normed, truth, fold_of, defaults.grid_step, defaults.alphas,
-                                  scorer, Criterion(lam, defaults.tail_fraction), anchor)
-            out[variant(lam, anchor)] = summarise(per_graph(coll, nested.costs, truth))
-    # what the blend stage does with its defaults (per-kind tail weight, tile portfolio), its
-    # shrinkage and portfolio guard held out by fold (the stage's rule) and by graph (before)
-    crit = defaults.criterion(coll)
-    for by_fold, evidence in ((True, EVIDENCE[0]), (False, EVIDENCE[1])):
         nested = nested_blend(coll, normed, truth, fold_of, defaults.grid_step, defaults.alphas,
-                              scorer, crit, by_fold=by_fold)
-        costs = nested.costs
-        if coll.is_tile and defaults.tile_top5 == "portfolio":
-            costs = nested_portfolio(normed, inputs.names, truth, fold_of, nested.weights, crit,
-                                     by_fold=by_fold).costs
-        out[default_label() + evidence] = summarise(per_graph(coll, costs, truth))
+                              scorer, Criterion(lam, defaults.tail_fraction))
+        out[f"w={lam:g}, tail anchor"] = summarise(per_graph(coll, nested.costs, truth))
+    # what the blend stage does with its defaults (per-kind tail weight, tile portfolio)
+    nested = nested_blend(coll, normed, truth, fold_of, defaults.grid_step, defaults.alphas, scorer,
+                          defaults.criterion(coll), hedge=coll.is_tile and defaults.tile_top5 == "portfolio")
+    out[default_label()] = summarise(per_graph(coll, nested.costs, truth))
     return out
 
 
@@ -131,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     summary, colls = table(rows)
     notes = ("w: the criterion's tail weight, (1 - w) x mean + w x mean of the worst 10 % of graphs; "
              "anchor: what the weights are shrunk toward (tail: equal over the models not worse on "
-             "the tail; equal: every model). final: the mean over the five collections.")
+             "the tail). final: the mean over the five collections.")
     write_json(args.out, {**bench_metadata(command), "raw": rows, "notes": notes, "tables": {
         "Nested OOF per collection (mean / worst 5 %, mean over seeds); over collections mean ± sd over seeds":
             {"rows": summary,

@@ -8,14 +8,12 @@ Per run (a WORK trained with ``--folds K``), on the tile OOF predictions of ever
   blend stage reports it), with the selection criterion of each ``--tail-weights`` value;
 * ``portfolio (hedged)``: the blend stage's rule, one of the five slots for each model and the
   rest to the model with the better criterion on the other folds (4 + 1;
-  :func:`ensemble.hedge.hedge_portfolio`); ``hedged 3 + 2``: three to that model (the rule before);
-* ``portfolio (fitted, ...)``: the rule before it, the slot split among gnn, lgbm and the average
-  that maximises the criterion on the other folds (:func:`ensemble.hedge.fit_portfolio`), kept
-  only where it beats the average alone on held-out folds (``guard by fold``) or held-out kernels
-  (``guard by kernel``), or always (``unguarded``); ``models``: among the models only.
+  :func:`ensemble.hedge.hedged_slots`).
 
-Every number is held out: the kernel is scored by fold models that never saw it, with weights
-and slots fitted without its fold. No test runtime is read.
+The rules it was measured against (3 + 2, and the slot split among gnn, lgbm and the average
+searched by the criterion, guarded or not) lost and are gone; ``benchmarks/hedge.json`` keeps
+their rows. Every number is held out: the kernel is scored by fold models that never saw it,
+with weights and slots fitted without its fold. No test runtime is read.
 
     python -m benchmarks.hedge --run LABEL DATA WORK SEED [--run ...] \\
         [--tail-weights 0,0.5] [--out benchmarks/hedge.json]
@@ -35,24 +33,12 @@ from benchmarks.oof import per_graph, spread, summarise  # noqa: E402
 NOTES = ("worst 5%: the mean of the worst 5 % of kernels. \"≥ … in\": in how many runs (seeds) the "
          "method is at least the average blend of the same tail weight, or the better single "
          "model by its worst 5 %. slots: per fold (fitted without it), the slots of gnn / lgbm / "
-         "the average (models: gnn / lgbm; hedged: the average has none). The average's weights: "
-         "shrinkage chosen on held-out folds.")
-
-
-#: (label, the average a member, rule, guard, guard held out by fold, the better model's slots)
-#: of every portfolio compared
-VARIANTS = (("portfolio (hedged)", True, "hedged", True, True, None),
-            ("portfolio (hedged 3 + 2)", True, "hedged", True, True, 3),
-            ("portfolio (fitted, guard by fold)", True, "fitted", True, True, None),
-            ("portfolio (fitted, guard by kernel)", True, "fitted", True, False, None),
-            ("portfolio (fitted, unguarded)", True, "fitted", False, True, None),
-            ("portfolio (fitted, models)", False, "fitted", True, True, None))
+         "the average (which has none). The average's weights: shrinkage chosen on held-out folds.")
 
 
 def methods(inputs: oof_bench.OofInputs, tail_weights: list[float]) -> dict[str, dict]:
     """``{method: {"mean", "worst 5%", "slots"?}}`` for one run."""
-    from ensemble.hedge import nested_portfolio
-    from ensemble.oof import nested_blend
+    from ensemble.blend import nested_blend
     from ensemble.weights import BlendConfig, Criterion, GraphScorer
 
     coll, normed, truth, fold_of = inputs.coll, inputs.normed, inputs.truth, inputs.fold_of
@@ -60,17 +46,12 @@ def methods(inputs: oof_bench.OofInputs, tail_weights: list[float]) -> dict[str,
     scorer = GraphScorer(coll, normed, truth)
     defaults = BlendConfig()
     for lam in tail_weights:
-        crit = Criterion(lam, defaults.tail_fraction)
         tag = f" (tail weight {lam:g})"
         nested = nested_blend(coll, normed, truth, fold_of, defaults.grid_step, defaults.alphas,
-                              scorer, crit)
-        out["average" + tag] = summarise(per_graph(coll, nested.costs, truth))
-        for label, with_blend, rule, guard, by_fold, lead in VARIANTS:
-            port = nested_portfolio(normed, inputs.names, truth, fold_of, nested.weights, crit,
-                                    with_blend=with_blend, guard=guard, by_fold=by_fold, rule=rule,
-                                    lead=lead)
-            out[label + tag] = dict(summarise(per_graph(coll, port.costs, truth)),
-                                    slots=" ".join("/".join(map(str, c)) for c in port.counts.values()))
+                              scorer, Criterion(lam, defaults.tail_fraction), hedge=True)
+        out["average" + tag] = summarise(per_graph(coll, nested.average, truth))
+        out["portfolio (hedged)" + tag] = dict(summarise(per_graph(coll, nested.costs, truth)),
+                                               slots=" ".join("/".join(map(str, c)) for c in nested.slots.values()))
     return out
 
 

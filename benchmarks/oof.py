@@ -39,13 +39,13 @@ class OofInputs:
 
 def load(data: str, work: str, seed: int, coll: Collection, models: str = "gnn,lgbm") -> OofInputs | None:
     """The aligned OOF costs of ``models`` (None when the WORK has no OOF for ``coll``)."""
-    from ensemble.oof import has_oof, load_collection_oof
+    from ensemble.oof import has_oof, load_oof
 
     cfg = BlendConfig(data=data, work=work, seed=seed, models=models)
     if has_oof(cfg.preds_dir, cfg.model_list, coll):
         return None
-    _, _, fold_of, _, (normed, truth, _) = load_collection_oof(cfg, coll)
-    return OofInputs(coll, cfg.model_list, normed, truth, fold_of)
+    oof = load_oof(cfg, coll)
+    return OofInputs(coll, cfg.model_list, oof.normed, oof.truth, oof.fold_of)
 
 
 def per_graph(coll: Collection, costs: Mapping[str, np.ndarray], truth: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -1,53 +1,30 @@
-"""Blend model predictions per graph and write the submission.
+"""Blend model predictions per graph and write the submission: one flow per collection.
 
-Per collection:
+1. **Read** each model's costs, normalised per graph (``--norm``; a model's seed runs
+   ``gnn@seed0``, ``gnn@seed1``, ... averaged first, :mod:`models.predictions`): by default
+   (``--protocol auto|oof``) the models' **out-of-fold** predictions of every labelled graph
+   (:mod:`ensemble.oof`; a model without them stops the blend with a message naming it, the
+   blend never switches protocol on its own), with ``--protocol valid`` the valid split.
+2. **Fit the weights** (:func:`ensemble.weights.fit_weights`) to maximise the selection criterion
+   over per-graph scores (tile top-5 score / Kendall τ), ``(1 - w) * mean + w * (mean of the
+   worst --tail-fraction of graphs)`` (``w``: ``--tile-tail-weight`` / ``--tail-weight``): a
+   simplex grid (``--grid-step``) shrunk toward the tail anchor (equal weights over the models
+   not worse on the collection's tail), the shrinkage ``a`` of ``--alphas`` chosen on held-out
+   folds (OOF) or graphs (valid). Out of fold the fit is done on every OOF graph (for the test)
+   and again without each fold (:func:`nested_blend`): the reported blend score is nested
+   (mean ± sd over folds), and each official valid graph is blended with the weights of the fold
+   that held it out. On valid the blend's valid score is **in-sample** and labelled so.
+3. **Hedge the tile top 5** (``--tile-top5 portfolio``, :mod:`ensemble.hedge`): every model gets
+   one of a kernel's five slots and the model with the better criterion the rest (4 + 1 for two),
+   chosen like the weights (all graphs for the test, nested for the scores).
+4. **Write** the blend's predictions (``WORK/preds/blend``), the submission (every test graph of
+   the data root; graphs without configurable nodes in file order), ``WORK/blend/summary.json``
+   and ``submissions/<run>/``, then run the checker. Test runtimes are never read.
 
-1. each model's costs are normalised per graph (``--norm rank|minmax|zscore``); the seed runs of
-   a model (``gnn@seed0``, ``gnn@seed1``, ...) are averaged first (:mod:`models.predictions`);
-2. blend weights are fitted to maximise the selection criterion over per-graph scores (tile
-   top-5 score / Kendall τ): ``(1 - w) * mean + w * (mean of the worst --tail-fraction of
-   graphs)`` with ``w = --tail-weight`` (:class:`ensemble.weights.Criterion`; ``w = 0`` is the
-   official metric, the mean), on
-   * the models' **out-of-fold predictions** (``oof``: every labelled graph, train + valid,
-     predicted by a fold model that did not see it) when every model has them — the default
-     protocol with ``--folds K`` models (:mod:`ensemble.oof`). The reported blend score is
-     *nested*: leave-one-fold-out (weights fitted on the other folds, scored on the left-out
-     fold), mean ± sd over folds; the official valid graphs are scored with the weights of the
-     fold that held them out;
-   * with ``--protocol valid`` only, the *valid* split, as before cross-validation existed. The
-     blend's valid score is then **in-sample** (its weights were fitted on those graphs, and the
-     models early-stopped on them) and is labelled so. A model without ``oof`` predictions (one
-     trained without folds, or the training-free baseline) stops the default protocol with a
-     message naming it: the blend never switches protocol on its own;
-3. the test costs are the weighted sums; the submission holds every test graph of the data root.
-   With ``--tile-top5 portfolio`` (the default) a tile kernel's five submitted configs are
-   shared among the models: one for each model (its top pick), the rest to the model with the
-   better criterion on the same graphs, 4 + 1 for two (nested the same way; :mod:`ensemble.hedge`).
-
-Guarding against overfitting few graphs: weights are searched on a coarse simplex grid (step
-``--grid-step``, 0.1 by default) and then shrunk toward an *anchor*,
-``w = (1 - a) * w_best + a * anchor``: equal weights over the models whose mean over their worst
-graphs (the criterion's tail fraction) is within ``TAIL_TOLERANCE`` = 0.01 of the best model's,
-so shrinkage never moves weight to a model the fitted graphs show to be worse on the
-collection's tail (issue 22; before, the anchor was equal weights over every model). The
-shrinkage ``a`` is picked from ``--alphas`` on held-out graphs: on OOF predictions by fold (for
-each fold of the models' fold plan, the anchor and the grid optimum of the *other* folds are
-refitted, shrunk and scored on its graphs: a fold's OOF predictions all come from one fold model,
-so a model weak in one fold is weak on all its graphs at once, issue 22), on the valid split by
-graph (leave-one-graph-out); the ``a`` whose held-out scores have the best criterion wins (within
-``LOO_TOLERANCE`` = 0.001 of the best, the most shrinkage wins). ``a = 1`` (the anchor) wins
-whenever fitting does not help on held-out graphs; with fewer than ``MIN_GRAPHS_TO_FIT`` graphs
-the weights are simply equal. ``summary.json`` records the in-sample and held-out criterion of
-every ``a``, with the held-out mean and worst 5 % (the held-out number of the chosen ``a`` is
-itself optimistic: ``a`` was chosen by it).
-
-Why a leave-one-graph-out tile score can sit far below the in-sample one over hundreds of
-kernels: the tile score is unbounded below, so a single kernel that one model ruins (-10) can by
-itself decide the grid optimum; left out, the other kernels' optimum ruins it, and that one
-kernel moves the mean by 11/n. It is what the fit does to an unseen kernel like it, not an
-error (issue 22; ``tests/ensemble/test_weights.py`` checks the estimate against refits).
-
-Test runtimes are never read here.
+Why a held-out tile score can sit far below the in-sample one over hundreds of kernels: the tile
+score is unbounded below, so a single kernel that one model ruins (-10) can by itself decide the
+grid optimum; left out, the other kernels' optimum ruins it, and that one kernel moves the mean
+by 11/n (issue 22; ``tests/ensemble/test_weights.py``).
 """
 
 from __future__ import annotations
@@ -56,20 +33,23 @@ import dataclasses
 import sys
 import time
 from pathlib import Path
+from typing import Mapping, Sequence
 
 import numpy as np
 
-from tpurank.atomic import write_json
+from tpurank.atomic import save_npz, write_json
 from tpurank.collections import Collection, parse_collections
 from tpurank.config import parse_config, run_metadata
 from features.io import discover
 from models.metrics import final_score
-from models.predictions import NORMALISATIONS, model_runs, predictions_path, write_predictions
+from models.predictions import (NORMALISATIONS, OOF_CONFIG_SPLIT, OOF_SPLIT, model_runs, predictions_path,
+                                read_model_predictions, write_predictions)
 
-from ensemble.hedge import blend_members, blend_or_portfolio, hedge_portfolio, portfolio_summary
+from ensemble.hedge import blend_or_portfolio, hedged_slots
+from ensemble.oof import fold_scores, has_oof, load_oof, run_scores
 from ensemble.submission import check_file, submission_rows, write_submission
 from ensemble.truth import split_truth, test_sizes as ranked_and_tied
-from ensemble.weights import (BLEND_MODEL, BlendConfig, FitResult, _load_normed, _mean_score, _require,
+from ensemble.weights import (BLEND_MODEL, BlendConfig, Criterion, FitResult, GraphScorer, _mean_score,
                               blend_costs, fit_weights)
 
 PROTOCOLS = ("auto", "oof", "valid")
@@ -77,15 +57,144 @@ TILE_TOP5 = ("blend", "portfolio")
 
 
 def blend_collection(cfg: BlendConfig, coll: Collection) -> tuple[dict, dict[str, np.ndarray]]:
-    """Blend one collection by the configured protocol; returns (summary, test costs)."""
-    from ensemble.oof import blend_collection_oof, has_oof
-
+    """Fit the weights (out of fold, or on valid), hedge the tile top 5, blend the valid and test
+    graphs and write them; returns (the collection's summary, its test costs)."""
+    crit = cfg.criterion(coll)
+    hedge = coll.is_tile and cfg.tile_top5 == "portfolio"
+    valid_truth = split_truth(cfg.data, coll, "valid")
     if cfg.protocol == "valid":
-        return blend_collection_valid(cfg, coll)
-    lacking = has_oof(cfg.preds_dir, cfg.model_list, coll)
-    if lacking:  # never a silent switch of the whole blend to the in-sample valid protocol
-        raise FileNotFoundError(lacking_oof(cfg, coll, lacking))
-    return blend_collection_oof(cfg, coll)
+        valid = load_normed(cfg, coll, "valid", valid_truth) if valid_truth else []
+        k = len(cfg.model_list)
+        fit = (fit_weights(coll, valid, valid_truth, cfg.grid_step, cfg.alphas, cfg.max_fit_configs,
+                           criterion=crit) if valid_truth
+               else FitResult([1.0 / k] * k, 1.0, [], 0, method="equal (no valid graphs)"))
+        summary: dict = {"protocol": "valid (in-sample)"}
+        slots = None
+        if hedge and valid_truth:
+            slots, values = hedged_slots(valid, valid_truth, crit, sorted(valid_truth))
+            summary["portfolio"] = _portfolio(cfg, crit, slots, values, len(valid_truth))
+        per_stem = {s: (fit.weights, slots) for s in valid_truth}
+    else:
+        lacking = has_oof(cfg.preds_dir, cfg.model_list, coll)
+        if lacking:  # never a silent switch of the whole blend to the in-sample valid protocol
+            raise FileNotFoundError(lacking_oof(cfg, coll, lacking))
+        summary, fit, slots, per_stem = blend_oof(cfg, coll, crit, hedge)
+        valid_truth = {s: t for s, t in valid_truth.items() if s in per_stem}
+        valid = load_normed(cfg, coll, "valid", valid_truth) if valid_truth else []
+    summary.update(weights=dict(zip(cfg.model_list, fit.weights)), fit=dataclasses.asdict(fit),
+                   valid_score={}, n_valid=len(valid_truth))
+    if valid_truth:
+        for model, preds in zip(cfg.model_list, valid):
+            summary["valid_score"][model] = _mean_score(coll, preds, valid_truth)
+        valid_costs = {s: blend_or_portfolio(valid, per_stem[s][0], [s], per_stem[s][1])[s]
+                       for s in sorted(valid_truth)}
+        write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, "valid"), valid_costs)
+        summary["valid_score"][BLEND_MODEL] = _mean_score(coll, valid_costs, valid_truth)
+    test_sizes = ranked_and_tied(cfg.data, coll)[0]  # graphs without configurable nodes: run_blend
+    test_costs: dict[str, np.ndarray] = {}
+    if test_sizes:
+        test = load_normed(cfg, coll, "test", test_sizes)
+        test_costs = blend_or_portfolio(test, fit.weights, sorted(test_sizes), slots)
+        write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, "test"), test_costs)
+    summary["n_test"] = len(test_sizes)
+    return summary, test_costs
+
+
+def blend_oof(cfg: BlendConfig, coll: Collection, crit: Criterion, hedge: bool):
+    """Out of fold: the weights (and tile slots) fitted on every OOF graph, and nested; returns
+    (summary, fit, slots, ``{stem: (weights, slots)}`` of the fold that held each graph out)."""
+    oof = load_oof(cfg, coll)
+    scorer = GraphScorer(coll, oof.normed, oof.truth, cfg.max_fit_configs)
+    fit = fit_weights(coll, oof.normed, oof.truth, cfg.grid_step, cfg.alphas, scorer=scorer,
+                      criterion=crit, groups=oof.fold_of)
+    nested = nested_blend(coll, oof.normed, oof.truth, oof.fold_of, cfg.grid_step, cfg.alphas,
+                          scorer, crit, hedge)
+    fits = nested.fits.items()
+    blend = {"scores": fold_scores(coll, nested.costs, oof.truth, oof.fold_of),
+             "weights": {k: f.weights for k, f in fits}, "alpha": {k: f.alpha for k, f in fits},
+             "method": {k: f.method for k, f in fits}}
+    summary: dict = {"protocol": "oof", "oof": {
+        "folds": oof.folds, "plan": str(oof.plan.path), "n_graphs": len(oof.truth),
+        "manifests": oof.manifests, "n_labelled": len(oof.labelled),
+        "n_configs": int(sum(t.size for t in oof.truth.values())),
+        "not_in_every_run": oof.not_in_every_run, "under_2_common_configs": oof.under_2_common_configs,
+        "blend": blend,
+        "models": {m: fold_scores(coll, p, oof.truth, oof.fold_of) for m, p in zip(cfg.model_list, oof.normed)},
+        "runs": {m: run_scores(cfg, coll, m, oof) for m in cfg.model_list}}}
+    slots = None
+    if hedge:  # the weighted average's nested scores stay beside the portfolio's, for comparison
+        summary["oof"]["average"] = fold_scores(coll, nested.average, oof.truth, oof.fold_of)
+        slots, values = hedged_slots(oof.normed, oof.truth, crit, sorted(oof.truth))
+        summary["portfolio"] = dict(_portfolio(cfg, crit, slots, values, len(oof.truth)),
+                                    fold_slots=nested.slots)
+    write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, OOF_SPLIT), nested.costs)
+    save_npz(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, OOF_CONFIG_SPLIT),
+             **{s: oof.index[s] for s in nested.costs})
+    per_stem = {s: (nested.fits[str(k)].weights, nested.slots.get(str(k))) for s, k in oof.fold_of.items()
+                if s in oof.truth}
+    return summary, fit, slots, per_stem
+
+
+@dataclasses.dataclass
+class NestedBlend:
+    """Leave-one-fold-out: per fold the weights (and tile slots) fitted on the other folds, and
+    every graph's costs with the weights of its fold."""
+
+    fits: dict[str, FitResult] = dataclasses.field(default_factory=dict)  # fold -> fit
+    slots: dict[str, list[int]] = dataclasses.field(default_factory=dict)  # fold -> tile slots
+    average: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)  # the weighted average's
+    costs: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)  # the blend's (tile: portfolio)
+
+
+def nested_blend(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
+                 truth: Mapping[str, np.ndarray], fold_of: Mapping[str, int], grid_step: float,
+                 alphas: Sequence[float], scorer: GraphScorer, criterion: Criterion,
+                 hedge: bool = False) -> NestedBlend:
+    """For every fold k: the blend fitted on the other folds' graphs (shrinkage held out by fold
+    within them; ``hedge``: the tile slots too), applied to fold k's graphs."""
+    stems = sorted(truth)
+    out = NestedBlend()
+    for k in sorted(set(fold_of[s] for s in stems)):
+        fit_on = [s for s in stems if fold_of[s] != k]
+        scored = [s for s in stems if fold_of[s] == k]
+        fit = out.fits[str(k)] = fit_weights(coll, normed, truth, grid_step, alphas, stems=fit_on,
+                                             scorer=scorer, criterion=criterion, groups=fold_of)
+        out.average.update(blend_costs(normed, fit.weights, scored))
+        if hedge:
+            out.slots[str(k)] = hedged_slots(normed, truth, criterion, fit_on)[0]
+        out.costs.update(blend_or_portfolio(normed, fit.weights, scored, out.slots.get(str(k))))
+    return out
+
+
+def _portfolio(cfg: BlendConfig, crit: Criterion, slots: list[int], values: list[float], n: int) -> dict:
+    """What the summary records of the tile portfolio (``values``: each model's criterion alone)."""
+    return {"members": [*cfg.model_list, BLEND_MODEL], "slots": slots, "criterion": crit.describe(),
+            "n_graphs": n, "options": dict(zip(cfg.model_list, values))}
+
+
+def load_normed(cfg: BlendConfig, coll: Collection, split: str,
+                sizes: Mapping[str, int | np.ndarray]) -> list[dict[str, np.ndarray]]:
+    """Each model's normalised costs of ``split``, checked: the models predict the same graphs,
+    every graph of ``sizes`` (its config count or truth) with one cost per config (stale
+    predictions fail here, by name)."""
+    normed = [read_model_predictions(cfg.preds_dir, m, coll, split, cfg.norm) for m in cfg.model_list]
+    sizes = {s: n if isinstance(n, int) else len(n) for s, n in sizes.items()}
+    for model, preds in zip(cfg.model_list, normed):
+        if set(preds) != set(normed[0]):
+            diff = sorted(set(preds) ^ set(normed[0]))
+            raise ValueError(f"{coll.name}/{split}: models {cfg.model_list[0]!r} and {model!r} predict "
+                             f"different graphs (e.g. {diff[:3]})")
+    for model, preds in zip(cfg.model_list, normed):
+        what = f"{coll.name}/{split}, model {model}"
+        missing = sorted(set(sizes) - set(preds))
+        if missing:
+            raise ValueError(f"{what}: no prediction for {len(missing)} graph(s), e.g. {missing[:3]}")
+        wrong = sorted(s for s, n in sizes.items() if len(preds[s]) != n)
+        if wrong:
+            s = wrong[0]
+            raise ValueError(f"{what}: graph {s!r} has {len(preds[s])} predicted costs but {sizes[s]} "
+                             f"configs ({len(wrong)} such graph(s); stale predictions? re-run predict)")
+    return normed
 
 
 def lacking_oof(cfg: BlendConfig, coll: Collection, lacking: list[str]) -> str:
@@ -102,46 +211,6 @@ def lacking_oof(cfg: BlendConfig, coll: Collection, lacking: list[str]) -> str:
             "blend is fitted on the models' out-of-fold predictions: train them with --folds K (the "
             "quick and full presets do) and predict again, or fit it on the valid split with "
             "--protocol valid (make run PROTOCOL=valid; in-sample: the models early-stopped on those graphs)")
-
-
-def blend_collection_valid(cfg: BlendConfig, coll: Collection) -> tuple[dict, dict[str, np.ndarray]]:
-    """Fit weights on valid, blend valid and test; the blend's valid score is in-sample."""
-    truth = split_truth(cfg.data, coll, "valid")
-    valid_normed = _load_normed(cfg, coll, "valid") if truth else []
-    for model, preds in zip(cfg.model_list, valid_normed):
-        _require(preds, {s: len(t) for s, t in truth.items()}, f"{coll.name}/valid, model {model}")
-    fit = (fit_weights(coll, valid_normed, truth, cfg.grid_step, cfg.alphas, cfg.max_fit_configs,
-                       criterion=cfg.criterion(coll))
-           if truth else FitResult([1.0 / len(cfg.model_list)] * len(cfg.model_list), 1.0, [], 0,
-                     method="equal (no valid graphs)"))
-    test_sizes = ranked_test_sizes(cfg.data, coll)
-    test_normed = _load_normed(cfg, coll, "test") if test_sizes else []
-    for model, preds in zip(cfg.model_list, test_normed):
-        _require(preds, test_sizes, f"{coll.name}/test, model {model}")
-    summary = {"protocol": "valid (in-sample)",
-               "weights": dict(zip(cfg.model_list, fit.weights)), "fit": dataclasses.asdict(fit),
-               "valid_score": {}, "n_valid": len(truth), "n_test": len(test_sizes)}
-    counts = None
-    if coll.is_tile and cfg.tile_top5 == "portfolio" and truth:
-        port = hedge_portfolio(blend_members(valid_normed, fit.weights, sorted(truth)),
-                               [*cfg.model_list, BLEND_MODEL], truth, cfg.criterion(coll),
-                               len(cfg.model_list))
-        counts, summary["portfolio"] = port.counts, portfolio_summary(port)
-    test_costs = blend_or_portfolio(test_normed, fit.weights, sorted(test_sizes), counts) if test_sizes else {}
-    if truth:
-        valid_costs = blend_or_portfolio(valid_normed, fit.weights, sorted(truth), counts)
-        write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, "valid"), valid_costs)
-        for model, preds in zip(cfg.model_list, valid_normed):
-            summary["valid_score"][model] = _mean_score(coll, preds, truth)
-        summary["valid_score"][BLEND_MODEL] = _mean_score(coll, valid_costs, truth)
-    if test_sizes:
-        write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, "test"), test_costs)
-    return summary, test_costs
-
-
-def ranked_test_sizes(data: str, coll: Collection) -> dict[str, int]:
-    """Config counts of the test graphs the models rank (not those whose configs all tie)."""
-    return ranked_and_tied(data, coll)[0]
 
 
 def with_tied_graphs(cfg: BlendConfig, coll: Collection, test_costs: dict[str, np.ndarray],

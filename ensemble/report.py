@@ -447,9 +447,8 @@ def _portfolio_blocks(summary: dict) -> list[Block]:
             slots = ", ".join(f"{m} {n}" for m, n in zip(port["members"], port["slots"]))
             folds = "; ".join(f"fold {k}: " + "/".join(str(n) for n in v)
                               for k, v in sorted(port.get("fold_slots", {}).items()))
-            how = ("shared among the models, the odd slot to the best by the criterion "
-                   if port.get("rule") == "hedged" else "criterion ")
-            out.append(("p", f"**{c}** top 5: a portfolio of {slots} slots ({how}"
+            out.append(("p", f"**{c}** top 5: a portfolio of {slots} slots (shared among the "
+                             "models, the odd slot to the best by the criterion "
                              f"{port['criterion']}, on {port['n_graphs']} graphs"
                              + (f"; nested, without each fold: {folds}" if folds else "") + ")."))
     return out

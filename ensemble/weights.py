@@ -1,8 +1,7 @@
-"""Blend weights: the blend stage's config, weight search on a simplex grid with shrinkage chosen
-on held-out folds or graphs (see :mod:`ensemble.blend` for the protocol), the selection criterion
-(:class:`Criterion`: the mean per-graph score, or a mix of it with the mean of the worst graphs),
-and the weighted per-graph costs. Shared by the valid-split blend (:mod:`ensemble.blend`), the
-out-of-fold blend (:mod:`ensemble.oof`) and the seeds table (:mod:`ensemble.seeds`).
+"""Blend weights: the blend stage's config, the selection criterion (:class:`Criterion`: the mean
+per-graph score, or a mix of it with the mean of the worst graphs), and :func:`fit_weights`: a
+simplex grid search shrunk toward the tail anchor, the shrinkage chosen on held-out folds or
+graphs (:mod:`ensemble.blend` describes the protocol). Used by the blend and the seeds table.
 """
 
 from __future__ import annotations
@@ -18,9 +17,6 @@ import numpy as np
 from tpurank.collections import Collection
 from tpurank.config import StageConfig
 from models.metrics import graph_score
-from models.predictions import read_model_predictions
-
-
 
 BLEND_MODEL = "blend"
 MIN_GRAPHS_TO_FIT = 3
@@ -229,26 +225,19 @@ def fit_weights(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
                 alphas: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0),
                 max_configs: int = 20_000, stems: Sequence[str] | None = None,
                 scorer: GraphScorer | None = None, criterion: Criterion | None = None,
-                anchor: str = "tail", groups: Mapping[str, int] | None = None) -> FitResult:
+                groups: Mapping[str, int] | None = None) -> FitResult:
     """Weights maximising ``criterion`` (default: the mean score) over ``stems`` (default: every
-    graph of ``truth``), shrunk toward the anchor by held-out evidence; only those graphs are
-    looked at.
+    graph of ``truth``), shrunk toward the :func:`tail_anchor` by held-out evidence; only those
+    graphs are looked at.
 
     The shrinkage is chosen on held-out scores: with ``groups`` (stem -> fold of the models'
     fold plan, at least two folds among ``stems``) leave-one-fold-out, every fold's graphs scored
     with the anchor and grid optimum of the other folds; without, leave-one-graph-out. OOF
     predictions of one fold come from one fold model, so a model that is weak in one fold is
     weak on all its graphs at once: leave-one-graph-out cannot see that, leave-one-fold-out does
-    (issue 22).
-
-    ``anchor`` ``"tail"``: equal weights over the models not worse on the tail
-    (:func:`tail_anchor`); ``"equal"``: equal weights over all models (the rule before issue 22,
-    kept for the benchmark's comparison). ``scorer`` shares scores between fits on overlapping
-    graph sets (nested schemes).
+    (issue 22). ``scorer`` shares scores between fits on overlapping graph sets (nested fits).
     """
     criterion = criterion or Criterion()
-    if anchor not in ("tail", "equal"):
-        raise ValueError(f"anchor must be 'tail' or 'equal', got {anchor!r}")
     k = len(normed)
     equal = np.full(k, 1.0 / k)
     stems = sorted(truth if stems is None else stems)
@@ -262,17 +251,27 @@ def fit_weights(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
     singles = scores[[int(np.flatnonzero(np.isclose(grid[:, m], 1.0))[0]) for m in range(k)]]
     worst = Criterion(1.0, criterion.tail_fraction)  # each model's mean over its worst graphs
     model_tail = worst.value(singles)
-    target = _anchor_for(singles, criterion, anchor)
+    target = _anchor_of(model_tail)
     best_all = grid[_best_index(criterion.value(scores), grid, target)]
     folds = _fold_index(stems, groups)
-    if folds is not None:
-        best_rest, targets = _refits_without_fold(scores, singles, grid, criterion, anchor, folds)
-        method = "lofo-shrinkage"
-    else:
-        best_rest, targets = _refits_without_graph(scores, singles, grid, criterion, anchor)
-        method = "loo-shrinkage"
+    best_rest: list[np.ndarray] = [np.empty(0)] * len(stems)
+    targets: list[np.ndarray] = [np.empty(0)] * len(stems)
+    if folds is not None:  # per graph, the grid optimum and the anchor of the other folds
+        for f in np.unique(folds):
+            rest = folds != f
+            t = _anchor_of(worst.value(singles[:, rest]))
+            w = grid[_best_index(criterion.value(scores[:, rest]), grid, t)]
+            for g in np.flatnonzero(~rest):
+                best_rest[g], targets[g] = w, t
+    else:  # ... of every other graph
+        loo_values = criterion.leave_one_out(scores)  # (p, g): each point's criterion without graph g
+        loo_tails = worst.leave_one_out(singles)  # (k, g)
+        for g in range(len(stems)):
+            targets[g] = _anchor_of(loo_tails[:, g])
+            best_rest[g] = grid[_best_index(loo_values[:, g], grid, targets[g])]
     result = FitResult([], 0.0, best_all.tolist(), len(stems), criterion=criterion.describe(),
-                       anchor=target.tolist(), model_tail=model_tail.tolist(), method=method)
+                       anchor=target.tolist(), model_tail=model_tail.tolist(),
+                       method="loo-shrinkage" if folds is None else "lofo-shrinkage")
     for alpha in alphas:
         loo = np.array([scorer.score((1 - alpha) * w + alpha * t, stem)
                         for w, t, stem in zip(best_rest, targets, stems)])
@@ -300,41 +299,6 @@ def _fold_index(stems: Sequence[str], groups: Mapping[str, int] | None) -> np.nd
     return folds
 
 
-def _anchor_for(singles: np.ndarray, criterion: Criterion, anchor: str) -> np.ndarray:
-    """The shrinkage anchor from the models' per-graph scores (``singles``: models x graphs)."""
-    if anchor == "tail":
-        return _anchor_of(Criterion(1.0, criterion.tail_fraction).value(singles))
-    return np.full(len(singles), 1.0 / len(singles))
-
-
-def _refits_without_fold(scores: np.ndarray, singles: np.ndarray, grid: np.ndarray,
-                         criterion: Criterion, anchor: str, folds: np.ndarray
-                         ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Per graph, the grid optimum and the anchor fitted on the graphs of the other folds."""
-    best_rest: list[np.ndarray] = [np.empty(0)] * len(folds)
-    targets: list[np.ndarray] = [np.empty(0)] * len(folds)
-    for f in np.unique(folds):
-        rest = folds != f
-        t = _anchor_for(singles[:, rest], criterion, anchor)
-        w = grid[_best_index(criterion.value(scores[:, rest]), grid, t)]
-        for g in np.flatnonzero(~rest):
-            best_rest[g], targets[g] = w, t
-    return best_rest, targets
-
-
-def _refits_without_graph(scores: np.ndarray, singles: np.ndarray, grid: np.ndarray,
-                          criterion: Criterion, anchor: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Per graph, the grid optimum and the anchor fitted on every other graph."""
-    loo_values = criterion.leave_one_out(scores)  # (p, g): each point's criterion without graph g
-    if anchor == "tail":
-        loo_tails = Criterion(1.0, criterion.tail_fraction).leave_one_out(singles)  # (k, g)
-        targets = [_anchor_of(loo_tails[:, g]) for g in range(scores.shape[1])]
-    else:
-        targets = [np.full(len(singles), 1.0 / len(singles))] * scores.shape[1]
-    best_rest = [grid[_best_index(loo_values[:, g], grid, t)] for g, t in enumerate(targets)]
-    return best_rest, targets
-
-
 def _subsample(normed: Sequence[Mapping[str, np.ndarray]], truth: Mapping[str, np.ndarray],
                max_configs: int) -> tuple[list[dict[str, np.ndarray]], dict[str, np.ndarray]]:
     rng = np.random.default_rng(0)
@@ -347,25 +311,3 @@ def _subsample(normed: Sequence[Mapping[str, np.ndarray]], truth: Mapping[str, n
 def _mean_score(coll: Collection, costs: Mapping[str, np.ndarray],
                 truth: Mapping[str, np.ndarray]) -> float:
     return float(np.mean([graph_score(coll, costs[s], truth[s]) for s in truth])) if truth else float("nan")
-
-
-def _load_normed(cfg: BlendConfig, coll: Collection, split: str) -> list[dict[str, np.ndarray]]:
-    normed = [read_model_predictions(cfg.preds_dir, m, coll, split, cfg.norm) for m in cfg.model_list]
-    for model, preds in zip(cfg.model_list[1:], normed[1:]):
-        if set(preds) != set(normed[0]):
-            diff = sorted(set(preds) ^ set(normed[0]))
-            raise ValueError(f"{coll.name}/{split}: models {cfg.model_list[0]!r} and {model!r} predict "
-                             f"different graphs (e.g. {diff[:3]})")
-    return normed
-
-
-def _require(preds: Mapping[str, np.ndarray], sizes: Mapping[str, int], what: str) -> None:
-    """Every graph predicted, with one cost per config (stale predictions fail here, by name)."""
-    missing = sorted(set(sizes) - set(preds))
-    if missing:
-        raise ValueError(f"{what}: no prediction for {len(missing)} graph(s), e.g. {missing[:3]}")
-    wrong = sorted(s for s, n in sizes.items() if len(preds[s]) != n)
-    if wrong:
-        s = wrong[0]
-        raise ValueError(f"{what}: graph {s!r} has {len(preds[s])} predicted costs but {sizes[s]} "
-                         f"configs ({len(wrong)} such graph(s); stale predictions? re-run predict)")

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import ensemble.blend as blend_mod
 import ensemble.oof as oof_mod
 from ensemble.blend import run_blend
 from ensemble.weights import BlendConfig
@@ -75,14 +76,14 @@ def _cfg(root, work, **kw) -> BlendConfig:
 def oof_run(cv_root, cv_work):
     """One OOF blend of the fake models, recording the graphs every weight fit looked at."""
     fitted_on: list[set[str]] = []
-    real_fit = oof_mod.fit_weights
+    real_fit = blend_mod.fit_weights
 
     def spy(*args, stems=None, **kw):
         fitted_on.append(set(stems) if stems is not None else set(args[2]))
         return real_fit(*args, stems=stems, **kw)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(oof_mod, "fit_weights", spy)
+        mp.setattr(blend_mod, "fit_weights", spy)
         summary = run_blend(_cfg(cv_root, cv_work))
     return summary, fitted_on
 
@@ -126,10 +127,11 @@ def test_valid_blend_uses_the_weights_of_its_fold(cv_root, cv_work, oof_run):
     s = summary["collections"][coll.name]
     plan = fold_plan(cv_work, cv_work / "features", coll, folds=K, seed=0, data=cv_root)
     fold_of = oof_mod.stem_folds(plan)
-    from ensemble.weights import _load_normed, blend_costs
+    from ensemble.blend import load_normed
+    from ensemble.weights import blend_costs
 
     cfg = _cfg(cv_root, cv_work)
-    normed = _load_normed(cfg, coll, "valid")
+    normed = load_normed(cfg, coll, "valid", {})
     blend_valid = read_predictions(predictions_path(cv_work / "preds", "blend", coll, "valid"))
     for stem, cost in blend_valid.items():
         w = s["oof"]["blend"]["weights"][str(fold_of[stem])]
@@ -185,8 +187,8 @@ def test_oof_tile_portfolio_is_nested_and_submitted(cv_root, cv_work, tmp_path):
     """``--tile-top5 portfolio`` on OOF: the blend's nested tile score is the portfolio's (slots
     fitted without each fold), the average's stays beside it, and the test rows are the
     portfolio of the all-OOF slots."""
-    from ensemble.hedge import portfolio_blend
-    from ensemble.weights import _load_normed
+    from ensemble.blend import load_normed
+    from ensemble.hedge import blend_or_portfolio
 
     work = tmp_path / "w"
     for sub in ("preds", "models", "folds"):
@@ -200,8 +202,8 @@ def test_oof_tile_portfolio_is_nested_and_submitted(cv_root, cv_work, tmp_path):
     assert "portfolio" not in summary["collections"]["layout:xla:random"]
     slots = s["portfolio"]["slots"]
     weights = [s["weights"][m] for m in ("good", "noise")]
-    test = _load_normed(cfg, tile, "test")
-    expected = portfolio_blend(test, weights, slots, sorted(test[0]))
+    test = load_normed(cfg, tile, "test", {})
+    expected = blend_or_portfolio(test, weights, sorted(test[0]), slots)
     rows = read_submission(summary["submission"])
     for stem, cost in expected.items():
         assert rows[tile.submission_id(stem)] == np.argsort(cost, kind="stable")[:min(5, len(cost))].tolist()

@@ -112,7 +112,7 @@ def test_one_ruined_kernel_explains_a_large_leave_one_out_gap_over_hundreds():
     b = {k: last if g < 30 else perfect for g, k in enumerate(truth)}  # b misses 30 kernels' best (0.9)
     ruined = np.r_[1.0, np.full(19, 12.0)]  # k000: its best config 12x faster than the rest
     truth["k000"], a["k000"], b["k000"] = ruined, normalise_costs(-ruined), normalise_costs(ruined)
-    fit = fit_weights(TILE, [a, b], truth, alphas=(0.0,), anchor="equal")
+    fit = fit_weights(TILE, [a, b], truth, alphas=(0.0,))
     assert fit.best_grid_weights[1] >= 0.5  # fitted with k000: enough of b to save it (-10 -> 1)
     assert fit.in_sample["0"] - fit.loo["0"] == pytest.approx(11 / 340, abs=1e-9)
 
