@@ -31,6 +31,7 @@ from features.heuristic import graph_costs
 from features.io import discover
 from features.repair import REPAIRED_SPLIT, has_no_configurable_node
 from models.predictions import predictions_path, write_predictions
+from models.ranker import Ranker
 
 MODEL_NAME = "baseline"
 
@@ -61,6 +62,15 @@ def predict(cfg: BaselineConfig) -> list[Path]:
             written.append(path)
     save_run_config(cfg, preds_dir / MODEL_NAME)
     return written
+
+
+class BaselineRanker(Ranker):
+    """Training-free: the planner measures its predict stage before it plans."""
+
+    name, title = MODEL_NAME, "heuristic"
+
+
+RANKER = BaselineRanker()
 
 
 def main(argv: list[str] | None = None) -> int:

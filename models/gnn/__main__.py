@@ -69,8 +69,7 @@ def train_main(argv: list[str]) -> int:
                 print(summary_line(report), flush=True)
             reports.append(report)
         if ctx.is_main:
-            tag = f"-{cfg.tag}" if cfg.tag else ""
-            dump_summary(Path(cfg.work) / "models" / "gnn" / f"summary{tag}-seed{cfg.seed}.json",
+            dump_summary(Path(cfg.work) / "models" / cfg.model_name / f"summary-seed{cfg.seed}.json",
                          reports)
     finally:
         shutdown_distributed(ctx)
