@@ -52,28 +52,25 @@ def run_stages(run: Run, stages: Sequence[str]) -> dict[str, float]:
     return {stage: run_stage(run, stage) for stage in stages}
 
 
-def _planned_times(run: Run, done: set[str]) -> dict[str, float]:
-    return {s.name: s.actual for s in planner(run).plan.stages if s.done and s.name not in done}
+def _planned(run: Run) -> dict[str, float]:
+    """The planned run's train and predict stages (what is left of them); their wall times."""
+    before = {s.name for s in planner(run).plan.stages if s.done}
+    planner(run).train_and_predict()
+    return {s.name: s.actual for s in planner(run).plan.stages if s.done and s.name not in before}
 
 
 def train(run: Run, build_features: bool = True) -> dict[str, float]:
     """features build (optional) -> each model's train stage. With a budget: measure (validate,
     features, a probe), plan, then train and predict every model within the plan."""
     if run.budget > 0:
-        before = {s.name for s in planner(run).plan.stages if s.done}
-        planner(run).train_and_predict()
-        return _planned_times(run, before)
+        return _planned(run)
     return run_stages(run, (["features"] if build_features else []) + run.model_stages("train"))
 
 
 def predict(run: Run) -> dict[str, float]:
     """Each model's predict stage (valid + test predictions under WORK/preds); with a budget
     the planned run predicts as it trains (:func:`train`), so this trains first if needed."""
-    if run.budget > 0:
-        before = {s.name for s in planner(run).plan.stages if s.done}
-        planner(run).train_and_predict()
-        return _planned_times(run, before)
-    return run_stages(run, run.model_stages("predict"))
+    return _planned(run) if run.budget > 0 else run_stages(run, run.model_stages("predict"))
 
 
 def submit(run: Run, score_if_possible: bool = True) -> Path:
@@ -352,9 +349,3 @@ def submission_preview(path: str | os.PathLike, rows: int = 5, max_chars: int = 
     lines = Path(path).read_text().splitlines()
     shown = [ln if len(ln) <= max_chars else ln[:max_chars] + "..." for ln in lines[:rows + 1]]
     return "\n".join(shown + [f"... {len(lines) - 1} rows"])
-
-
-__all__ = ["Run", "STAGES", "stage_module", "stage_argv", "run_stage", "run_stage_now", "planner", "run_stages", "train", "predict", "submit",
-           "find_data", "on_kaggle", "device_name", "default_work", "notebook_budget", "notebook_preset", "KAGGLE_SESSION_BUDGET", "weights_files",
-           "export_weights", "slim_work", "find_weights", "install_weights", "weights_preset", "run_reports", "plot_training_curves",
-           "validation_table", "blend_summary", "plot_validation_scores", "submission_preview"]

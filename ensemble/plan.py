@@ -386,10 +386,3 @@ def training_shares(seconds: float, models: Iterable[str], capped: Iterable[str]
         return {m: seconds / len(trained) for m in trained}
     return {**{m: seconds * share / len(capped) for m in capped},
             **{m: seconds * (1.0 - share) / len(rest) for m in rest}}
-
-
-__all__ = ["Plan", "StageRecord", "PLAN_FILE", "PROBE_DIR", "PROBE_GRAPHS", "PROBE_CONFIGS",
-           "FIXED_COSTS", "MIN_SEED_SHARE", "SEED_PREDICT_MARGIN", "graph_configs",
-           "graph_nodes", "predict_configs", "run_configs", "fixed_estimate", "spread",
-           "probe_features", "ProbeGraph", "ProbeResult", "read_probe", "config_node_seconds",
-           "probed_predict_estimate", "training_shares", "utc", "clock"]

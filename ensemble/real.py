@@ -267,19 +267,15 @@ def model_scores(model: str, work: Path, graphs: Sequence[RealGraph], coll: Coll
                 [*([note] if note else []), units, *([f"constant on {flat} graph(s)"] if flat else [])]))
         return seed_scores(model, label, graphs, coll, per_seed, notes)
 
-    return _guarded(score, model, label)
+    return _guarded_all(lambda: [score()], model, label)[0]
 
 
 #: what a scorer may raise for a missing or incompatible model (reported as a gap, not a crash)
 SCORER_ERRORS = (FileNotFoundError, ImportError, ValueError, KeyError, RuntimeError)
 
 
-def _guarded(fn: Callable[[], Scores], method: str, label: str) -> Scores:
-    """Run a scorer; a missing/incompatible model becomes a reported gap, not a crash."""
-    return _guarded_all(lambda: [fn()], method, label)[0]
-
-
 def _guarded_all(fn: Callable[[], list[Scores]], method: str, label: str) -> list[Scores]:
+    """Run a scorer; a missing/incompatible model becomes a reported gap, not a crash."""
     try:
         return fn()
     except SCORER_ERRORS as exc:
@@ -351,7 +347,8 @@ def evaluate(work: str | Path, records: str | Path = REAL_DATA, models: Sequence
     for graphs, label, colls in ((data.tile, TILE, (TILE,)),
                                  (data.layout, "layout:real", LAYOUT_COLLECTIONS)):
         results.append((random_scores(graphs, label, draws, seed), graphs))
-        results.append((_guarded(lambda: heuristic_scores(graphs, label), "heuristic", label), graphs))
+        results += [(s, graphs) for s in _guarded_all(lambda: [heuristic_scores(graphs, label)],
+                                                      "heuristic", label)]
         for name in colls:
             coll = get_collection(name)
             tag = label if len(colls) == 1 else f"{label} <- {name}"

@@ -3,29 +3,23 @@ take S seconds, from validate to the report.
 
 What it does, in order (every step recorded in ``WORK/plan/plan.json``, :mod:`ensemble.plan`):
 
-Every model-specific number comes from the models' rankers (:class:`models.ranker.Ranker`,
-``RANKER`` of each stage module of :mod:`tpurank.registry`); this module names no model.
+Every model-specific number is its ranker's (:class:`models.ranker.Ranker`, the ``RANKER`` of
+each model of :mod:`tpurank.registry`); this module names no model.
 
-1. **Measure** what comes first: validate, features, the training-free models' predictions and
-   the probe of a ``probed`` ranker (an untrained model of the run's configuration scores a few
-   valid graphs of each collection: prediction seconds per config-node, a config times its
-   graph's kept nodes, on this machine and device).
-2. **Plan**: a probed model's predict stage is the config-nodes it will score at the probe's
-   speed; the other predict stages (:attr:`Ranker.predict_cost`) and the stages after training
-   (:data:`ensemble.plan.FIXED_COSTS`) are short estimates; the models' training gets the rest,
-   less a margin. The plan and the ETA are printed.
-3. **Train and predict**: the ``capped`` models first, given together at most ``--first-share``
-   of the training time (``--time-budget``); they early-stop when their validation score stops
-   improving, and what they leave goes to the last model (not capped), which gets everything
-   left but the pending stages' plan. Every stage's measured time moves the plan of the stages
-   after it.
-4. **Seeds** of the last model (``--spend seeds``): its time is split into as many seeds as each
-   get the preset's training time of one seed (its ``--time-budget``), up to ``--max-seeds``;
-   each is trained and predicted (``<model>@seed<k>``; the blend averages seeds). Where it
-   early-stops (a preset with a patience), while the time it leaves holds a further seed (at
-   least :data:`ensemble.plan.MIN_SEED_SHARE` of the first seed's training time plus its
-   measured predict time), another is trained. ``--spend steps`` instead lets it train its whole
-   share as one seed (:attr:`Ranker.steps_options`, e.g. no early stopping).
+1. **Measure** validate, features, the training-free models' predictions and the probe of a
+   ``probed`` ranker (an untrained model scores a few valid graphs per collection: prediction
+   seconds per config-node, a config times its graph's kept nodes, on this machine and device).
+2. **Plan**: a probed predict stage is the config-nodes it will score at the probe's speed, the
+   others (:attr:`Ranker.predict_cost`) and the stages after training
+   (:data:`ensemble.plan.FIXED_COSTS`) short estimates; training gets the rest, less a margin.
+3. **Train and predict**: the ``capped`` models first, together at most ``--first-share`` of the
+   training time (``--time-budget``); what they leave goes to the last model, which gets all but
+   the pending stages' plan. Every measured stage moves the plan of the stages after it.
+4. **Seeds** of the last model (``--spend seeds``): its time split into as many seeds as each get
+   the preset's ``--time-budget``, up to ``--max-seeds`` (``<model>@seed<k>``, averaged by the
+   blend); while what early stopping leaves holds a further seed (at least
+   :data:`ensemble.plan.MIN_SEED_SHARE` of the first seed's training plus its predict time),
+   another. ``--spend steps``: one seed trains the whole share (:attr:`Ranker.steps_options`).
 5. **Finish**: blend, check, score (samples with hidden runtimes), real, and the report, which
    shows the plan: planned, given and actual seconds per stage.
 

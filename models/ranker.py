@@ -1,13 +1,11 @@
-"""What the pipeline needs of a ranker: :class:`Ranker`, and the options every ranker's stage
-config names alike (:class:`RankerConfig`).
+"""What the pipeline needs of a ranker: :class:`Ranker`, and :class:`RankerConfig`, the options
+every ranker's stage config names alike.
 
-A model of :mod:`tpurank.registry` is a stage module (``python -m <module> train|predict``) with
-a ``RANKER``. Its ``train`` writes ``WORK/models/<name>[-tag]/<slug>/seed<k>/`` (``fold<j>/``
-below that for a cross-validated run); its ``predict`` writes ``WORK/preds/<name>[-tag]
-[@seed<k>]/<slug>/{oof,valid,test-fold<j>,test}.npz`` (:mod:`models.predictions`). The ``RANKER``
-tells the rest: the planner's time model (:mod:`ensemble.run`), where its runs report their
-validation score (the notebooks' table) and how its trained models score the real TPU records
-(:mod:`ensemble.real`). The orchestration reads these and names no model.
+A model of :mod:`tpurank.registry` is a stage module whose ``train`` writes ``WORK/models/<name>
+[-tag]/<slug>/seed<k>[/fold<j>]/`` and ``predict`` ``WORK/preds/<name>[-tag][@seed<k>]/<slug>/
+{oof,valid,test-fold<j>,test}.npz`` (:mod:`models.predictions`), and whose ``RANKER`` tells the
+rest: the planner's time model (:mod:`ensemble.run`), its runs' reports (the notebooks) and its
+scoring of the real TPU records (:mod:`ensemble.real`). The orchestration names no model.
 """
 
 from __future__ import annotations
@@ -36,8 +34,7 @@ class RankerConfig(StageConfig):
         return Path(self.features) if self.features else Path(self.work) / "features"
 
     @property
-    def model_name(self) -> str:
-        """``<name>`` or ``<name>-<tag>``."""
+    def model_name(self) -> str:  # <name>[-<tag>]
         return self.MODEL + (f"-{self.tag}" if self.tag else "")
 
     def collection_dir(self, collection: Collection) -> Path:
@@ -73,20 +70,13 @@ class Ranker:
     probed: bool = False  # predict time measured instead: see probe_options
     steps_options: ClassVar[dict[str, Any]] = {}  # train options of --spend steps (its whole share, one seed)
 
-    # -- reports: WORK/models/<name>/<slug>/seed<k>/<report> of a run, its validation score at score_key
-    report: str = ""
-    score_key: str = "score"
-
-    # -- real records (ensemble.real): a trained model directory holds ``marker``
-    marker: str = ""
-
-    def config_class(self) -> type[RankerConfig]:
-        module, name = self.config.split(":")
-        return getattr(importlib.import_module(module), name)
+    report, score_key = "", "score"  # a run's report file (under its model_dir) and its validation score
+    marker: str = ""  # what a trained model directory holds (ensemble.real finds them by it)
 
     def parse(self, argv: list[str]) -> RankerConfig:
         """Its stage config from a stage's options (as the stage parses them)."""
-        return parse_config(self.config_class(), argv)
+        module, name = self.config.split(":")
+        return parse_config(getattr(importlib.import_module(module), name), argv)
 
     def probe_options(self, configs: int) -> dict[str, Any]:
         """Train options of a probe (``probed``): an untrained model scores ``configs`` configs of
