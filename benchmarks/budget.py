@@ -208,8 +208,8 @@ def predict_estimate_now(row: dict[str, Any], work: Path) -> dict[str, Any] | No
         return None
     cfg = load_run_config(GnnConfig, configs[0])
     probe = P.read_probe(reports, linked, P.PROBE_CONFIGS, stages["gnn-probe"]["actual"])
-    seconds, basis = P.gnn_predict_estimate(features, colls, cfg.folds, cfg.oof_max_configs, probe,
-                                            start=probe.overhead)
+    seconds, basis = P.probed_predict_estimate(features, colls, cfg.folds, cfg.oof_max_configs, probe,
+                                               start=probe.overhead)
     return {"seconds": seconds, "basis": basis, "commit": git_sha()}
 
 

@@ -77,13 +77,12 @@ def refit_costs(cfg, coll) -> tuple[dict[str, np.ndarray], int]:
 
 def compare(data: str, work: str, tag: str, collections: str = "all") -> list[dict[str, object]]:
     from ensemble.truth import truth as read_truth
-    from models.gnn.folds import run_name_for
     from models.predictions import predictions_path, read_predictions
 
     rows = []
     for cfg, coll in fold_runs(data, work, tag, collections):
         truth = read_truth(data, coll, "test")
-        average = read_predictions(predictions_path(cfg.preds_dir(), run_name_for(cfg), coll, "test"))
+        average = read_predictions(predictions_path(cfg.preds_dir(), cfg.run_name(), coll, "test"))
         start = time.perf_counter()
         refit, steps = refit_costs(cfg, coll)
         rows.append({"data": Path(data).name, "work": f"{Path(work).name}@seed{cfg.seed}",

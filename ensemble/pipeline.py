@@ -7,14 +7,14 @@ Each stage is invoked through its own CLI entry point with the exact arguments o
 :class:`Run.overrides`.
 
     run = Run(data="data/sample-tiny", work="work/nb", preset="quick", collections="all")
-    train(run)                      # features build -> gnn train -> lgbm train
-    predict(run)                    # gnn predict -> lgbm predict
+    train(run)                      # features build -> each model's train stage
+    predict(run)                    # each model's predict stage
     submission = submit(run)        # blend -> check (-> score when hidden runtimes exist)
 
 With ``Run(..., budget=S)`` the same calls run the whole pipeline planned to take S seconds
 (:mod:`ensemble.run`, what ``make run BUDGET=S`` does): ``run_stage`` of validate and features
 records them as measured, ``train`` plans the rest (printing the plan and its ETA) and trains and
-predicts within it (further GNN seeds included), ``predict`` has nothing left to do and
+predicts within it (further seeds included), ``predict`` has nothing left to do and
 ``submit`` blends, checks, scores and writes the report with the plan's planned vs actual times.
 """
 
@@ -26,7 +26,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Sequence
 
-from ensemble.stages import STAGES, Run, entry_point, run_stage_now, stage_argv
+from ensemble.stages import STAGES, Run, entry_point, run_stage_now, stage_argv, stage_module
 from tpurank.collections import on_kaggle
 
 
@@ -52,28 +52,25 @@ def run_stages(run: Run, stages: Sequence[str]) -> dict[str, float]:
     return {stage: run_stage(run, stage) for stage in stages}
 
 
-def _planned_times(run: Run, done: set[str]) -> dict[str, float]:
-    return {s.name: s.actual for s in planner(run).plan.stages if s.done and s.name not in done}
+def _planned(run: Run) -> dict[str, float]:
+    """The planned run's train and predict stages (what is left of them); their wall times."""
+    before = {s.name for s in planner(run).plan.stages if s.done}
+    planner(run).train_and_predict()
+    return {s.name: s.actual for s in planner(run).plan.stages if s.done and s.name not in before}
 
 
 def train(run: Run, build_features: bool = True) -> dict[str, float]:
     """features build (optional) -> each model's train stage. With a budget: measure (validate,
-    features, the GNN probe), plan, then train and predict every model within the plan."""
+    features, a probe), plan, then train and predict every model within the plan."""
     if run.budget > 0:
-        before = {s.name for s in planner(run).plan.stages if s.done}
-        planner(run).train_and_predict()
-        return _planned_times(run, before)
+        return _planned(run)
     return run_stages(run, (["features"] if build_features else []) + run.model_stages("train"))
 
 
 def predict(run: Run) -> dict[str, float]:
     """Each model's predict stage (valid + test predictions under WORK/preds); with a budget
     the planned run predicts as it trains (:func:`train`), so this trains first if needed."""
-    if run.budget > 0:
-        before = {s.name for s in planner(run).plan.stages if s.done}
-        planner(run).train_and_predict()
-        return _planned_times(run, before)
-    return run_stages(run, run.model_stages("predict"))
+    return _planned(run) if run.budget > 0 else run_stages(run, run.model_stages("predict"))
 
 
 def submit(run: Run, score_if_possible: bool = True) -> Path:
@@ -264,63 +261,57 @@ def weights_preset(weights: str | os.PathLike | None, default: str = "quick") ->
 
 
 # ---- what the notebooks show -----------------------------------------------------------------
-def _run_files(base: Path, name: str) -> list[dict[str, Any]]:
-    """``name`` files of whole runs under ``base``: the per-fold files of a ``--folds K`` run
-    (``.../fold<k>/``) describe one fold model each and are left out."""
-    paths = sorted(p for p in base.rglob(name)
-                   if not any(part.startswith("fold") and part[4:].isdigit() for part in p.parts))
-    return [json.loads(p.read_text()) for p in paths]
+def run_reports(work: str | os.PathLike, folds: bool = False) -> dict[str, list[dict[str, Any]]]:
+    """model -> the reports of its whole runs (:meth:`models.ranker.Ranker.runs`), or with
+    ``folds`` of its single fold models too, for every trained model of the registry."""
+    from tpurank.registry import MODELS
 
-
-def gnn_reports(work: str | os.PathLike) -> list[dict[str, Any]]:
-    """The ``report.json`` of every GNN run (not of single fold models) under ``WORK/models/gnn``."""
-    return _run_files(Path(work) / "models" / "gnn", "report.json")
-
-
-def gnn_fold_reports(work: str | os.PathLike) -> list[dict[str, Any]]:
-    """The ``report.json`` of every fold model of ``--folds K`` GNN runs (training curves)."""
-    base = Path(work) / "models" / "gnn"
-    return [json.loads(p.read_text()) for p in sorted(base.rglob("fold*/report.json"))]
-
-
-def lgbm_metrics(work: str | os.PathLike) -> list[dict[str, Any]]:
-    """The ``metrics.json`` of every LightGBM run (not of single fold models) under ``WORK/models/lgbm``."""
-    return _run_files(Path(work) / "models" / "lgbm", "metrics.json")
+    out = {}
+    for m in MODELS:
+        if m.trains:
+            ranker = m.ranker
+            runs = ranker.runs(work)
+            fold = sorted((Path(work) / "models" / m.name).rglob(f"fold*/{ranker.report}")) if folds else []
+            out[m.name] = runs + [json.loads(p.read_text()) for p in fold]
+    return out
 
 
 def plot_training_curves(work: str | os.PathLike):
-    """GNN train loss and validation score vs step, one panel per collection (a Figure)."""
+    """Train loss and validation score vs step of every run that records them (its report's
+    ``history``), one panel per run (a Figure)."""
     from matplotlib.figure import Figure
 
-    reports = [r for r in gnn_reports(work) + gnn_fold_reports(work) if r.get("history")]
+    reports = [(m, r) for m, rs in run_reports(work, folds=True).items() for r in rs
+               if r.get("history") and "loss" in r["history"][0]]
     ncols = min(3, max(1, len(reports)))
     nrows = max(1, -(-len(reports) // ncols))
     fig = Figure(figsize=(4.2 * ncols, 3.0 * nrows), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax in axes[len(reports):] if reports else []:
         ax.set_axis_off()
-    for ax, rep in zip(axes, reports):
+    for ax, (model, rep) in zip(axes, reports):
         steps = [h["step"] for h in rep["history"]]
         ax.plot(steps, [h["loss"] for h in rep["history"]], color="tab:orange", label="train loss")
-        ax.set(xlabel="step", title=f"{rep['collection']} (seed {rep.get('seed')})")
+        ax.set(xlabel="step", title=f"{model} {rep['collection']} (seed {rep.get('seed')})")
         twin = ax.twinx()
         twin.plot(steps, [h["valid"] for h in rep["history"]], "o-", color="tab:blue", label="valid")
         ax.legend(loc="upper left", fontsize=7)
         twin.legend(loc="upper right", fontsize=7)
     if not reports:
-        axes[0].text(0.5, 0.5, "no GNN training history found", ha="center", transform=axes[0].transAxes)
+        axes[0].text(0.5, 0.5, "no training history found", ha="center", transform=axes[0].transAxes)
     return fig
 
 
 def validation_table(work: str | os.PathLike) -> list[dict[str, Any]]:
-    """Validation score per collection and model (GNN report / LightGBM metrics)."""
+    """Validation score per collection and model run (each ranker's run reports)."""
+    from tpurank.registry import get_model
+
     rows: dict[str, dict[str, Any]] = {}
-    for rep in gnn_reports(work):
-        rows.setdefault(rep["collection"], {"collection": rep["collection"]})[
-            f"gnn@seed{rep.get('seed')}"] = rep.get("score")
-    for met in lgbm_metrics(work):
-        name = "lgbm" if met.get("seed") is None else f"lgbm@seed{met['seed']}"
-        rows.setdefault(met["collection"], {"collection": met["collection"]})[name] = met.get("valid_score")
+    for model, reports in run_reports(work).items():
+        key = get_model(model).ranker.score_key
+        for rep in reports:
+            name = model if rep.get("seed") is None else f"{model}@seed{rep['seed']}"
+            rows.setdefault(rep["collection"], {"collection": rep["collection"]})[name] = rep.get(key)
     return list(rows.values())
 
 
@@ -358,9 +349,3 @@ def submission_preview(path: str | os.PathLike, rows: int = 5, max_chars: int = 
     lines = Path(path).read_text().splitlines()
     shown = [ln if len(ln) <= max_chars else ln[:max_chars] + "..." for ln in lines[:rows + 1]]
     return "\n".join(shown + [f"... {len(lines) - 1} rows"])
-
-
-__all__ = ["Run", "STAGES", "stage_argv", "run_stage", "run_stage_now", "planner", "run_stages", "train", "predict", "submit",
-           "find_data", "on_kaggle", "device_name", "default_work", "notebook_budget", "notebook_preset", "KAGGLE_SESSION_BUDGET", "weights_files",
-           "export_weights", "slim_work", "find_weights", "install_weights", "weights_preset", "gnn_reports", "lgbm_metrics", "plot_training_curves",
-           "validation_table", "blend_summary", "plot_validation_scores", "submission_preview"]

@@ -6,19 +6,19 @@ stages; this module holds what it decides with, and nothing here starts a proces
 * :class:`Plan` — every stage with the seconds the plan gave it, how that number was found
   (``basis``) and what the stage took; written to ``WORK/plan/plan.json`` after every stage, read
   by the run's report (planned vs actual per stage);
-* workload counts from the feature store: the configs a GNN predict stage scores (test configs ×
-  folds, every valid config, the capped out-of-fold configs of the train graphs), per collection,
-  and their config-nodes (each config times its graph's kept nodes);
-* the GNN probe: a feature folder of links to a few valid graphs of every collection, spread over
-  graph sizes, that an untrained model of the run's configuration scores (``models.gnn train
-  --steps 0``: its report times that evaluation), giving prediction seconds per config-node on
-  this machine and device;
+* workload counts from the feature store: the configs a probed model's predict stage scores
+  (test configs × folds, every valid config, the capped out-of-fold configs of the train graphs),
+  per collection, and their config-nodes (each config times its graph's kept nodes);
+* the probe: a feature folder of links to a few valid graphs of every collection, spread over
+  graph sizes, that an untrained model of the run's configuration scores (its train stage with
+  :meth:`models.ranker.Ranker.probe_options`: its report times that evaluation), giving
+  prediction seconds per config-node on this machine and device;
 * estimates of the short stages after training, and :func:`training_shares`.
 
-Nothing about the models' speed is a constant here: the GNN's prediction speed is measured by
-the probe (and, for a further seed, by the first seed's predict stage), the training stages are
-given seconds and keep to them themselves (``--time-budget``), and every measured stage moves the
-plan of the stages after it.
+Nothing about a probed model's speed is a constant here: it is measured by the probe (and, for a
+further seed, by the first seed's predict stage), the training stages are given seconds and keep
+to them themselves (``--time-budget``), and every measured stage moves the plan of the stages
+after it. The other models' numbers are their rankers' (:class:`models.ranker.Ranker`).
 """
 
 from __future__ import annotations
@@ -43,27 +43,19 @@ PROBE_CONFIGS = 256
 #: the short stages: seconds = the executor's start-up (measured: a stage process importing the
 #: ensemble package; 0 in-process) + a + b x millions of configs of the run (labelled + test,
 #: processed) x (model runs / 2 for the blend, which reads every run). ``real`` also pays the
-#: GNN's start-up (torch, the probe's). a and b from the stages' times on the 2-core machine
+#: probed model's start-up (the probe's). a and b from the stages' times on the 2-core machine
 #: (sample-small, the kaggle-shaped samples; BENCHMARKS.md "A run planned to a time budget"
 #: shows estimate vs actual per stage).
 FIXED_COSTS: dict[str, tuple[float, float]] = {
-    "lgbm-predict": (3.0, 10.0),
     "blend": (3.0, 60.0),
     "check": (1.0, 3.0),
     "score": (1.0, 3.0),
     "real": (8.0, 0.0),
     "report": (8.0, 10.0),
 }
-#: a train stage given ``--time-budget S`` takes longer by its start (imports, reading graphs or
-#: rows) and its last writes: the probe's start-up and this share of its seconds are kept back
-#: from the budget it is passed. The GNN's stage ended 6-12 s after its budget in all eight
-#: budgeted runs of BENCHMARKS.md ("A run planned to a time budget", 15 and 45 minutes), within
-#: the start-up kept back, so it keeps back 1 % more; LightGBM early-stopped before its limit in
-#: every run (its overrun at the limit is not measured) and keeps back 5 %.
-TRAIN_OVERRUN: dict[str, float] = {"gnn": 0.01, "lgbm": 0.05}
-#: a further GNN seed's predict stage is planned at the first seed's (or its estimate) times this
+#: a further seed's predict stage is planned at the first seed's (or its estimate) times this
 SEED_PREDICT_MARGIN = 1.05
-#: a further GNN seed runs only when it can get at least this share of the first seed's training
+#: a further seed runs only when it can get at least this share of the first seed's training
 #: time (a much shorter seed would weaken the seed average it joins)
 MIN_SEED_SHARE = 0.75
 
@@ -103,7 +95,7 @@ class Plan:
     stages: list[StageRecord] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     elapsed: float | None = None  # the whole run's wall seconds, once it ended
-    gnn_seeds: int = 1  # GNN seeds the training time was split into (ensemble.run --spend seeds)
+    gnn_seeds: int = 1  # seeds the last model's training time was split into (ensemble.run --spend seeds)
 
     def get(self, name: str) -> StageRecord | None:
         return next((s for s in self.stages if s.name == name), None)
@@ -213,8 +205,8 @@ def _capped(n: int, *caps: int) -> int:
 
 def _predict_passes(features_dir: str | Path, coll: Collection, folds: int,
                    oof_max_configs: int) -> Iterable[tuple[str, int, int, int]]:
-    """``(split, configs scored, kept nodes, passes)`` of every graph of one GNN predict stage
-    for ``coll`` (``models.gnn.folds``): with K >= 2 folds each test graph K times (every fold model),
+    """``(split, configs scored, kept nodes, passes)`` of every graph of one predict stage
+    for ``coll`` (e.g. ``models.gnn.folds``): with K >= 2 folds each test graph K times (every fold model),
     each valid graph once (out of fold) and each train graph once on its out-of-fold configs (its
     tabular rows, at most ``oof_max_configs``); without folds the valid and test graphs once."""
     splits = [("test", folds if folds >= 2 else 1), ("valid", 1)]
@@ -227,11 +219,11 @@ def _predict_passes(features_dir: str | Path, coll: Collection, folds: int,
             yield split, _capped(n, cap, oof_max_configs) if split == "train" else n, nodes[stem], times
 
 
-def gnn_predict_configs(features_dir: str | Path, coll: Collection, folds: int,
-                        oof_max_configs: int) -> dict[str, int]:
-    """The configs one GNN predict stage scores for ``coll`` per split (``oof``: the train
+def predict_configs(features_dir: str | Path, coll: Collection, folds: int,
+                    oof_max_configs: int) -> dict[str, int]:
+    """The configs one predict stage scores for ``coll`` per split (``oof``: the train
     graphs'), their ``total`` and ``config_nodes``: the sum over those configs of their graph's
-    kept nodes, the workload :func:`gnn_predict_estimate` times (:func:`_predict_passes`)."""
+    kept nodes, the workload :func:`probed_predict_estimate` times (:func:`_predict_passes`)."""
     out = {"test": 0, "valid": 0, "oof": 0, "total": 0, "config_nodes": 0}
     for split, configs, nodes, times in _predict_passes(features_dir, coll, folds, oof_max_configs):
         out["oof" if split == "train" else split] += configs * times
@@ -246,17 +238,19 @@ def run_configs(features_dir: str | Path, collections: Iterable[Collection]) -> 
                for c in collections for s in ("train", "valid", "test"))
 
 
-def fixed_estimate(stage: str, configs: int, startup: float = 0.0, runs: int = 2) -> tuple[float, str]:
-    """(seconds, basis) of one short stage from :data:`FIXED_COSTS`: ``startup`` (measured) +
-    a + b per million ``configs`` (the blend's b times ``runs`` / 2: it reads every model run)."""
-    a, b = FIXED_COSTS[stage]
+def fixed_estimate(stage: str, configs: int, startup: float = 0.0, runs: int = 2,
+                   cost: tuple[float, float] | None = None) -> tuple[float, str]:
+    """(seconds, basis) of one short stage from :data:`FIXED_COSTS` (or ``cost``): ``startup``
+    (measured) + a + b per million ``configs`` (the blend's b times ``runs`` / 2: it reads every
+    model run)."""
+    a, b = cost or FIXED_COSTS[stage]
     scale = runs / 2 if stage == "blend" else 1.0
     seconds = startup + a + b * scale * configs / 1e6
     return seconds, (f"{startup:.0f} s start + {a:g} s + {b * scale:g} s per million configs "
                      f"({configs:,})")
 
 
-# ---- the GNN probe ----------------------------------------------------------------------------
+# ---- the probe ------------------------------------------------------------------------------
 class ProbeGraph(NamedTuple):
     """A graph the probe scores: its configs and kept nodes."""
 
@@ -359,19 +353,19 @@ def config_node_seconds(probe: ProbeResult, coll: Collection) -> float:
     kind = [v for k, v in rates.items() if k.startswith("tile") == coll.is_tile]
     values = kind or list(rates.values())
     if not values:
-        raise ValueError(f"the GNN probe scored no collection; cannot estimate {coll.name}'s "
+        raise ValueError(f"the probe scored no collection; cannot estimate {coll.name}'s "
                          "prediction time")
     return max(values)
 
 
-def gnn_predict_estimate(features_dir: str | Path, collections: Iterable[Collection], folds: int,
-                         oof_max_configs: int, probe: ProbeResult, start: float) -> tuple[float, str]:
-    """(seconds, basis) of one GNN predict stage: the config-nodes it scores at the probe's speed
+def probed_predict_estimate(features_dir: str | Path, collections: Iterable[Collection], folds: int,
+                            oof_max_configs: int, probe: ProbeResult, start: float) -> tuple[float, str]:
+    """(seconds, basis) of one probed model's predict stage: the config-nodes it scores at the probe's speed
     per collection, plus ``start`` (a predict process's start-up: the probe's, when stages run
     as processes)."""
     seconds, configs = 0.0, 0
     for coll in collections:
-        work = gnn_predict_configs(features_dir, coll, folds, oof_max_configs)
+        work = predict_configs(features_dir, coll, folds, oof_max_configs)
         seconds += work["config_nodes"] * config_node_seconds(probe, coll)
         configs += work["total"]
     rate = configs / max(seconds, 1e-9)
@@ -380,22 +374,15 @@ def gnn_predict_estimate(features_dir: str | Path, collections: Iterable[Collect
 
 
 # ---- sharing the training time ----------------------------------------------------------------
-def training_shares(seconds: float, models: Iterable[str], lgbm_share: float) -> dict[str, float]:
-    """The training seconds of each trained model: LightGBM (which trains first) at most
-    ``lgbm_share`` of them, the GNN the rest (and whatever LightGBM leaves); a model alone gets
-    all of them."""
-    trained = list(models)
-    if not trained:
-        return {}
-    if trained == ["lgbm"] or "gnn" not in trained:
+def training_shares(seconds: float, models: Iterable[str], capped: Iterable[str],
+                    share: float) -> dict[str, float]:
+    """The training seconds of each trained model: the ``capped`` ones (which train first)
+    together at most ``share`` of them, the others the rest; models that are all capped or all
+    not share them equally."""
+    trained, first = list(models), set(capped)
+    capped = [m for m in trained if m in first]
+    rest = [m for m in trained if m not in capped]
+    if not capped or not rest:
         return {m: seconds / len(trained) for m in trained}
-    if "lgbm" not in trained:
-        return {"gnn": seconds}
-    return {"lgbm": seconds * lgbm_share, "gnn": seconds * (1.0 - lgbm_share)}
-
-
-__all__ = ["Plan", "StageRecord", "PLAN_FILE", "PROBE_DIR", "PROBE_GRAPHS", "PROBE_CONFIGS",
-           "FIXED_COSTS", "TRAIN_OVERRUN", "MIN_SEED_SHARE", "SEED_PREDICT_MARGIN", "graph_configs",
-           "graph_nodes", "gnn_predict_configs", "run_configs", "fixed_estimate", "spread",
-           "probe_features", "ProbeGraph", "ProbeResult", "read_probe", "config_node_seconds",
-           "gnn_predict_estimate", "training_shares", "utc", "clock"]
+    return {**{m: seconds * share / len(capped) for m in capped},
+            **{m: seconds * (1.0 - share) / len(rest) for m in rest}}

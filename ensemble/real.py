@@ -210,92 +210,72 @@ def seed_scores(model: str, label: str, graphs: Sequence[RealGraph], coll: Colle
                   costs=per_seed)
 
 
-def _units_note(dirs: list[Path]) -> str:
-    return f"{len(dirs)} fold models averaged" if len(dirs) > 1 else "one model"
+@dataclass
+class Records:
+    """The real records of one collection as a ranker reads them (:meth:`Ranker.real_costs`):
+    featurized with a trained feature folder's settings and statistics, made once per folder."""
 
+    graphs: Sequence[RealGraph]
+    coll: Collection
+    work: Path
+    scratch: Path  # where the tabular rows are written
+    made: dict = field(default_factory=dict)
 
-def gnn_scores(work: Path, graphs: Sequence[RealGraph], coll: Collection, device: str,
-               label: str) -> Scores:
-    from models.gnn.infer import load_trained_dir, predict_costs
+    def _made(self, features: Path | None, tabular: bool) -> tuple[dict[str, Any], list[Any]]:
+        fdir = Path(features or self.work / "features")
+        if (fdir, tabular) not in self.made:
+            build_cfg, norm = _features_pipeline(self.work, fdir, self.coll)
+            self.made[fdir, tabular] = _process(self.graphs, self.coll, build_cfg, norm, tabular)
+        return self.made[fdir, tabular]
 
-    base = work / "models" / "gnn" / coll.slug
-    trained = trained_models(base, "best.pt")
-    if not trained:
-        return Scores("gnn", label, missing=f"no trained GNN under {base}")
-    processed = None
-    per_seed: dict[int, dict[str, np.ndarray]] = {}
-    notes = []
-    for seed, dirs in trained.items():
-        costs = []
-        for model_dir in dirs:
-            model, gcfg = load_trained_dir(model_dir, device)
-            if processed is None:
-                fdir = Path(gcfg.features) if gcfg.features else work / "features"
-                build_cfg, norm = _features_pipeline(work, fdir, coll)
-                processed, _ = _process(graphs, coll, build_cfg, norm)
-            costs.append({g.stem: predict_costs(model, processed[g.stem], batch_size=gcfg.predict_batch)
-                          for g in graphs})
-        per_seed[seed] = fold_ensemble(costs)
-        notes.append(f"seed {seed}: {_units_note(dirs)}")
-    return seed_scores("gnn", label, graphs, coll, per_seed, notes)
+    def processed(self, features: Path | None = None) -> dict[str, Any]:
+        """stem -> processed graph (the ``valid`` split: every config, in source order)."""
+        return self._made(features, False)[0]
 
+    def tabular(self, features: Path | None = None) -> Path:
+        """The records' tabular rows, as a parquet file (``<split>.parquet``)."""
+        import polars as pl
 
-def lgbm_scores(work: Path, graphs: Sequence[RealGraph], coll: Collection, label: str,
-                scratch: Path) -> Scores:
-    import polars as pl
+        from features import tabular as tab
 
-    from features import tabular as tab
-    from models.lgbm.model import RankerModel
-
-    base = work / "models" / "lgbm" / coll.slug
-    trained = trained_models(base, "model.txt")
-    if not trained:
-        return Scores("lgbm", label, missing=f"no trained LightGBM under {base}")
-    build_cfg, norm = _features_pipeline(work, work / "features", coll)
-    _, frames = _process(graphs, coll, build_cfg, norm, tabular=True)
-    path = scratch / coll.slug / f"{SPLIT}.parquet"
-    tab.write_parquet(pl.concat(frames, how="vertical"), path)
-    per_seed: dict[int, dict[str, np.ndarray]] = {}
-    notes = []
-    for seed, dirs in trained.items():
-        models = [RankerModel.load(d) for d in dirs]
-        costs = [m.predict_file(path, progress=False) for m in models]
-        per_seed[seed] = fold_ensemble(costs)
-        flat = sum(int(np.ptp(per_seed[seed][g.stem]) == 0) for g in graphs)
-        notes.append(f"seed {seed}: {models[0].info.mode}, {_units_note(dirs)}"
-                     + (f", constant on {flat} graph(s)" if flat else ""))
-    return seed_scores("lgbm", label, graphs, coll, per_seed, notes)
-
-
-#: how each trained model of the registry (tpurank.registry) is scored on the real records; a
-#: registered model without an entry is listed as not available
-SCORERS: dict[str, Callable[..., Scores]] = {
-    "gnn": lambda work, graphs, coll, label, device, scratch: gnn_scores(work, graphs, coll, device, label),
-    "lgbm": lambda work, graphs, coll, label, device, scratch: lgbm_scores(work, graphs, coll, label, scratch),
-}
+        path = self.scratch / self.coll.slug / f"{SPLIT}.parquet"
+        tab.write_parquet(pl.concat(self._made(features, True)[1], how="vertical"), path)
+        return path
 
 
 def model_scores(model: str, work: Path, graphs: Sequence[RealGraph], coll: Collection, label: str,
                  device: str) -> Scores:
-    """Scores of registered model ``model``'s trained models of ``coll``, or the gap, said."""
-    scorer = SCORERS.get(model)
-    if scorer is None:
-        return Scores(model, label, missing=f"ensemble real has no scorer for model {model!r} "
-                                            "(add one to ensemble.real.SCORERS)")
-    return _guarded(lambda: scorer(work, graphs, coll, label, device, work / "real" / "features"),
-                    model, label)
+    """Scores of registered model ``model``'s trained models of ``coll`` (its ranker's
+    :meth:`~models.ranker.Ranker.real_costs` per seed, its folds averaged), or the gap, said."""
+    from tpurank.registry import get_model
+
+    def score() -> Scores:
+        ranker = get_model(model).ranker
+        base = work / "models" / model / coll.slug
+        trained = trained_models(base, ranker.marker)
+        if not trained:
+            return Scores(model, label, missing=f"no trained {ranker.title} under {base}")
+        records = Records(graphs, coll, work, work / "real" / "features")
+        per_seed: dict[int, dict[str, np.ndarray]] = {}
+        notes = []
+        for seed, dirs in trained.items():
+            costs, note = ranker.real_costs(dirs, records, device)
+            per_seed[seed] = fold_ensemble(costs)
+            flat = sum(int(np.ptp(per_seed[seed][g.stem]) == 0) for g in graphs)
+            units = f"{len(dirs)} fold models averaged" if len(dirs) > 1 else "one model"
+            notes.append(f"seed {seed}: " + ", ".join(
+                [*([note] if note else []), units, *([f"constant on {flat} graph(s)"] if flat else [])]))
+        return seed_scores(model, label, graphs, coll, per_seed, notes)
+
+    return _guarded_all(lambda: [score()], model, label)[0]
 
 
 #: what a scorer may raise for a missing or incompatible model (reported as a gap, not a crash)
 SCORER_ERRORS = (FileNotFoundError, ImportError, ValueError, KeyError, RuntimeError)
 
 
-def _guarded(fn: Callable[[], Scores], method: str, label: str) -> Scores:
-    """Run a scorer; a missing/incompatible model becomes a reported gap, not a crash."""
-    return _guarded_all(lambda: [fn()], method, label)[0]
-
-
 def _guarded_all(fn: Callable[[], list[Scores]], method: str, label: str) -> list[Scores]:
+    """Run a scorer; a missing/incompatible model becomes a reported gap, not a crash."""
     try:
         return fn()
     except SCORER_ERRORS as exc:
@@ -347,7 +327,7 @@ def blend_scores(work: Path, graphs: Sequence[RealGraph], coll: Collection, labe
 # ---------------------------------------------------------------- report
 
 def trained_model_names(models: Sequence[str] | None = None) -> list[str]:
-    """The registry's models with a train stage (of ``models`` when given; ``gnn@seed0`` -> gnn)."""
+    """The registry's models with a train stage (of ``models`` when given; ``<model>@seed0`` -> <model>)."""
     from tpurank.registry import MODELS, base_name
 
     wanted = None if models is None else {base_name(m) for m in models}
@@ -367,7 +347,8 @@ def evaluate(work: str | Path, records: str | Path = REAL_DATA, models: Sequence
     for graphs, label, colls in ((data.tile, TILE, (TILE,)),
                                  (data.layout, "layout:real", LAYOUT_COLLECTIONS)):
         results.append((random_scores(graphs, label, draws, seed), graphs))
-        results.append((_guarded(lambda: heuristic_scores(graphs, label), "heuristic", label), graphs))
+        results += [(s, graphs) for s in _guarded_all(lambda: [heuristic_scores(graphs, label)],
+                                                      "heuristic", label)]
         for name in colls:
             coll = get_collection(name)
             tag = label if len(colls) == 1 else f"{label} <- {name}"
@@ -421,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                  "model of tpurank.registry with a train stage)")
     p.add_argument("--draws", type=int, default=1000, help="random rankings averaged")
     p.add_argument("--seed", type=int, default=0, help="seed of the random rankings")
-    p.add_argument("--device", default="cpu", help="torch device of the GNN")
+    p.add_argument("--device", default="cpu", help="torch device of the models that use one")
     p.add_argument("--skip-missing", action="store_true",
                    help="exit 0 with a note when the real records are not there (an install "
                         "without the repository's data/, e.g. Kaggle)")

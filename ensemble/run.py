@@ -3,26 +3,23 @@ take S seconds, from validate to the report.
 
 What it does, in order (every step recorded in ``WORK/plan/plan.json``, :mod:`ensemble.plan`):
 
-1. **Measure** what comes first: validate, features, the training-free models' predictions
-   (the baseline) and the GNN probe (an untrained model of the run's configuration scores a few
-   valid graphs of each collection: prediction seconds per config-node, a config times its
-   graph's kept nodes, on this machine and device).
-2. **Plan**: the GNN predict stage is the config-nodes it will score at the probe's speed;
-   LightGBM's predict stage and the stages after training are short estimates
-   (:data:`ensemble.plan.FIXED_COSTS`); the models' training gets the rest, less a margin. The
-   plan and the ETA are printed.
-3. **Train and predict**: LightGBM first, given at most ``--lgbm-share`` of the training time
-   (``--time-budget``); it early-stops when its validation score stops improving, and what it
-   leaves goes to the GNN, which gets everything left but the pending stages' plan. Every stage's
-   measured time moves the plan of the stages after it.
-4. **GNN seeds** (``--spend seeds``): the GNN's time is split into as many seeds as each get the
-   preset's training time of one seed (its ``--time-budget``: 900 s for ``quick``), up to
-   ``--max-seeds``; each is trained and predicted (``gnn@seed<k>``; the blend averages seeds).
-   Where the GNN early-stops (a preset with a patience: ``full``), while the time it leaves holds
-   a further seed (at least :data:`ensemble.plan.MIN_SEED_SHARE` of the first seed's training
-   time plus its measured predict time), another is trained. ``--spend steps`` instead lets the
-   GNN train its whole share as one seed (``--patience 0``: the learning-rate schedule follows
-   the time).
+Every model-specific number is its ranker's (:class:`models.ranker.Ranker`, the ``RANKER`` of
+each model of :mod:`tpurank.registry`); this module names no model.
+
+1. **Measure** validate, features, the training-free models' predictions and the probe of a
+   ``probed`` ranker (an untrained model scores a few valid graphs per collection: prediction
+   seconds per config-node, a config times its graph's kept nodes, on this machine and device).
+2. **Plan**: a probed predict stage is the config-nodes it will score at the probe's speed, the
+   others (:attr:`Ranker.predict_cost`) and the stages after training
+   (:data:`ensemble.plan.FIXED_COSTS`) short estimates; training gets the rest, less a margin.
+3. **Train and predict**: the ``capped`` models first, together at most ``--first-share`` of the
+   training time (``--time-budget``); what they leave goes to the last model, which gets all but
+   the pending stages' plan. Every measured stage moves the plan of the stages after it.
+4. **Seeds** of the last model (``--spend seeds``): its time split into as many seeds as each get
+   the preset's ``--time-budget``, up to ``--max-seeds`` (``<model>@seed<k>``, averaged by the
+   blend); while what early stopping leaves holds a further seed (at least
+   :data:`ensemble.plan.MIN_SEED_SHARE` of the first seed's training plus its predict time),
+   another. ``--spend steps``: one seed trains the whole share (:attr:`Ranker.steps_options`).
 5. **Finish**: blend, check, score (samples with hidden runtimes), real, and the report, which
    shows the plan: planned, given and actual seconds per stage.
 
@@ -43,15 +40,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from tpurank import registry
 from tpurank.collections import get_collection, held_collections, hidden_runtimes_path
 from tpurank.config import StageConfig, parse_config
-from tpurank.registry import DEFAULT_BLEND, MODELS, get_model
 
 from ensemble import plan as P
-from ensemble.stages import STAGES, Run, run_stage_now, stage_argv
+from ensemble.stages import FIRST, LAST, Run, run_stage_now, stage_argv, stage_module
 
-#: the models this planner can give training time to (``--time-budget`` of their train stage)
-PLANNED_MODELS = ("lgbm", "gnn")
 SPEND = ("seeds", "steps")
 
 
@@ -64,16 +59,16 @@ class RunConfig(StageConfig):
     """The whole pipeline planned to a time budget (python -m ensemble run; make run BUDGET=S)."""
 
     budget: float = 0.0  # wall seconds for the whole run, from validate to the report
-    models: str = ",".join(DEFAULT_BLEND)  # comma list of the models trained and blended (tpurank/registry.py); training-free ones are predicted too
+    models: str = ""  # comma list of the models trained and blended (empty: the default blend of tpurank/registry.py); training-free ones are predicted too
     protocol: str = "auto"  # what the blend is fitted on: auto (out-of-fold predictions) | valid
     submission: str = "submissions/submission.csv"  # the submission CSV written (and checked)
-    spend: str = "seeds"  # what the GNN's time buys: seeds (split into seeds of the preset's --time-budget each, then further seeds while they fit in what early stopping leaves) | steps (the GNN trains its whole share, --patience 0, one seed)
-    max_seeds: int = 3  # GNN seeds at most (--spend seeds)
-    lgbm_share: float = 0.3  # LightGBM's share of the training time at most (it trains first; what it leaves goes to the GNN)
+    spend: str = "seeds"  # what the last model's time buys: seeds (split into seeds of the preset's --time-budget each, then further seeds while they fit in what early stopping leaves) | steps (it trains its whole share as one seed, e.g. --patience 0)
+    max_seeds: int = 3  # seeds of the last model at most (--spend seeds)
+    first_share: float = 0.3  # the capped models' share of the training time at most (they train first; what they leave goes to the last model)
     folds: int = 0  # every model's --folds (0: the preset's)
     margin: float = 0.03  # share of the budget kept back for what the estimates miss
     monitor_log: str = ""  # append each stage's wall time, peak RSS and open files to this JSON-lines file (tpurank.monitor)
-    stage_options: str = ""  # per-stage options as JSON, e.g. {"gnn-train": {"threads": 1}} (the notebooks' OVERRIDES)
+    stage_options: str = ""  # per-stage options as JSON, e.g. {"<model>-train": {"threads": 1}} (the notebooks' OVERRIDES)
 
     PRESETS = {"quick": {}, "full": {}}
 
@@ -82,8 +77,8 @@ class RunConfig(StageConfig):
             raise ValueError(f"--budget must be > 0 seconds (got {self.budget})")
         if self.spend not in SPEND:
             raise ValueError(f"--spend must be one of {', '.join(SPEND)} (got {self.spend!r})")
-        if not 0.0 <= self.lgbm_share <= 1.0 or not 0.0 <= self.margin < 0.5:
-            raise ValueError("--lgbm-share must be in [0, 1] and --margin in [0, 0.5)")
+        if not 0.0 <= self.first_share <= 1.0 or not 0.0 <= self.margin < 0.5:
+            raise ValueError("--first-share must be in [0, 1] and --margin in [0, 0.5)")
         if self.max_seeds < 1:
             raise ValueError("--max-seeds must be >= 1")
 
@@ -128,7 +123,7 @@ class Subprocesses:
     def __call__(self, run: Run, stage: str) -> None:
         from tpurank.monitor import append_record, monitored
 
-        module = STAGES[stage][0].removesuffix(".__main__")
+        module = stage_module(stage)[0].removesuffix(".__main__")
         cmd = [sys.executable, "-m", module, *stage_argv(run, stage)]
         print("$ python " + " ".join(cmd[1:]), flush=True)
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -160,28 +155,31 @@ class PlannedRun:
     plan: P.Plan = field(init=False)
     probe: P.ProbeResult | None = field(init=False, default=None)
     startup: float = field(init=False, default=0.0)  # a short stage's start-up (measured)
-    seeds: list[int] = field(init=False, default_factory=list)  # GNN seeds trained and predicted
+    seeds: list[int] = field(init=False, default_factory=list)  # the last model's seeds trained and predicted
     phase: str = field(init=False, default="new")  # new | planned | trained | finished
 
     def __post_init__(self) -> None:
         self.cfg.check()
         self.t0 = self.clock()
         self.plan = P.Plan(self.cfg.budget, started_at=self.wall())
-        trained = [m for m in self.run.model_list if get_model(m).trains]
-        unknown = [m for m in trained if m not in PLANNED_MODELS]
-        if unknown:
-            raise ValueError(f"a run with a time budget trains {', '.join(PLANNED_MODELS)}; it has "
-                             f"no time model for {', '.join(unknown)} (run it without a budget)")
-        self.trained = [m for m in PLANNED_MODELS if m in trained]  # in training order
-        self.free = [m.name for m in MODELS if not m.trains]  # predicted in the measure phase
+        wanted = {registry.get_model(m).name for m in self.run.model_list}
+        models = [m for m in registry.MODELS if m.name in wanted and m.trains]
+        #: trained models in training order (capped first) -> their rankers
+        self.rankers = {m.name: m.ranker for m in sorted(models, key=lambda m: not m.ranker.capped)}
+        self.trained = list(self.rankers)
+        self.free = [m.name for m in registry.MODELS if not m.trains]  # predicted in the measure phase
+        #: the model whose seeds the training time left buys (not capped), the one probed
+        self.last = next((m for m, r in self.rankers.items() if not r.capped), None)
+        self.probed = next((m for m, r in self.rankers.items() if r.probed), None)
+        probe = f", {self.rankers[self.probed].title} probe" if self.probed else ""
         self.log(f"[plan] budget {self.cfg.budget:,.0f} s from {P.clock(self.plan.started_at)}: "
                  f"planned to end by {P.clock(self.plan.deadline)} (ETA); the plan follows the "
-                 f"measured stages (validate, features{', GNN probe' if 'gnn' in self.trained else ''})")
+                 f"measured stages (validate, features{probe})")
 
     @property
-    def gnn_start(self) -> float:
-        """A stage process's start-up when it loads the GNN (torch): the probe's (measured), when
-        the executor starts processes; in-process, torch is loaded once (by the probe)."""
+    def probe_start(self) -> float:
+        """A stage process's start-up when it loads the probed model (e.g. torch): the probe's
+        (measured), when the executor starts processes; in-process it is loaded once (by the probe)."""
         if self.probe is None or not getattr(self.execute, "starts_processes", False):
             return 0.0
         return self.probe.overhead
@@ -223,7 +221,7 @@ class PlannedRun:
 
     def fold_options(self, stage: str) -> dict[str, Any]:
         model = stage.split("-", 1)[0]
-        return {"folds": self.cfg.folds} if self.cfg.folds and model in PLANNED_MODELS else {}
+        return {"folds": self.cfg.folds} if self.cfg.folds and model in self.trained else {}
 
     def stage(self, name: str, stage: str | None = None, run: Run | None = None,
               planned: float | None = None, basis: str = "measured",
@@ -253,14 +251,10 @@ class PlannedRun:
 
     # -- 1. measure
     def measure(self) -> None:
-        for name in ("validate", "features"):
+        for name in [*FIRST, *(f"{m}-predict" for m in self.free)]:
             if self.plan.get(name) is None:
                 self.stage(name)
-        for model in self.free:
-            name = f"{model}-predict"
-            if self.plan.get(name) is None:
-                self.stage(name)
-        if "gnn" in self.trained and self.probe is None:
+        if self.probed and self.probe is None:
             self.run_probe()
         self.startup = self.execute.startup()
 
@@ -273,31 +267,29 @@ class PlannedRun:
 
     def stage_config(self, stage: str, run: Run | None = None):
         """The parsed options of a model stage as this run would pass them."""
-        model = get_model(stage.split("-", 1)[0])
-        cls = {"gnn": "models.gnn.config:GnnConfig", "lgbm": "models.lgbm.config:LgbmConfig"}[model.name]
-        module, name = cls.split(":")
-        klass = getattr(__import__(module, fromlist=[name]), name)
-        return parse_config(klass, stage_argv(run or self.seed_run(), stage)[1:])
+        ranker = self.rankers[stage.rsplit("-", 1)[0]]
+        return ranker.parse(stage_argv(run or self.seed_run(), stage)[1:])
 
     def run_probe(self) -> None:
-        """Score a few valid graphs per collection with an untrained GNN of the run's
-        configuration (``models.gnn train --steps 0``, its own WORK): seconds per config-node."""
+        """Score a few valid graphs per collection with an untrained model of the run's
+        configuration (its train stage with :meth:`Ranker.probe_options`, its own WORK): seconds
+        per config-node."""
         root = Path(self.run.work) / P.PROBE_DIR
         shutil.rmtree(root, ignore_errors=True)
         linked = P.probe_features(self.features_dir, root / "features", self.collections())
         if not linked:
             raise BudgetError(f"{self.features_dir}: no collection has a valid graph with runtimes "
-                              "for the GNN probe to time predictions on; run without a budget")
-        options = {**self.run.overrides.get("gnn-train", {}), "features": str(root / "features"),
-                   "steps": 0, "folds": 0, "time_budget": 0, "resume": False,
-                   "joint_search": False, "final_val_max_configs": P.PROBE_CONFIGS}
+                              "for the probe to time predictions on; run without a budget")
+        ranker, train = self.rankers[self.probed], f"{self.probed}-train"
+        options = {**self.run.overrides.get(train, {}), "features": str(root / "features"),
+                   **ranker.probe_options(P.PROBE_CONFIGS)}
         probe = dataclasses.replace(self.run, work=str(root), collections=",".join(linked),
-                                    overrides={"gnn-train": options})
-        record = self.stage("gnn-probe", "gnn-train", probe)
-        cfg = self.stage_config("gnn-train", probe)
+                                    overrides={train: options})
+        record = self.stage(f"{self.probed}-probe", train, probe)
+        cfg = self.stage_config(train, probe)
         reports = {}
         for name in linked:
-            path = cfg.model_dir(get_collection(name)) / "report.json"
+            path = cfg.model_dir(get_collection(name)) / ranker.report
             if path.is_file():
                 reports[name] = json.loads(path.read_text())
         self.probe = P.read_probe(reports, linked, P.PROBE_CONFIGS, record.actual)
@@ -308,26 +300,26 @@ class PlannedRun:
 
     # -- 2. plan
     def predict_estimate(self, model: str) -> tuple[float, str]:
-        if model == "gnn":
-            cfg = self.stage_config("gnn-predict")
-            return P.gnn_predict_estimate(self.features_dir, self.collections(), cfg.folds,
-                                          cfg.oof_max_configs, self.probe, self.gnn_start)
-        return P.fixed_estimate(f"{model}-predict", self.configs, self.startup)
+        if model == self.probed:
+            cfg = self.stage_config(f"{model}-predict")
+            return P.probed_predict_estimate(self.features_dir, self.collections(), cfg.folds,
+                                             getattr(cfg, "oof_max_configs", 0), self.probe,
+                                             self.probe_start)
+        return P.fixed_estimate("predict", self.configs, self.startup,
+                                cost=self.rankers[model].predict_cost)
 
-    def finish_estimate(self, stage: str, gnn_runs: int = 1) -> tuple[float, str]:
-        """(seconds, basis) of a stage after training, with ``gnn_runs`` GNN seeds to blend."""
-        runs = gnn_runs * ("gnn" in self.trained) + ("lgbm" in self.trained) + len(self.free)
+    def finish_estimate(self, stage: str, seeds: int = 1) -> tuple[float, str]:
+        """(seconds, basis) of a stage after training, with ``seeds`` seeds of the last model."""
+        runs = len(self.trained) + (seeds - 1) * (self.last is not None) + len(self.free)
         seconds, basis = P.fixed_estimate(stage, self.configs, self.startup, runs)
-        if stage == "real" and self.probe is not None:  # it loads the GNN (torch) too
-            seconds += self.gnn_start
-            basis += f" + {self.gnn_start:.0f} s GNN start"
+        if stage == "real" and self.probe is not None:  # it loads the probed model too
+            seconds += self.probe_start
+            basis += f" + {self.probe_start:.0f} s {self.rankers[self.probed].title} start"
         return seconds, basis
 
     def finish_stages(self) -> list[str]:
-        stages = ["blend", "check"]
-        if hidden_runtimes_path(self.run.data).is_file():
-            stages.append("score")
-        return stages + ["real", "report"]
+        scored = hidden_runtimes_path(self.run.data).is_file()
+        return [s for s in LAST if s != "score" or scored]
 
     def make_plan(self) -> None:
         """Estimate the stages to come, share the training time, print the plan and the ETA."""
@@ -346,19 +338,22 @@ class PlannedRun:
                 f"probe), {reserve:,.0f} s estimated for predictions and the stages after them, and "
                 f"{self.cfg.margin:.0%} kept back leave no training time; give at least "
                 f"{(self.elapsed() + reserve) / (1 - self.cfg.margin) * 1.5:,.0f} s")
-        shares = P.training_shares(pool, self.trained, self.cfg.lgbm_share)
+        capped = [m for m in self.trained if self.rankers[m].capped]
+        shares = P.training_shares(pool, self.trained, capped, self.cfg.first_share)
         for model in self.trained:
-            basis = (f"at most {self.cfg.lgbm_share:.0%} of the {pool:,.0f} s of training"
-                     if model == "lgbm" and len(shares) > 1 else
-                     f"the training time left ({pool:,.0f} s{' less LightGBM' if len(shares) > 1 else ''})")
+            first = ", ".join(self.rankers[m].title for m in capped)
+            basis = (f"at most {self.cfg.first_share:.0%} of the {pool:,.0f} s of training"
+                     + (f" ({first})" if len(capped) > 1 else "")
+                     if model in capped and self.last else
+                     f"the training time left ({pool:,.0f} s{f' less {first}' if capped and self.last else ''})")
             self.plan.add(P.StageRecord(f"{model}-train", shares[model], basis))
             self.plan.add(next(r for r in later if r.name == f"{model}-predict"))
         for record in later[len(self.trained):]:
             self.plan.add(record)
-        if "gnn" in self.trained and self.cfg.spend == "seeds" and self.cfg.max_seeds > 1:
-            per_seed = self.seed_seconds()
+        if self.last and self.cfg.spend == "seeds" and self.cfg.max_seeds > 1:
+            per_seed, title = self.seed_seconds(), self.rankers[self.last].title
             self.plan.notes.append(
-                f"GNN seeds: up to {self.cfg.max_seeds}. When LightGBM has trained, the GNN's time is "
+                f"{title} seeds: up to {self.cfg.max_seeds}. When the others have trained, the {title}'s time is "
                 f"split into as many seeds as each get the preset's {per_seed:,.0f} s of one seed; "
                 f"what early stopping leaves trains a further seed when at least "
                 f"{P.MIN_SEED_SHARE:.0%} of the first seed's training time and its predict time fit")
@@ -376,16 +371,17 @@ class PlannedRun:
 
     def train_options(self, model: str, seconds: float) -> dict[str, Any]:
         """Options of a train stage planned to take ``seconds`` in all: ``--time-budget`` less
-        its start-up (:attr:`gnn_start`, and the model's share of the seconds for reading graphs
-        or rows and the last writes, :data:`ensemble.plan.TRAIN_OVERRUN`)."""
-        budget = seconds - self.gnn_start - P.TRAIN_OVERRUN[model] * seconds
+        its start-up (:attr:`probe_start`, and the model's share of the seconds for reading graphs
+        or rows and the last writes, :attr:`Ranker.overrun`)."""
+        ranker = self.rankers[model]
+        budget = seconds - self.probe_start - ranker.overrun * seconds
         options: dict[str, Any] = {"time_budget": round(max(1.0, budget), 1)}
-        if model == "gnn" and self.cfg.spend == "steps":
-            options["patience"] = 0
+        if model == self.last and self.cfg.spend == "steps":
+            options.update(ranker.steps_options)
         return options
 
     def train_and_predict(self) -> None:
-        """Every trained model's train and predict stages, then the further GNN seeds."""
+        """Every trained model's train and predict stages, then the last model's further seeds."""
         if self.phase == "new":
             self.make_plan()
         if self.phase != "planned":
@@ -395,12 +391,12 @@ class PlannedRun:
             others = [f"{m}-train" for m in self.trained if m != model and not self.plan.get(f"{m}-train").done]
             available = self.usable() - self.pending_reserve(train, *others)
             planned = self.plan.get(train).planned
-            if others:  # LightGBM before the GNN: its share, scaled down when the run is late
+            if others:  # a capped model: its share, scaled down when the run is late
                 total = planned + sum(self.plan.get(o).planned for o in others)
                 seconds = planned * min(1.0, available / total)
             else:
                 seconds = available
-            if model == "gnn" and self.cfg.spend == "seeds":
+            if model == self.last and self.cfg.spend == "seeds":
                 seconds = self.split_seeds(seconds)
             options = self.train_options(model, seconds)
             self.stage(train, planned=seconds, basis=self.plan.get(train).basis, options=options)
@@ -408,25 +404,25 @@ class PlannedRun:
             # the train stage's options too: a model checks that it predicts with what it trained
             self.stage(predict.name, run=self.seed_run(**{predict.name: options}),
                        planned=predict.planned, basis=predict.basis)
-        self.seeds = [self.run.seed] if "gnn" in self.trained else []
-        if "gnn" in self.trained and self.cfg.spend == "seeds":
+        self.seeds = [self.run.seed] if self.last else []
+        if self.last and self.cfg.spend == "seeds":
             self.more_seeds()
         self.phase = "trained"
         self.save()
 
     def seed_seconds(self) -> float:
-        """The training time of one GNN seed in its preset (its ``--time-budget``; 0: none)."""
-        return self.stage_config("gnn-train").time_budget
+        """The training time of one seed of the last model in its preset (its ``--time-budget``; 0: none)."""
+        return self.stage_config(f"{self.last}-train").time_budget
 
     def split_seeds(self, seconds: float) -> float:
-        """The first GNN seed's seconds when the GNN's share of ``seconds`` is split into seeds:
-        as many as each still get the preset's training time of one seed (its ``--time-budget``,
-        what its shape and schedule were tuned to; the quick preset 900 s), up to
-        ``--max-seeds``, each further seed's predict stage and the blend's larger read kept back.
-        Why seeds rather than one seed's longer training: BENCHMARKS.md, "A run planned to a time
-        budget" (the 45-minute runs with one GNN seed and with two)."""
-        per_seed = self.seed_seconds()
-        predict = self.plan.get("gnn-predict").planned * P.SEED_PREDICT_MARGIN
+        """The first seed's seconds when the last model's ``seconds`` are split into seeds: as
+        many as each still get the preset's training time of one seed (its ``--time-budget``,
+        what its shape and schedule were tuned to), up to ``--max-seeds``, each further seed's
+        predict stage and the blend's larger read kept back. Why seeds rather than one seed's
+        longer training: BENCHMARKS.md, "A run planned to a time budget" (the 45-minute runs
+        with one GNN seed and with two)."""
+        per_seed, model, title = self.seed_seconds(), self.last, self.rankers[self.last].title
+        predict = self.plan.get(f"{model}-predict").planned * P.SEED_PREDICT_MARGIN
         count = 1
         if per_seed > 0:
             count = int(min(self.cfg.max_seeds, max(1, (seconds + predict) // (per_seed + predict))))
@@ -434,28 +430,30 @@ class PlannedRun:
                     for s in self.finish_stages())
         first = (seconds - (count - 1) * predict - extra) / count
         self.plan.gnn_seeds = count
-        basis, after = f"the GNN's time split into {count} seeds", self.finish_stages()[0]
+        basis, after = f"the {title}'s time split into {count} seeds", self.finish_stages()[0]
         for seed in range(self.run.seed + 1, self.run.seed + count):  # in the plan, so in the ETA
-            self.plan.add(P.StageRecord(f"gnn-train@seed{seed}", first, basis), before=after)
-            self.plan.add(P.StageRecord(f"gnn-predict@seed{seed}", predict, basis), before=after)
+            self.plan.add(P.StageRecord(f"{model}-train@seed{seed}", first, basis), before=after)
+            self.plan.add(P.StageRecord(f"{model}-predict@seed{seed}", predict, basis), before=after)
         self.plan.notes.append(
-            f"GNN seeds: {count} planned, {first:,.0f} s of training each "
-            f"({seconds:,.0f} s for the GNN; one seed of the preset trains {per_seed:,.0f} s)"
+            f"{title} seeds: {count} planned, {first:,.0f} s of training each "
+            f"({seconds:,.0f} s for the {title}; one seed of the preset trains {per_seed:,.0f} s)"
             if count > 1 else
-            f"GNN seeds: 1 planned ({seconds:,.0f} s for the GNN; two need "
+            f"{title} seeds: 1 planned ({seconds:,.0f} s for the {title}; two need "
             f"{2 * per_seed + predict:,.0f} s: the preset's {per_seed:,.0f} s each and a predict stage)")
         self.log(f"[plan] {self.plan.notes[-1]}")
         return first
 
     def more_seeds(self) -> None:
-        """Further GNN seeds: those the plan split the GNN's share into, each given an equal part
-        of what is left, then what early stopping leaves while a seed fits in it."""
-        first_train, first_predict = self.plan.get("gnn-train"), self.plan.get("gnn-predict")
+        """Further seeds of the last model: those the plan split its share into, each given an
+        equal part of what is left, then what early stopping leaves while a seed fits in it."""
+        model, title = self.last, self.rankers[self.last].title
+        train, predict_stage = f"{model}-train", f"{model}-predict"
+        first_train, first_predict = self.plan.get(train), self.plan.get(predict_stage)
         while len(self.seeds) < self.cfg.max_seeds:
             seed = max(self.seeds) + 1
             predict = first_predict.actual * P.SEED_PREDICT_MARGIN
             to_come = max(1, self.plan.gnn_seeds - len(self.seeds))  # this seed and the planned after it
-            # the stages after training, with every GNN run to come blended
+            # the stages after training, with every run to come blended
             runs = len(self.seeds) + to_come
             reserve = sum(self.finish_estimate(s, runs)[0] for s in self.finish_stages())
             available = (self.usable() - reserve - to_come * predict) / to_come
@@ -463,17 +461,17 @@ class PlannedRun:
             if available < needed:
                 # a planned seed that no longer fits leaves the plan (and the ETA)
                 self.plan.stages = [r for r in self.plan.stages if r.done or "@seed" not in r.name]
-                self.plan.notes.append(f"no GNN seed {seed}: {max(available, 0):,.0f} s of training "
+                self.plan.notes.append(f"no {title} seed {seed}: {max(available, 0):,.0f} s of training "
                                        f"time left, a seed needs {needed:,.0f} s "
                                        f"({P.MIN_SEED_SHARE:.0%} of the first seed's {first_train.actual:,.0f} s)")
                 self.log(f"[plan] {self.plan.notes[-1]}")
                 break
-            options = self.train_options("gnn", available)
-            run = self.seed_run(seed, **{"gnn-train": options, "gnn-predict": options})
+            options = self.train_options(model, available)
+            run = self.seed_run(seed, **{train: options, predict_stage: options})
             after = self.finish_stages()[0]
-            self.stage(f"gnn-train@seed{seed}", "gnn-train", run, planned=available,
+            self.stage(f"{train}@seed{seed}", train, run, planned=available,
                        basis="the training time left (seeds)", options=options, before=after)
-            self.stage(f"gnn-predict@seed{seed}", "gnn-predict", run, planned=predict,
+            self.stage(f"{predict_stage}@seed{seed}", predict_stage, run, planned=predict,
                        basis=f"the first seed's predict stage ({first_predict.actual:,.0f} s) "
                              f"x {P.SEED_PREDICT_MARGIN:g}",
                        before=after)

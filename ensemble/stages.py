@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tpurank.registry import DEFAULT_BLEND, MODELS, get_model
+from tpurank import registry
 
 
 def entry_point(module: str) -> str:
@@ -20,18 +20,25 @@ def entry_point(module: str) -> str:
     return f"{module}.__main__" if spec is not None and spec.submodule_search_locations else module
 
 
-#: stage name -> (module whose ``main(argv)`` runs it, leading sub-command words); a model's
-#: stages are ``<name>-train`` / ``<name>-predict`` (tpurank.registry)
-STAGES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "validate": ("features.__main__", ("validate",)),
-    "features": ("features.__main__", ("build",)),
-    **{f"{m.name}-{s}": (entry_point(m.module), (s,)) for m in MODELS for s in m.stages},
-    "blend": ("ensemble.__main__", ("blend",)),
-    "check": ("ensemble.__main__", ("check",)),
-    "report": ("ensemble.__main__", ("report",)),
-    "score": ("ensemble.__main__", ("score",)),
-    "real": ("ensemble.__main__", ("real",)),
-}
+#: the stages before the models' and after them, in pipeline order (``score`` only where the data
+#: root carries hidden test runtimes): stage name -> (module whose ``main(argv)`` runs it, its
+#: leading sub-command words). A model's stages are ``<name>-train`` / ``<name>-predict``
+#: (:func:`stage_module`, from :mod:`tpurank.registry`).
+FIRST = {"validate": ("features.__main__", ("validate",)), "features": ("features.__main__", ("build",))}
+LAST = {s: ("ensemble.__main__", (s,)) for s in ("blend", "check", "score", "real", "report")}
+STAGES = {**FIRST, **LAST}
+
+
+def stage_module(stage: str) -> tuple[str, tuple[str, ...]]:
+    """(module whose ``main(argv)`` runs ``stage``, its leading sub-command words)."""
+    if stage in STAGES:
+        return STAGES[stage]
+    name, _, sub = stage.rpartition("-")
+    model = registry.BY_NAME.get(name)
+    if model is None or sub not in model.stages:
+        raise KeyError(f"no stage {stage!r}: the stages are {', '.join(STAGES)} and <model>-train|"
+                       f"predict of the models {', '.join(registry.BY_NAME)} (tpurank/registry.py)")
+    return entry_point(model.module), (sub,)
 
 
 @dataclass
@@ -43,7 +50,7 @@ class Run:
     preset: str = "quick"
     seed: int = 0
     collections: str = "all"
-    models: str = ",".join(DEFAULT_BLEND)
+    models: str | None = None  # comma list (None: the registry's default blend)
     submission: str = ""  # default: WORK/submission.csv
     protocol: str = "auto"  # what the blend is fitted on: auto (out-of-fold predictions) | valid
     #: per-stage overrides, e.g. {"gnn-train": {"steps": 20}, "lgbm-train": {"num_boost_round": 30}}
@@ -55,14 +62,17 @@ class Run:
     #: the planned run of a budget (ensemble.run), made by the first stage run through ensemble.pipeline
     planner: Any = field(default=None, init=False, repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        self.models = ",".join(registry.model_list(self.models))
+
     @property
     def model_list(self) -> list[str]:
-        return [m.strip() for m in self.models.split(",") if m.strip()]
+        return registry.model_list(self.models)
 
     def model_stages(self, stage: str) -> list[str]:
         """``<model>-<stage>`` of every model of :attr:`models` that has that stage (registry)."""
-        return [f"{get_model(m).name}-{stage}" for m in self.model_list
-                if stage in get_model(m).stages]
+        return [f"{registry.get_model(m).name}-{stage}" for m in self.model_list
+                if stage in registry.get_model(m).stages]
 
     @property
     def validate_report(self) -> Path:
@@ -84,7 +94,7 @@ def _options(values: dict[str, Any]) -> list[str]:
 
 def stage_argv(run: Run, stage: str) -> list[str]:
     """The command line of ``stage`` (without ``python -m``), as in the Makefile ``run`` target."""
-    module, words = STAGES[stage]
+    module, words = stage_module(stage)
     common = {"data": run.data, "work": run.work, "preset": run.preset, "seed": run.seed,
               "collections": run.collections}
     if stage == "validate":
@@ -108,7 +118,7 @@ def stage_argv(run: Run, stage: str) -> list[str]:
 
 def run_stage_now(run: Run, stage: str) -> float:
     """Run one stage in this process, unplanned; returns its wall time."""
-    module, _ = STAGES[stage]
+    module, _ = stage_module(stage)
     argv = stage_argv(run, stage)
     print(f"$ python -m {module.removesuffix('.__main__')} {' '.join(argv)}", flush=True)
     t0 = time.perf_counter()

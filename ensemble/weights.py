@@ -16,6 +16,7 @@ import numpy as np
 
 from tpurank.collections import Collection
 from tpurank.config import StageConfig
+from tpurank.registry import default_models
 from models.metrics import graph_score
 
 BLEND_MODEL = "blend"
@@ -101,7 +102,7 @@ class Criterion:
 class BlendConfig(StageConfig):
     """Blend model predictions and write the submission (python -m ensemble blend)."""
 
-    models: str = "gnn,lgbm"  # comma list of the models whose predictions are blended (WORK/preds/<model>)
+    models: str = field(default_factory=default_models)  # comma list of the models whose predictions are blended (WORK/preds/<model>)
     submission: str = "submissions/submission.csv"  # submission CSV written (and checked)
     norm: str = "minmax"  # chosen on sample-small valid (3 seeds): rank loses on tile, see README
     grid_step: float = 0.1  # step of the simplex grid the blend weights are searched on

@@ -25,12 +25,14 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from tpurank.cli import dispatch
 from tpurank.collections import parse_collections
 from tpurank.config import StageConfig, parse_config, save_run_config
 from features.heuristic import graph_costs
 from features.io import discover
 from features.repair import REPAIRED_SPLIT, has_no_configurable_node
 from models.predictions import predictions_path, write_predictions
+from models.ranker import Ranker
 
 MODEL_NAME = "baseline"
 
@@ -63,16 +65,25 @@ def predict(cfg: BaselineConfig) -> list[Path]:
     return written
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] != "predict":
-        print("usage: python -m models.baseline predict --data ROOT --work WORK "
-              "[--collections all] [--splits valid,test]", file=sys.stderr)
-        return 2
-    cfg = parse_config(BaselineConfig, argv[1:], prog="python -m models.baseline predict")
+class BaselineRanker(Ranker):
+    """Training-free: the planner measures its predict stage before it plans."""
+
+    name, title = MODEL_NAME, "heuristic"
+
+
+RANKER = BaselineRanker()
+
+
+def predict_main(argv: list[str]) -> int:
+    cfg = parse_config(BaselineConfig, argv, prog="python -m models.baseline predict")
     written = predict(cfg)
     print(f"baseline: wrote {len(written)} prediction files under {Path(cfg.work) / 'preds' / MODEL_NAME}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return dispatch("models.baseline", {"predict": ("models.baseline:predict_main",
+                                                    "write the heuristic's valid+test predictions")}, argv)
 
 
 if __name__ == "__main__":

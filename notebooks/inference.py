@@ -41,7 +41,7 @@ SUBMISSION = None  # None: KAGGLE/working/submission.csv on Kaggle, else WORK/su
 PRESET = None  # None: the preset the weights were trained with (their MANIFEST.json)
 SEED = 0
 COLLECTIONS = "all"
-MODELS = "gnn,lgbm"  # models to predict with and blend (tpurank/registry.py)
+MODELS = None  # models to predict with and blend; None: the default blend of tpurank/registry.py
 # the blend's weights are fitted on the valid split here: inference has no train graphs, hence no
 # out-of-fold predictions (the blend stops unless told so)
 PROTOCOL = "valid"

@@ -46,7 +46,7 @@ PRESET = "auto"  # quick | full | auto: full on Kaggle (the GPU budget), else qu
 BUDGET = "auto"  # seconds for the whole run (planned); "auto": 8 h on Kaggle, else none (0)
 SEED = 0
 COLLECTIONS = "all"  # e.g. "layout:xla:random,tile:xla"
-MODELS = "gnn,lgbm"  # models to train (tpurank/registry.py)
+MODELS = None  # comma list of the models to train; None: the default blend of tpurank/registry.py
 OVERRIDES = {}  # per stage, e.g. {"gnn-train": {"steps": 40}, "lgbm-train": {"num_boost_round": 50}}
 CODE_DIR = f"{KAGGLE}/input/tpurank-code"  # on Kaggle: the tpurank wheel (bundle dataset)
 WHEELS_DIR = f"{KAGGLE}/input/tpurank-wheels"  # on Kaggle: wheels the image lacks
@@ -104,7 +104,7 @@ pipeline.run_stage(run, "features")
 pipeline.train(run, build_features=False)
 
 # %% [markdown]
-# ## Training curves (GNN train loss and validation score)
+# ## Training curves (train loss and validation score)
 
 # %%
 pipeline.plot_training_curves(run.work)

@@ -12,6 +12,7 @@ is only a shorter spelling of it.
 
 from __future__ import annotations
 
+import importlib
 import os
 import runpy
 import shutil
@@ -29,6 +30,30 @@ GROUPS: dict[str, tuple[str, str]] = {
     "hlo": ("features.hlo", "info | convert: raw HLO protos"),
     "sample": ("features.sample", "write the generated sample dataset"),
 }
+
+
+def dispatch(prog: str, commands: dict[str, tuple[str, str]], argv: list[str] | None = None) -> int:
+    """``python -m <prog> <command> [options]``: every stage module's sub-commands. ``commands``:
+    name -> ("module:function" run with the rest of the command line, help); usage on ``--help``
+    (0), on no or an unknown command (2)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in commands:
+        helping = bool(argv) and argv[0] in ("-h", "--help")
+        if argv and not helping:
+            print(f"unknown command {argv[0]!r}\n", file=sys.stderr)
+        print(f"usage: python -m {prog} {{{'|'.join(commands)}}} [options]\n")
+        print("\n".join(f"  {name:10s} {help_}" for name, (_, help_) in commands.items()))
+        return 0 if helping else 2
+    module, func = commands[argv[0]][0].split(":")
+    try:
+        target = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        print(f"python -m {prog} {argv[0]}: module {module} is not available in this checkout ({exc})",
+              file=sys.stderr)
+        return 2
+    return int(getattr(target, func)(argv[1:]) or 0)
 
 
 def usage() -> str:

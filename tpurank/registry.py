@@ -8,8 +8,10 @@ A model is named by :attr:`Model.name` everywhere: ``--models gnn,lgbm``, its st
 (``fold<k>/`` below that for a cross-validated run) and its predictions
 ``WORK/preds/<name>[@seed<k>]/<slug>/<split>.npz`` (:mod:`models.predictions`).
 
-Adding a model: one :class:`Model` row here and a stage module with ``train``/``predict``
-commands that write those files; the blend, report, notebooks and ``make run`` then pick it up.
+Adding a model: one :class:`Model` row here, and a stage module with ``train``/``predict``
+commands that write those files and a ``RANKER`` (:class:`models.ranker.Ranker`: the planner's
+time model, its reports, its scoring of real records); the run, its plan, the blend, report,
+notebooks, ``ensemble real`` and ``make run`` then pick it up (tests/ensemble/test_toy_ranker.py).
 
 This module imports nothing but the standard library (the ``Makefile`` runs it with the system
 ``python3`` before any virtual environment exists), and no stage: stages are named by module.
@@ -17,6 +19,7 @@ This module imports nothing but the standard library (the ``Makefile`` runs it w
 
 from __future__ import annotations
 
+import importlib
 import sys
 from dataclasses import dataclass
 
@@ -30,6 +33,7 @@ class Model:
     help: str  # what it is, one line (the console script's help)
     trains: bool  # has a train stage (False: training-free, predict only)
     has_oof: bool  # predict writes out-of-fold predictions of the labelled graphs (cross-validated runs)
+    blend: bool = False  # blended by default (make run, the notebooks: MODELS / --models unset)
 
     @property
     def preds(self) -> str:
@@ -41,20 +45,33 @@ class Model:
         """Its sub-commands in pipeline order."""
         return ("train", "predict") if self.trains else ("predict",)
 
+    @property
+    def ranker(self):
+        """Its :class:`models.ranker.Ranker`: ``RANKER`` of its stage module (imported now)."""
+        return importlib.import_module(self.module).RANKER
+
 
 MODELS: tuple[Model, ...] = (
     Model("gnn", "models.gnn", "train | predict | compare | rank: the GNN ranker",
-          trains=True, has_oof=True),
+          trains=True, has_oof=True, blend=True),
     Model("lgbm", "models.lgbm", "train | predict | compare: the LightGBM ranker",
-          trains=True, has_oof=True),
+          trains=True, has_oof=True, blend=True),
     Model("baseline", "models.baseline", "predict: the training-free heuristic",
           trains=False, has_oof=False),
 )
 BY_NAME: dict[str, Model] = {m.name: m for m in MODELS}
-#: what ``make run`` and the notebooks blend unless told otherwise (``MODELS=`` / ``--models``)
-DEFAULT_BLEND: tuple[str, ...] = ("gnn", "lgbm")
 #: the name the blend writes its own predictions under (a column beside the models in reports)
 BLEND = "blend"
+
+
+def default_models() -> str:
+    """What ``make run`` and the notebooks blend unless told otherwise (``MODELS=`` / ``--models``)."""
+    return ",".join(m.name for m in MODELS if m.blend)
+
+
+def model_list(models: str | None) -> list[str]:
+    """The names of a comma list of models (None or empty: :func:`default_models`)."""
+    return [m.strip() for m in (models or default_models()).split(",") if m.strip()]
 
 
 def base_name(name: str) -> str:
@@ -88,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv == ["make"]:
         print(make_table())
     elif argv == ["default-models"]:
-        print(",".join(DEFAULT_BLEND))
+        print(default_models())
     else:
         print("usage: python -m tpurank.registry make|default-models   (what the Makefile reads)",
               file=sys.stderr)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
+from tpurank.registry import report_order
 from benchmarks.render.artifacts import ROW_KEYS, ArtifactError
 
 
@@ -114,5 +115,5 @@ def _run_totals(data: dict[str, Any]) -> list[dict[str, Any]]:
                      "work_mb": round(sizes.get("work_bytes", 0) / 2**20, 1),
                      "work_over_input": sizes.get("work_over_input"),
                      **{f"hidden test {m}": v for m, v in (run.get("hidden_test") or {}).items()
-                        if m in ("blend", "gnn", "lgbm", "baseline")}})
+                        if m in report_order()}})
     return rows

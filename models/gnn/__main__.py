@@ -14,10 +14,10 @@ out-of-fold, valid, test-fold<k> and test predictions (``models.gnn.folds``).
 
 from __future__ import annotations
 
-import importlib
 import sys
 from pathlib import Path
 
+from tpurank.cli import dispatch
 from tpurank.config import parse_config
 
 
@@ -69,8 +69,7 @@ def train_main(argv: list[str]) -> int:
                 print(summary_line(report), flush=True)
             reports.append(report)
         if ctx.is_main:
-            tag = f"-{cfg.tag}" if cfg.tag else ""
-            dump_summary(Path(cfg.work) / "models" / "gnn" / f"summary{tag}-seed{cfg.seed}.json",
+            dump_summary(Path(cfg.work) / "models" / cfg.model_name / f"summary-seed{cfg.seed}.json",
                          reports)
     finally:
         shutdown_distributed(ctx)
@@ -97,24 +96,17 @@ def predict_main(argv: list[str]) -> int:
 
 
 COMMANDS = {
-    "train": (lambda argv: train_main(argv), "train one model per collection"),
-    "predict": (lambda argv: predict_main(argv), "write valid+test predictions (model 'gnn'; "
-                                                 "with --folds also oof and test-fold<k>)"),
-    "compare": (lambda argv: importlib.import_module("models.gnn.experiment").main(argv),
-                "validation scores of variants x seeds vs the baseline (Markdown table)"),
-    "rank": (lambda argv: int(importlib.import_module("models.gnn.rank").main(argv) or 0),
-             "rank the configs of one graph with a trained model"),
+    "train": ("models.gnn.__main__:train_main", "train one model per collection"),
+    "predict": ("models.gnn.__main__:predict_main", "write valid+test predictions (with --folds "
+                                                     "also oof and test-fold<k>)"),
+    "compare": ("models.gnn.experiment:main", "validation scores of variants x seeds vs the baseline "
+                                              "(Markdown table)"),
+    "rank": ("models.gnn.rank:main", "rank the configs of one graph with a trained model"),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-        print("usage: python -m models.gnn {" + "|".join(COMMANDS) + "} [options]\n")
-        for name, (_, help_) in COMMANDS.items():
-            print(f"  {name:8s} {help_}")
-        return 0 if argv and argv[0] in ("-h", "--help") else 2
-    return COMMANDS[argv[0]][0](argv[1:])
+    return dispatch("models.gnn", COMMANDS, argv)
 
 
 if __name__ == "__main__":

@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar, Literal
 
 from tpurank.collections import Collection
-from tpurank.config import StageConfig
+from models.ranker import RankerConfig
 
 MIN_CONFIGS_PER_STEP = 8  # floor of configs per step under --node-budget
 
 
 @dataclass
-class GnnConfig(StageConfig):
+class GnnConfig(RankerConfig):
     """GNN ranker (PyTorch Geometric) for tile and layout collections."""
 
-    # --- stage contract
-    collection: str = ""  # singular alias of --collections [run]
-    features: str = ""  # feature directory; default WORK/features [run]
-    tag: str = ""  # optional run name: models go to WORK/models/gnn/<slug>[-tag]/seed<k> [run]
+    MODEL: ClassVar[str] = "gnn"
+
+    # --- stage contract (and RankerConfig's)
     device: str = "auto"  # auto | cpu | cuda | cuda:N [run]
     threads: int = 0  # torch CPU threads for training (0 = torch default)
     predict_threads: int = 0  # torch CPU threads for predict (0 = torch default: all cores) [run]
@@ -102,17 +100,6 @@ class GnnConfig(StageConfig):
 
         return parse_collections(self.collection or self.collections)
 
-    def features_dir(self) -> Path:
-        return Path(self.features) if self.features else Path(self.work) / "features"
-
-    def collection_dir(self, collection: Collection) -> Path:
-        """``WORK/models/gnn/<slug>[-tag]``: one ``seed<k>`` sub-directory per trained seed."""
-        name = collection.slug + (f"-{self.tag}" if self.tag else "")
-        return Path(self.work) / "models" / "gnn" / name
-
-    def model_dir(self, collection: Collection) -> Path:
-        return self.collection_dir(collection) / f"seed{self.seed}"
-
     def budget_weight(self, collection: Collection) -> float:
         """One model's share of ``--time-budget`` relative to a layout model's:
         ``--tile-budget-weight`` for tile (small graphs, many of them, learnt in few steps; the
@@ -122,9 +109,6 @@ class GnnConfig(StageConfig):
     def graphs_per_step_for(self, collection: Collection) -> int:
         """Graphs per optimiser step (losses averaged): 4 tile, 1 layout."""
         return 4 if collection.is_tile else 1
-
-    def preds_dir(self) -> Path:
-        return Path(self.work) / "preds"
 
     def configs_per_step_for(self, num_nodes: int, is_tile: bool, config_nodes: int = 0,
                              config_links: int = 0) -> int:

@@ -6,7 +6,7 @@ default/random twins together). For fold ``k`` of a collection, ``train`` fits a
 on ``plan.inner_valid(k)`` — never on a held-out graph — and ``predict`` scores
 ``plan.held_out(k)`` and the test split with it.
 
-Files (``M = WORK/models/gnn/<slug>[-tag]/seed<s>``, ``RUN = gnn[-tag]@seed<s>``)::
+Files (``M = WORK/models/gnn[-tag]/<slug>/seed<s>``, ``RUN = gnn[-tag]@seed<s>``)::
 
     M/fold<k>/{config.json,last.pt,best.pt,report.json,...}   # one model per fold (train.fit)
     M/folds.json        # per fold: the graphs its model saw (models.cv.fold_manifest), checked
@@ -46,13 +46,6 @@ LABELLED = ("train", "valid")
 
 def fold_dir(cfg: GnnConfig, collection: Collection, k: int) -> Path:
     return cfg.model_dir(collection) / f"fold{k}"
-
-
-def run_name_for(cfg: GnnConfig) -> str:
-    from models.gnn.infer import MODEL_NAME
-    from models.predictions import run_name
-
-    return run_name(MODEL_NAME + (f"-{cfg.tag}" if cfg.tag else ""), cfg.seed)
 
 
 def get_plan(cfg: GnnConfig, collection: Collection, ctx: DistContext | None = None):
@@ -115,7 +108,7 @@ def predict_folds_inference(cfg: GnnConfig, collection: Collection) -> dict[str,
     base = cfg.features_dir() / collection.slug / "graphs"
     test = load_graphs(cfg.features_dir(), collection, "test")
     valid = load_graphs(cfg.features_dir(), collection, "valid") if (base / "valid").is_dir() else []
-    preds, run = cfg.preds_dir(), run_name_for(cfg)
+    preds, run = cfg.preds_dir(), cfg.run_name()
     valid_costs: dict[str, np.ndarray] = {}
     for k in range(folds):
         model, saved = load_trained_dir(fold_dir(cfg, collection, k), device)
@@ -249,7 +242,7 @@ def predict_folds(cfg: GnnConfig, collection: Collection) -> dict[str, Any]:
     check_manifest(cfg.model_dir(collection) / "folds.json", plan)
     graphs = labelled_graphs(cfg, collection)
     test = load_graphs(cfg.features_dir(), collection, "test")
-    preds, run = cfg.preds_dir(), run_name_for(cfg)
+    preds, run = cfg.preds_dir(), cfg.run_name()
     oof: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     valid_costs: dict[str, np.ndarray] = {}
     for k in range(plan.folds):

@@ -28,8 +28,6 @@ from models.gnn.segment_trunk import TrunkGstState, segmented_graph_state, trunk
 from models.gnn.model import GraphState, ModelArgs, RankerGNN
 from models.training import choose_device, eval_mode, load_checkpoint, set_cpu_threads
 
-MODEL_NAME = "gnn"
-
 
 class TensorCache:
     """Config-independent tensors of each graph, built once per graph and kept."""
@@ -223,7 +221,7 @@ def load_trained(work: str | Path, collection: Collection | str, seed: int | Non
 def predict_collection(cfg: GnnConfig, collection: Collection, splits=("valid", "test")
                        ) -> dict[str, Path]:
     """Write ``WORK/preds/gnn/<slug>/<split>.npz`` for every graph and config of each split."""
-    from models.predictions import predictions_path, run_name, write_predictions
+    from models.predictions import predictions_path, write_predictions
 
     set_cpu_threads(cfg.predict_threads)
     device = choose_device(cfg.device)
@@ -233,8 +231,7 @@ def predict_collection(cfg: GnnConfig, collection: Collection, splits=("valid", 
         graphs = load_graphs(cfg.features_dir(), collection, split)
         costs = {g.stem: source_order(g, predict_costs(model, g, saved.predict_batch or cfg.predict_batch))
                  for g in tqdm(graphs, desc=f"predict {collection.name}/{split}", leave=False)}
-        model_name = MODEL_NAME + (f"-{cfg.tag}" if cfg.tag else "")  # tagged runs stay apart
-        path = predictions_path(cfg.preds_dir(), run_name(model_name, cfg.seed), collection, split)
+        path = predictions_path(cfg.preds_dir(), cfg.run_name(), collection, split)
         write_predictions(path, costs)
         written[split] = path
     return written

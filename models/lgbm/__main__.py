@@ -14,32 +14,36 @@ from __future__ import annotations
 
 import sys
 
+from tpurank.cli import dispatch
 from tpurank.config import parse_config
-from models.lgbm.config import LgbmConfig
 
-USAGE = __doc__
+
+def train_main(argv: list[str]) -> int:
+    from models.lgbm.config import LgbmConfig
+    from models.lgbm.train import train_all
+
+    train_all(parse_config(LgbmConfig, argv, prog="python -m models.lgbm train"))
+    return 0
+
+
+def predict_main(argv: list[str]) -> int:
+    from models.lgbm.config import LgbmConfig
+    from models.lgbm.predict import predict_all
+
+    predict_all(parse_config(LgbmConfig, argv, prog="python -m models.lgbm predict"))
+    return 0
+
+
+COMMANDS = {
+    "train": ("models.lgbm.__main__:train_main", "train per collection (and fold), resumable"),
+    "predict": ("models.lgbm.__main__:predict_main", "write valid+test predictions (with --folds "
+                                                      "also oof and test-fold<k>)"),
+    "compare": ("models.lgbm.evaluate:main", "validation scores of models (Markdown table)"),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE)
-        return 0 if argv else 2
-    command, rest = argv[0], argv[1:]
-    if command == "compare":
-        from models.lgbm.evaluate import main as compare_main
-        return compare_main(rest)
-    if command not in ("train", "predict"):
-        print(f"unknown command {command!r}\n{USAGE}", file=sys.stderr)
-        return 2
-    cfg = parse_config(LgbmConfig, rest, prog=f"python -m models.lgbm {command}")
-    if command == "train":
-        from models.lgbm.train import train_all
-        train_all(cfg)
-    else:
-        from models.lgbm.predict import predict_all
-        predict_all(cfg)
-    return 0
+    return dispatch("models.lgbm", COMMANDS, argv)
 
 
 if __name__ == "__main__":

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
+from typing import ClassVar
 
 from tpurank.collections import Collection, held_collections
-from tpurank.config import StageConfig
-from models.predictions import run_name
+from models.ranker import RankerConfig
 
 MODEL_NAME = "lgbm"
 MODES = ("lambdarank", "pairwise")
@@ -27,12 +26,11 @@ DEFAULT_MODE: dict[str, str] = {
 
 
 @dataclass
-class LgbmConfig(StageConfig):
+class LgbmConfig(RankerConfig):
     """LightGBM ranker on the per-config tabular features (``python -m models.lgbm train|predict``)."""
 
-    collection: str = ""  # alias of --collections (wins when given) [run]
-    features: str = ""  # feature directory; default WORK/features [run]
-    tag: str = ""  # optional run name: model "lgbm-<tag>" (kept apart from the default "lgbm") [run]
+    MODEL: ClassVar[str] = MODEL_NAME
+
     mode: str = "default"  # default (the mode per collection in DEFAULT_MODE) | lambdarank | pairwise | auto (train both, keep the one with the better validation score) [pending: DEFAULT_MODE was chosen with tests/bench/bench_lgbm.py, quick preset, 3 seeds; no artifact in benchmarks/ yet]
 
     # --- rows and groups ---
@@ -86,25 +84,6 @@ class LgbmConfig(StageConfig):
     def selected_collections(self) -> list[Collection]:
         """``--collection``/``--collections``; ``all`` = the collections the data root holds."""
         return held_collections(self.data, self.collection or self.collections)
-
-    def features_dir(self) -> Path:
-        return Path(self.features) if self.features else Path(self.work) / "features"
-
-    @property
-    def model_name(self) -> str:
-        """``lgbm`` or ``lgbm-<tag>``."""
-        return MODEL_NAME + (f"-{self.tag}" if self.tag else "")
-
-    def model_dir(self, collection: Collection) -> Path:
-        """``WORK/models/lgbm[-tag]/<slug>/seed<k>`` (one directory per trained seed)."""
-        return Path(self.work) / "models" / self.model_name / collection.slug / f"seed{self.seed}"
-
-    def preds_dir(self) -> Path:
-        return Path(self.work) / "preds"
-
-    def run_name(self) -> str:
-        """Prediction run ``lgbm[-tag]@seed<k>`` (models.predictions seed convention)."""
-        return run_name(self.model_name, self.seed)
 
     def resolved_mode(self, collection: Collection) -> str:
         """The concrete mode for ``collection`` (``auto`` stays ``auto``)."""

@@ -17,11 +17,11 @@ def test_gnn_predict_configs_counts_what_the_predict_stage_scores(tmp_path: Path
     # K folds: test x K, every valid config, train graphs capped by the tabular rows (100) and
     # --oof-max-configs (120): 50 + 100 + 100
     # config-nodes: each config times its graph's nodes (test 7, valid 5/10/15, train 10/11/12)
-    assert P.gnn_predict_configs(features, LAYOUT, 3, 120) == {
+    assert P.predict_configs(features, LAYOUT, 3, 120) == {
         "test": 3 * 2000, "valid": 120, "oof": 250, "total": 6370,
         "config_nodes": 3 * 2000 * 7 + 40 * (5 + 10 + 15) + 50 * 10 + 100 * 11 + 100 * 12}
-    assert P.gnn_predict_configs(features, LAYOUT, 3, 60)["oof"] == 50 + 60 + 60
-    assert P.gnn_predict_configs(features, TILE, 0, 60) == {
+    assert P.predict_configs(features, LAYOUT, 3, 60)["oof"] == 50 + 60 + 60
+    assert P.predict_configs(features, TILE, 0, 60) == {
         "test": 60, "valid": 120, "oof": 0, "total": 180, "config_nodes": 60 * 7 + 40 * 30}
     assert P.run_configs(features, [TILE]) == 450 + 120 + 60
 
@@ -62,9 +62,9 @@ def test_read_probe_and_the_predict_estimate(tmp_path: Path, fake_features) -> N
     assert probe.seconds_per_config_node == pytest.approx({"tile:xla": 0.001, "layout:xla:random": 0.001})
     assert probe.configs == {"tile:xla": 80, "layout:xla:random": 296}
     assert probe.overhead == pytest.approx(20.0 - 3.76)
-    seconds, basis = P.gnn_predict_estimate(features, [TILE, LAYOUT], 3, 0, probe, start=probe.overhead)
-    tile = P.gnn_predict_configs(features, TILE, 3, 0)
-    layout = P.gnn_predict_configs(features, LAYOUT, 3, 0)
+    seconds, basis = P.probed_predict_estimate(features, [TILE, LAYOUT], 3, 0, probe, start=probe.overhead)
+    tile = P.predict_configs(features, TILE, 3, 0)
+    layout = P.predict_configs(features, LAYOUT, 3, 0)
     assert seconds == pytest.approx(probe.overhead + 0.001 * (tile["config_nodes"] + layout["config_nodes"]))
     assert f"{tile['total'] + layout['total']:,} configs" in basis
     # a collection the probe did not score takes the slowest of its kind
@@ -83,7 +83,7 @@ def test_the_estimate_scales_with_the_graphs_it_predicts(tmp_path: Path, write_g
         features = tmp_path / f"n{nodes}"
         write_graph(features, LAYOUT, "valid", "v0", 100, 10)
         write_graph(features, LAYOUT, "test", "x0", 1000, nodes, target=False)
-        times[nodes], _ = P.gnn_predict_estimate(features, [LAYOUT], 0, 0, probe, start=0.0)
+        times[nodes], _ = P.probed_predict_estimate(features, [LAYOUT], 0, 0, probe, start=0.0)
     assert times[100] - 100 * 10 * 1e-5 == pytest.approx(10 * (times[10] - 100 * 10 * 1e-5))
 
 
@@ -105,10 +105,13 @@ def test_plan_records_round_trip_and_eta(tmp_path: Path) -> None:
 
 
 def test_training_shares_and_stage_budgets() -> None:
-    assert P.training_shares(1000.0, ["lgbm", "gnn"], 0.3) == pytest.approx({"lgbm": 300.0, "gnn": 700.0})
-    assert P.training_shares(1000.0, ["gnn"], 0.3) == {"gnn": 1000.0}
-    assert P.training_shares(1000.0, ["lgbm"], 0.3) == {"lgbm": 1000.0}
-    assert P.training_shares(1000.0, [], 0.3) == {}
+    shares = P.training_shares
+    assert shares(1000.0, ["lgbm", "gnn"], ["lgbm"], 0.3) == pytest.approx({"lgbm": 300.0, "gnn": 700.0})
+    assert shares(1000.0, ["gnn"], [], 0.3) == {"gnn": 1000.0}
+    assert shares(1000.0, ["lgbm"], ["lgbm"], 0.3) == {"lgbm": 1000.0}
+    assert shares(1000.0, [], [], 0.3) == {}
+    assert shares(1000.0, ["lgbm", "toy", "gnn"], ["lgbm", "toy"], 0.3) == pytest.approx(
+        {"lgbm": 150.0, "toy": 150.0, "gnn": 700.0})
     seconds, basis = P.fixed_estimate("blend", 2_000_000)
     a, b = P.FIXED_COSTS["blend"]
     assert seconds == pytest.approx(a + 2 * b) and "2,000,000" in basis

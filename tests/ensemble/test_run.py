@@ -148,12 +148,12 @@ def test_what_early_stopping_leaves_buys_gnn_seeds(tmp_path: Path, fake_features
                                                        "gnn-train@seed2", "gnn-predict@seed2"]
     # every train stage's --time-budget keeps back the probe's start-up and a share
     second = run.plan.get("gnn-train@seed1")
-    assert run.gnn_start == run.probe.overhead > 0
+    assert run.probe_start == run.probe.overhead > 0
     assert second.given - second.options["time_budget"] == pytest.approx(
-        run.gnn_start + P.TRAIN_OVERRUN["gnn"] * second.given, abs=0.1)
+        run.probe_start + run.rankers["gnn"].overrun * second.given, abs=0.1)
     lgbm = run.plan.get("lgbm-train")
     assert lgbm.given - lgbm.options["time_budget"] == pytest.approx(
-        run.gnn_start + P.TRAIN_OVERRUN["lgbm"] * lgbm.given, abs=0.1)
+        run.probe_start + run.rankers["lgbm"].overrun * lgbm.given, abs=0.1)
     assert fake.now <= 3000.0
     # planned from the probe when the time was split; given from the first seed's predict stage
     assert run.plan.get("gnn-predict@seed1").given == pytest.approx(1.05 * 60.0)

@@ -33,7 +33,8 @@ def test_every_model_has_its_stage_module() -> None:
         module = importlib.import_module(entry_point(model.module))  # what python -m runs
         assert callable(module.main), model.module
         assert model.preds == model.name and model.stages[-1] == "predict"
-    assert set(registry.DEFAULT_BLEND) <= set(registry.BY_NAME)
+        assert model.ranker.name == model.name  # its RANKER (models.ranker.Ranker)
+    assert registry.default_models() == "gnn,lgbm"
 
 
 def test_names_of_runs_map_to_their_model() -> None:
@@ -48,7 +49,7 @@ def test_the_makefile_runs_every_model_stage_of_the_registry(tmp_path: Path) -> 
     for model in registry.MODELS:
         for stage in model.stages:
             assert f"-m {model.module} {stage} --data {tmp_path}" in text, (model.name, stage)
-    assert f"--models {','.join(registry.DEFAULT_BLEND)} --protocol auto" in text
+    assert f"--models {registry.default_models()} --protocol auto" in text
     assert "-m ensemble real" in text.splitlines()[-1]  # the real-record table ends the run
     only = _make_n_run(tmp_path, "MODELS=baseline", "PROTOCOL=valid")
     assert "models.gnn train" not in only and "models.baseline predict" in only
@@ -59,7 +60,7 @@ def test_the_makefile_plans_a_run_with_a_budget(tmp_path: Path) -> None:
     """BUDGET=S hands the whole run to the planner (ensemble.run), MON=1 to its monitor log."""
     text = _make_n_run(tmp_path, "BUDGET=2700", "MON=1", "PLAN_ARGS=--max-seeds 2")
     assert text.count("\n") == 1 and "-m ensemble run --budget 2700 --data " in text
-    assert f"--models {','.join(registry.DEFAULT_BLEND)} --protocol auto" in text
+    assert f"--models {registry.default_models()} --protocol auto" in text
     assert "--monitor-log " in text and text.rstrip().endswith("--max-seeds 2")
 
 
@@ -70,10 +71,10 @@ def test_console_script_pipeline_docs_and_real_read_the_registry() -> None:
     for model in registry.MODELS:
         assert cli.GROUPS[model.name][0] == model.module
         for stage in model.stages:
-            assert pipeline.STAGES[f"{model.name}-{stage}"][0].startswith(model.module)
+            assert pipeline.stage_module(f"{model.name}-{stage}")[0].startswith(model.module)
     assert MODEL_ORDER == tuple(m.name for m in registry.MODELS) + (registry.BLEND,)
     assert real.trained_model_names() == [m.name for m in registry.MODELS if m.trains]
-    assert set(real.trained_model_names()) <= set(real.SCORERS)
+    assert all(registry.get_model(m).ranker.marker for m in real.trained_model_names())
     run = pipeline.Run(data="d", work="w", models="gnn,baseline")
     assert run.model_stages("train") == ["gnn-train"]
     assert run.model_stages("predict") == ["gnn-predict", "baseline-predict"]

@@ -1,0 +1,97 @@
+"""What the pipeline needs of a ranker: :class:`Ranker`, and :class:`RankerConfig`, the options
+every ranker's stage config names alike.
+
+A model of :mod:`tpurank.registry` is a stage module whose ``train`` writes ``WORK/models/<name>
+[-tag]/<slug>/seed<k>[/fold<j>]/`` and ``predict`` ``WORK/preds/<name>[-tag][@seed<k>]/<slug>/
+{oof,valid,test-fold<j>,test}.npz`` (:mod:`models.predictions`), and whose ``RANKER`` tells the
+rest: the planner's time model (:mod:`ensemble.run`), its runs' reports (the notebooks) and its
+scoring of the real TPU records (:mod:`ensemble.real`). The orchestration names no model.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from tpurank.collections import Collection
+from tpurank.config import StageConfig, parse_config
+
+
+@dataclass
+class RankerConfig(StageConfig):
+    """The stage contract every ranker's config shares (same names, same places)."""
+
+    MODEL: ClassVar[str] = ""  # the registry name
+
+    collection: str = ""  # singular alias of --collections (wins when given) [run]
+    features: str = ""  # feature directory; default WORK/features [run]
+    tag: str = ""  # optional run name: model "<name>-<tag>", kept apart from the default one: WORK/models/<name>-<tag>/, WORK/preds/<name>-<tag>@seed<k>/ [run]
+
+    def features_dir(self) -> Path:
+        return Path(self.features) if self.features else Path(self.work) / "features"
+
+    @property
+    def model_name(self) -> str:  # <name>[-<tag>]
+        return self.MODEL + (f"-{self.tag}" if self.tag else "")
+
+    def collection_dir(self, collection: Collection) -> Path:
+        """``WORK/models/<name>[-tag]/<slug>``: one ``seed<k>`` sub-directory per trained seed."""
+        return Path(self.work) / "models" / self.model_name / collection.slug
+
+    def model_dir(self, collection: Collection) -> Path:
+        return self.collection_dir(collection) / f"seed{self.seed}"
+
+    def preds_dir(self) -> Path:
+        return Path(self.work) / "preds"
+
+    def run_name(self) -> str:
+        """Prediction run ``<name>[-tag]@seed<k>`` (:func:`models.predictions.run_name`)."""
+        from models.predictions import run_name
+
+        return run_name(self.model_name, self.seed)
+
+
+class Ranker:
+    """One model as the pipeline sees it; a model package subclasses it as its ``RANKER``."""
+
+    name: str = ""  # its registry name
+    title: str = ""  # its name in messages ("no trained <title> under ...")
+    config: str = ""  # "module:Class" of its stage config (a RankerConfig)
+
+    # -- the planner's time model (ensemble.run): models with ``capped`` train first, together at
+    # most --first-share of the training time; the one model without takes what they leave, and
+    # (--spend seeds) splits it into seeds of its preset's --time-budget each
+    capped: bool = True
+    overrun: float = 0.05  # share of a train stage's seconds kept back from its --time-budget
+    predict_cost: tuple[float, float] = (3.0, 10.0)  # predict stage: a s + b s per million configs
+    probed: bool = False  # predict time measured instead: see probe_options
+    steps_options: ClassVar[dict[str, Any]] = {}  # train options of --spend steps (its whole share, one seed)
+
+    report, score_key = "", "score"  # a run's report file (under its model_dir) and its validation score
+    marker: str = ""  # what a trained model directory holds (ensemble.real finds them by it)
+
+    def parse(self, argv: list[str]) -> RankerConfig:
+        """Its stage config from a stage's options (as the stage parses them)."""
+        module, name = self.config.split(":")
+        return parse_config(getattr(importlib.import_module(module), name), argv)
+
+    def probe_options(self, configs: int) -> dict[str, Any]:
+        """Train options of a probe (``probed``): an untrained model scores ``configs`` configs of
+        each linked valid graph and its ``report`` times that (``final_eval_seconds``)."""
+        raise NotImplementedError
+
+    def runs(self, work: str | Path) -> list[dict[str, Any]]:
+        """The ``report`` of every whole run (not of single fold models) under its models."""
+        base = Path(work) / "models" / self.name
+        paths = sorted(p for p in base.rglob(self.report or "-")
+                       if not any(part.startswith("fold") and part[4:].isdigit() for part in p.parts))
+        return [json.loads(p.read_text()) for p in paths]
+
+    def real_costs(self, dirs: list[Path], records: Any, device: str) -> tuple[list[dict], str]:
+        """Costs per real record (stem -> costs) of each trained model directory of one seed (its
+        folds), and a note; ``records`` (:class:`ensemble.real.Records`) gives the records
+        featurized as a feature folder's build says (``processed``, ``tabular``)."""
+        raise NotImplementedError
