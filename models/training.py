@@ -140,12 +140,6 @@ def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float) -> to
     return torch.optim.AdamW(groups, lr=lr)
 
 
-def make_scheduler(optimizer: torch.optim.Optimizer, total_steps: int,
-                   warmup_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: warmup_cosine(s, total_steps, warmup_steps))
-
-
 @dataclass
 class EarlyStopping:
     """Tracks the best validation value (higher is better) and says when to stop.
@@ -214,18 +208,6 @@ def eval_mode(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
             yield model
     finally:
         model.train(was_training)
-
-
-def peak_memory_mb(device: torch.device) -> float:
-    """Peak memory of this process: CUDA allocator peak on GPU, max RSS on CPU (MiB)."""
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20
-    try:
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    except (ImportError, OSError):
-        return float("nan")
 
 
 # --- multi-process (torchrun) training -------------------------------------------------------
@@ -388,7 +370,7 @@ class StepHorizon:
 
 def make_horizon_scheduler(optimizer: torch.optim.Optimizer, horizon: StepHorizon,
                            warmup_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
-    """:func:`make_scheduler` whose total step count is read from ``horizon`` at every step."""
+    """Warmup-cosine LR schedule whose total step count is read from ``horizon`` at every step."""
     return torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: warmup_cosine(s, horizon.total, warmup_steps))
 

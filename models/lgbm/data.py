@@ -20,7 +20,6 @@ import numpy as np
 import polars as pl
 from scipy.stats import rankdata
 
-KEY_COLUMNS = ("graph", "config", "target")
 FEATURE_PREFIX = "f_"
 
 
