@@ -22,7 +22,6 @@ from tpurank.collections import COLLECTIONS, SPLITS, Collection, parse_collectio
 from features.io import GraphFile, discover, npz_headers, read_npz_member
 
 
-
 def _collections(spec: str | Sequence[Collection] | None) -> list[Collection]:
     return parse_collections(spec) if spec is None or isinstance(spec, str) else list(spec)
 
