@@ -28,17 +28,13 @@ import torch
 from tpurank.atomic import atomic_path
 
 
-def seed_everything(seed: int, deterministic: bool = False) -> None:
-    """Seed ``random``, NumPy and torch (CPU and CUDA). ``deterministic`` also asks cuDNN for
-    deterministic kernels (slower; CPU runs are deterministic anyway)."""
+def seed_everything(seed: int) -> None:
+    """Seed ``random``, NumPy and torch (CPU and CUDA)."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     if torch.cuda.is_available():
         torch.cuda.manual_seed_all(seed)
-    if deterministic:
-        torch.backends.cudnn.deterministic = True
-        torch.backends.cudnn.benchmark = False
 
 
 def step_rng(seed: int, step: int, stream: int = 0) -> np.random.Generator:
