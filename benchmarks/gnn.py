@@ -40,8 +40,16 @@ from models.gnn.data import config_rows, graph_tensors
 from models.gnn.model import RankerGNN
 from models.gnn.train import model_args_for
 from models.losses import get_loss
-from models.training import make_optimizer, peak_memory_mb, reuse_freed_memory
+from models.training import make_optimizer, reuse_freed_memory
 from tpurank.config import git_sha
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    """Max RSS of this process in MiB (the CPU runs measured here)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
 
 NODES, CONFIGURABLE, CONFIGS, NODE_DIM, STEP_CONFIGS = 2000, 150, 1000, 160, 64
 

@@ -63,11 +63,20 @@ def hidden_test_means(work: Path) -> dict[str, float]:
     return {m: round(v, 4) for m, v in means.items() if v is not None}
 
 
+def read_log(log: Path) -> list[dict[str, object]]:
+    """The records of a ``tpurank.monitor`` log; a torn last line (a killed monitor) is skipped."""
+    records = []
+    for line in log.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
 def make_run(data: Path, work: Path, preset: str) -> list[dict[str, object]]:
     """``make run`` on ``data`` with every stage under ``tpurank.monitor`` (``MON=1``); the stage
     records of ``WORK/stages.jsonl``, each with the make command that ran it."""
-    from tpurank.monitor import read_log
-
     log = work / "stages.jsonl"
     log.unlink(missing_ok=True)
     cmd = ["make", "run", f"DATA={data}", f"WORK={work}", f"PRESET={preset}", "MON=1",

@@ -1,26 +1,14 @@
-"""``python -m features build``: prune, featurize and cache every graph; write tabular parquet.
+"""``python -m features build``: prune, featurize and cache every graph; write tabular parquet
+(outputs, cache keys and resuming: docs/features.md).
 
 Pipeline per collection (files in parallel over a process pool, tqdm progress):
 
 1. **norm pass** — train graphs only: node features (and tile config features) are computed
    unnormalised and their per-column sums are cached per graph; ``norm.npz`` = mean/std fitted
-   on train only.
-2. **graph pass** — every graph: :func:`process_graph` (prune + rewire, -1 re-padding,
-   engineered + dot-general features, normalisation, config dedup, layout configs as codes), saved
-   with :func:`features.processed.save_processed`; its tabular rows go to a per-graph parquet part.
+   on train only. Its node stage is reused by the graph pass (computed once per train graph).
+2. **graph pass** — every graph: :func:`process_graph`, saved with
+   :func:`features.processed.save_processed`; its tabular rows go to a per-graph parquet part.
 3. **tabular** — parts concatenated into ``tabular/<split>.parquet``.
-
-Caching: each graph's outputs are keyed by the input identity (path, size, mtime), the transform
-parameters, the package version and the norm stats; a ``done/<split>/<stem>.json`` marker
-holding the key is written *last*, so a killed run leaves no entry that looks complete and a
-rerun only redoes what is missing or stale (:mod:`features.tasks`).
-
-Input: layout configs are streamed out of the npz into compact codes
-(:mod:`features.configcodes`), so WORK holds one copy of the configs (the processed codes); the
-int8 ``WORK/cache`` copy is only made with ``--use-cache true``. The norm pass reads only the
-small members and its node stage is reused by the graph pass (computed once per train graph).
-LightGBM train rows are capped per graph (``tabular_max_train_rows``: quick 2,000, full 8,000;
-valid/test rows complete), so the parquet grows with the number of graphs, not of configs.
 
 Modules: :mod:`features.buildconfig` (parameters), :mod:`features.norm` (normalisation stats),
 :mod:`features.stages` (one graph's transforms, :func:`process_graph`), :mod:`features.tasks`

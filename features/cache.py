@@ -1,32 +1,12 @@
-"""On-disk, memory-mappable cache of npz graphs (``python -m features cache``).
-
-Optional: ``features build`` no longer needs it (it streams layout configs out of the npz into
-compact codes, :mod:`features.configcodes`) and only uses it with ``--use-cache true``. Measured
-on a kaggle-shaped set (G = 0.05, F = 1/8, the 34 layout files, 65 MB of npz): the cache is
-1.02 GB (15.6× the input) and saves 15 s of a 111 s build (``benchmarks/scale.py``
-notes); WORK without it is 60 MB.
+"""On-disk, memory-mappable cache of npz graphs (``python -m features cache``; ``features build``
+reads through it only with ``--use-cache true``). Entry layout, keys, int8 storage and atomicity:
+docs/data.md, "Cache".
 
 ``load_cached(npz_path, cache_dir)`` converts a graph on first use and returns a :class:`Graph`
-whose arrays are ``np.load(..., mmap_mode="r")`` views, so a 100k-config layout graph costs
-almost no RAM until its configs are sliced.
-
-Layout: ``CACHE/<stem>-<key>/`` holds one ``<array>.npy`` per Graph array plus ``meta.json``.
-``key`` hashes the source identity (resolved path, size, mtime_ns), :data:`CACHE_VERSION` and the
-numpy version, so a changed source (or a format change here) gets a fresh entry; the stale entry
-of the same source is removed after the new one is in place.
-
-Conversion never holds a big member in RAM: each npz member (stored or deflate-compressed) is
-streamed from the zip in bounded chunks into its ``.npy``. ``node_config_feat`` is stored as
-**int8** (layout values are the small integers −1..5: 4× smaller than float32). When a value is
-not exactly representable in int8 (a fraction, NaN, or outside −128..127 — which the validator
-reports as bad anyway) the member is re-streamed and kept as float32 instead; ``meta.json``
-records which dtype was used. Small arrays are stored normalised like
-:func:`features.io.graph_from_arrays` does (1-D ``node_splits``, int64 indices).
-
-Atomicity: an entry is written into a temporary sibling directory and published with one
-``os.replace``; a crashed or killed conversion leaves no entry (the next call redoes it, and
-temporary directories of dead processes are removed). Two processes converting the same file
-race harmlessly: the loser discards its copy.
+whose arrays are ``np.load(..., mmap_mode="r")`` views, so a 100k-config layout graph costs almost
+no RAM until its configs are sliced. Conversion never holds a big member in RAM (each member is
+streamed in bounded chunks). Two processes converting the same file race harmlessly: the loser
+discards its copy.
 """
 
 from __future__ import annotations

@@ -1,26 +1,17 @@
-"""The configurable-node graph: which configurable nodes act on each other through the program.
+"""The configurable-node graph: which configurable nodes act on each other through the program
+(the factorized GNN's head graph; the two link kinds are defined in docs/features.md, "Transforms").
 
-The factorized GNN (``models.gnn``, ``--arch factorized``) embeds a graph once, without configs,
-and then runs a small per-config head over the configurable nodes only. The head's message
-passing needs to know which configurable nodes are joined in the dataflow. Two kinds of link:
+- **path** (kind 0): a shortest directed path ``u -> w1 -> ... -> v`` through non-configurable nodes
+  only, of at most ``max_hops`` edges, summarised by its length and its first and last inner nodes
+  (both within one hop of a configurable node, hence kept by any pruning with ``k >= 1``);
+- **meet** (kind 1): ``a < b`` whose outputs meet at a non-configurable ``w`` within ``d_a + d_b <=
+  max_hops`` edges (``w`` minimising that sum): two layouts meeting at one op (say the operands of
+  an add) decide whether it needs a copy, a cost of the pair that no directed path shows.
 
-- **path** (kind 0): configurable ``u`` is linked to configurable ``v`` when a directed path
-  ``u -> w1 -> ... -> v`` (producer to consumer) runs through **non-configurable** nodes only
-  (``w1 ...``; none when ``v`` consumes ``u`` directly) and has at most ``max_hops`` edges. The
-  shortest such path is summarised by its length and by two of its inner nodes: the first (a
-  consumer of ``u``) and the last (an operand of ``v``), both within one hop of a configurable
-  node, hence kept by any pruning with ``k >= 1``;
-- **meet** (kind 1): configurable ``a`` and ``b`` (``a < b``) whose outputs **meet** at a
-  non-configurable node ``w``: directed non-configurable paths ``a -> ... -> w`` and ``b -> ...
-  -> w`` of ``d_a + d_b <= max_hops`` edges in all (``w`` minimising that sum); the link's length
-  is ``d_a + d_b`` and both its inner slots hold ``w``. Two layouts that meet at one op (say
-  the operands of an add) are what decides whether that op needs a copy: a cost of the pair, which
-  no directed path between them shows.
-
-The graph is computed once per graph by ``features build`` on the source graph (before
-pruning), and stored with the processed graph (``config_graph.npy``), so training and
-prediction never search paths. :func:`config_graph` is also the fallback for processed graphs
-written without it (computed on the pruned graph: rewired edges then shorten some paths).
+Computed once per graph by ``features build`` on the source graph (before pruning) and stored
+with the processed graph (``config_graph.npy``). :func:`config_graph` is also the fallback for
+processed graphs written without it (computed on the pruned graph: rewired edges then shorten
+some paths).
 
 Array: ``(E, 6)`` int64 rows ``[src, dst, hops, first_inner, last_inner, kind]``; ``src``/``dst``
 are ordinals of configurable nodes (positions in ``node_config_ids`` / ``config_node_pos``,

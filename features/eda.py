@@ -21,9 +21,6 @@ from matplotlib.figure import Figure
 from tpurank.collections import COLLECTIONS, SPLITS, Collection, parse_collections
 from features.io import GraphFile, discover, npz_headers, read_npz_member
 
-STAT_COLUMNS = ("collection", "split", "stem", "nodes", "edges", "configs", "configurable_nodes",
-                "runtime_min", "runtime_median", "runtime_max")
-
 
 def _collections(spec: str | Sequence[Collection] | None) -> list[Collection]:
     return parse_collections(spec) if spec is None or isinstance(spec, str) else list(spec)

@@ -1,27 +1,12 @@
-"""Training-free heuristic costs of configs: wasted work from TPU (8 x 128) padding.
+"""Training-free heuristic costs of configs: wasted work from TPU (8 x 128) padding (the
+physics: docs/ensemble.md, "Baseline"). Lower cost = predicted faster.
 
 Used two ways: as the ``baseline`` model's ranking (:mod:`models.baseline`) and as per-config
 tabular features ``f_heur_cost`` / ``f_heur_rank`` (:mod:`features.tabular`), so a learned ranker
-can use or ignore the heuristic. Lower cost = predicted faster.
-
-A TPU stores the two most-minor dimensions of a tensor in (8 x 128) tiles (sublanes x lanes),
-so a dimension that is not a multiple of 128 on the lane axis (8 on the sublane axis) is padded
-and the padding is computed and moved for nothing.
-
-* **tile** (one kernel, configs = tile sizes; ``config_feat`` docs/competition.md §5): output bounds are in
-  TPU tile units along the root's layout (128 lanes on the minor dim, 8 sublanes on the
-  second-minor). Larger tiles mean fewer grid steps (each with a fixed overhead), tiles that
-  overhang the output shape waste work, and a double-buffered working set above the 16 MiB VMEM
-  spills (penalised quadratically). See :func:`tile_costs`.
-* **layout** (configs = per-node layouts, ``node_config_feat``): for every configurable node, the
-  output tensor (and its first two operands for the input/kernel layouts) is laid out with the
-  chosen most-minor and second-minor dimensions; ``-1`` entries mean the compiler's default
-  layout (``node_feat`` 134-139). ``cost = sum over tensors of padded elements``: configs whose
-  minor dimensions are large multiples of 128/8 get low cost. See :class:`LayoutHeuristic`.
-
-Layout configs are always read in chunks (``CHUNK_CONFIGS`` at a time), from the int8
-memory-mapped cache (``WORK/cache``) when ``features build`` made one, else streamed from the npz
-member, so a 100k-config graph never sits in memory as float32.
+can use or ignore the heuristic. Tile configs: :func:`tile_costs`; layout configs:
+:class:`LayoutHeuristic`, read in chunks (``CHUNK_CONFIGS`` at a time) from the int8 cache when
+``features build`` made one, else streamed from the npz member, so a 100k-config graph never sits
+in memory as float32.
 """
 
 from __future__ import annotations

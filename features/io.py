@@ -213,10 +213,6 @@ class NpyHeader:
     def size(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64))
 
-    @property
-    def header_bytes(self) -> int:
-        return self.member_bytes - self.data_bytes
-
 
 def _read_npy_header(fp: IO[bytes]) -> tuple[tuple[int, ...], bool, np.dtype]:
     """(shape, fortran_order, dtype) from an npy stream positioned at its magic string."""

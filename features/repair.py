@@ -1,23 +1,10 @@
 """A test graph is never dropped: the documented repairs of the problems a test file may have and
-still be ranked (every test graph must be in the submission).
+still be ranked (the table: docs/data.md, "Validation"): non-finite node features become ``-1``,
+an unknown opcode id the unknown bucket ``0``, and a graph without configurable node gets tied
+configs (no model is asked; ``ensemble blend`` keeps the file order).
 
-========================  =================================================================
-problem (``validate``)    repair
-========================  =================================================================
-non-finite node features  each NaN / ±inf of ``node_feat`` becomes the padding value ``-1``
-                          (what re-padding writes beyond a tensor's rank: "no value here")
-opcode id outside the     the id becomes the shared unknown bucket ``0`` (the id the HLO
-table                     converter gives an opcode missing from ``hlo_opcodes.tsv``)
-no configurable node      every config ties: nothing tells the configs apart, so no model is
-(layout)                  asked; the submission keeps the file order (``ensemble blend``)
-========================  =================================================================
-
-``features validate`` lists a test file with only these problems under ``repaired_files`` of its
-report (with the repairs), not under ``bad_files``; ``features build`` applies the repairs when
-it loads a test graph (:func:`repair_graph`) and builds nothing for a graph without configurable
-nodes; ``ensemble blend`` ranks such a graph in file order and records it in its summary and
-the run's report. Train and valid files with any problem are still skipped (and recorded in the
-report): a repaired graph is never learnt from or scored on.
+``features build`` applies the repairs when it loads a test graph (:func:`repair_graph`). Train and
+valid files with any problem are still skipped: a repaired graph is never learnt from or scored on.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
-"""Tabular features for LightGBM: one row per (graph, config), written as parquet (polars).
-
-Columns: ``graph`` (str stem), ``config`` (int64 index into the source file's configs),
-``target`` (float64, null for test), then float32 features ``f_*``:
-
-- ``f_g_*`` graph-level statistics (constant within a graph; they let trees condition on size/kind);
-- layout: ``f_<type>_<tensor>_<pattern>_{n,w}`` — per configurable-node type (conv, dot, reshape,
-  other) and tensor (out, in, kernel): how many nodes (``n``) and how much tensor size (``w``:
-  sum of log1p element counts) have each layout pattern (:data:`LAYOUT_PATTERNS`); plus
-  ``f_mismatch_*``: configurable producer/consumer pairs whose output/input layouts disagree;
-- tile: the -1-padded config, log sizes, bound/shape ratios, tile counts and padded-tile waste;
-- both (``BuildConfig.heuristic``): ``f_heur_cost`` (log of the :mod:`features.heuristic` padding
-  cost) and ``f_heur_rank`` (its rank within the graph's source configs, scaled to [0, 1]).
+"""Tabular features for LightGBM: one row per (graph, config), written as parquet (polars). The
+columns are described in docs/features.md, "What the models get": ``graph``, ``config``,
+``target``, then float32 ``f_*`` (``f_g_*`` graph statistics; layout pattern counts per node type
+and tensor, :data:`LAYOUT_PATTERNS`, and ``f_mismatch_*``; tile config features; ``f_heur_*``).
 
 Configs are processed in chunks (``(chunk, nc, 18)`` int8 at a time), never the whole array.
 """

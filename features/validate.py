@@ -54,8 +54,6 @@ from features.repair import NO_CONFIGURABLE_NODE, NON_FINITE, UNKNOWN_OPCODE
 __all__ = ["Problem", "validate_file", "validate_graph", "check_file", "repairs_of"]
 
 LAYOUT_VALUE_MIN, LAYOUT_VALUE_MAX = -1, 5
-#: members checked chunk-wise instead of being loaded (they can be GBs)
-STREAMED_KEYS = ("node_config_feat",)
 INT_KEYS = ("node_opcode", "edge_index", "node_config_ids", "node_splits")
 RUNTIME_KEYS = ("config_runtime", "config_runtime_normalizers")
 FEATURE_KEYS = ("node_feat", "config_feat", "node_config_feat")

@@ -1,14 +1,6 @@
-"""A training-free heuristic ranking (model name ``baseline``), computed from the raw graphs.
-
-It is the floor every learned model must beat, and it lets the pipeline end in a valid
-submission before any model exists. The cost is :mod:`features.heuristic` (wasted work from
-TPU (8 x 128) padding: tile = padded work / grid steps / VMEM spill from the output bounds,
-layout = padded elements of the output and first two operands at each configurable node); the
-same cost is also a LightGBM feature (``f_heur_cost``, ``f_heur_rank``).
-
-Layout configs are read in chunks, from the int8 memory-mapped cache (``WORK/cache``) when
-``features build`` made one, else streamed from the npz member, so a 100k-config graph never sits
-in memory as float32.
+"""A training-free heuristic ranking (model name ``baseline``), computed from the raw graphs: the
+floor every learned model must beat, and a valid submission before any model exists. The cost is
+:mod:`features.heuristic`'s (docs/ensemble.md, "Baseline").
 
 CLI::
 

@@ -90,12 +90,6 @@ def options_page() -> str:
     return "\n".join(lines)
 
 
-def write_options_page(path: str | Path = PAGE) -> Path:
-    path = Path(path)
-    path.write_text(options_page(), encoding="utf-8")
-    return path
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m models.options", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -105,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         stale = not PAGE.is_file() or PAGE.read_text(encoding="utf-8") != options_page()
         print(f"{PAGE}: {'out of date (run python -m models.options)' if stale else 'up to date'}")
         return int(stale)
-    print(f"wrote {write_options_page()}")
+    PAGE.write_text(options_page(), encoding="utf-8")
+    print(f"wrote {PAGE}")
     return 0
 
 

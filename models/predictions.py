@@ -28,6 +28,7 @@ blend a single seed, pass the run name itself (``gnn@seed0``) as the model.
     PREDS/<run>/<slug>/oof-config.npz   # optional: per stem, the source config index of each
                                         #   oof entry (train rows may be deduplicated or
                                         #   subsampled); absent = every config, in order
+    PREDS/<run>/<slug>/oof-target.npz   # the processed target of each oof entry
     PREDS/<run>/<slug>/valid.npz        # the official valid graphs' OOF predictions
     PREDS/<run>/<slug>/test-fold<k>.npz # fold model k on the test graphs
     PREDS/<run>/<slug>/test.npz         # their fold average (:func:`average_folds`)

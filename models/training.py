@@ -28,17 +28,13 @@ import torch
 from tpurank.atomic import atomic_path
 
 
-def seed_everything(seed: int, deterministic: bool = False) -> None:
-    """Seed ``random``, NumPy and torch (CPU and CUDA). ``deterministic`` also asks cuDNN for
-    deterministic kernels (slower; CPU runs are deterministic anyway)."""
+def seed_everything(seed: int) -> None:
+    """Seed ``random``, NumPy and torch (CPU and CUDA)."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     if torch.cuda.is_available():
         torch.cuda.manual_seed_all(seed)
-    if deterministic:
-        torch.backends.cudnn.deterministic = True
-        torch.backends.cudnn.benchmark = False
 
 
 def step_rng(seed: int, step: int, stream: int = 0) -> np.random.Generator:
@@ -140,12 +136,6 @@ def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float) -> to
     return torch.optim.AdamW(groups, lr=lr)
 
 
-def make_scheduler(optimizer: torch.optim.Optimizer, total_steps: int,
-                   warmup_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: warmup_cosine(s, total_steps, warmup_steps))
-
-
 @dataclass
 class EarlyStopping:
     """Tracks the best validation value (higher is better) and says when to stop.
@@ -214,18 +204,6 @@ def eval_mode(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
             yield model
     finally:
         model.train(was_training)
-
-
-def peak_memory_mb(device: torch.device) -> float:
-    """Peak memory of this process: CUDA allocator peak on GPU, max RSS on CPU (MiB)."""
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20
-    try:
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    except (ImportError, OSError):
-        return float("nan")
 
 
 # --- multi-process (torchrun) training -------------------------------------------------------
@@ -388,7 +366,7 @@ class StepHorizon:
 
 def make_horizon_scheduler(optimizer: torch.optim.Optimizer, horizon: StepHorizon,
                            warmup_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
-    """:func:`make_scheduler` whose total step count is read from ``horizon`` at every step."""
+    """Warmup-cosine LR schedule whose total step count is read from ``horizon`` at every step."""
     return torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: warmup_cosine(s, horizon.total, warmup_steps))
 

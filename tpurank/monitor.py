@@ -71,17 +71,6 @@ def append_record(log: Path, record: dict[str, Any]) -> None:
         fh.write(json.dumps(record, sort_keys=True) + "\n")
 
 
-def read_log(log: Path) -> list[dict[str, Any]]:
-    """The records of ``log``; a torn last line (a killed monitor) is skipped."""
-    records = []
-    for line in Path(log).read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--" not in argv:

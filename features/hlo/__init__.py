@@ -1,16 +1,7 @@
 """Raw HLO protos (docs/competition.md §8): read ``TuningData`` / ``ModuleTuningData`` / ``HloModuleProto`` files
 with the protobuf runtime only, convert them to the npz arrays of the TpuGraphs release, and read
-exact per-node facts (dot-general dimension numbers, operand shapes) the npz files lose.
-
-Public API::
-
-    read_proto(path) -> ProtoFile            read_module(path, name=None) -> HloModuleProto
-    module_arrays(module) -> dict            module_to_graph(module, ...) -> features.io.Graph
-    convert_file(pb, out_dir) -> [Converted] exact_dot_dims(pb) -> {node: DotDims}
-    exact_details(pb) -> {node: NodeDetails}
-
-CLI: ``python -m features.hlo convert IN.pb OUT_DIR [--split S] [--tile-collection C]
-[--layout-collection C]``.
+exact per-node facts (dot-general dimension numbers, operand shapes) the npz files lose. The API
+and the CLI (``python -m features.hlo convert IN.pb OUT_DIR ...``): docs/hlo.md.
 """
 
 from features.hlo.convert import (instruction_features, layout_record_arrays, module_arrays,

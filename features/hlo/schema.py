@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover - very old protobuf
 
 FDP = descriptor_pb2.FieldDescriptorProto
 T_INT64, T_UINT64, T_INT32, T_BOOL = FDP.TYPE_INT64, FDP.TYPE_UINT64, FDP.TYPE_INT32, FDP.TYPE_BOOL
-T_STRING, T_MSG, T_ENUM, T_DOUBLE = FDP.TYPE_STRING, FDP.TYPE_MESSAGE, FDP.TYPE_ENUM, FDP.TYPE_DOUBLE
+T_STRING, T_MSG = FDP.TYPE_STRING, FDP.TYPE_MESSAGE
 REP, OPT = FDP.LABEL_REPEATED, FDP.LABEL_OPTIONAL
 
 # (name, number, type, label, message type name or None)

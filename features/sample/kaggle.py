@@ -1,41 +1,8 @@
-"""``--scale kaggle``: a dataset with the real data's counts and shapes — a stress dataset.
-
-It exists to exercise the pipeline at the real volume (file counts, graph sizes, config counts,
-compressed bytes), **not** to measure model quality: graphs come from the same motif generator
-and cost model as the small scales, scaled up (more layers and blocks), and many configs of one
-file are cheap variations of each other. Use ``small`` (or the real download) to compare models.
-
-What it reproduces (docs/competition.md §2–§3, :class:`features.sample.constants.KaggleSpec`):
-
-* per collection and split the real graph counts (xla:default 61/7/8, xla:random 69/7/8,
-  nlp:default 198/20/17, nlp:random 207/20/17, tile 5709/676/844), times ``graph_fraction``
-  (at least one graph per split); default and random files of a source share stems (the same
-  program, the same configurable nodes);
-* layout node counts drawn around the published means (xla 13.9k ± 9.7k, nlp 5.7k ± 5.0k, at
-  most 44k) and about 350 configurable nodes a graph (fewer when a small graph has fewer
-  candidates);
-* train/valid config counts log-uniform over 20 .. 100k × ``config_fraction``, a quarter of the
-  files at the maximum (nlp:default often has 100k), 1,000 configs per layout test file, some
-  train files almost all duplicates (a small pool of configs re-measured), re-measured duplicates
-  everywhere; tile 10 .. 8k × ``config_fraction`` configs, 16 test kernels with only 2–4;
-* deflate-compressed members, as ``np.savez_compressed`` writes them.
-
-Memory: one graph per worker at a time; ``node_config_feat`` is generated, costed, encoded and
-deflated ``chunk_configs`` configs at a time straight into its zip member, so a worker holds
-about ``chunk_configs × nc × 18 × 4`` bytes of configs whatever the file's size. Across graphs only
-the test files' hidden targets and submission rows are kept (small).
-
-Determinism: every graph draws from its own seed (as the other scales), so the output does not
-depend on ``jobs`` or on the order in which workers finish.
-
-Cost (measured on the shared 2-core dev machine, ``--jobs 2``, ``benchmarks/scale.py``;
-``benchmarks/scale.json`` has the latest figures): generation time is set by the layout files —
-the cost model prices every config at every node — so it grows with ``graph_fraction ×
-config_fraction``; tile kernels cost about 13 ms each. G = 0.05: 85 s at F = 1/32 (395 files,
-70k configs, 21 MiB), 450 s at F = 1/8 (232k configs, 64 MiB). Hence the defaults
-``graph_fraction = 0.25``, ``config_fraction = 1/32`` (minutes); ``--graph-fraction 1`` gives the
-real file counts (7,868 files, about 20× the G = 0.05 time: roughly 30 min at F = 1/32, 2.5 h at
-F = 1/8 — extrapolated, not measured).
+"""``--scale kaggle``: a dataset with the real data's counts and shapes — a stress dataset for
+time, memory, open files and disk at Kaggle's volume, **not** for model quality (use ``small`` or the
+real download to compare models). Generated one graph per worker, ``node_config_feat`` streamed
+``chunk_configs`` configs at a time into its zip member. What it reproduces and what it costs:
+docs/data.md, "Kaggle-shaped stress data".
 """
 
 from __future__ import annotations

@@ -1,51 +1,11 @@
 """A second, independently written cost physics for the sample generator (``--physics alt``).
 
-(One module of about 500 lines on purpose: the layout and the tile models are one machine and
-share its constants; splitting them would scatter the hardware description.)
-
-Why: a ranker tuned on data whose runtimes come from one cost model can learn that model rather
-than anything that carries over to a TPU. With a second physics — other hardware numbers, other
-terms, written without looking at ``layout_cost``/``tile_cost`` or ``features.heuristic`` — a
-modelling change can be kept only when it helps on both. The graphs and the configs of a seed
-are the same under both physics (this module draws no random numbers); only runtimes differ.
-
-The machine ("alt"): a hypothetical accelerator unlike the TPU model of ``features.sample``:
-
-* **Storage tiling.** Arrays are stored in tiles of 64 lanes (minor dim) x 64 bytes of rows
-  (second-minor: 16 rows of f32, 32 of bf16). The minor dim is transferred in 256-byte bursts, so
-  a 2-byte minor run of 64 lanes wastes half of each burst. A second-minor stride that is a
-  multiple of 4 KiB hits the same memory banks (x1.15).
-* **Memory hierarchy.** HBM at 1.6 TB/s behind a 24 MiB cache: an op whose padded working set
-  (operands + output) fits in the cache streams at 2.5x the bandwidth. So padding can push an op
-  out of the cache: a threshold, not a proportional cost.
-* **Compute.** A 256x256 systolic array (200 TFLOP/s for 2-byte types, a quarter for f32);
-  contraction and output-feature dims are padded to 256 (to 128 at half efficiency when <= 128),
-  rows to 8. Time = compute + memory - 60 % of the smaller (partial overlap), plus a 1.2 µs launch.
-* **Layouts at dots.** The LHS contraction dim should be minor (second-minor: x1.15; otherwise
-  the op first relayouts the LHS, paying a full copy); the RHS is best K-by-N row-major (N minor;
-  K minor x1.1; else x1.4); the output wants an N dim minor (an M dim minor: writes x1.3; batch
-  minor x2).
-* **Layouts at convolutions.** Input: feature minor; batch minor is fine for batch >= 64 (x1.3),
-  else x2.5; a spatial dim minor x1.8 (lane-wise im2col). Kernel: out-feature minor and
-  in-feature second-minor; in-feature minor x1.2; else x1.6. Output: feature minor; batch minor
-  x1.2 (batch >= 64) / x2; spatial minor x1.7. Input channels pad to 64, output to 256.
-* **Layout propagation.** An elementwise op takes the layout most of its same-shape operands
-  have (ties: the *last* operand); operands in another layout are copied. A requested input
-  layout other than the operand's actual one is a copy; program outputs must be row-major.
-* **Copies.** read + write of both layouts; the minor dim kept: x1.0 (strided DMA); the two minor
-  dims swapped: x1.25 (register transpose); any other change: x2 (gather); plus 1.5 µs.
-* **Reshape/transpose.** A transpose whose input layout already has the output's physical order
-  is free (a bitcast), otherwise a copy by the rule above. A reshape is a bitcast only between
-  row-major layouts with the same minor dim and a second-minor that keeps the 64-byte row tiles.
-* **Reductions.** Reducing over the minor dim is cheap (x1.1: a lane tree), over the second-minor
-  x1.3 (strided accumulation), over major dims x1.0.
-* **Tile kernels.** Config bounds are read in the format's units (128 lanes on the minor output
-  dim, 8 rows on the second-minor, elements elsewhere; kernel bounds: 128 on the last kernel dim,
-  8 on the one before). One core, an 8 MiB local memory with triple buffering (a working set
-  above it refetches its excess from HBM at half speed), 0.25 µs per grid step, 2 µs launch, DMA
-  efficiency from the contiguous run of the tile's minor extent (512-byte bursts), systolic-array
-  fill from the tile's rows/columns and contraction slice; a contraction split over several
-  steps re-reads the output tile's f32 partial sums.
+Why: a ranker tuned on runtimes from one cost model can learn that model rather than anything that
+carries over to a TPU; a modelling change is kept only when it helps under both physics. Written
+without looking at ``layout_cost``/``tile_cost`` or ``features.heuristic``; it draws no random
+numbers, so the graphs and configs of a seed are the same under both physics. One module on
+purpose: the layout and tile models are one machine and share its constants. The machine it
+models: docs/data.md, "A second cost physics".
 """
 
 from __future__ import annotations

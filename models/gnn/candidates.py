@@ -54,20 +54,6 @@ def _random_layout(rng: np.random.Generator, rank: int, space: str) -> list[int]
     return perm if space == "full" else perm[:2]
 
 
-def space_size(spaces: Sequence[NodeSpace], space: str = "minor2") -> float:
-    """Number of distinct configs in the search space (float: it overflows quickly)."""
-    import math
-
-    total = 1.0
-    for ns in spaces:
-        per_node = 1.0
-        for r in ns.ranks:
-            per_node *= (math.factorial(r) if space == "full" else
-                         (r * (r - 1) if r >= 2 else 1))
-        total *= per_node + 1.0  # + the all-default choice
-    return total
-
-
 def sample_candidates(spaces: Sequence[NodeSpace], n: int, seed: int = 0,
                       space: str = "minor2", p_change: float = 0.5,
                       max_tries: int = 50) -> np.ndarray:

@@ -6,19 +6,10 @@ default/random twins together). For fold ``k`` of a collection, ``train`` fits a
 on ``plan.inner_valid(k)`` — never on a held-out graph — and ``predict`` scores
 ``plan.held_out(k)`` and the test split with it.
 
-Files (``M = WORK/models/gnn[-tag]/<slug>/seed<s>``, ``RUN = gnn[-tag]@seed<s>``)::
-
-    M/fold<k>/{config.json,last.pt,best.pt,report.json,...}   # one model per fold (train.fit)
-    M/folds.json        # per fold: the graphs its model saw (models.cv.fold_manifest), checked
-    PREDS/RUN/<slug>/oof.npz          # every labelled graph, by the fold model that did not see it
-    PREDS/RUN/<slug>/oof-config.npz   # source config index of each OOF entry (train graphs'
-                                      # configs may be deduplicated / subsampled by the build)
-    PREDS/RUN/<slug>/oof-target.npz   # the processed target of each OOF entry
-    PREDS/RUN/<slug>/valid.npz        # the official valid graphs' OOF predictions (all configs)
-    PREDS/RUN/<slug>/test-fold<k>.npz # fold model k on the test split
-    PREDS/RUN/<slug>/test.npz         # mean over folds of per-graph z-scored costs
-
-The names are the LightGBM ranker's (:mod:`models.lgbm.folds`) so that the blend reads both alike.
+Files: ``M/fold<k>/`` one model per fold (``M = WORK/models/gnn[-tag]/<slug>/seed<s>``) and
+``M/folds.json`` (per fold: the graphs its model saw, :func:`models.cv.fold_manifest`, checked);
+the predictions under ``PREDS/gnn[-tag]@seed<s>/<slug>/`` are those of every cross-validated model
+(:mod:`models.predictions`), so that the blend reads the GNN and LightGBM alike.
 """
 
 from __future__ import annotations

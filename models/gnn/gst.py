@@ -1,34 +1,18 @@
-"""Graph Segment Training (GST, docs/competition.md §7): constant training memory whatever the graph size.
+"""Graph Segment Training (GST, docs/competition.md §7) for the copy arch: the organisers' recipe
+(``kaidic/GST``, ``custom_tpu_train.py``), described in docs/gnn.md, "Graph Segment Training".
 
-The organisers' recipe (``kaidic/GST``, ``custom_tpu_train.py``):
-
-- each graph is cut into segments of about ``segment_size`` nodes (:mod:`features.segments`,
-  cached with the features); a segment is scored on its own: pooled, through the model's scoring
-  part (:meth:`RankerGNN.config_vectors`, cross-configuration attention over the step's configs,
-  head) to **one scalar per config**, and a config's cost is the **sum** of its segments' scores.
-  A segment without a configurable node adds the same score to every config of its graph, which
-  the ranking losses ignore;
-- a training step runs forward + backward through one segment, drawn in proportion to the
-  configurable nodes (never a segment without one: its step would have no gradient). Its score
-  is scaled to the expected number of segments kept in the step (the trained one plus
-  ``1 - STALE_DROPOUT`` of the others that hold a configurable node);
-- every other segment's score comes from a **history table** (:class:`HistoryTable`, bounded in
-  bytes) keyed by (graph, segment, the config values that segment sees): two configs that agree
-  on a segment's configurable nodes share its entry, a segment without configurable node has one
-  entry per graph. A missing entry counts as zero;
-- **stale embedding dropout**: one mask per graph and step, shared by all its configs, leaves each
-  historical score out with probability :data:`STALE_DROPOUT`, so two configs of a graph always sum
-  the same segments and their difference is the model's, not the mask's.
-
-Inference is exact: every segment is scored fresh and the scores are summed
-(:func:`summed_segment_costs`), one segment at a time over all configs (memory of one segment).
+A segment is scored on its own (pooled, :meth:`RankerGNN.config_vectors`, head) to one scalar per
+config; a config's cost is the sum of its segments' scores. A step trains one segment, drawn in
+proportion to the configurable nodes (a segment without one would give no gradient), its score
+scaled to the expected number of segments kept; the others' scores come from a
+:class:`HistoryTable` (bounded in bytes) keyed by (graph, segment, the config values that segment
+sees), a missing entry counting as zero. Stale embedding dropout uses one mask per graph and step,
+shared by its configs, so two configs always sum the same segments and their difference is the
+model's, not the mask's. Inference is exact (:func:`summed_segment_costs`).
 
 Measured against the variants this replaced (``benchmarks/gst_quality_variants_*.json``):
 combining the segments' pooled vectors into one graph vector instead of summing scores, a uniform
 draw of the trained segment, and a no-grad pass filling missing history entries.
-
-Edges that cross segments are dropped; segments are contiguous ranges of the topological order
-(:mod:`features.segments`).
 """
 
 from __future__ import annotations

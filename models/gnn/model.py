@@ -1,25 +1,8 @@
 """The GNN ranker: node encoder, config join, message passing (PyG), pooling, cross-configuration
-attention and a scoring MLP. It outputs one **cost** per config (lower = predicted faster).
-
-Layout (node-level configs) has two architectures (``ModelArgs.arch``):
-
-- ``factorized``: a config-free **trunk** (node encoder and message passing over the graph) runs
-  once per graph, whatever the number of configs; a per-config **head** then works on the
-  configurable nodes only: each one's trunk embedding joined with its config's 18 layout values
-  (embedded as categories), message passing over the configurable-node graph
-  (:mod:`features.configgraph`: links through non-configurable paths, each link described by
-  its length and the trunk embeddings of its inner nodes), pooling over the configurable nodes
-  together with the trunk's pooled graph summary. A config costs O(configurable nodes x head
-  layers x hidden) instead of O(kept nodes x layers x hidden).
-- ``copy``: the graph is copied once per config of the batch and each copy gets its config's
-  layout values joined at the configurable nodes; all other nodes get a learned "no config"
-  vector. Message passing then runs over the ``B`` copies at once (PyG batching: edge indices
-  offset by ``n`` per copy). Checkpoints saved before ``arch`` existed are ``copy`` models.
-
-Tile (graph-level configs): the config's features (24 raw, or the feature pipeline's engineered
-columns) are encoded and joined with the embedding of the kernel graph after pooling: one
-message passing per graph, config and graph embeddings combined with their product so the MLP can
-model kernel-specific preferences.
+attention and a scoring MLP. It outputs one **cost** per config (lower = predicted faster). The two
+layout architectures (``ModelArgs.arch``: ``factorized`` trunk + per-config head over the
+configurable-node graph, or ``copy``: the graph copied per config) and the tile model are described
+in docs/gnn.md, "Model". Checkpoints saved before ``arch`` existed are ``copy`` models.
 
 Fixed choices (no option: nobody measured another): SAGE layers, instance norm, mean+max
 pooling, 16-wide opcode and 4-wide layout value embeddings, 4 cross-attention heads, 2 head

@@ -1,28 +1,13 @@
 """Graph Segment Training on the factorized trunk: whole-graph context for the config head at
-the memory of one segment.
+the memory of one segment (docs/gnn.md, "Graph Segment Training").
 
-A factorized layout model (:mod:`models.gnn.model`) splits into a config-free trunk (message
-passing over the graph) and a per-config head over the configurable nodes. The head reads only
-a few of the trunk's outputs: the embeddings of the configurable nodes, of the configurable-node
-links' inner nodes, and the graph's pooled summary. So the history that GST keeps need not be
-per config (:mod:`models.gnn.gst`, the published recipe for the copy model): per graph and
-segment, a :class:`TrunkTable` holds the trunk's outputs that the head reads from that segment
-(its **read rows**) and its pooling statistics (:meth:`Pool.partial`).
-
-A training step on one graph:
-
-- runs the trunk with gradient over one segment drawn in proportion to the segments'
-  configurable nodes (:func:`models.gnn.gst.draw_trained`) and writes their outputs to the table;
-- refreshes, without gradient, the segment whose entry is oldest (one per step; a segment that is
-  missing from the table is computed the same way), so that segments without a configurable node,
-  which are never trained, still follow the weights;
-- assembles the whole graph's read rows and pooled summary from fresh and stored parts, and runs
-  the head, fresh and with gradient, on every config of the step (each config sees every
-  configurable node of the graph: no per-config history and no stale dropout).
-
-Inference is exact: every segment's trunk fresh, then the head as for an unsegmented graph
-(:func:`segmented_graph_state`). The trunk's message passing stays inside a segment, in training and at
-inference alike.
+The head reads only a few of the trunk's outputs: the embeddings of the configurable nodes and of
+the configurable-node links' inner nodes, and the graph's pooled summary. So, unlike the copy
+model's per-config history (:mod:`models.gnn.gst`), a :class:`TrunkTable` holds per graph and
+segment the trunk's outputs the head reads from that segment (its **read rows**) and its pooling
+statistics (:meth:`Pool.partial`). A step trains one segment's trunk, refreshes the oldest stored
+segment without gradient, and runs the head fresh over every configurable node for every config.
+Inference is exact (:func:`segmented_graph_state`).
 """
 
 from __future__ import annotations

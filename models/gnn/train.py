@@ -1,12 +1,7 @@
 """Training, validation and prediction for one collection, in one process or under ``torchrun``.
 
-One readable training loop (nanoGPT style: single-process and DDP in the same code), hence a few
-lines over 400.
-
-Files under ``WORK/models/gnn/<slug>[-tag]/seed<k>/`` (``.../fold<j>/`` with ``--folds``):
-``config.json`` (run config + git SHA + ``world_size``), ``last.pt`` (everything to resume),
-``best.pt`` (model weights of the best validation score), ``report.json`` (per-graph validation
-scores), ``valid_scores.png`` and ``curves.png``.
+One readable training loop (nanoGPT style: single-process and DDP in the same code). Files, time
+budget and presets: docs/gnn.md.
 
 **Processes.** ``torchrun --nproc_per_node N -m models.gnn train ...`` trains one model with
 ``DistributedDataParallel``: the train graphs are sharded across ranks (rank ``r`` keeps graphs
@@ -15,24 +10,12 @@ scores), ``valid_scores.png`` and ``curves.png``.
 writes checkpoints (the single-process format) and broadcasts the early-stopping and time-budget
 decisions, so every rank stops at the same step.
 
-**Time.** ``--time-budget`` seconds cover the whole ``train`` invocation; each collection (fold)
-gets an equal share of what is left (:class:`models.training.TimeBudget`). A run stops when its
-share minus an estimate of its final full-valid evaluation is spent, then evaluates,
-checkpoints and reports its best weights as usual. Under a time limit the cosine LR schedule
-decays over the projected number of steps (:class:`models.training.StepHorizon`).
-
-**Memory model** (per training step, CPU float32, SAGE layers, measured by
-``benchmarks/gnn.py memory``, fitted and written to ``benchmarks/gnn_memory.json``): a copy
-layout step runs message passing over ``B`` copies of
-the ``n`` kept nodes, so its activations are about ``A ~= alpha * n * B * d`` bytes for hidden
-size ``d``, where ``alpha`` grows linearly with the number of layers ``L`` (``alpha ~= alpha0 +
-alpha1 * L``). A factorized step keeps ``A ~= (trunk * n + (head * nc + link * E) * B) * d``
-bytes for ``nc`` configurable nodes and ``E`` links between them: the trunk once, the head per
-config (at 3 trunk and 2 head layers, a head row keeps about two thirds of a copy row's bytes and a
-link about a quarter of a head row's). With ``--activation-checkpointing`` only each layer's input
-(4 bytes per value) is kept plus one layer's working set. ``--node-budget NB`` caps ``n * B``
-(copy) or ``n + (nc + E / 4) * B`` (factorized) (:meth:`GnnConfig.configs_per_step_for`), so a
-step needs about ``alpha * NB * d`` bytes whatever the graph size.
+**Memory model** (per training step, CPU float32, measured by ``benchmarks/gnn.py memory``,
+``benchmarks/gnn_memory.json``): a copy step keeps ``A ~= alpha * n * B * d`` bytes for ``B``
+copies of ``n`` kept nodes at hidden size ``d``, ``alpha ~= alpha0 + alpha1 * L`` for ``L``
+layers; a factorized step ``A ~= (trunk * n + (head * nc + link * E) * B) * d`` for ``nc``
+configurable nodes and ``E`` links. ``--node-budget NB`` caps ``n * B`` (copy) or
+``n + (nc + E / 4) * B`` (factorized) (:meth:`GnnConfig.configs_per_step_for`).
 """
 
 from __future__ import annotations

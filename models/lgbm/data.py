@@ -20,7 +20,6 @@ import numpy as np
 import polars as pl
 from scipy.stats import rankdata
 
-KEY_COLUMNS = ("graph", "config", "target")
 FEATURE_PREFIX = "f_"
 
 
@@ -172,13 +171,13 @@ def concat_rows(parts: list[Rows]) -> Rows:
 
 
 def sample_per_graph(keys: Keys, max_per_graph: int, rng: np.random.Generator,
-                     require_target: bool = True, graphs: set[str] | None = None) -> np.ndarray:
+                     graphs: set[str] | None = None) -> np.ndarray:
     """Row numbers of a uniform random subsample of at most ``max_per_graph`` rows per graph.
 
-    Rows without a finite target are dropped when ``require_target`` (they cannot be graded);
-    with ``graphs``, rows of other graphs too. Returned sorted (file order).
+    Rows without a finite target are dropped (they cannot be graded); with ``graphs``, rows of
+    other graphs too. Returned sorted (file order).
     """
-    valid = np.isfinite(keys.target) if require_target else np.ones(len(keys), bool)
+    valid = np.isfinite(keys.target)
     if graphs is not None:
         valid &= subset_keys(keys, graphs)[1]
     rows = np.flatnonzero(valid)

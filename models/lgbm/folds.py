@@ -9,17 +9,11 @@ default/random twins together). For fold ``k`` of a collection:
   held-out graph;
 - predict every config of ``plan.held_out(k)`` (out-of-fold) and of the test split.
 
-Files (``RUN`` = ``lgbm[-tag]@seed<s>``, ``M`` = ``WORK/models/lgbm[-tag]/<slug>/seed<s>``)::
-
-    M/fold<k>/model.txt, model.json, metrics.json, held_out.npz, done.json   # one per fold
-    M/folds.json        # per fold: the graphs the fold model saw (models.cv.fold_manifest) + mode
-    M/metrics.json, M/done.json
-    PREDS/RUN/<slug>/oof.npz          # every labelled graph (train + valid), key = stem
-    PREDS/RUN/<slug>/oof-config.npz   # source config index of each OOF entry (see write_oof)
-    PREDS/RUN/<slug>/oof-target.npz   # true runtime of each OOF entry
-    PREDS/RUN/<slug>/valid.npz        # the official valid graphs' OOF predictions
-    PREDS/RUN/<slug>/test-fold<k>.npz # fold model k on the test split
-    PREDS/RUN/<slug>/test.npz         # mean over folds of the z-normalised test-fold costs
+Files (``M`` = ``WORK/models/lgbm[-tag]/<slug>/seed<s>``): ``M/fold<k>/`` (``model.txt``,
+``model.json``, ``metrics.json``, ``held_out.npz``, ``done.json``: one per fold), ``M/folds.json``
+(per fold: the graphs the fold model saw, :func:`models.cv.fold_manifest`, and its mode),
+``M/metrics.json``, ``M/done.json``; the predictions under ``PREDS/lgbm[-tag]@seed<s>/<slug>/``
+are those of every cross-validated model (:mod:`models.predictions`).
 
 A killed run resumes fold by fold (``fold<k>/done.json``, written last).
 """
@@ -45,7 +39,7 @@ from models.lgbm.model import RankerModel
 from models.lgbm.runstate import (DONE_FILE, candidates, choose, fingerprint, read_done, save_model,
                                   write_done)
 from models.metrics import score_collection
-from models.predictions import (normalise_costs, predictions_path, read_predictions,
+from models.predictions import (fold_split, predictions_path, read_predictions, write_fold_average,
                                 write_predictions)
 
 FOLDS_FILE = "folds.json"
@@ -184,21 +178,14 @@ def train_fold(cfg: LgbmConfig, collection: Collection, plan, k: int, names: lis
 
 
 def test_fold_path(cfg: LgbmConfig, collection: Collection, k: int) -> Path:
-    return predictions_path(cfg.preds_dir(), cfg.run_name(), collection, f"test-fold{k}")
+    return predictions_path(cfg.preds_dir(), cfg.run_name(), collection, fold_split(k))
 
 
 def write_test_average(cfg: LgbmConfig, collection: Collection) -> Path | None:
-    """``test.npz``: per graph, the mean of the fold models' z-normalised costs."""
-    paths = [test_fold_path(cfg, collection, k) for k in range(cfg.folds)]
-    if not all(p.is_file() for p in paths):
+    """``test.npz`` (:func:`write_fold_average`), once every fold model predicted the test split."""
+    if not all(test_fold_path(cfg, collection, k).is_file() for k in range(cfg.folds)):
         return None
-    total: dict[str, np.ndarray] = {}
-    for p in paths:
-        for stem, cost in read_predictions(p).items():
-            total[stem] = total.get(stem, 0.0) + normalise_costs(cost, "zscore")
-    out = predictions_path(cfg.preds_dir(), cfg.run_name(), collection, "test")
-    write_predictions(out, {s: c / len(paths) for s, c in total.items()})
-    return out
+    return write_fold_average(cfg.preds_dir(), cfg.run_name(), collection, folds=cfg.folds)
 
 
 def write_oof(cfg: LgbmConfig, collection: Collection, plan) -> dict[str, np.ndarray]:

@@ -1,17 +1,9 @@
-"""Explicit pairwise mode: a binary classifier on feature differences of config pairs.
-
-Training pairs: for each graph, ``pairs_per_graph`` pairs ``(a, b)`` of distinct configs drawn
-uniformly at random with replacement (a pair may repeat; at most n(n-1)/2 pairs are drawn for
-a graph of n configs); pairs with equal runtimes are dropped. The label is 1 when ``a`` is
-faster. The orientation of each pair is random, so labels are balanced.
+"""Explicit pairwise mode: a binary classifier on feature differences of config pairs (sampling,
+pair features and the Borda-style scoring back into a ranking: docs/lgbm.md, "How rows become a
+ranking problem"). Higher score = predicted faster.
 
 Pair features: ``[x_a - x_b, (x_a + x_b) / 2]``: the difference carries what distinguishes the
-two configs, the mean the context (graph-level features are identical within a graph and vanish
-from the difference).
-
-Scoring back into a ranking: every config ``i`` is compared with ``R`` reference configs of the
-same graph (a seeded uniform sample); its score is the mean over references of the symmetrised
-margin ``(m(i, r) - m(r, i)) / 2``, a Borda-style count. Higher score = predicted faster.
+two configs, the mean the context (graph-level features vanish from the difference).
 
 Memory: the pair matrix (2F float32 per pair) is never materialised whole. Training feeds
 LightGBM a :class:`PairSequence` that computes pair rows batch by batch from the config rows

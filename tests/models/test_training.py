@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from models.training import (EarlyStopping, choose_device, load_checkpoint, make_optimizer,
-                             make_scheduler, save_checkpoint, seed_everything, step_rng,
-                             warmup_cosine)
+from models.training import (EarlyStopping, StepHorizon, choose_device, load_checkpoint,
+                             make_horizon_scheduler, make_optimizer, save_checkpoint,
+                             seed_everything, step_rng, warmup_cosine)
 
 
 def test_warmup_then_cosine():
@@ -23,7 +23,7 @@ def test_scheduler_and_optimizer_groups():
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.LayerNorm(4))
     opt = make_optimizer(model, lr=0.1, weight_decay=0.01)
     assert [g["weight_decay"] for g in opt.param_groups] == [0.01, 0.0]
-    sched = make_scheduler(opt, total_steps=10, warmup_steps=2)
+    sched = make_horizon_scheduler(opt, StepHorizon(10), warmup_steps=2)
     assert opt.param_groups[0]["lr"] == pytest.approx(0.05)
     opt.step()
     sched.step()

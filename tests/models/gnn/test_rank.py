@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models.gnn.candidates import NodeSpace, describe, sample_candidates, space_size
+from models.gnn.candidates import NodeSpace, describe, sample_candidates
 
 _spec = importlib.util.spec_from_file_location("_rp", Path(__file__).with_name("real_pipeline.py"))
 _rp = importlib.util.module_from_spec(_spec)
@@ -41,7 +41,6 @@ def test_candidates_default_first_distinct_and_valid():
 
 def test_candidates_small_space_stops():
     tiny = [NodeSpace(0, "r", "reshape", (1, 1))]
-    assert space_size(tiny) == 2.0
     c = sample_candidates(tiny, 10)
     assert len(c) == 2  # default + the only other layout, no endless loop
     with pytest.raises(ValueError, match="unknown layout space"):
