@@ -58,26 +58,39 @@ def dispatch(prog: str, commands: dict[str, tuple[str, str]], argv: list[str] | 
 
 def usage() -> str:
     lines = ["usage: tpurank {run," + ",".join(GROUPS) + "} [options]", "",
-             f"  {'run':9s} the whole pipeline (make run; VAR=value arguments are passed on)"]
+             f"  {'run':9s} the whole pipeline (make run; VAR=value arguments are passed on; "
+             "without a checkout: the run planned to BUDGET=seconds)"]
     lines += [f"  {word:9s} {help_}" for word, (_, help_) in GROUPS.items()]
     lines += ["", "Each command's --help lists its options (e.g. tpurank gnn train --help)."]
     return "\n".join(lines)
 
 
+#: ``tpurank run`` variables outside a checkout -> options of the planned run (python -m ensemble run)
+PLANNED_RUN_VARS = ("DATA", "WORK", "PRESET", "SEED", "MODELS", "PROTOCOL", "SUBMISSION", "BUDGET")
+
+
 def run_pipeline(args: list[str]) -> int:
-    """``make run`` with ``args`` (``DATA=... PRESET=...``): the Makefile is the one definition."""
-    root = Path(__file__).resolve().parent.parent
-    make = shutil.which("make")
-    if make is None or not (root / "Makefile").is_file():
-        print("tpurank run: needs `make` and the Makefile of a tpurank checkout; run the stages "
-              "one by one instead (see docs/cli.md)", file=sys.stderr)
-        return 2
+    """``make run`` with ``args`` (``DATA=... PRESET=...``): the Makefile is the one definition.
+    Installed from a wheel (a Kaggle notebook, a pip install: no Makefile), the same stages run as
+    the planned run, ``python -m ensemble run``, which needs ``BUDGET``."""
     bad = [a for a in args if "=" not in a]
     if bad:
         print(f"tpurank run: arguments are make variables (DATA=root PRESET=full ...), got {bad}",
               file=sys.stderr)
         return 2
-    return subprocess.run([make, "-C", str(root), "run", *args], env=os.environ).returncode
+    root = Path(__file__).resolve().parent.parent
+    make = shutil.which("make")
+    if make is not None and (root / "Makefile").is_file():
+        return subprocess.run([make, "-C", str(root), "run", *args], env=os.environ).returncode
+    values = dict(a.split("=", 1) for a in args)
+    unknown = sorted(set(values) - set(PLANNED_RUN_VARS))
+    if "BUDGET" not in values or unknown:
+        print(f"tpurank run: without a checkout's Makefile the pipeline runs planned to a time budget: "
+              f"tpurank run BUDGET=seconds [{'=... '.join(PLANNED_RUN_VARS[:-1])}=...]"
+              + (f"; unknown: {unknown}" if unknown else ""), file=sys.stderr)
+        return 2
+    options = [arg for key, value in values.items() for arg in (f"--{key.lower()}", value)]
+    return run_module("ensemble", "run", ["run", *options])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,9 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     if word not in GROUPS:
         print(f"tpurank: unknown command {word!r}\n\n{usage()}", file=sys.stderr)
         return 2
-    module = GROUPS[word][0]
+    return run_module(GROUPS[word][0], word, rest)
+
+
+def run_module(module: str, word: str, argv: list[str]) -> int:
+    """``python -m module argv`` in this process; its exit code."""
     saved = sys.argv
-    sys.argv = [f"tpurank {word}", *rest]
+    sys.argv = [f"tpurank {word}", *argv]
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as exc:

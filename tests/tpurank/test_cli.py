@@ -33,3 +33,17 @@ def test_core_package_imports_no_stage() -> None:
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert not {m.split(".")[0] for m in imported} & {"features", "models", "ensemble"}
+
+
+def test_run_without_a_checkout_is_the_planned_run(monkeypatch, capsys) -> None:
+    """From a wheel (no Makefile, e.g. a Kaggle notebook) `tpurank run` is `ensemble run`, which
+    needs a budget."""
+    monkeypatch.setattr(cli.shutil, "which", lambda name: None)
+    calls = []
+    monkeypatch.setattr(cli, "run_module", lambda module, word, argv: calls.append((module, argv)) or 0)
+    assert cli.main(["run", "DATA=/kaggle/input/x", "PRESET=full"]) == 2
+    assert "BUDGET=seconds" in capsys.readouterr().err
+    assert cli.main(["run", "DATA=D", "BUDGET=3600", "COLOUR=red"]) == 2
+    assert "unknown: ['COLOUR']" in capsys.readouterr().err
+    assert cli.main(["run", "DATA=D", "PRESET=full", "BUDGET=3600"]) == 0
+    assert calls == [("ensemble", ["run", "--data", "D", "--preset", "full", "--budget", "3600"])]
