@@ -27,13 +27,13 @@ from ensemble.weights import WORST_FRACTION, tail_mean
 
 BASELINE_MODEL = "baseline"
 MAX_SCATTER_POINTS = 5000
+SCATTER_GRAPHS = 3  # largest valid graphs per collection drawn as blend-vs-true rank scatter plots
 
 
 @dataclass
 class ReportConfig(BlendConfig):
     """Write the run report beside the submission (python -m ensemble report)."""
 
-    scatter_graphs: int = 3  # largest graphs per collection drawn as predicted-vs-true scatter plots
     plan: str = ""  # the plan of a run with a time budget (WORK/plan/plan.json, written by ensemble.run): planned vs actual seconds per stage
 
 
@@ -289,7 +289,7 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
             graph_blocks.append(("img", f"per_graph_{coll.slug}.png", f"{name}: per-graph valid scores"))
             truth = read_truth(cfg.data, coll, "valid")
             blend = read_model_predictions(cfg.preds_dir, BLEND_MODEL, coll, "valid", norm)
-            stems = sorted(truth, key=lambda s: -len(truth[s]))[:cfg.scatter_graphs]
+            stems = sorted(truth, key=lambda s: -len(truth[s]))[:SCATTER_GRAPHS]
             plot_rank_scatter(coll, blend, truth, stems, run_dir / f"scatter_{coll.slug}.png")
             graph_blocks.append(("img", f"scatter_{coll.slug}.png", f"{name}: blend rank vs true rank"))
         if test:
