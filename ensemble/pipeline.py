@@ -1,21 +1,9 @@
-"""The pipeline as functions: the same stage commands as ``make run``, called in-process.
-
-Used by the notebooks (``notebooks/train.py``, ``notebooks/inference.py``), which must stay thin.
-Each stage is invoked through its own CLI entry point with the exact arguments of the Makefile
-``run`` target (``--data --work --preset --seed`` plus ``--collections``), so a notebook run and a
-``make run`` run are the same thing; per-stage ``--option value`` overrides come from
-:class:`Run.overrides`.
-
-    run = Run(data="data/sample-tiny", work="work/nb", preset="quick", collections="all")
-    train(run)                      # features build -> each model's train stage
-    predict(run)                    # each model's predict stage
-    submission = submit(run)        # blend -> check (-> score when hidden runtimes exist)
-
-With ``Run(..., budget=S)`` the same calls run the whole pipeline planned to take S seconds
-(:mod:`ensemble.run`, what ``make run BUDGET=S`` does): ``run_stage`` of validate and features
-records them as measured, ``train`` plans the rest (printing the plan and its ETA) and trains and
-predicts within it (further seeds included), ``predict`` has nothing left to do and
-``submit`` blends, checks, scores and writes the report with the plan's planned vs actual times.
+"""The pipeline as functions for the notebooks (``notebooks/train.py``, ``notebooks/inference.py``):
+each stage called in-process through its own CLI entry point with the Makefile ``run`` target's
+arguments, so a notebook run and a ``make run`` run are the same (:class:`Run.overrides`: per-stage
+options). ``train(run)``, ``predict(run)``, ``submit(run)``; with ``Run(..., budget=S)`` the same
+calls run the plan of :mod:`ensemble.run` (``train`` plans, trains and predicts; ``submit``
+blends, checks, scores and writes the report with planned vs actual times).
 """
 
 from __future__ import annotations
@@ -192,14 +180,17 @@ def export_weights(work: str | os.PathLike, out: str | os.PathLike) -> Path:
     """Copy :func:`weights_files` of a trained ``work`` into ``out`` with a manifest (the Kaggle
     weights dataset; :func:`install_weights` reads it back). Returns ``out``."""
     src, dst = Path(work), Path(out)
-    files = weights_files(src)
-    if not any(f.parts[0] == "models" for f in files):
+    if not any(f.parts[0] == "models" for f in weights_files(src)):
         raise FileNotFoundError(f"{src / 'models'}: no trained models; train first (`make run`)")
-    for rel in files:
-        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src / rel, dst / rel)
+    _copy_weights(src, dst)
     write_manifest(src, dst)
     return dst
+
+
+def _copy_weights(src: Path, dst: Path) -> None:
+    for rel in weights_files(src):
+        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src / rel, dst / rel)
 
 
 def slim_work(work: str | os.PathLike) -> dict[str, int]:
@@ -246,9 +237,7 @@ def install_weights(weights: str | os.PathLike, work: str | os.PathLike) -> Path
     if not (src / "models").is_dir():
         raise FileNotFoundError(f"{src}: no models/ folder; is this the tpurank weights dataset "
                                 "or the train kernel's work folder?")
-    for rel in weights_files(src):
-        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src / rel, dst / rel)
+    _copy_weights(src, dst)
     return dst
 
 

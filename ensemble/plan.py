@@ -1,25 +1,8 @@
-"""A run planned to a time budget: the plan, its estimates and how the training time is shared.
-
-``make run BUDGET=S`` (``python -m ensemble run --budget S``, :mod:`ensemble.run`) runs the
-stages; this module holds what it decides with, and nothing here starts a process:
-
-* :class:`Plan` — every stage with the seconds the plan gave it, how that number was found
-  (``basis``) and what the stage took; written to ``WORK/plan/plan.json`` after every stage, read
-  by the run's report (planned vs actual per stage);
-* workload counts from the feature store: the configs a probed model's predict stage scores
-  (test configs × folds, every valid config, the capped out-of-fold configs of the train graphs),
-  per collection, and their config-nodes (each config times its graph's kept nodes);
-* the probe: a feature folder of links to a few valid graphs of every collection, spread over
-  graph sizes, that an untrained model of the run's configuration scores (its train stage with
-  :meth:`models.ranker.Ranker.probe_options`: its report times that evaluation), giving
-  prediction seconds per config-node on this machine and device;
-* estimates of the short stages after training, and :func:`training_shares`.
-
-Nothing about a probed model's speed is a constant here: it is measured by the probe (and, for a
-further seed, by the first seed's predict stage), the training stages are given seconds and keep
-to them themselves (``--time-budget``), and every measured stage moves the plan of the stages
-after it. The other models' numbers are their rankers' (:class:`models.ranker.Ranker`).
-"""
+"""A run planned to a time budget (:mod:`ensemble.run`): the plan (:class:`Plan`, written to
+``WORK/plan/plan.json`` after every stage, shown by the report), the workload counts of the
+feature store, the probe (prediction seconds per config-node on this machine and device), the
+short stages' estimates and :func:`training_shares`. Nothing here starts a process; how the
+estimates are used: docs/cli.md, "A run planned to a time budget"."""
 
 from __future__ import annotations
 
@@ -53,6 +36,11 @@ FIXED_COSTS: dict[str, tuple[float, float]] = {
     "real": (8.0, 0.0),
     "report": (8.0, 10.0),
 }
+#: share of the budget kept back for what the estimates miss
+MARGIN = 0.03
+#: the capped models' share of the training time at most (they train first; the last model gets
+#: what they leave)
+FIRST_SHARE = 0.3
 #: a further seed's predict stage is planned at the first seed's (or its estimate) times this
 SEED_PREDICT_MARGIN = 1.05
 #: a further seed runs only when it can get at least this share of the first seed's training
@@ -145,15 +133,9 @@ class Plan:
                            enumerate(zip(r[:5], widths))) + "  " + r[5] for r in rows]
         return "\n".join(lines)
 
-    def totals(self) -> dict[str, float | None]:
-        done = [s for s in self.stages if s.done]
-        return {"budget": self.budget, "planned": sum(s.planned for s in self.stages),
-                "actual": self.elapsed, "stages_actual": sum(s.actual for s in done),
-                "over_budget": None if self.elapsed is None else self.elapsed / self.budget - 1.0}
-
     def to_json(self) -> dict[str, Any]:
         return {"budget": self.budget, "started_at": self.started_at, "started": utc(self.started_at),
-                "elapsed": self.elapsed, "totals": self.totals(), "notes": self.notes,
+                "elapsed": self.elapsed, "notes": self.notes,
                 "gnn_seeds": self.gnn_seeds,
                 "stages": [asdict(s) for s in self.stages]}
 
@@ -199,36 +181,23 @@ def tabular_train_cap(features_dir: str | Path, coll: Collection) -> int:
     return int(json.loads(path.read_text()).get("config", {}).get("tabular_max_train_rows", 0) or 0)
 
 
-def _capped(n: int, *caps: int) -> int:
-    return min([n] + [c for c in caps if c > 0])
-
-
-def _predict_passes(features_dir: str | Path, coll: Collection, folds: int,
-                   oof_max_configs: int) -> Iterable[tuple[str, int, int, int]]:
-    """``(split, configs scored, kept nodes, passes)`` of every graph of one predict stage
-    for ``coll`` (e.g. ``models.gnn.folds``): with K >= 2 folds each test graph K times (every fold model),
-    each valid graph once (out of fold) and each train graph once on its out-of-fold configs (its
-    tabular rows, at most ``oof_max_configs``); without folds the valid and test graphs once."""
-    splits = [("test", folds if folds >= 2 else 1), ("valid", 1)]
-    if folds >= 2:
-        splits.append(("train", 1))
-    cap = tabular_train_cap(features_dir, coll)
+def predict_configs(features_dir: str | Path, coll: Collection, folds: int,
+                    oof_max_configs: int) -> dict[str, int]:
+    """The configs one predict stage scores for ``coll`` per split, their ``total`` and
+    ``config_nodes`` (each config times its graph's kept nodes, what the probe's speed times):
+    with K >= 2 folds each test graph K times (every fold model), each valid graph once (out of
+    fold) and each train graph once on its out-of-fold configs (``oof``: its tabular rows, at
+    most ``oof_max_configs``); without folds the valid and test graphs once."""
+    out = {"test": 0, "valid": 0, "oof": 0, "total": 0, "config_nodes": 0}
+    splits = [("test", folds if folds >= 2 else 1), ("valid", 1)] + ([("train", 1)] if folds >= 2 else [])
+    caps = [c for c in (tabular_train_cap(features_dir, coll), oof_max_configs) if c > 0]
     for split, times in splits:
         nodes = graph_nodes(features_dir, coll, split)
         for stem, n in graph_configs(features_dir, coll, split).items():
-            yield split, _capped(n, cap, oof_max_configs) if split == "train" else n, nodes[stem], times
-
-
-def predict_configs(features_dir: str | Path, coll: Collection, folds: int,
-                    oof_max_configs: int) -> dict[str, int]:
-    """The configs one predict stage scores for ``coll`` per split (``oof``: the train
-    graphs'), their ``total`` and ``config_nodes``: the sum over those configs of their graph's
-    kept nodes, the workload :func:`probed_predict_estimate` times (:func:`_predict_passes`)."""
-    out = {"test": 0, "valid": 0, "oof": 0, "total": 0, "config_nodes": 0}
-    for split, configs, nodes, times in _predict_passes(features_dir, coll, folds, oof_max_configs):
-        out["oof" if split == "train" else split] += configs * times
-        out["total"] += configs * times
-        out["config_nodes"] += configs * nodes * times
+            configs = min([n, *caps]) if split == "train" else n
+            out["oof" if split == "train" else split] += configs * times
+            out["total"] += configs * times
+            out["config_nodes"] += configs * nodes[stem] * times
     return out
 
 
@@ -310,13 +279,9 @@ def probe_features(features_dir: str | Path, out: str | Path, collections: Itera
 @dataclass
 class ProbeResult:
     """Prediction seconds per config-node of every probed collection, and the probe's own cost.
-
-    The unit is a config times its graph's kept nodes: scoring a config is a pass over its
-    graph (a tile model joins the config at every node before message passing; a factorized
-    layout model's head runs over the configurable nodes and its trunk over the graph, both
-    growing with it), so a rate per config measured on small valid graphs under-estimates the
-    larger test and train graphs (kaggle-shaped sample, 45-minute run: 56 s planned per config,
-    133 s taken, 125 s per config-node; BENCHMARKS.md "A run planned to a time budget")."""
+    Per config-node, not per config: scoring a config is a pass over its graph, so a rate per
+    config from small valid graphs under-estimates the larger test and train graphs (BENCHMARKS.md
+    "A run planned to a time budget")."""
 
     seconds_per_config_node: dict[str, float]  # collection -> seconds per config-node
     overhead: float  # the probe's wall seconds besides its evaluations (start, imports, loading)

@@ -1,24 +1,9 @@
-"""``python -m ensemble real --work W``: score trained models on the only real TPU measurements
-we hold (docs/competition.md §9; the repository's ``data/real-tpu/``, or ``--records DIR`` for the
-folder holding another ``real-tpu/``) — 15 tile kernels (tile top-5 score) and one layout record
-(Kendall τ over its 112 usable configs) — next to a random ranking and the training-free heuristic
-(:mod:`features.heuristic`, what ``models.baseline`` ranks by).
-
-The records are converted from the raw protos (:mod:`features.hlo`), written as npz under
-``W/real/data`` (Kaggle layout, split ``valid``), featurized with the *trained* pipeline's
-feature settings and normalisation stats (never refitted on the real data) and scored by every
-trained model of the registry (:mod:`tpurank.registry`) found in ``W``:
-``W/models/<model>/<slug>/seed<k>/`` — for a cross-validated run (``--folds K``, the presets'
-default) its ``fold<j>/`` models, whose costs are averaged per graph as for the test split
-(:func:`models.predictions.average_folds`); several seeds are averaged per graph score, their
-spread shown. The layout record (a 3-D UNet, an XLA program with near-default configs) is
-scored by the models of both ``layout:xla:default`` and ``layout:xla:random``. When ``W`` holds
-a blend (``W/blend/summary.json``), ``blend`` is what it would submit for the records: the
-models' costs with the weights and, on tile, the top-5 portfolio it fitted out of fold
-(:func:`blend_scores`); ``average`` the weighted average without the portfolio.
-
-Caveat printed with the numbers: 7 of the 15 kernels have <= 5 usable configs, so any ranking
-scores 1.0 on them; the mean over the 8 kernels with > 5 configs is reported too.
+"""``python -m ensemble real --work W``: score the trained models of ``W`` (and its blend) on the
+only real TPU measurements we hold (``data/real-tpu/``: 15 tile kernels, one layout record), next
+to random rankings and the training-free heuristic; the records are featurized with the trained
+build's settings and normalisation stats. What it scores and how: docs/ensemble.md, "Real TPU
+records". 7 of the 15 kernels have <= 5 usable configs (any ranking scores 1.0 on them), so the
+mean over the 8 kernels with more is reported too.
 """
 
 from __future__ import annotations
@@ -56,13 +41,6 @@ class RealGraph:
 
 
 @dataclass
-class RealData:
-    tile: list[RealGraph]
-    layout: list[RealGraph]
-    root: Path
-
-
-@dataclass
 class Scores:
     """Scores of one method: ``per_graph`` and summaries, or ``missing`` with the reason."""
 
@@ -91,9 +69,9 @@ class Scores:
 
 # ---------------------------------------------------------------- data
 
-def prepare(records: Path, out_root: Path) -> RealData:
+def prepare(records: Path, out_root: Path) -> tuple[list[RealGraph], list[RealGraph]]:
     """Convert the real records of ``records/real-tpu`` into ``out_root`` (Kaggle layout) and
-    read their targets."""
+    read their targets: (tile graphs, layout graphs)."""
     from features.hlo import convert_file
     from features.io import load_npz
 
@@ -111,7 +89,7 @@ def prepare(records: Path, out_root: Path) -> RealData:
                               layout_collection=coll):
             if coll == LAYOUT_COLLECTIONS[0]:
                 layout.append(RealGraph(c.module, c.path, load_npz(c.path).target(), False))
-    return RealData(tile, layout, out_root)
+    return tile, layout
 
 
 def graph_score(g: RealGraph, cost: np.ndarray) -> float:
@@ -139,7 +117,7 @@ def heuristic_scores(graphs: Sequence[RealGraph], collection: str) -> Scores:
 
 # ---------------------------------------------------------------- trained models
 
-def _features_pipeline(work: Path, features_dir: Path, coll: Collection) -> tuple[Any, Any]:
+def _features_pipeline(features_dir: Path, coll: Collection) -> tuple[Any, Any]:
     from features.buildconfig import BuildConfig
     from features.norm import load_norm
     from tpurank.config import load_run_config
@@ -188,14 +166,6 @@ def trained_models(base: Path, marker: str) -> dict[int, list[Path]]:
     return found
 
 
-def fold_ensemble(per_model: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """One seed's costs: its fold models averaged as for the test split (per-graph z-scores,
-    :func:`models.predictions.average_folds`); a single model's costs as they are."""
-    from models.predictions import average_folds
-
-    return per_model[0] if len(per_model) == 1 else average_folds(per_model)
-
-
 def seed_scores(model: str, label: str, graphs: Sequence[RealGraph], coll: Collection,
                 per_seed: dict[int, dict[str, np.ndarray]], notes: list[str]) -> Scores:
     """Scores of a model's seeds (each one fold ensemble), the mean over seeds per graph."""
@@ -224,7 +194,7 @@ class Records:
     def _made(self, features: Path | None, tabular: bool) -> tuple[dict[str, Any], list[Any]]:
         fdir = Path(features or self.work / "features")
         if (fdir, tabular) not in self.made:
-            build_cfg, norm = _features_pipeline(self.work, fdir, self.coll)
+            build_cfg, norm = _features_pipeline(fdir, self.coll)
             self.made[fdir, tabular] = _process(self.graphs, self.coll, build_cfg, norm, tabular)
         return self.made[fdir, tabular]
 
@@ -247,6 +217,7 @@ def model_scores(model: str, work: Path, graphs: Sequence[RealGraph], coll: Coll
                  device: str) -> Scores:
     """Scores of registered model ``model``'s trained models of ``coll`` (its ranker's
     :meth:`~models.ranker.Ranker.real_costs` per seed, its folds averaged), or the gap, said."""
+    from models.predictions import average_folds
     from tpurank.registry import get_model
 
     def score() -> Scores:
@@ -260,7 +231,8 @@ def model_scores(model: str, work: Path, graphs: Sequence[RealGraph], coll: Coll
         notes = []
         for seed, dirs in trained.items():
             costs, note = ranker.real_costs(dirs, records, device)
-            per_seed[seed] = fold_ensemble(costs)
+            # the fold models averaged as for the test split (per-graph z-scores)
+            per_seed[seed] = costs[0] if len(costs) == 1 else average_folds(costs)
             flat = sum(int(np.ptp(per_seed[seed][g.stem]) == 0) for g in graphs)
             units = f"{len(dirs)} fold models averaged" if len(dirs) > 1 else "one model"
             notes.append(f"seed {seed}: " + ", ".join(
@@ -342,10 +314,9 @@ def evaluate(work: str | Path, records: str | Path = REAL_DATA, models: Sequence
 
     work, records = Path(work), Path(records)
     names = trained_model_names(models)
-    data = prepare(records, work / "real" / "data")
+    tile, layout = prepare(records, work / "real" / "data")
     results: list[tuple[Scores, list[RealGraph]]] = []
-    for graphs, label, colls in ((data.tile, TILE, (TILE,)),
-                                 (data.layout, "layout:real", LAYOUT_COLLECTIONS)):
+    for graphs, label, colls in ((tile, TILE, (TILE,)), (layout, "layout:real", LAYOUT_COLLECTIONS)):
         results.append((random_scores(graphs, label, draws, seed), graphs))
         results += [(s, graphs) for s in _guarded_all(lambda: [heuristic_scores(graphs, label)],
                                                       "heuristic", label)]
@@ -359,8 +330,8 @@ def evaluate(work: str | Path, records: str | Path = REAL_DATA, models: Sequence
     from tpurank.config import run_metadata
 
     report = {"work": str(work), "records": str(records), "metadata": run_metadata(),
-              "tile_kernels": {g.stem: len(g.target) for g in data.tile},
-              "layout_configs": {g.stem: len(g.target) for g in data.layout},
+              "tile_kernels": {g.stem: len(g.target) for g in tile},
+              "layout_configs": {g.stem: len(g.target) for g in layout},
               "results": [s.summary(g) for s, g in results]}
     write_json(work / "reports" / "real" / "real_eval.json", report)
     return report

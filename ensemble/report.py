@@ -1,29 +1,6 @@
-"""``python -m ensemble report``: a Markdown + HTML report with plots, beside the submission.
-
-Reads what ``blend`` left (``WORK/blend/summary.json``: run id, weights, fit evidence) and the
-prediction files, and writes ``submissions/<run>/report.{md,html,json}`` plus PNG plots:
-
-* out-of-fold (OOF) scores per collection when the models were cross-validated: every model's
-  OOF mean ± sd over folds (and over seed runs × folds), the blend's nested
-  leave-one-fold-out score, with the number of graphs (``ensemble.oof``);
-* per-collection official-valid score of every model, the baseline and the blend, with the
-  number of graphs and what the blend's number is (nested, or in-sample when the blend was
-  fitted on valid);
-* the per-graph score distribution (worst graph, mean of the worst 5 %, quartiles, mean) of
-  every model and of the blend per collection, out of fold (else on valid), with box plots: the
-  tile score is unbounded below, so a mean alone hides kernels the answer ruins;
-* per-graph scores (τ for layout, top-5 score for tile) per collection;
-* predicted-vs-true rank scatter of the blend for a few valid graphs;
-* the blend weights, the selection criterion and the shrinkage evidence (in-sample vs held-out
-  criterion, held-out mean and worst 5 %; held out by fold on OOF, by graph on valid);
-* the test graphs that were repaired to be ranked (``features.repair``: from the validate report
-  ``WORK/validate_report.json`` and the blend's graphs without configurable nodes);
-* for a run planned to a time budget (``make run BUDGET=S``, :mod:`ensemble.run`), the plan:
-  per stage the seconds planned at the start, given when it started and taken;
-* the run's config and git SHA;
-* hidden-test scores, only when the data root has hidden runtimes (generated samples) and
-  clearly labelled as sample-only.
-"""
+"""``python -m ensemble report``: ``submissions/<run>/report.{md,html,json}`` and PNG plots from
+what ``blend`` left (``WORK/blend/summary.json``) and the prediction files; what it shows:
+docs/ensemble.md, "Report"."""
 
 from __future__ import annotations
 
@@ -49,15 +26,14 @@ from ensemble.truth import truth as read_truth
 from ensemble.weights import WORST_FRACTION, tail_mean
 
 BASELINE_MODEL = "baseline"
-MAX_BARS = 40
 MAX_SCATTER_POINTS = 5000
+SCATTER_GRAPHS = 3  # largest valid graphs per collection drawn as blend-vs-true rank scatter plots
 
 
 @dataclass
 class ReportConfig(BlendConfig):
     """Write the run report beside the submission (python -m ensemble report)."""
 
-    scatter_graphs: int = 3  # largest graphs per collection drawn as predicted-vs-true scatter plots
     plan: str = ""  # the plan of a run with a time budget (WORK/plan/plan.json, written by ensemble.run): planned vs actual seconds per stage
 
 
@@ -114,21 +90,12 @@ def plot_collection_scores(scores: Mapping[str, Mapping[str, float]], title: str
 
 
 def plot_per_graph(coll: Collection, scores: Mapping[str, Mapping[str, float]], path: Path) -> None:
-    """Per-graph bars (sorted score curves when there are too many graphs for bars)."""
+    """Each model's per-graph scores, sorted (one curve per model)."""
     plt = _plt()
-    models = list(scores)
-    stems = sorted(next(iter(scores.values())))
-    fig, ax = plt.subplots(figsize=(max(6, 0.35 * min(len(stems), MAX_BARS) * len(models) / 2), 3.4))
-    if len(stems) <= MAX_BARS:
-        width = 0.8 / len(models)
-        for i, model in enumerate(models):
-            ax.bar(np.arange(len(stems)) + i * width, [scores[model].get(s, np.nan) for s in stems],
-                   width, label=model)
-        ax.set_xticks(np.arange(len(stems)) + 0.4 - width / 2, stems, rotation=60, ha="right", fontsize=7)
-    else:
-        for model in models:
-            ax.plot(np.sort(list(scores[model].values()))[::-1], label=model)
-        ax.set_xlabel("graphs, sorted by score")
+    fig, ax = plt.subplots(figsize=(6, 3.4))
+    for model, per_graph in scores.items():
+        ax.plot(np.sort(list(per_graph.values()))[::-1], label=model)
+    ax.set_xlabel("graphs, sorted by score")
     ax.axhline(0, color="black", lw=0.5)
     ax.set_ylabel("top-5 score" if coll.is_tile else "Kendall τ")
     ax.set_title(f"{coll.name}: per-graph valid score")
@@ -156,17 +123,17 @@ def plot_rank_scatter(coll: Collection, preds: Mapping[str, np.ndarray], truth: 
 
 
 def _mean_table(scores: Mapping[str, Mapping[str, float]], models: Sequence[str],
-                n_graphs: Mapping[str, int] | None = None) -> tuple:
-    def graphs(c: str) -> list[str]:
-        return [str(n_graphs.get(c, "—"))] if n_graphs is not None else []
-
-    rows = [[c] + graphs(c) + [f"{scores[c][m]:.4f}" if m in scores[c] else "—" for m in models]
+                n_graphs: Mapping[str, int]) -> tuple:
+    rows = [[c, str(n_graphs.get(c, "—"))] + [f"{scores[c][m]:.4f}" if m in scores[c] else "—" for m in models]
             for c in scores]
-    finals = [np.mean([scores[c][m] for c in scores]) if all(m in scores[c] for c in scores) else None
-              for m in models]
-    rows.append(["**final (mean)**"] + ([""] if n_graphs is not None else [])
-                + [f"**{f:.4f}**" if f is not None else "—" for f in finals])
-    return ("table", ["collection"] + (["graphs"] if n_graphs is not None else []) + list(models), rows)
+    finals = [f"**{np.mean([scores[c][m] for c in scores]):.4f}**" if all(m in scores[c] for c in scores)
+              else "—" for m in models]
+    rows.append(["**final (mean)**", ""] + finals)
+    return ("table", ["collection", "graphs"] + list(models), rows)
+
+
+def _means(per_graph: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    return {m: float(np.mean(list(v.values()))) for m, v in per_graph.items()}
 
 
 def _valid_note(summary: dict) -> str:
@@ -317,16 +284,16 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
         test = per_graph_scores(cfg, coll, shown, "test", norm)
         details["valid"][name], details["test"][name] = valid, test
         if valid:
-            valid_means[name] = {m: float(np.mean(list(v.values()))) for m, v in valid.items()}
+            valid_means[name] = _means(valid)
             plot_per_graph(coll, valid, run_dir / f"per_graph_{coll.slug}.png")
             graph_blocks.append(("img", f"per_graph_{coll.slug}.png", f"{name}: per-graph valid scores"))
             truth = read_truth(cfg.data, coll, "valid")
             blend = read_model_predictions(cfg.preds_dir, BLEND_MODEL, coll, "valid", norm)
-            stems = sorted(truth, key=lambda s: -len(truth[s]))[:cfg.scatter_graphs]
+            stems = sorted(truth, key=lambda s: -len(truth[s]))[:SCATTER_GRAPHS]
             plot_rank_scatter(coll, blend, truth, stems, run_dir / f"scatter_{coll.slug}.png")
             graph_blocks.append(("img", f"scatter_{coll.slug}.png", f"{name}: blend rank vs true rank"))
         if test:
-            test_means[name] = {m: float(np.mean(list(v.values()))) for m, v in test.items()}
+            test_means[name] = _means(test)
     repaired = repaired_test_graphs(cfg, summary)
     if repaired:
         blocks += [("h2", "Repaired test graphs"),
@@ -354,11 +321,12 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
                      f"then the left-out mean and worst {WORST_FRACTION:.0%}."),
                _shrink_table(summary)] + _portfolio_blocks(summary)
     if test_means:
+        n_test = {c: len(next(iter(details["test"][c].values()))) for c in test_means}
         plot_collection_scores(test_means, "hidden test (sample only)", run_dir / "scores_test.png")
         blocks += [("h2", "Hidden-test scores — generated sample only"),
                    ("p", "These runtimes exist only for generated samples and were never used to fit "
                          "or choose anything. Kaggle data has no such section."),
-                   _mean_table(test_means, shown), ("img", "scores_test.png", "hidden test per collection")]
+                   _mean_table(test_means, shown, n_test), ("img", "scores_test.png", "hidden test per collection")]
     blocks += [("h2", "Per-graph scores and rank scatter (valid)")] + graph_blocks
     plan = _plan_blocks(cfg)
     blocks += plan[0]
@@ -454,15 +422,11 @@ def _portfolio_blocks(summary: dict) -> list[Block]:
     return out
 
 
-def _loo(fit: dict) -> dict:
-    return fit.get("loo", fit.get("held_out", {}))  # summaries written before the rename
-
-
 def _shrink_table(summary: dict) -> tuple:
-    alphas = sorted({a for s in summary["collections"].values() for a in _loo(s["fit"])}, key=float)
+    alphas = sorted({a for s in summary["collections"].values() for a in s["fit"]["loo"]}, key=float)
     rows = []
     for c, s in summary["collections"].items():
-        fit, loo = s["fit"], _loo(s["fit"])
+        fit, loo = s["fit"], s["fit"]["loo"]
         cells = [c]
         for a in alphas:
             cell = f"{fit['in_sample'][a]:.4f} / {loo[a]:.4f}" if a in loo else "—"

@@ -1,31 +1,8 @@
-"""``python -m ensemble run --budget S`` (``make run BUDGET=S``): the whole pipeline planned to
-take S seconds, from validate to the report.
-
-What it does, in order (every step recorded in ``WORK/plan/plan.json``, :mod:`ensemble.plan`):
-
-Every model-specific number is its ranker's (:class:`models.ranker.Ranker`, the ``RANKER`` of
-each model of :mod:`tpurank.registry`); this module names no model.
-
-1. **Measure** validate, features, the training-free models' predictions and the probe of a
-   ``probed`` ranker (an untrained model scores a few valid graphs per collection: prediction
-   seconds per config-node, a config times its graph's kept nodes, on this machine and device).
-2. **Plan**: a probed predict stage is the config-nodes it will score at the probe's speed, the
-   others (:attr:`Ranker.predict_cost`) and the stages after training
-   (:data:`ensemble.plan.FIXED_COSTS`) short estimates; training gets the rest, less a margin.
-3. **Train and predict**: the ``capped`` models first, together at most ``--first-share`` of the
-   training time (``--time-budget``); what they leave goes to the last model, which gets all but
-   the pending stages' plan. Every measured stage moves the plan of the stages after it.
-4. **Seeds** of the last model (``--spend seeds``): its time split into as many seeds as each get
-   the preset's ``--time-budget``, up to ``--max-seeds`` (``<model>@seed<k>``, averaged by the
-   blend); while what early stopping leaves holds a further seed (at least
-   :data:`ensemble.plan.MIN_SEED_SHARE` of the first seed's training plus its predict time),
-   another. ``--spend steps``: one seed trains the whole share (:attr:`Ranker.steps_options`).
-5. **Finish**: blend, check, score (samples with hidden runtimes), real, and the report, which
-   shows the plan: planned, given and actual seconds per stage.
-
-Stages run as their own processes here (as ``make run``: ``--monitor-log`` records wall time,
-peak RSS and open files per stage, :mod:`tpurank.monitor`); the notebooks run the same plan
-in-process (``ensemble.pipeline.Run(budget=S)``).
+"""``python -m ensemble run --budget S`` (``make run BUDGET=S``): the whole pipeline, from validate
+to the report, planned to take S seconds: measure, plan, train and predict, further seeds of the
+last model, finish. What each step does and what was measured: docs/cli.md, "A run planned to a
+time budget". Every model-specific number is its ranker's (:class:`models.ranker.Ranker`); this
+module names no model. The notebooks run the same plan in-process (``ensemble.pipeline.Run(budget=S)``).
 """
 
 from __future__ import annotations
@@ -62,11 +39,9 @@ class RunConfig(StageConfig):
     models: str = ""  # comma list of the models trained and blended (empty: the default blend of tpurank/registry.py); training-free ones are predicted too
     protocol: str = "auto"  # what the blend is fitted on: auto (out-of-fold predictions) | valid
     submission: str = "submissions/submission.csv"  # the submission CSV written (and checked)
-    spend: str = "seeds"  # what the last model's time buys: seeds (split into seeds of the preset's --time-budget each, then further seeds while they fit in what early stopping leaves) | steps (it trains its whole share as one seed, e.g. --patience 0)
-    max_seeds: int = 3  # seeds of the last model at most (--spend seeds)
-    first_share: float = 0.3  # the capped models' share of the training time at most (they train first; what they leave goes to the last model)
+    spend: str = "seeds"  # what the last model's time buys: seeds (of the preset's --time-budget each) | steps (one seed, its whole share); BENCHMARKS.md "A run planned to a time budget"
+    max_seeds: int = 3  # seeds of the last model at most (--spend seeds; 45 minutes on 2 cores trains 2: BENCHMARKS.md "A run planned to a time budget")
     folds: int = 0  # every model's --folds (0: the preset's)
-    margin: float = 0.03  # share of the budget kept back for what the estimates miss
     monitor_log: str = ""  # append each stage's wall time, peak RSS and open files to this JSON-lines file (tpurank.monitor)
     stage_options: str = ""  # per-stage options as JSON, e.g. {"<model>-train": {"threads": 1}} (the notebooks' OVERRIDES)
 
@@ -77,8 +52,6 @@ class RunConfig(StageConfig):
             raise ValueError(f"--budget must be > 0 seconds (got {self.budget})")
         if self.spend not in SPEND:
             raise ValueError(f"--spend must be one of {', '.join(SPEND)} (got {self.spend!r})")
-        if not 0.0 <= self.first_share <= 1.0 or not 0.0 <= self.margin < 0.5:
-            raise ValueError("--first-share must be in [0, 1] and --margin in [0, 0.5)")
         if self.max_seeds < 1:
             raise ValueError("--max-seeds must be >= 1")
 
@@ -89,14 +62,6 @@ def config_for(run: Run, **settings: Any) -> RunConfig:
                      collections=run.collections, budget=run.budget, models=run.models,
                      protocol=run.protocol, submission=str(run.submission_path),
                      **{**run.plan_options, **settings})
-
-
-def run_for(cfg: RunConfig) -> Run:
-    """The pipeline :class:`Run` of a :class:`RunConfig`."""
-    overrides = json.loads(cfg.stage_options) if cfg.stage_options else {}
-    return Run(data=cfg.data, work=cfg.work, preset=cfg.preset, seed=cfg.seed,
-               collections=cfg.collections, models=cfg.models, submission=cfg.submission,
-               protocol=cfg.protocol, overrides=overrides, budget=cfg.budget)
 
 
 # ---- executors --------------------------------------------------------------------------------
@@ -195,12 +160,12 @@ class PlannedRun:
         if self.phase == "new":
             return self.plan.deadline
         if self.phase == "planned" and any(not self.plan.get(f"{m}-train").done for m in self.trained):
-            return self.plan.started_at + self.cfg.budget * (1.0 - self.cfg.margin)
+            return self.plan.started_at + self.cfg.budget * (1.0 - P.MARGIN)
         return self.plan.eta(self.elapsed())
 
     def usable(self) -> float:
         """Seconds left before the budget's end less the margin."""
-        return self.cfg.budget * (1.0 - self.cfg.margin) - self.elapsed()
+        return self.cfg.budget * (1.0 - P.MARGIN) - self.elapsed()
 
     @property
     def plan_path(self) -> Path:
@@ -336,13 +301,13 @@ class PlannedRun:
             raise BudgetError(
                 f"budget {self.cfg.budget:,.0f} s: {self.elapsed():,.0f} s measured (validate, features, "
                 f"probe), {reserve:,.0f} s estimated for predictions and the stages after them, and "
-                f"{self.cfg.margin:.0%} kept back leave no training time; give at least "
-                f"{(self.elapsed() + reserve) / (1 - self.cfg.margin) * 1.5:,.0f} s")
+                f"{P.MARGIN:.0%} kept back leave no training time; give at least "
+                f"{(self.elapsed() + reserve) / (1 - P.MARGIN) * 1.5:,.0f} s")
         capped = [m for m in self.trained if self.rankers[m].capped]
-        shares = P.training_shares(pool, self.trained, capped, self.cfg.first_share)
+        shares = P.training_shares(pool, self.trained, capped, P.FIRST_SHARE)
         for model in self.trained:
             first = ", ".join(self.rankers[m].title for m in capped)
-            basis = (f"at most {self.cfg.first_share:.0%} of the {pool:,.0f} s of training"
+            basis = (f"at most {P.FIRST_SHARE:.0%} of the {pool:,.0f} s of training"
                      + (f" ({first})" if len(capped) > 1 else "")
                      if model in capped and self.last else
                      f"the training time left ({pool:,.0f} s{f' less {first}' if capped and self.last else ''})")
@@ -363,7 +328,7 @@ class PlannedRun:
         for note in self.plan.notes:
             self.log(f"[plan] {note}")
         self.log(f"[plan] ETA {P.clock(self.plan.eta(self.elapsed()))} "
-                 f"(budget ends {P.clock(self.plan.deadline)}, {self.cfg.margin:.0%} kept back)")
+                 f"(budget ends {P.clock(self.plan.deadline)}, {P.MARGIN:.0%} kept back)")
 
     # -- 3. train and predict
     def pending_reserve(self, *skip: str) -> float:
@@ -415,12 +380,9 @@ class PlannedRun:
         return self.stage_config(f"{self.last}-train").time_budget
 
     def split_seeds(self, seconds: float) -> float:
-        """The first seed's seconds when the last model's ``seconds`` are split into seeds: as
-        many as each still get the preset's training time of one seed (its ``--time-budget``,
-        what its shape and schedule were tuned to), up to ``--max-seeds``, each further seed's
-        predict stage and the blend's larger read kept back. Why seeds rather than one seed's
-        longer training: BENCHMARKS.md, "A run planned to a time budget" (the 45-minute runs
-        with one GNN seed and with two)."""
+        """The first seed's seconds when the last model's ``seconds`` are split into as many seeds
+        as each still get the preset's ``--time-budget`` (up to ``--max-seeds``; each further
+        seed's predict stage and the blend's larger read kept back)."""
         per_seed, model, title = self.seed_seconds(), self.last, self.rankers[self.last].title
         predict = self.plan.get(f"{model}-predict").planned * P.SEED_PREDICT_MARGIN
         count = 1
@@ -508,7 +470,11 @@ def main(argv: list[str] | None = None) -> int:
     cfg = parse_config(RunConfig, argv, prog="python -m ensemble run")
     try:
         cfg.check()
-        planned = PlannedRun(run_for(cfg), cfg, execute=Subprocesses(cfg.monitor_log))
+        run = Run(data=cfg.data, work=cfg.work, preset=cfg.preset, seed=cfg.seed,
+                  collections=cfg.collections, models=cfg.models, submission=cfg.submission,
+                  protocol=cfg.protocol, budget=cfg.budget,
+                  overrides=json.loads(cfg.stage_options) if cfg.stage_options else {})
+        planned = PlannedRun(run, cfg, execute=Subprocesses(cfg.monitor_log))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,13 +1,8 @@
 """``python -m ensemble seeds``: each model alone and the blend, per seed and per collection.
 
-For every seed ``k`` the runs ``<model>@seed<k>`` of each model are blended exactly as
-``ensemble blend`` does (weights fitted on valid, leave-one-graph-out shrinkage), and the valid
-score of each model alone and of the blend is reported, plus the hidden-test score when the data
-root is a generated sample (sample-only: never used to fit or choose anything). A last row blends
-the seed-averaged models (what ``blend --models gnn,lgbm`` submits). Nothing is written under
-``WORK/preds``; the table goes to stdout and ``WORK/reports/seeds.{json,md}``.
-
-    python -m ensemble seeds --data D --work W --models gnn,lgbm --seeds 0,1,2
+Per seed ``k`` the runs ``<model>@seed<k>`` are blended as ``blend --protocol valid`` does; the
+valid score of each and of the blend (and, on generated samples, the hidden-test score) goes to
+stdout and ``WORK/reports/seeds.{json,md}``, with a last row for the seed-averaged models.
 """
 
 from __future__ import annotations

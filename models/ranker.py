@@ -62,7 +62,7 @@ class Ranker:
     config: str = ""  # "module:Class" of its stage config (a RankerConfig)
 
     # -- the planner's time model (ensemble.run): models with ``capped`` train first, together at
-    # most --first-share of the training time; the one model without takes what they leave, and
+    # most ensemble.plan.FIRST_SHARE of the training time; the one model without takes what they leave, and
     # (--spend seeds) splits it into seeds of its preset's --time-budget each
     capped: bool = True
     overrun: float = 0.05  # share of a train stage's seconds kept back from its --time-budget

@@ -20,10 +20,10 @@ pipeline = _rp.load_helper()
 
 
 def test_prepare_converts_all_records(shared_data, tmp_path):
-    data = prepare(shared_data, tmp_path)
-    assert len(data.tile) == 15 and sum(len(g.target) for g in data.tile) == 752
-    assert [len(g.target) for g in data.layout] == [112]
-    assert all(g.path.is_file() for g in data.tile + data.layout)
+    tile, layout = prepare(shared_data, tmp_path)
+    assert len(tile) == 15 and sum(len(g.target) for g in tile) == 752
+    assert [len(g.target) for g in layout] == [112]
+    assert all(g.path.is_file() for g in tile + layout)
 
 
 def test_random_baseline_expectation():

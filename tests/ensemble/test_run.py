@@ -98,7 +98,7 @@ def test_the_plan_is_printed_with_an_eta_and_kept(tmp_path: Path, fake_features)
     assert measured.endswith(f"ETA {P.clock(run.plan.deadline)}")
     # LightGBM trained, the GNN to come: it takes what is left, so the ETA is the usable end
     lgbm = next(line for line in log if line.startswith("[plan] lgbm-train:"))
-    assert lgbm.endswith(f"ETA {P.clock(run.plan.started_at + 2000.0 * (1 - run.cfg.margin))}")
+    assert lgbm.endswith(f"ETA {P.clock(run.plan.started_at + 2000.0 * (1 - P.MARGIN))}")
     assert "planned vs actual" in log[-2] and "budget (" in log[-1]
     stages = [s.name for s in run.plan.stages]
     assert stages == ["validate", "features", "baseline-predict", "gnn-probe", "lgbm-train",
