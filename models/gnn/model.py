@@ -2,7 +2,7 @@
 attention and a scoring MLP. It outputs one **cost** per config (lower = predicted faster). The two
 layout architectures (``ModelArgs.arch``: ``factorized`` trunk + per-config head over the
 configurable-node graph, or ``copy``: the graph copied per config) and the tile model are described
-in docs/gnn.md, "Model". Checkpoints saved before ``arch`` existed are ``copy`` models.
+in docs/gnn.md, "Model".
 
 Fixed choices (no option: nobody measured another): SAGE layers, instance norm, mean+max
 pooling, 16-wide opcode and 4-wide layout value embeddings, 4 cross-attention heads, 2 head
@@ -19,8 +19,8 @@ gives every config the same context (``models.gnn.infer.predict_costs``).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
-from typing import Any, Callable
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -64,14 +64,6 @@ class ModelArgs:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-    @classmethod
-    def from_dict(cls, saved: dict) -> "ModelArgs":
-        """Model args of a checkpoint (keys of removed options are ignored). A checkpoint saved
-        before ``arch`` existed is a copy model without the head product."""
-        known = {f.name for f in fields(cls)}
-        legacy = {} if "arch" in saved else {"arch": "copy", "head_product": False}
-        return cls(**{**legacy, **{k: v for k, v in saved.items() if k in known}})
 
     @property
     def factorized(self) -> bool:
@@ -391,23 +383,15 @@ class RankerGNN(nn.Module):
             h = layer(h, edge_index)
         return h
 
-    def forward(self, node_feat: torch.Tensor | None = None, node_opcode: torch.Tensor | None = None,
-                edge_index: torch.Tensor | None = None, config_feat: torch.Tensor | None = None,
-                config_node_pos: torch.Tensor | None = None, tabular: torch.Tensor | None = None, *,
-                links: ConfigLinks | None = None,
-                run: Callable[["RankerGNN"], torch.Tensor] | None = None) -> torch.Tensor:
+    def forward(self, node_feat: torch.Tensor, node_opcode: torch.Tensor, edge_index: torch.Tensor,
+                config_feat: torch.Tensor, config_node_pos: torch.Tensor | None = None,
+                tabular: torch.Tensor | None = None, *,
+                links: ConfigLinks | None = None) -> torch.Tensor:
         """``node_feat`` (n, F), ``node_opcode`` (n,), ``edge_index`` (2, m) producer->consumer,
         ``config_feat`` layout (B, nc, 18) / tile (B, Ft), ``config_node_pos`` (nc,) for layout,
         ``tabular`` (B, T) per-config features when ``args.tabular_dim`` > 0, ``links`` the
         configurable-node graph (factorized layout models). The configs of the batch are each
-        other's attention context.
-
-        ``run``: compute ``run(self)`` instead (e.g. a Graph Segment Training step built from the
-        parts below), so that a DistributedDataParallel wrapper still sees a forward call."""
-        if run is not None:
-            return run(self)
-        if node_feat is None or node_opcode is None or edge_index is None or config_feat is None:
-            raise ValueError("RankerGNN.forward needs node_feat, node_opcode, edge_index, config_feat")
+        other's attention context."""
         state = self.graph_state(node_feat, node_opcode, edge_index, config_node_pos, links)
         pooled = self.embed_configs(state, config_feat)
         return self.score(self.config_vectors(pooled, config_feat, tabular))

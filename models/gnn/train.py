@@ -110,7 +110,7 @@ class Trainer:
     def restore(self, path: Path) -> int:
         """Load everything saved in ``last.pt``; returns the next step."""
         state = load_checkpoint(path, self.device)
-        if ModelArgs.from_dict(state["model_args"]).to_dict() != self.args.to_dict():
+        if state["model_args"] != self.args.to_dict():
             raise RuntimeError(f"{path}: saved model shape differs from this config; "
                                f"use --resume false or another --tag")
         self.model.load_state_dict(state["model"])
