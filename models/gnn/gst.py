@@ -41,8 +41,8 @@ class SegmentTensors:
     edge_index: torch.Tensor  # local ids
     config_node_pos: torch.Tensor | None  # layout: local positions of the configurable nodes here
     config_cols: torch.Tensor | None  # layout: their columns in the graph's config_feat
-    core_configurable: int = 0  # layout: configurable nodes in the segment
-    core_ids: np.ndarray | None = None  # graph positions of the segment's nodes (local order)
+    configurable: int  # layout: configurable nodes in the segment
+    node_ids: np.ndarray  # graph positions of the segment's nodes (local order)
 
     @property
     def config_free(self) -> bool:
@@ -139,15 +139,11 @@ class SegmentLru:
         return old
 
     def _put(self, slot: tuple[str, int], entry: Any) -> None:
-        if entry.nbytes > self.max_bytes:  # this slot alone is over the limit: keep nothing
-            self._evict_to(0)
-            return
-        self._rows[slot] = entry  # newest last
+        """Write ``entry`` as the newest, then evict the oldest (an entry alone over the limit
+        leaves the table empty)."""
+        self._rows[slot] = entry
         self.nbytes += entry.nbytes
-        self._evict_to(self.max_bytes)
-
-    def _evict_to(self, limit: int) -> None:
-        while self.nbytes > limit and self._rows:
+        while self.nbytes > self.max_bytes and self._rows:
             _, old = self._rows.popitem(last=False)
             self.nbytes -= old.nbytes
 
@@ -261,9 +257,9 @@ def segment_config_key(rows: np.ndarray, seg: SegmentTensors,
 
 
 def draw_trained(rng: np.random.Generator, segs: GraphSegments, count: int) -> np.ndarray:
-    """Segments trained this step (sorted), drawn in proportion to their core configurable nodes
+    """Segments trained this step (sorted), drawn in proportion to their configurable nodes
     (uniformly where no segment has one: tile graphs)."""
-    weights = np.array([p.core_configurable for p in segs.parts], dtype=np.float64)
+    weights = np.array([p.configurable for p in segs.parts], dtype=np.float64)
     if weights.sum() <= 0:
         weights = np.ones(segs.num_segments)
     count = min(max(1, count), int((weights > 0).sum()))

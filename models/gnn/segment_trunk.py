@@ -30,7 +30,7 @@ from models.gnn.model import ConfigLinks, GraphState, RankerGNN
 class TrunkSegments:
     """Where a graph's segments' read rows go in the graph's read-row array."""
 
-    reads: list[torch.Tensor]  # per segment: local positions of the core nodes the head reads
+    reads: list[torch.Tensor]  # per segment: local positions of the nodes the head reads
     gather: torch.Tensor  # read rows concatenated segment by segment -> graph read-row order
     config_slot: torch.Tensor  # (nc,) read row of each configurable node
     links: ConfigLinks  # the graph's links, inner nodes as read rows (-1: none)
@@ -52,9 +52,9 @@ def trunk_segments(segs: GraphSegments, tensors: GraphTensors) -> TrunkSegments:
     device = tensors.node_feat.device
     reads, order = [], []
     for part in segs.parts:
-        here = np.flatnonzero(slot[part.core_ids] >= 0)
+        here = np.flatnonzero(slot[part.node_ids] >= 0)
         reads.append(torch.as_tensor(here, device=device))
-        order.append(slot[part.core_ids[here]])
+        order.append(slot[part.node_ids[here]])
     gather = np.argsort(np.concatenate(order), kind="stable")
     inner_slot = np.where(inner >= 0, slot[np.maximum(inner, 0)], -1)
     links = ConfigLinks(tensors.links.edge_index, tensors.links.hops,
@@ -67,7 +67,7 @@ def trunk_segments(segs: GraphSegments, tensors: GraphTensors) -> TrunkSegments:
 @dataclass
 class _TrunkEntry:
     rows: torch.Tensor  # (k, d) read rows of one segment
-    pooled: torch.Tensor  # (S,) Pool.partial of its core nodes
+    pooled: torch.Tensor  # (S,) Pool.partial of its nodes
     step: int  # the training step that wrote it
 
     @property

@@ -73,11 +73,11 @@ def test_segments_cover_the_graph(graph_factory):
     t = graph_tensors(g, CPU)
     segs = build_segments(g, t, 7)
     assert segs.num_segments == 30 // 7 + 1
-    assert sum(len(p.core_ids) for p in segs.parts) == 30
+    assert sum(len(p.node_ids) for p in segs.parts) == 30
     cut = segs.parts  # each configurable node is in one segment
     assert sum(int(p.config_cols.numel()) for p in cut) == len(g.config_node_pos)
-    assert sum(p.core_configurable for p in cut) == len(g.config_node_pos)
-    assert [p.config_free for p in cut] == [p.core_configurable == 0 for p in cut]
+    assert sum(p.configurable for p in cut) == len(g.config_node_pos)
+    assert [p.config_free for p in cut] == [p.configurable == 0 for p in cut]
 
 
 def test_summed_inference_is_exact_and_chunk_independent(graph_factory):
@@ -151,7 +151,7 @@ def test_trained_segments_hold_configurable_nodes(graph_factory):
     drawn = [int(s) for _ in range(300) for s in draw_trained(rng, segs, 1)]
     assert not set(drawn) & free
     counts = np.bincount(drawn, minlength=segs.num_segments)
-    weights = np.array([p.core_configurable for p in segs.parts])
+    weights = np.array([p.configurable for p in segs.parts])
     assert np.corrcoef(counts, weights)[0, 1] > 0.9  # in proportion to configurable nodes
     assert len(draw_trained(rng, segs, 99)) == segs.num_segments - len(free)
 

@@ -66,7 +66,7 @@ def test_training_every_segment_is_inference_and_trains_the_trunk(graph_factory,
     model = _model(g)
     t = graph_tensors(g, CPU)
     segs = build_segments(g, t, 8)
-    active = sum(p.core_configurable > 0 for p in segs.parts)
+    active = sum(p.configurable > 0 for p in segs.parts)
     monkeypatch.setattr(gst, "SEGMENTS_PER_STEP", active)
     cfg = GnnConfig(segment_size=8, features=str(tmp_path))
     idx = np.arange(10)
