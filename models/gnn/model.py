@@ -1,20 +1,15 @@
-"""The GNN ranker: node encoder, config join, message passing (PyG), pooling, cross-configuration
-attention and a scoring MLP. It outputs one **cost** per config (lower = predicted faster). The two
-layout architectures (``ModelArgs.arch``: ``factorized`` trunk + per-config head over the
-configurable-node graph, or ``copy``: the graph copied per config) and the tile model are described
-in docs/gnn.md, "Model".
+"""The GNN ranker: one **cost** per config (lower = predicted faster). The layout architectures
+(``ModelArgs.arch``: ``factorized`` trunk + per-config head over the configurable-node graph, or
+``copy``: the graph copied per config) and the tile model are described in docs/gnn.md, "Model".
 
 Fixed choices (no option: nobody measured another): SAGE layers, instance norm, mean+max
 pooling, 16-wide opcode and 4-wide layout value embeddings, 4 cross-attention heads, 2 head
 layers.
 
-The model has three parts: :meth:`RankerGNN.graph_state` (what does not depend on the configs:
-the factorized trunk, once per graph), :meth:`RankerGNN.embed_configs` (one pooled vector per
-config, chunkable over configs; :meth:`RankerGNN.embed` is the copy model's, also chunkable over
-graph segments, see ``models.gnn.gst``) and the scoring part :meth:`RankerGNN.config_vectors` +
-:meth:`RankerGNN.score` (cross-configuration attention over a set of config vectors, then the MLP
-head). ``forward`` is the three in a row with the batch as its own attention context; inference
-gives every config the same context (``models.gnn.infer.predict_costs``).
+:class:`RankerGNN` has three parts: :meth:`~RankerGNN.graph_state` (config-free, once per graph),
+:meth:`~RankerGNN.embed_configs` (one pooled vector per config, chunkable) and
+:meth:`~RankerGNN.config_vectors` + :meth:`~RankerGNN.score` (cross-configuration attention over a
+set of config vectors, then the MLP head); ``forward`` is the three in a row.
 """
 
 from __future__ import annotations
@@ -197,13 +192,8 @@ def gine_mean(conv: GINEConv, x: torch.Tensor, edge_index: torch.Tensor,
               edge_feat: torch.Tensor) -> torch.Tensor:
     """``conv(x, edge_index, edge_feat)`` of a mean-aggregating PyG ``GINEConv`` without an edge
     projection, ``conv.nn((1 + eps) x_i + mean_j ReLU(x_j + e_ji))``, for node-major ``x`` (n, B, d)
-    holding B configs' states of the same n nodes and config-free ``edge_feat`` (E, d).
-
-    The same numbers as PyG's propagate, up to 4.9x faster on CPU where links are many
-    (``benchmarks/gnn_head_cpu.json``):
-    one gather of whole (B, d) rows, the link features added and the ReLU applied in place, one
-    ``index_add_`` of whole rows; PyG gathers and scatters along the middle axis of (B, n, d) with
-    an index broadcast over every element. The config head spends most of its time here.
+    holding B configs' states of the same n nodes and config-free ``edge_feat`` (E, d): PyG's
+    numbers, up to 4.9x faster on CPU (docs/gnn.md, "On a CPU"; ``benchmarks/gnn_head_cpu.json``).
     """
     src, dst = edge_index
     messages = x.index_select(0, src)
