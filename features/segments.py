@@ -10,6 +10,7 @@ identity (collection, split, stem and a fingerprint of its nodes and edges) and 
 from __future__ import annotations
 
 import hashlib
+import heapq
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import numpy as np
 
 from features.processed import ProcessedGraph
 from tpurank.atomic import save_npz
+
 
 @dataclass(frozen=True)
 class Segmentation:
@@ -31,13 +33,6 @@ class Segmentation:
 
     def segment(self, s: int) -> np.ndarray:
         return self.nodes[self.starts[s]:self.starts[s + 1]]
-
-    def assignment(self) -> np.ndarray:
-        """(n,) segment id of every node."""
-        out = np.empty(len(self.nodes), dtype=np.int64)
-        for s in range(self.num_segments):
-            out[self.segment(s)] = s
-        return out
 
 
 def num_parts(num_nodes: int, size: int) -> int:
@@ -55,8 +50,6 @@ def topological_order(num_nodes: int, edge_index: np.ndarray) -> np.ndarray:
     order_by_src = np.argsort(src, kind="stable")
     succ_starts = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=num_nodes))])
     succ = dst[order_by_src]
-    import heapq
-
     ready = [int(v) for v in np.flatnonzero(indeg == 0)]
     heapq.heapify(ready)
     out: list[int] = []
@@ -74,22 +67,14 @@ def topological_order(num_nodes: int, edge_index: np.ndarray) -> np.ndarray:
     return np.asarray(out, dtype=np.int64)
 
 
-def _from_assignment(assign: np.ndarray, rank: np.ndarray) -> Segmentation:
-    """Group nodes by segment id (empty ids dropped); within a segment, by ``rank``."""
-    order = np.lexsort((rank, assign))
-    counts = np.bincount(assign)
-    counts = counts[counts > 0]
-    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    return Segmentation(nodes=order.astype(np.int64), starts=starts)
-
-
 def segment_graph(num_nodes: int, edge_index: np.ndarray, size: int) -> Segmentation:
-    """Partition a graph of ``num_nodes`` nodes into contiguous segments of about ``size`` nodes."""
+    """Partition a graph of ``num_nodes`` nodes into contiguous segments of about ``size`` nodes
+    of its topological order (each segment's node ids sorted)."""
     order = topological_order(num_nodes, edge_index)
-    assign = np.empty(num_nodes, dtype=np.int64)
-    for s, part in enumerate(np.array_split(order, num_parts(num_nodes, size))):
-        assign[part] = s
-    return _from_assignment(assign, np.arange(num_nodes))
+    parts = [np.sort(p) for p in np.array_split(order, num_parts(num_nodes, size)) if len(p)]
+    starts = np.cumsum([0] + [len(p) for p in parts]).astype(np.int64)
+    nodes = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    return Segmentation(nodes=nodes.astype(np.int64), starts=starts)
 
 
 def graph_fingerprint(g: ProcessedGraph) -> str:

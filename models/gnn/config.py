@@ -115,19 +115,15 @@ class GnnConfig(RankerConfig):
         """Configs sampled from a graph of ``num_nodes`` kept nodes (``config_nodes`` of them
         configurable, ``config_links`` links between those) in one step.
 
-        With ``node_budget`` > 0 the step's node rows stay within the budget, which bounds
-        activation memory (see ``models.gnn.train``), but never below :data:`MIN_CONFIGS_PER_STEP`:
-        ``num_nodes`` rows per config for the copy model (one graph copy each); for the factorized
-        model the trunk's ``num_nodes`` rows once per step, then ``config_nodes + config_links / 4``
-        rows per config (a head row keeps fewer bytes than a copy row, a link about a quarter of
-        a head row: ``benchmarks/gnn_memory.json``). Tile models join the config after pooling and
-        run message passing once per graph whatever the config count, so the budget does not
-        apply. Graph Segment Training backpropagates its one trained segment only (about
-        ``segment_size`` nodes), so the budget counts those as the graph's nodes; and
-        a GST step never holds more rows than the published recipe's step, ``configs_per_step``
-        copies of the trained segments, whatever the budget: the factorized head runs over every
-        configurable node of the graph, so on a large graph it gets fewer configs, which keeps
-        the step's memory flat in the graph's size (benchmarks/gst_memory.json).
+        With ``node_budget`` > 0 the step's node rows stay within the budget (the memory model
+        in ``models.gnn.train``), but never below :data:`MIN_CONFIGS_PER_STEP`: ``num_nodes``
+        rows per config for the copy model (one graph copy each); for the factorized model the
+        trunk's ``num_nodes`` rows once, then ``config_nodes + config_links / 4`` rows per config
+        (``benchmarks/gnn_memory.json``). Tile models run message passing once per graph: no
+        budget. A GST step counts its trained segment (about ``segment_size`` nodes) as the
+        graph and never holds more rows than ``configs_per_step`` copies of it, whatever the
+        budget: the factorized head covers every configurable node of the graph, so a large
+        graph gets fewer configs (docs/gnn.md, "Graph Segment Training").
         """
         wanted = self.configs_per_step
         budget = self.node_budget
@@ -137,7 +133,7 @@ class GnnConfig(RankerConfig):
             budget = min(budget, cap) if budget > 0 else cap
         if budget <= 0 or is_tile:
             return wanted
-        if self.arch == "factorized" and not is_tile:
+        if self.arch == "factorized":
             fits = (budget - num_nodes) // max(1, config_nodes + config_links // 4)
         else:
             fits = budget // max(1, num_nodes)

@@ -113,10 +113,9 @@ def config_tabular(tensors: GraphTensors, feats: torch.Tensor, where: str = "") 
 
 def tabular_rows(model: torch.nn.Module, g: ProcessedGraph, tensors: GraphTensors,
                  feats: torch.Tensor) -> torch.Tensor | None:
-    """:func:`config_tabular` of ``feats`` when ``model`` (a ``RankerGNN``, possibly wrapped in
-    DistributedDataParallel) joins per-config tabular features, else None."""
-    core = getattr(model, "module", model)
-    if not getattr(core, "uses_tabular", False):
+    """:func:`config_tabular` of ``feats`` when ``model`` (a ``RankerGNN``) joins per-config
+    tabular features, else None."""
+    if not model.uses_tabular:
         return None
     return config_tabular(tensors, feats, where=f"{g.collection}/{g.split}/{g.stem}")
 

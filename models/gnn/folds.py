@@ -1,15 +1,9 @@
-"""Grouped K-fold cross-validation of the GNN ranker (``--folds K``, K >= 2; issue 12).
-
-The folds are :func:`models.cv.fold_plan`'s, shared with every other model (grouped by stem,
-default/random twins together). For fold ``k`` of a collection, ``train`` fits a model on
-``plan.training(k)`` (with ``joint_search`` plus the other search's ``training(k)``), early-stopped
-on ``plan.inner_valid(k)`` — never on a held-out graph — and ``predict`` scores
-``plan.held_out(k)`` and the test split with it.
-
-Files: ``M/fold<k>/`` one model per fold (``M = WORK/models/gnn[-tag]/<slug>/seed<s>``) and
-``M/folds.json`` (per fold: the graphs its model saw, :func:`models.cv.fold_manifest`, checked);
-the predictions under ``PREDS/gnn[-tag]@seed<s>/<slug>/`` are those of every cross-validated model
-(:mod:`models.predictions`), so that the blend reads the GNN and LightGBM alike.
+"""Grouped K-fold cross-validation of the GNN ranker (``--folds K``, K >= 2; docs/gnn.md,
+"Cross-validation"). Fold ``k`` of :func:`models.cv.fold_plan` trains on ``plan.training(k)``
+(with ``joint_search`` also the other search's), early-stopped on ``plan.inner_valid(k)`` (never a
+held-out graph), and predicts ``plan.held_out(k)`` and the test split. Models in
+``M/fold<k>/`` (``M = WORK/models/gnn[-tag]/<slug>/seed<s>``), with ``M/folds.json``: the graphs
+each fold model saw (:func:`models.cv.fold_manifest`, checked).
 """
 
 from __future__ import annotations

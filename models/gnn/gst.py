@@ -1,18 +1,14 @@
 """Graph Segment Training (GST, docs/competition.md §7) for the copy arch: the organisers' recipe
 (``kaidic/GST``, ``custom_tpu_train.py``), described in docs/gnn.md, "Graph Segment Training".
+Also the segments and the bounded tables that GST on the factorized trunk
+(:mod:`models.gnn.segment_trunk`) shares.
 
-A segment is scored on its own (pooled, :meth:`RankerGNN.config_vectors`, head) to one scalar per
-config; a config's cost is the sum of its segments' scores. A step trains one segment, drawn in
-proportion to the configurable nodes (a segment without one would give no gradient), its score
-scaled to the expected number of segments kept; the others' scores come from a
-:class:`HistoryTable` (bounded in bytes) keyed by (graph, segment, the config values that segment
+A step trains one segment, drawn in proportion to the configurable nodes (a segment without one
+would give no gradient), its score scaled to the expected number of segments kept; the others'
+scores come from a :class:`HistoryTable` keyed by (graph, segment, the config values that segment
 sees), a missing entry counting as zero. Stale embedding dropout uses one mask per graph and step,
 shared by its configs, so two configs always sum the same segments and their difference is the
-model's, not the mask's. Inference is exact (:func:`summed_segment_costs`).
-
-Measured against the variants this replaced (``benchmarks/gst_quality_variants_*.json``):
-combining the segments' pooled vectors into one graph vector instead of summing scores, a uniform
-draw of the trained segment, and a no-grad pass filling missing history entries.
+model's, not the mask's.
 """
 
 from __future__ import annotations
@@ -28,23 +24,12 @@ import torch
 
 from features.processed import ProcessedGraph
 from features.segments import cached_segmentation, graph_fingerprint
+from models.gnn.config import GnnConfig
 from models.gnn.data import GraphTensors, config_rows, tabular_rows
 from models.gnn.model import RankerGNN
 
 SEGMENTS_PER_STEP = 1  # segments trained (forward + backward) per graph and step
 STALE_DROPOUT = 0.5  # probability of leaving out each stale (historical) segment score in training
-
-
-@dataclass(frozen=True)
-class SegmentSpec:
-    """How graphs are cut and scored (part of a run's config; inference uses the training one)."""
-
-    size: int
-
-    @classmethod
-    def from_config(cls, cfg: Any) -> "SegmentSpec | None":
-        size = int(getattr(cfg, "segment_size", 0) or 0)
-        return cls(size=size) if size > 0 else None
 
 
 @dataclass
@@ -56,8 +41,8 @@ class SegmentTensors:
     edge_index: torch.Tensor  # local ids
     config_node_pos: torch.Tensor | None  # layout: local positions of the configurable nodes here
     config_cols: torch.Tensor | None  # layout: their columns in the graph's config_feat
-    core_configurable: int = 0  # layout: configurable nodes in the segment
-    core_ids: np.ndarray | None = None  # graph positions of the segment's nodes (local order)
+    configurable: int  # layout: configurable nodes in the segment
+    node_ids: np.ndarray  # graph positions of the segment's nodes (local order)
 
     @property
     def config_free(self) -> bool:
@@ -70,17 +55,17 @@ class SegmentTensors:
 class GraphSegments:
     key: str  # graph fingerprint (history key)
     parts: list[SegmentTensors]
-    sizes: torch.Tensor  # (K,) float core node counts
+    trunk: Any = None  # segment_trunk.TrunkSegments of the graph, built on first use
 
     @property
     def num_segments(self) -> int:
         return len(self.parts)
 
 
-def build_segments(g: ProcessedGraph, tensors: GraphTensors, spec: SegmentSpec,
+def build_segments(g: ProcessedGraph, tensors: GraphTensors, size: int,
                    features_dir: str | None = None) -> GraphSegments:
-    """Cut ``g`` (already on a device as ``tensors``) into :class:`SegmentTensors`."""
-    seg = cached_segmentation(g, spec.size, features_dir)
+    """Cut ``g`` (already on a device as ``tensors``) into segments of about ``size`` nodes."""
+    seg = cached_segmentation(g, size, features_dir)
     n = g.num_nodes
     src, dst = tensors.edge_index.cpu().numpy()
     pos = None if tensors.config_node_pos is None else tensors.config_node_pos.cpu().numpy()
@@ -102,25 +87,23 @@ def build_segments(g: ProcessedGraph, tensors: GraphTensors, spec: SegmentSpec,
         parts.append(SegmentTensors(tensors.node_feat[node_idx], tensors.node_opcode[node_idx],
                                     sub_edges, lpos, cols, len(inside), nodes))
         local[nodes] = -1
-    sizes = torch.as_tensor(np.diff(seg.starts).astype(np.float32), device=device)
-    return GraphSegments(key=f"{g.collection}/{g.split}/{graph_fingerprint(g)}", parts=parts,
-                         sizes=sizes)
+    return GraphSegments(key=f"{g.collection}/{g.split}/{graph_fingerprint(g)}", parts=parts)
 
 
 class SegmentCache:
-    """Segments of each graph built once per (graph object, spec); bounded LRU."""
+    """Segments of each graph built once per (graph object, size); bounded LRU."""
 
     def __init__(self, max_graphs: int = 512):
         self.max_graphs = max_graphs
         self._cache: OrderedDict[tuple, tuple[ProcessedGraph, GraphSegments]] = OrderedDict()
 
-    def get(self, g: ProcessedGraph, tensors: GraphTensors, spec: SegmentSpec,
+    def get(self, g: ProcessedGraph, tensors: GraphTensors, size: int,
             features_dir: str | None = None) -> GraphSegments:
-        key = (id(g), spec, str(tensors.node_feat.device))
+        key = (id(g), size, str(tensors.node_feat.device))
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key][1]
-        segs = build_segments(g, tensors, spec, features_dir)
+        segs = build_segments(g, tensors, size, features_dir)
         self._cache[key] = (g, segs)  # holding g keeps id(g) from being reused
         while len(self._cache) > self.max_graphs:
             self._cache.popitem(last=False)
@@ -156,15 +139,11 @@ class SegmentLru:
         return old
 
     def _put(self, slot: tuple[str, int], entry: Any) -> None:
-        if entry.nbytes > self.max_bytes:  # this slot alone is over the limit: keep nothing
-            self._evict_to(0)
-            return
-        self._rows[slot] = entry  # newest last
+        """Write ``entry`` as the newest, then evict the oldest (an entry alone over the limit
+        leaves the table empty)."""
+        self._rows[slot] = entry
         self.nbytes += entry.nbytes
-        self._evict_to(self.max_bytes)
-
-    def _evict_to(self, limit: int) -> None:
-        while self.nbytes > limit and self._rows:
+        while self.nbytes > self.max_bytes and self._rows:
             _, old = self._rows.popitem(last=False)
             self.nbytes -= old.nbytes
 
@@ -217,37 +196,20 @@ class GstState:
         self.history = HistoryTable(history_max_bytes)
 
 
-def _segment_feats(model: RankerGNN, seg: SegmentTensors, feats: torch.Tensor) -> tuple:
-    if model.args.kind == "layout":
-        return feats[:, seg.config_cols], seg.config_node_pos
-    return feats, None
-
-
-def embed_segment(model: RankerGNN, seg: SegmentTensors, feats: torch.Tensor) -> torch.Tensor:
-    """Pooled embedding (B, P) of one segment for configs ``feats`` ((1, P) for late tile)."""
-    f, pos = _segment_feats(model, seg, feats)
-    return model.embed(seg.node_feat, seg.node_opcode, seg.edge_index, f, pos)
-
-
 def segment_vectors(model: RankerGNN, seg: SegmentTensors, feats: torch.Tensor,
                     tabular: torch.Tensor | None) -> torch.Tensor:
-    """Attention inputs (B, hidden) of one segment for configs ``feats``."""
-    return model.config_vectors(embed_segment(model, seg, feats), feats, tabular)
+    """Attention inputs (B, hidden) of one segment for configs ``feats`` (the copy model's
+    :meth:`RankerGNN.embed`, which a factorized model refuses)."""
+    seen = feats if seg.config_cols is None else feats[:, seg.config_cols]
+    pooled = model.embed(seg.node_feat, seg.node_opcode, seg.edge_index, seen,
+                         seg.config_node_pos)
+    return model.config_vectors(pooled, feats, tabular)
 
 
 def segment_scores(model: RankerGNN, seg: SegmentTensors, feats: torch.Tensor,
                    tabular: torch.Tensor | None) -> torch.Tensor:
     """Scores (B,) of one segment, the configs ``feats`` attending to each other."""
     return model.score(segment_vectors(model, seg, feats, tabular))
-
-
-def require_copy(model: RankerGNN) -> None:
-    """GST embeds each segment per config (the copy model's path, :meth:`RankerGNN.embed`); a
-    factorized model has no such path (``models.gnn.train.arch_for`` trains GST runs as copy)."""
-    if getattr(model, "factorized", False):
-        raise ValueError("Graph Segment Training (segment_size > 0) runs on the copy architecture; "
-                         "this model is factorized (train it with --arch copy, or without "
-                         "--segment-size)")
 
 
 def summed_segment_costs(model: RankerGNN, segs: GraphSegments, g: ProcessedGraph,
@@ -261,7 +223,6 @@ def summed_segment_costs(model: RankerGNN, segs: GraphSegments, g: ProcessedGrap
     A segment that sees no configurable node gives every config the same vector, so it is
     embedded for one config only.
     """
-    require_copy(model)
     device = tensors.node_feat.device
     total = torch.zeros(len(idx), dtype=torch.float64, device=device)
     ctx_pos = torch.as_tensor(context, device=device)
@@ -296,9 +257,9 @@ def segment_config_key(rows: np.ndarray, seg: SegmentTensors,
 
 
 def draw_trained(rng: np.random.Generator, segs: GraphSegments, count: int) -> np.ndarray:
-    """Segments trained this step (sorted), drawn in proportion to their core configurable nodes
+    """Segments trained this step (sorted), drawn in proportion to their configurable nodes
     (uniformly where no segment has one: tile graphs)."""
-    weights = np.array([p.core_configurable for p in segs.parts], dtype=np.float64)
+    weights = np.array([p.configurable for p in segs.parts], dtype=np.float64)
     if weights.sum() <= 0:
         weights = np.ones(segs.num_segments)
     count = min(max(1, count), int((weights > 0).sum()))
@@ -306,61 +267,31 @@ def draw_trained(rng: np.random.Generator, segs: GraphSegments, count: int) -> n
                               p=weights / weights.sum()))
 
 
-def active_segments(model: RankerGNN, segs: GraphSegments) -> int:
-    """Segments whose score can differ between configs (those the rescaled sum stands for)."""
-    if model.uses_tabular:
-        return segs.num_segments
-    return sum(1 for p in segs.parts if not p.config_free)
-
-
-class _Step:
-    """One GST training step on one graph: its configs, their history keys, the table."""
-
-    def __init__(self, model: RankerGNN, segs: GraphSegments, feats: torch.Tensor,
-                 tabular: torch.Tensor | None, history: HistoryTable):
-        self.model, self.segs, self.feats, self.tabular = model, segs, feats, tabular
-        self.history = history
-        self._rows = feats.detach().cpu().numpy()
-        self._tab = (None if tabular is None
-                     else np.ascontiguousarray(tabular.detach().float().cpu().numpy()))
-        self._keys: dict[int, np.ndarray] = {}
-
-    def keys(self, s: int) -> np.ndarray:
-        if s not in self._keys:
-            self._keys[s] = segment_config_key(self._rows, self.segs.parts[s], self._tab)
-        return self._keys[s]
-
-    def fresh(self, s: int) -> torch.Tensor:
-        """Scores (B,) of segment ``s`` with gradient, written to the table."""
-        scores = segment_scores(self.model, self.segs.parts[s], self.feats, self.tabular)
-        self.history.store(self.segs.key, s, self.keys(s), scores.detach().float().cpu().numpy())
-        return scores
-
-    def stale(self, s: int) -> torch.Tensor:
-        """Scores (B,) of segment ``s`` from the table (0 where missing)."""
-        values, _ = self.history.lookup(self.segs.key, s, self.keys(s))
-        return torch.as_tensor(values, device=self.feats.device)
-
-
 def gst_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
-              device: torch.device, cfg: Any, step: int, state: GstState) -> torch.Tensor:
-    """Costs of a training step's configs ``idx``: gradient through one drawn segment, the others' scores from the history table (missing = 0), one stale-dropout mask
-    for the graph."""
-    spec = SegmentSpec.from_config(cfg)
-    assert spec is not None
-    require_copy(model)
-    features_dir = str(cfg.features_dir()) if hasattr(cfg, "features_dir") else None
-    segs = state.segments.get(g, tensors, spec, features_dir)
+              device: torch.device, cfg: GnnConfig, step: int, state: GstState) -> torch.Tensor:
+    """Costs of a training step's configs ``idx``: gradient through the drawn segment, the
+    others' scores from the history table (missing = 0), one stale-dropout mask for the graph."""
+    segs = state.segments.get(g, tensors, cfg.segment_size, str(cfg.features_dir()))
     rng = np.random.default_rng([int(cfg.seed), int(step), zlib.crc32(segs.key.encode())])
     trained = draw_trained(rng, segs, SEGMENTS_PER_STEP)
     stale = np.setdiff1d(np.arange(segs.num_segments), trained)
-    p = STALE_DROPOUT if model.training else 0.0
-    kept = stale[rng.random(len(stale)) >= p]  # one mask for all configs of the graph
+    dropout = STALE_DROPOUT if model.training else 0.0
+    kept = stale[rng.random(len(stale)) >= dropout]  # one mask for all configs of the graph
     feats = config_rows(g, idx, device)
-    part = _Step(model, segs, feats, tabular_rows(model, g, tensors, feats), state.history)
-    fresh = torch.stack([part.fresh(int(s)) for s in trained], dim=1).sum(dim=1)
-    expected_kept = len(trained) + (1.0 - p) * max(active_segments(model, segs) - len(trained), 0)
-    cost = fresh * (expected_kept / len(trained))
+    tabular = tabular_rows(model, g, tensors, feats)
+    rows = feats.detach().cpu().numpy()
+    tab = None if tabular is None else np.ascontiguousarray(tabular.detach().float().cpu().numpy())
+    fresh = []
+    for s in trained:
+        scores = segment_scores(model, segs.parts[s], feats, tabular)
+        state.history.store(segs.key, s, segment_config_key(rows, segs.parts[s], tab),
+                            scores.detach().float().cpu().numpy())
+        fresh.append(scores)
+    # the segments whose score can differ between configs: those the rescaled sum stands for
+    active = sum(1 for p in segs.parts if model.uses_tabular or not p.config_free)
+    expected_kept = len(trained) + (1.0 - dropout) * max(active - len(trained), 0)
+    cost = torch.stack(fresh, dim=1).sum(dim=1) * (expected_kept / len(trained))
     for s in kept:
-        cost = cost + part.stale(int(s)).to(cost.dtype)
+        values, _ = state.history.lookup(segs.key, s, segment_config_key(rows, segs.parts[s], tab))
+        cost = cost + torch.as_tensor(values, device=device).to(cost.dtype)
     return cost

@@ -23,9 +23,9 @@ from features.processed import ProcessedGraph
 from models import metrics
 from models.gnn.config import GnnConfig
 from models.gnn.data import GraphTensors, config_rows, graph_tensors, load_graphs, tabular_rows
-from models.gnn.gst import GstState, SegmentCache, SegmentSpec, gst_costs, summed_segment_costs
-from models.gnn.segment_trunk import TrunkGstState, segmented_graph_state, trunk_gst_costs
+from models.gnn.gst import GstState, SegmentCache, gst_costs, summed_segment_costs
 from models.gnn.model import GraphState, ModelArgs, RankerGNN
+from models.gnn.segment_trunk import TrunkGstState, segmented_graph_state, trunk_gst_costs
 from models.training import choose_device, eval_mode, load_checkpoint, set_cpu_threads
 
 
@@ -50,21 +50,20 @@ class InferenceOptions:
     ``context``: the cross-configuration attention context every config attends to: 0 = all the
     configs being ranked, N > 0 = a fixed seeded random subset of at most N of them (the same for
     all, so a cost never depends on the chunk a config landed in, and the attention's cost stays
-    linear in the config count). ``segments``: a Graph Segment Training model. A copy model scores
-    every segment fresh, each segment's configs attending to the same context, and sums the scores;
-    a factorized model runs every segment's trunk fresh, then its head over the whole graph.
+    linear in the config count). ``segment_size`` > 0: a Graph Segment Training model, scored
+    exactly segment by segment (docs/gnn.md, "Graph Segment Training").
     """
 
     context: int = 0
     seed: int = 0
-    segments: SegmentSpec | None = None
+    segment_size: int = 0
     features_dir: str | None = None  # where segment boundaries are cached (optional)
 
     @classmethod
     def from_config(cls, cfg: GnnConfig) -> "InferenceOptions":
         features = str(cfg.features_dir()) if cfg.work or cfg.features else None
-        return cls(context=max(0, int(getattr(cfg, "predict_context", 0))), seed=int(cfg.seed),
-                   segments=SegmentSpec.from_config(cfg), features_dir=features)
+        return cls(context=max(0, cfg.predict_context), seed=cfg.seed,
+                   segment_size=max(0, cfg.segment_size), features_dir=features)
 
 
 _SEGMENTS = SegmentCache(max_graphs=256)  # inference-time segment tensors, per graph object
@@ -124,8 +123,8 @@ def predict_costs(model: RankerGNN, g: ProcessedGraph, batch_size: int = 64,
     chunks = np.array_split(np.arange(len(idx)), math.ceil(len(idx) / max(1, batch_size)))
     context = context_subset(len(idx), options.context, options.seed)
     with eval_mode(model), torch.no_grad():
-        if options.segments is not None:
-            segs = _SEGMENTS.get(g, tensors, options.segments, options.features_dir)
+        if options.segment_size > 0:
+            segs = _SEGMENTS.get(g, tensors, options.segment_size, options.features_dir)
             if not model.factorized:
                 return summed_segment_costs(model, segs, g, tensors, idx, chunks,
                                             context).cpu().numpy()
@@ -163,25 +162,19 @@ def evaluate(model: RankerGNN, collection: Collection, graphs: list[ProcessedGra
 
 
 def train_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
-                device: torch.device, cfg: GnnConfig, step: int,
-                state: GstState | TrunkGstState | None = None) -> torch.Tensor:
-    """Costs of a training step's configs ``idx`` of ``g`` (with gradient).
-
-    With ``cfg.segment_size > 0``: a Graph Segment Training step, the published recipe for a copy
-    model (:func:`models.gnn.gst.gst_costs`) or the trunk table for a factorized one
-    (:func:`models.gnn.segment_trunk.trunk_gst_costs`), whose history lives in ``state``, by
-    default one kept on the model (created on first use). ``model`` may be wrapped in
-    DistributedDataParallel: the step always goes through the wrapper's forward.
-    """
-    if SegmentSpec.from_config(cfg) is None:
+                device: torch.device, cfg: GnnConfig, step: int) -> torch.Tensor:
+    """Costs of a training step's configs ``idx`` of ``g`` (with gradient). With
+    ``cfg.segment_size > 0`` a Graph Segment Training step: the published recipe for a copy model
+    (:func:`models.gnn.gst.gst_costs`), the trunk table for a factorized one
+    (:func:`models.gnn.segment_trunk.trunk_gst_costs`), the run's segments and table kept on the
+    model (created on first use)."""
+    if cfg.segment_size <= 0:
         return forward_configs(model, g, tensors, idx, device)
-    core = model.module if hasattr(model, "module") else model
-    kind, steps = ((TrunkGstState, trunk_gst_costs) if core.factorized else (GstState, gst_costs))
-    if state is None:
-        state = core.__dict__.get("_gst_state")
-        if not isinstance(state, kind):
-            state = core.__dict__["_gst_state"] = kind(cfg.history_max_bytes)
-    return model(run=lambda m: steps(m, g, tensors, idx, device, cfg, step, state))
+    kind, costs = (TrunkGstState, trunk_gst_costs) if model.factorized else (GstState, gst_costs)
+    state = model.__dict__.get("_gst_state")
+    if not isinstance(state, kind):
+        state = model.__dict__["_gst_state"] = kind(cfg.history_max_bytes)
+    return costs(model, g, tensors, idx, device, cfg, step, state)
 
 
 def load_trained_dir(model_dir: str | Path, device: torch.device | str = "cpu"
@@ -189,7 +182,7 @@ def load_trained_dir(model_dir: str | Path, device: torch.device | str = "cpu"
     """Model (best weights, eval mode) and config saved in ``model_dir``."""
     model_dir = Path(model_dir)
     state = load_checkpoint(model_dir / "best.pt", device)
-    model = RankerGNN(ModelArgs.from_dict(state["model_args"])).to(device)
+    model = RankerGNN(ModelArgs(**state["model_args"])).to(device)
     model.load_state_dict(state["model"])
     model.eval()
     cfg_path = model_dir / "config.json"

@@ -1,26 +1,21 @@
-"""The GNN ranker: node encoder, config join, message passing (PyG), pooling, cross-configuration
-attention and a scoring MLP. It outputs one **cost** per config (lower = predicted faster). The two
-layout architectures (``ModelArgs.arch``: ``factorized`` trunk + per-config head over the
-configurable-node graph, or ``copy``: the graph copied per config) and the tile model are described
-in docs/gnn.md, "Model". Checkpoints saved before ``arch`` existed are ``copy`` models.
+"""The GNN ranker: one **cost** per config (lower = predicted faster). The layout architectures
+(``ModelArgs.arch``: ``factorized`` trunk + per-config head over the configurable-node graph, or
+``copy``: the graph copied per config) and the tile model are described in docs/gnn.md, "Model".
 
 Fixed choices (no option: nobody measured another): SAGE layers, instance norm, mean+max
 pooling, 16-wide opcode and 4-wide layout value embeddings, 4 cross-attention heads, 2 head
 layers.
 
-The model has three parts: :meth:`RankerGNN.graph_state` (what does not depend on the configs:
-the factorized trunk, once per graph), :meth:`RankerGNN.embed_configs` (one pooled vector per
-config, chunkable over configs; :meth:`RankerGNN.embed` is the copy model's, also chunkable over
-graph segments, see ``models.gnn.gst``) and the scoring part :meth:`RankerGNN.config_vectors` +
-:meth:`RankerGNN.score` (cross-configuration attention over a set of config vectors, then the MLP
-head). ``forward`` is the three in a row with the batch as its own attention context; inference
-gives every config the same context (``models.gnn.infer.predict_costs``).
+:class:`RankerGNN` has three parts: :meth:`~RankerGNN.graph_state` (config-free, once per graph),
+:meth:`~RankerGNN.embed_configs` (one pooled vector per config, chunkable) and
+:meth:`~RankerGNN.config_vectors` + :meth:`~RankerGNN.score` (cross-configuration attention over a
+set of config vectors, then the MLP head); ``forward`` is the three in a row.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
-from typing import Any, Callable
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -64,14 +59,6 @@ class ModelArgs:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-    @classmethod
-    def from_dict(cls, saved: dict) -> "ModelArgs":
-        """Model args of a checkpoint (keys of removed options are ignored). A checkpoint saved
-        before ``arch`` existed is a copy model without the head product."""
-        known = {f.name for f in fields(cls)}
-        legacy = {} if "arch" in saved else {"arch": "copy", "head_product": False}
-        return cls(**{**legacy, **{k: v for k, v in saved.items() if k in known}})
 
     @property
     def factorized(self) -> bool:
@@ -205,13 +192,8 @@ def gine_mean(conv: GINEConv, x: torch.Tensor, edge_index: torch.Tensor,
               edge_feat: torch.Tensor) -> torch.Tensor:
     """``conv(x, edge_index, edge_feat)`` of a mean-aggregating PyG ``GINEConv`` without an edge
     projection, ``conv.nn((1 + eps) x_i + mean_j ReLU(x_j + e_ji))``, for node-major ``x`` (n, B, d)
-    holding B configs' states of the same n nodes and config-free ``edge_feat`` (E, d).
-
-    The same numbers as PyG's propagate, up to 4.9x faster on CPU where links are many
-    (``benchmarks/gnn_head_cpu.json``):
-    one gather of whole (B, d) rows, the link features added and the ReLU applied in place, one
-    ``index_add_`` of whole rows; PyG gathers and scatters along the middle axis of (B, n, d) with
-    an index broadcast over every element. The config head spends most of its time here.
+    holding B configs' states of the same n nodes and config-free ``edge_feat`` (E, d): PyG's
+    numbers, up to 4.9x faster on CPU (docs/gnn.md, "On a CPU"; ``benchmarks/gnn_head_cpu.json``).
     """
     src, dst = edge_index
     messages = x.index_select(0, src)
@@ -391,23 +373,15 @@ class RankerGNN(nn.Module):
             h = layer(h, edge_index)
         return h
 
-    def forward(self, node_feat: torch.Tensor | None = None, node_opcode: torch.Tensor | None = None,
-                edge_index: torch.Tensor | None = None, config_feat: torch.Tensor | None = None,
-                config_node_pos: torch.Tensor | None = None, tabular: torch.Tensor | None = None, *,
-                links: ConfigLinks | None = None,
-                run: Callable[["RankerGNN"], torch.Tensor] | None = None) -> torch.Tensor:
+    def forward(self, node_feat: torch.Tensor, node_opcode: torch.Tensor, edge_index: torch.Tensor,
+                config_feat: torch.Tensor, config_node_pos: torch.Tensor | None = None,
+                tabular: torch.Tensor | None = None, *,
+                links: ConfigLinks | None = None) -> torch.Tensor:
         """``node_feat`` (n, F), ``node_opcode`` (n,), ``edge_index`` (2, m) producer->consumer,
         ``config_feat`` layout (B, nc, 18) / tile (B, Ft), ``config_node_pos`` (nc,) for layout,
         ``tabular`` (B, T) per-config features when ``args.tabular_dim`` > 0, ``links`` the
         configurable-node graph (factorized layout models). The configs of the batch are each
-        other's attention context.
-
-        ``run``: compute ``run(self)`` instead (e.g. a Graph Segment Training step built from the
-        parts below), so that a DistributedDataParallel wrapper still sees a forward call."""
-        if run is not None:
-            return run(self)
-        if node_feat is None or node_opcode is None or edge_index is None or config_feat is None:
-            raise ValueError("RankerGNN.forward needs node_feat, node_opcode, edge_index, config_feat")
+        other's attention context."""
         state = self.graph_state(node_feat, node_opcode, edge_index, config_node_pos, links)
         pooled = self.embed_configs(state, config_feat)
         return self.score(self.config_vectors(pooled, config_feat, tabular))

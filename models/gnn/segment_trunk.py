@@ -13,18 +13,16 @@ Inference is exact (:func:`segmented_graph_state`).
 from __future__ import annotations
 
 import zlib
-from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
 
 from features.processed import ProcessedGraph
-from models.gnn.data import GraphTensors, config_rows, tabular_rows
 from models.gnn import gst
-from models.gnn.gst import (GraphSegments, SegmentCache, SegmentLru, SegmentSpec, SegmentTensors,
-                            draw_trained)
+from models.gnn.config import GnnConfig
+from models.gnn.data import GraphTensors, config_rows, tabular_rows
+from models.gnn.gst import GraphSegments, SegmentCache, SegmentLru, SegmentTensors, draw_trained
 from models.gnn.model import ConfigLinks, GraphState, RankerGNN
 
 
@@ -32,7 +30,7 @@ from models.gnn.model import ConfigLinks, GraphState, RankerGNN
 class TrunkSegments:
     """Where a graph's segments' read rows go in the graph's read-row array."""
 
-    reads: list[torch.Tensor]  # per segment: local positions of the core nodes the head reads
+    reads: list[torch.Tensor]  # per segment: local positions of the nodes the head reads
     gather: torch.Tensor  # read rows concatenated segment by segment -> graph read-row order
     config_slot: torch.Tensor  # (nc,) read row of each configurable node
     links: ConfigLinks  # the graph's links, inner nodes as read rows (-1: none)
@@ -40,7 +38,9 @@ class TrunkSegments:
 
 def trunk_segments(segs: GraphSegments, tensors: GraphTensors) -> TrunkSegments:
     """The read rows of ``segs`` (a layout graph's segments): configurable nodes and the links'
-    inner nodes, each read from the segment whose core holds it."""
+    inner nodes, each read from the segment that holds it (built once, kept on ``segs``)."""
+    if segs.trunk is not None:
+        return segs.trunk
     if tensors.config_node_pos is None or tensors.links is None:
         raise ValueError("GST on the factorized trunk needs a layout graph with its links")
     pos = tensors.config_node_pos.cpu().numpy()
@@ -52,21 +52,22 @@ def trunk_segments(segs: GraphSegments, tensors: GraphTensors) -> TrunkSegments:
     device = tensors.node_feat.device
     reads, order = [], []
     for part in segs.parts:
-        here = np.flatnonzero(slot[part.core_ids] >= 0)
+        here = np.flatnonzero(slot[part.node_ids] >= 0)
         reads.append(torch.as_tensor(here, device=device))
-        order.append(slot[part.core_ids[here]])
+        order.append(slot[part.node_ids[here]])
     gather = np.argsort(np.concatenate(order), kind="stable")
     inner_slot = np.where(inner >= 0, slot[np.maximum(inner, 0)], -1)
     links = ConfigLinks(tensors.links.edge_index, tensors.links.hops,
                         torch.as_tensor(inner_slot, device=device), tensors.links.kind)
-    return TrunkSegments(reads, torch.as_tensor(gather, device=device),
-                         torch.as_tensor(slot[pos], device=device), links)
+    segs.trunk = TrunkSegments(reads, torch.as_tensor(gather, device=device),
+                               torch.as_tensor(slot[pos], device=device), links)
+    return segs.trunk
 
 
 @dataclass
 class _TrunkEntry:
     rows: torch.Tensor  # (k, d) read rows of one segment
-    pooled: torch.Tensor  # (S,) Pool.partial of its core nodes
+    pooled: torch.Tensor  # (S,) Pool.partial of its nodes
     step: int  # the training step that wrote it
 
     @property
@@ -98,14 +99,6 @@ class TrunkGstState:
     def __init__(self, history_max_bytes: int):
         self.segments = SegmentCache()
         self.table = TrunkTable(history_max_bytes)
-        self._trunks: OrderedDict[str, TrunkSegments] = OrderedDict()
-
-    def trunk_segments(self, segs: GraphSegments, tensors: GraphTensors) -> TrunkSegments:
-        if segs.key not in self._trunks:
-            self._trunks[segs.key] = trunk_segments(segs, tensors)
-            while len(self._trunks) > self.segments.max_graphs:
-                self._trunks.popitem(last=False)
-        return self._trunks[segs.key]
 
 
 def segment_trunk(model: RankerGNN, part: SegmentTensors,
@@ -129,32 +122,25 @@ def assemble_state(model: RankerGNN, tensors: GraphTensors, ts: TrunkSegments,
     return state
 
 
-def require_factorized(model: RankerGNN) -> None:
-    if not getattr(model, "factorized", False):
-        raise ValueError("GST on the factorized trunk needs a factorized layout model "
-                         "(--arch factorized); a copy model trains the published recipe")
-
-
 def segmented_graph_state(model: RankerGNN, segs: GraphSegments,
                           tensors: GraphTensors) -> GraphState:
     """Inference: every segment's trunk fresh, assembled into the graph's state."""
-    require_factorized(model)
     ts = trunk_segments(segs, tensors)
     outs = [segment_trunk(model, part, ts.reads[s]) for s, part in enumerate(segs.parts)]
     return assemble_state(model, tensors, ts, [o[0] for o in outs], [o[1] for o in outs])
 
 
 def trunk_gst_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
-                    device: torch.device, cfg: Any, step: int, state: TrunkGstState) -> torch.Tensor:
+                    device: torch.device, cfg: GnnConfig, step: int,
+                    state: TrunkGstState) -> torch.Tensor:
     """Costs of a training step's configs ``idx``: the trunk with gradient over the drawn
     segments, the oldest stored segment refreshed without, the rest from the table; the head
     fresh over the whole graph's configurable nodes."""
-    spec = SegmentSpec.from_config(cfg)
-    assert spec is not None
-    require_factorized(model)
-    features_dir = str(cfg.features_dir()) if hasattr(cfg, "features_dir") else None
-    segs = state.segments.get(g, tensors, spec, features_dir)
-    ts = state.trunk_segments(segs, tensors)
+    if not model.factorized:
+        raise ValueError("GST on the factorized trunk needs a factorized layout model "
+                         "(--arch factorized); a copy model trains the published recipe")
+    segs = state.segments.get(g, tensors, cfg.segment_size, str(cfg.features_dir()))
+    ts = trunk_segments(segs, tensors)
     rng = np.random.default_rng([int(cfg.seed), int(step), zlib.crc32(segs.key.encode())])
     trained = set(int(s) for s in draw_trained(rng, segs, gst.SEGMENTS_PER_STEP))
     entries = {s: state.table.get(segs.key, s) for s in range(segs.num_segments)}

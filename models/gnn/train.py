@@ -10,12 +10,11 @@ budget and presets: docs/gnn.md.
 writes checkpoints (the single-process format) and broadcasts the early-stopping and time-budget
 decisions, so every rank stops at the same step.
 
-**Memory model** (per training step, CPU float32, measured by ``benchmarks/gnn.py memory``,
-``benchmarks/gnn_memory.json``): a copy step keeps ``A ~= alpha * n * B * d`` bytes for ``B``
-copies of ``n`` kept nodes at hidden size ``d``, ``alpha ~= alpha0 + alpha1 * L`` for ``L``
-layers; a factorized step ``A ~= (trunk * n + (head * nc + link * E) * B) * d`` for ``nc``
-configurable nodes and ``E`` links. ``--node-budget NB`` caps ``n * B`` (copy) or
-``n + (nc + E / 4) * B`` (factorized) (:meth:`GnnConfig.configs_per_step_for`).
+**Memory model** (per training step, CPU float32, ``benchmarks/gnn_memory.json``): a copy step
+keeps ``A ~= (alpha0 + alpha1 * L) * n * B * d`` bytes for ``B`` copies of ``n`` kept nodes, ``L``
+layers at hidden size ``d``; a factorized step ``A ~= (trunk * n + (head * nc + link * E) * B) * d``
+for ``nc`` configurable nodes and ``E`` links; ``--node-budget`` caps the rows
+(:meth:`GnnConfig.configs_per_step_for`).
 """
 
 from __future__ import annotations
@@ -42,8 +41,8 @@ from models.gnn.infer import TensorCache, evaluate, load_trained_dir, train_cost
 from models.gnn.model import ModelArgs, RankerGNN
 from models.losses import get_loss
 from models.training import (DistContext, EarlyStopping, StepHorizon, autocast, broadcast_floats,
-                             budget_clock,
-                             broadcast_object, barrier, checkpoint_module_lists, load_checkpoint,
+                             broadcast_object, barrier, budget_clock, checkpoint_module_lists,
+                             choose_device, load_checkpoint,
                              make_grad_scaler, make_horizon_scheduler, make_optimizer,
                              mean_over_ranks, save_checkpoint, seed_everything, set_cpu_threads,
                              step_rng)
@@ -53,18 +52,13 @@ GRAD_CLIP = 1.0  # gradient norm clipped to this value
 
 
 def model_args_for(cfg: GnnConfig, g: ProcessedGraph) -> ModelArgs:
-    """Model shape from the config (:meth:`ModelArgs.of`) and the data's feature widths."""
+    """Model shape from the config (:meth:`ModelArgs.of`) and the data's feature widths; tile
+    models have one architecture (recorded as ``copy``)."""
     config_dim = 18 if not g.is_tile else int(g.config_feat.shape[1])
     return ModelArgs.of(cfg, kind="tile" if g.is_tile else "layout",
                         node_dim=int(g.node_feat.shape[1]), config_dim=config_dim,
-                        tabular_dim=tabular_width(g) if cfg.tabular else 0, arch=arch_for(cfg, g))
-
-
-def arch_for(cfg: GnnConfig, g: ProcessedGraph) -> str:
-    """The layout architecture of a run (``cfg.arch``; with ``--segment-size`` a factorized model
-    trains GST on its trunk, a copy model the published recipe, ``models.gnn.segment_trunk``);
-    tile models have one architecture (recorded as ``copy``)."""
-    return "copy" if g.is_tile else cfg.arch
+                        tabular_dim=tabular_width(g) if cfg.tabular else 0,
+                        arch="copy" if g.is_tile else cfg.arch)
 
 
 class StepModule(nn.Module):
@@ -110,7 +104,7 @@ class Trainer:
     def restore(self, path: Path) -> int:
         """Load everything saved in ``last.pt``; returns the next step."""
         state = load_checkpoint(path, self.device)
-        if ModelArgs.from_dict(state["model_args"]).to_dict() != self.args.to_dict():
+        if state["model_args"] != self.args.to_dict():
             raise RuntimeError(f"{path}: saved model shape differs from this config; "
                                f"use --resume false or another --tag")
         self.model.load_state_dict(state["model"])
@@ -251,23 +245,12 @@ def train_collection(cfg: GnnConfig, collection: Collection, seconds: float = ma
     """Train (or resume) one collection's model on its train split, early-stopped on valid;
     returns the final validation report. ``seconds`` is this run's share of the time budget
     (default: ``cfg.time_budget`` when set, else no limit)."""
-    from models.training import choose_device
-
     if math.isinf(seconds) and cfg.time_budget > 0:
         seconds = cfg.time_budget
     train = train_graphs(cfg, collection)
     valid = load_graphs(cfg.features_dir(), collection, "valid")
     return fit(cfg, collection, train, valid, cfg.model_dir(collection), seconds,
                ctx or DistContext(), device or choose_device(cfg.device))
-
-
-def _write_config(cfg: GnnConfig, out: Path, ctx: DistContext, device: torch.device,
-                  extra: dict | None) -> None:
-    meta = run_metadata(cfg)
-    # the device the model trained on, and whether mixed precision ran (CUDA only)
-    meta.update(world_size=ctx.world_size, device=str(device), amp=cfg.amp and device.type == "cuda")
-    meta.update(extra or {})
-    write_json(out / "config.json", meta)
 
 
 def fit(cfg: GnnConfig, collection: Collection, train: list[ProcessedGraph],
@@ -286,8 +269,11 @@ def fit(cfg: GnnConfig, collection: Collection, train: list[ProcessedGraph],
         start = tr.restore(out / "last.pt")
     elif ctx.is_main:  # a fresh run must never report an older run's best weights
         (out / "best.pt").unlink(missing_ok=True)
-    if ctx.is_main:
-        _write_config(cfg, out, ctx, device, extra_config)
+    if ctx.is_main:  # with the device it trained on, and whether mixed precision ran (CUDA only)
+        write_json(out / "config.json", {**run_metadata(cfg), "world_size": ctx.world_size,
+                                         "device": str(device),
+                                         "amp": cfg.amp and device.type == "cuda",
+                                         **(extra_config or {})})
     barrier(ctx)
     loop = _loop(tr, collection, mine, valid, out, start, seconds - (clock() - t_start))
     report = None

@@ -142,11 +142,7 @@ def test_factorized_graph_without_configurable_nodes_ties_every_config(graph_fac
     assert np.ptp(cost) < 1e-5  # nothing tells the configs apart
 
 
-def test_checkpoint_args_saved_before_arch_load_as_copy():
-    saved = ModelArgs(kind="layout", node_dim=4, config_dim=18).to_dict()
-    del saved["arch"], saved["head_product"]
-    args = ModelArgs.from_dict({**saved, "some_future_field": 1, "conv": "sage"})
-    assert args.arch == "copy" and not args.factorized and not args.head_product
+def test_unknown_arch_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown arch"):
         RankerGNN(ModelArgs(kind="layout", node_dim=4, config_dim=18, arch="twin"))
 

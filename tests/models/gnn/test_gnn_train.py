@@ -105,22 +105,6 @@ def test_factorized_trunk_runs_once_per_graph_per_step(tmp_path, toy_features, m
     assert len(calls) - sum(calls) == 2 * 2  # evaluation at the last step + final report: 2 graphs each
 
 
-def test_copy_checkpoint_saved_before_the_arch_option_still_predicts(tmp_path, toy_features):
-    coll = get_collection("layout:xla:random")
-    cfg = _cfg(tmp_path, toy_features, arch="copy", steps=4, eval_every=4)
-    train_collection(cfg, coll)
-    best = cfg.model_dir(coll) / "best.pt"
-    state = load_checkpoint(best)
-    g = next(iter_processed(toy_features, coll, "test"))
-    before = predict_costs(load_trained_dir(cfg.model_dir(coll))[0], g)
-    for key in ("arch",):  # what an older release wrote
-        del state["model_args"][key]
-    torch.save(state, best)
-    model, _ = load_trained_dir(cfg.model_dir(coll))
-    assert model.args.arch == "copy"
-    np.testing.assert_array_equal(predict_costs(model, g), before)
-
-
 def test_joint_search_adds_other_search_graphs(tmp_path, toy_features):
     cfg = _cfg(tmp_path, toy_features, joint_search=True, steps=2, eval_every=2)
     report = train_collection(cfg, get_collection("layout:xla:default"))

@@ -13,8 +13,8 @@ from features.processed import ProcessedGraph
 from models.gnn.config import GnnConfig
 from models.gnn.data import config_rows, graph_tensors
 from models.gnn import gst
-from models.gnn.gst import (GstState, HistoryTable, SegmentSpec, build_segments, draw_trained,
-                            gst_costs, segment_config_key, segment_scores)
+from models.gnn.gst import (GstState, HistoryTable, build_segments, draw_trained, gst_costs,
+                            segment_config_key, segment_scores)
 from models.gnn.infer import InferenceOptions, predict_costs, train_costs
 from models.gnn.model import ModelArgs, RankerGNN
 from models.losses import get_loss
@@ -71,13 +71,13 @@ def test_history_table_bounded_and_refreshed():
 def test_segments_cover_the_graph(graph_factory):
     g = graph_factory(get_collection("layout:xla:random"), "train", "x", seed=2, nodes=30)
     t = graph_tensors(g, CPU)
-    segs = build_segments(g, t, SegmentSpec(size=7))
+    segs = build_segments(g, t, 7)
     assert segs.num_segments == 30 // 7 + 1
-    assert float(segs.sizes.sum()) == 30
+    assert sum(len(p.node_ids) for p in segs.parts) == 30
     cut = segs.parts  # each configurable node is in one segment
     assert sum(int(p.config_cols.numel()) for p in cut) == len(g.config_node_pos)
-    assert sum(p.core_configurable for p in cut) == len(g.config_node_pos)
-    assert [p.config_free for p in cut] == [p.core_configurable == 0 for p in cut]
+    assert sum(p.configurable for p in cut) == len(g.config_node_pos)
+    assert [p.config_free for p in cut] == [p.configurable == 0 for p in cut]
 
 
 def test_summed_inference_is_exact_and_chunk_independent(graph_factory):
@@ -85,12 +85,11 @@ def test_summed_inference_is_exact_and_chunk_independent(graph_factory):
     and sums the scores, whatever the chunking."""
     g = graph_factory(get_collection("layout:xla:random"), "valid", "x", seed=11, nodes=40)
     model = _model(g).eval()
-    spec = SegmentSpec(size=8)
-    options = InferenceOptions(segments=spec)
+    options = InferenceOptions(segment_size=8)
     costs = predict_costs(model, g, 16, options=options)
     np.testing.assert_allclose(predict_costs(model, g, 5, options=options), costs, rtol=1e-5,
                                atol=1e-5)
-    segs = build_segments(g, graph_tensors(g, CPU), spec)
+    segs = build_segments(g, graph_tensors(g, CPU), 8)
     assert any(p.config_free for p in segs.parts)  # embedded for one config only
     with torch.no_grad():
         feats = config_rows(g, np.arange(g.num_configs), CPU)
@@ -104,7 +103,7 @@ def test_gst_step_training_every_segment_is_exact(graph_factory, tmp_path, monke
     g = graph_factory(get_collection("layout:xla:random"), "train", "x", seed=5, nodes=30)
     model = _model(g)
     t = graph_tensors(g, CPU)
-    segs = build_segments(g, t, SegmentSpec(size=8))
+    segs = build_segments(g, t, 8)
     monkeypatch.setattr(gst, "SEGMENTS_PER_STEP", segs.num_segments)
     cfg = GnnConfig(segment_size=8, features=str(tmp_path))
     idx = np.arange(10)
@@ -123,7 +122,7 @@ def test_missing_history_counts_as_zero(graph_factory, tmp_path, monkeypatch):
     g = graph_factory(get_collection("layout:xla:random"), "train", "x", seed=6, nodes=30)
     model = _model(g)
     t = graph_tensors(g, CPU)
-    segs = build_segments(g, t, SegmentSpec(size=8))
+    segs = build_segments(g, t, 8)
     active = sum(not p.config_free for p in segs.parts)
     monkeypatch.setattr(gst, "STALE_DROPOUT", 0.0)
     cfg = GnnConfig(segment_size=8, features=str(tmp_path))
@@ -145,14 +144,14 @@ def test_missing_history_counts_as_zero(graph_factory, tmp_path, monkeypatch):
 
 def test_trained_segments_hold_configurable_nodes(graph_factory):
     g = graph_factory(get_collection("layout:xla:random"), "train", "x", seed=6, nodes=30)
-    segs = build_segments(g, graph_tensors(g, CPU), SegmentSpec(size=4))
+    segs = build_segments(g, graph_tensors(g, CPU), 4)
     free = {s for s, p in enumerate(segs.parts) if p.config_free}
     assert free
     rng = np.random.default_rng(0)
     drawn = [int(s) for _ in range(300) for s in draw_trained(rng, segs, 1)]
     assert not set(drawn) & free
     counts = np.bincount(drawn, minlength=segs.num_segments)
-    weights = np.array([p.core_configurable for p in segs.parts])
+    weights = np.array([p.configurable for p in segs.parts])
     assert np.corrcoef(counts, weights)[0, 1] > 0.9  # in proportion to configurable nodes
     assert len(draw_trained(rng, segs, 99)) == segs.num_segments - len(free)
 
@@ -190,7 +189,7 @@ def test_gst_run_saves_loads_and_predicts_segment_wise(arch, tmp_path, toy_featu
     assert np.isfinite(report["score"])
     model, saved = load_trained_dir(cfg.model_dir(coll))
     assert model.args.arch == arch and model.factorized == (arch == "factorized")
-    assert saved.segment_size == 4 and model.inference_options.segments == SegmentSpec(size=4)
+    assert saved.segment_size == 4 and model.inference_options.segment_size == 4
     g = next(iter_processed(toy_features, coll, "valid"))
     np.testing.assert_allclose(predict_costs(model, g, 5), predict_costs(model, g, 64), atol=1e-5)
 
@@ -199,7 +198,7 @@ def test_gst_on_a_factorized_model_is_a_clear_error(graph_factory, tmp_path):
     g = graph_factory(get_collection("layout:xla:random"), "train", "x", seed=5, nodes=30)
     model = _model(g, arch="factorized")
     cfg = GnnConfig(segment_size=8, features=str(tmp_path))
-    with pytest.raises(ValueError, match="copy architecture.*--arch copy"):
+    with pytest.raises(ValueError, match="copy model's per-config path"):
         gst_costs(model, g, graph_tensors(g, CPU), np.arange(6), CPU, cfg, 0, GstState(1 << 20))
 
 
@@ -220,7 +219,7 @@ def _train_far_signal(cfg: GnnConfig, steps: int = 300, arch: str = "copy") -> f
         opt.zero_grad()
         loss.backward()
         opt.step()
-    options = InferenceOptions(segments=SegmentSpec.from_config(cfg))
+    options = InferenceOptions(segment_size=cfg.segment_size)
     return kendall_tau(predict_costs(model, g, 32, idx=held_out, options=options),
                        g.target[held_out])
 

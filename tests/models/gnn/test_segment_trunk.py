@@ -10,7 +10,7 @@ from tpurank.collections import get_collection
 from models.gnn.config import GnnConfig
 from models.gnn.data import config_rows, graph_tensors
 from models.gnn import gst
-from models.gnn.gst import SegmentSpec, build_segments
+from models.gnn.gst import build_segments
 from models.gnn.infer import InferenceOptions, graph_state, predict_costs
 from models.gnn.model import ModelArgs, Pool, RankerGNN
 from models.gnn.segment_trunk import (TrunkGstState, TrunkTable, segmented_graph_state,
@@ -40,21 +40,21 @@ def test_one_segment_is_the_whole_graph_model(graph_factory):
     g = graph_factory(get_collection("layout:xla:random"), "valid", "x", seed=3, nodes=30)
     model = _model(g).eval()
     whole = predict_costs(model, g, 16, options=InferenceOptions())
-    one = predict_costs(model, g, 16, options=InferenceOptions(segments=SegmentSpec(size=1000)))
+    one = predict_costs(model, g, 16, options=InferenceOptions(segment_size=1000))
     np.testing.assert_allclose(one, whole, rtol=1e-5, atol=1e-5)
 
 
 def test_segmented_inference_is_chunk_independent_and_reads_every_configurable_node(graph_factory):
     g = graph_factory(get_collection("layout:xla:random"), "valid", "x", seed=11, nodes=40)
     model = _model(g).eval()
-    options = InferenceOptions(segments=SegmentSpec(size=8))
+    options = InferenceOptions(segment_size=8)
     costs = predict_costs(model, g, 16, options=options)
     np.testing.assert_allclose(predict_costs(model, g, 5, options=options), costs, rtol=1e-5,
                                atol=1e-5)
     assert np.ptp(costs) > 0
     t = graph_tensors(g, CPU)
     with torch.no_grad():
-        state = segmented_graph_state(model, build_segments(g, t, SegmentSpec(size=8)), t)
+        state = segmented_graph_state(model, build_segments(g, t, 8), t)
         whole = graph_state(model, t)
     assert state.node_in.shape == whole.node_in.shape  # one row per configurable node
     assert state.link_feat.shape == whole.link_feat.shape
@@ -65,9 +65,8 @@ def test_training_every_segment_is_inference_and_trains_the_trunk(graph_factory,
     g = graph_factory(get_collection("layout:xla:random"), "train", "x", seed=5, nodes=30)
     model = _model(g)
     t = graph_tensors(g, CPU)
-    spec = SegmentSpec(size=8)
-    segs = build_segments(g, t, spec)
-    active = sum(p.core_configurable > 0 for p in segs.parts)
+    segs = build_segments(g, t, 8)
+    active = sum(p.configurable > 0 for p in segs.parts)
     monkeypatch.setattr(gst, "SEGMENTS_PER_STEP", active)
     cfg = GnnConfig(segment_size=8, features=str(tmp_path))
     idx = np.arange(10)
@@ -89,8 +88,8 @@ def test_stored_segments_refreshed_oldest_first(graph_factory, tmp_path):
     t = graph_tensors(g, CPU)
     cfg = GnnConfig(segment_size=4, features=str(tmp_path))
     state = TrunkGstState(1 << 20)
-    key = build_segments(g, t, SegmentSpec(size=4)).key
-    k = len(build_segments(g, t, SegmentSpec(size=4)).parts)
+    key = build_segments(g, t, 4).key
+    k = len(build_segments(g, t, 4).parts)
     trunk_gst_costs(model, g, t, np.arange(6), CPU, cfg, step=0, state=state)
     assert len(state.table) == k  # the first step computes every segment
     for step in range(1, 3 * k):
