@@ -37,6 +37,8 @@ def test_train_then_predict_covers_every_graph_and_config(tmp_path, toy_features
         assert (out / f).is_file(), f
     assert report["n_graphs"] == 2 and np.isfinite(report["score"])
     assert set(json.loads((out / "report.json").read_text())["per_graph"]) == {"g0", "g1"}
+    saved = json.loads((out / "config.json").read_text())  # where it trained: the Kaggle check reads it
+    assert (saved["device"], saved["amp"]) == ("cpu", False)
     paths = predict_collection(cfg, coll)
     for split in ("valid", "test"):
         preds = read_predictions(paths[split])
