@@ -38,7 +38,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def config(root: Path, work: Path, **kw) -> BuildConfig:
     base = BuildConfig(data=str(root), work=str(work), preset="full", jobs=1, progress=False,
-                       use_cache=False, max_train_configs=0)
+                       max_train_configs=0)
     return dataclasses.replace(base, **kw)
 
 
