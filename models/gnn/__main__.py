@@ -99,8 +99,6 @@ COMMANDS = {
     "train": ("models.gnn.__main__:train_main", "train one model per collection"),
     "predict": ("models.gnn.__main__:predict_main", "write valid+test predictions (with --folds "
                                                      "also oof and test-fold<k>)"),
-    "compare": ("models.gnn.experiment:main", "validation scores of variants x seeds vs the baseline "
-                                              "(Markdown table)"),
     "rank": ("models.gnn.rank:main", "rank the configs of one graph with a trained model"),
 }
 
