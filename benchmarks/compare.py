@@ -80,7 +80,8 @@ def score_variant(run: GnnConfig, coll: Collection) -> dict:
     >= 2 (and the official valid graphs' OOF score), else the valid-split score."""
     from models.gnn.folds import predict_folds, train_folds, usable_folds
     from models.gnn.train import train_collection
-    from models.training import DistContext, TimeBudget, budget_clock, choose_device
+    from models.budget import TimeBudget
+    from models.training import DistContext, budget_clock, choose_device
 
     folds = usable_folds(run, coll)
     if folds < 2:

@@ -44,7 +44,8 @@ from models.gnn.folds import (fold_dir, get_plan, labelled_graphs, train_folds, 
 from models.gnn.data import load_graphs  # noqa: E402
 from models.gnn.infer import evaluate, load_trained_dir  # noqa: E402
 from models.gnn.train import train_collection  # noqa: E402
-from models.training import DistContext, TimeBudget  # noqa: E402
+from models.budget import TimeBudget  # noqa: E402
+from models.training import DistContext  # noqa: E402
 
 PRUNED = "k=1 pruned (default)"
 
