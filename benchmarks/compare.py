@@ -35,7 +35,7 @@ import numpy as np
 from tpurank.atomic import write_json, write_text
 from tpurank.collections import Collection, parse_collections
 from tpurank.config import add_config_arguments, apply_overrides, config_from_args
-from features.io import discover, load_graph
+from features.io import discover, load_npz
 from features.processed import tabular_path
 from models import metrics
 from models.gnn.config import GnnConfig
@@ -60,7 +60,7 @@ def reference_scores(data: str, collection: Collection, seeds: int = 20) -> dict
     from features.heuristic import graph_costs
 
     files = discover(data, [collection], ["valid"])
-    truth = {gf.stem: load_graph(gf.path).target() for gf in files}
+    truth = {gf.stem: load_npz(gf.path).target() for gf in files}
     base = {gf.stem: graph_costs(gf.path, collection.is_tile) for gf in files}
     out = {"baseline": metrics.score_collection(collection, base, truth)["score"]}
     rng = np.random.default_rng(0)

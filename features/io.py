@@ -1,6 +1,6 @@
 """Discover and load TpuGraphs npz files (docs/competition.md §3).
 
-``discover(root)`` lists graph files in the Kaggle layout; ``load_graph(path)`` returns a
+``discover(root)`` lists graph files in the Kaggle layout; ``load_npz(path)`` returns a
 :class:`Graph` (in RAM; :mod:`features.configcodes` streams layout configs into compact codes —
 it builds on this module, never the reverse).
 
@@ -146,7 +146,9 @@ def graph_from_arrays(arrays: dict[str, np.ndarray], path: Path | None = None) -
 
 
 def load_npz(path: str | os.PathLike) -> Graph:
-    """Load a graph straight from its npz (everything in RAM). Prefer :func:`load_graph`.
+    """Load a graph straight from its npz (everything in RAM); for layout configs as compact codes
+    streamed out of the npz use :func:`features.configcodes.load_coded` (data flows one way,
+    io -> configcodes -> build).
 
     Raises :class:`BadGraphError` (``"<path>: <problem>"``) for an unreadable file or a
     missing key instead of a zipfile/KeyError traceback.
@@ -161,15 +163,6 @@ def load_npz(path: str | os.PathLike) -> Graph:
         return graph_from_arrays(arrays, path)
     except KeyError as exc:
         raise BadGraphError(path, f"missing required key {exc.args[0]!r}") from None
-
-
-def load_graph(path: str | os.PathLike) -> Graph:
-    """Load a graph from its npz (everything in RAM).
-
-    Data flows one way, io -> configcodes -> build: for layout configs as compact codes streamed
-    out of the npz use :func:`features.configcodes.load_coded`.
-    """
-    return load_npz(path)
 
 
 def read_hidden_runtimes(root: str | os.PathLike) -> dict[str, np.ndarray] | None:

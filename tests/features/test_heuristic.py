@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from features.heuristic import graph_costs, layout_costs, log_costs, rank_fraction, tile_costs
-from features.io import iter_npz_rows, load_graph
+from features.io import iter_npz_rows, load_npz
 
 
 def _tile(out_bounds):
@@ -78,7 +78,7 @@ def test_log_costs_of_a_loaded_graph_match_the_file_costs(tmp_path):
     """The feature path (loaded / coded Graph, small chunks) prices exactly like the file path."""
     path = layout_file(tmp_path / "g.npz", [[1, 0], [0, 1], [], [1], [0]])
     expected = np.log1p(graph_costs(path, is_tile=False))
-    assert np.allclose(log_costs(load_graph(path), rows=2), expected)
+    assert np.allclose(log_costs(load_npz(path), rows=2), expected)
     from features.configcodes import load_coded
     assert np.allclose(log_costs(load_coded(path, chunk=2), rows=3), expected)
 
