@@ -1,18 +1,18 @@
-"""Data-layer benchmark: validate / cache / load a huge layout graph without holding it in RAM.
+"""Data-layer benchmark: validate / load a huge layout graph without holding it in RAM.
 
 Writes a synthetic layout npz (default 40k nodes, 100k configs × 500 configurable nodes: a
 3.6 GB float32 ``node_config_feat``) into a temporary directory, then measures — each step in a
 fresh subprocess so peak RSS (``VmHWM``) belongs to that step alone:
 
 * ``validate_file`` time and peak RSS;
-* cache conversion (``convert_to_cache``) time, peak RSS and cache size;
-* memory-mapped load (``load_cached``) + reading one random 1,000-config batch: time and peak
-  RSS, split at the end into anonymous memory (what the process really needs) and file-backed
-  pages of the mapping (clean page cache the kernel can drop; kernel read-ahead makes it larger
-  than the batch);
-* a sequential pass over all configs of the memory-mapped cache, 1,000 at a time;
+* the coded load of ``features build`` (``features.configcodes.load_coded``: configs streamed
+  out of the npz into small integer codes) + decoding one random 1,000-config batch: time and
+  peak RSS, split at the end into anonymous memory and file-backed pages, and the codes' size;
 * a baseline on a smaller file (default 20k configs, 0.72 GB): plain ``np.load`` of the whole
-  graph vs the memory-mapped load, peak RSS ratio.
+  graph vs the coded load, peak RSS ratio.
+
+(Until issue 40 it also measured an int8 memory-mapped npz cache, ``features cache``; the product
+dropped it, unused by any stage.)
 
 Everything is deleted afterwards. ``python -m benchmarks.data --configs 2000`` for a
 quick run; without options the default sizes.
@@ -58,25 +58,12 @@ from features.validate import validate_file
 problems = validate_file(SRC)
 extra = {"problems": problems}
 """,
-    "convert": """
-from features.cache import convert_to_cache
-entry = convert_to_cache(SRC, CACHE)
-extra = {"cache_mb": sum(p.stat().st_size for p in entry.iterdir()) / 2**20}
-""",
-    "mmap_load": """
-from features.cache import load_cached
-g = load_cached(SRC, CACHE)
+    "coded_load": """
+from features.configcodes import load_coded
+g = load_coded(SRC)
 rows = np.sort(np.random.default_rng(0).choice(g.num_configs, min(1000, g.num_configs), replace=False))
 batch = np.asarray(g.node_config_feat[rows])
-extra = {"dtype": str(g.node_config_feat.dtype), "batch_shape": list(batch.shape)}
-""",
-    "mmap_scan": """
-from features.cache import load_cached
-g = load_cached(SRC, CACHE)
-total = 0
-for lo in range(0, g.num_configs, 1000):
-    total += int(np.asarray(g.node_config_feat[lo:lo + 1000], dtype=np.int64).sum())
-extra = {"checksum": total}
+extra = {"codes_mb": g.node_config_feat.nbytes / 2**20, "batch_shape": list(batch.shape)}
 """,
     "np_load": """
 from features.io import load_npz
@@ -86,10 +73,9 @@ extra = {"dtype": str(g.node_config_feat.dtype), "shape": list(g.node_config_fea
 }
 
 
-def run_step(step: str, src: Path, cache_dir: Path) -> dict:
+def run_step(step: str, src: Path) -> dict:
     """Run one step in a fresh interpreter; returns its timing and peak RSS."""
-    code = (f"SRC = {str(src)!r}\nCACHE = {str(cache_dir)!r}\n" + CHILD_PRELUDE + STEPS[step]
-            + CHILD_EPILOGUE)
+    code = f"SRC = {str(src)!r}\n" + CHILD_PRELUDE + STEPS[step] + CHILD_EPILOGUE
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                           cwd=REPO)
@@ -116,10 +102,9 @@ def bench_file(tmp: Path, label: str, nodes: int, configs: int, config_nodes: in
           f"({size_gb:.2f} GiB) in {time.perf_counter() - start:.1f} s", flush=True)
     results = {}
     for step in steps:
-        results[step] = run_step(step, src, tmp / f"cache-{label}")
+        results[step] = run_step(step, src)
         show(f"  {label} {step}", results[step])
     src.unlink()
-    shutil.rmtree(tmp / f"cache-{label}", ignore_errors=True)
     return results
 
 
@@ -131,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--baseline-configs", type=int, default=20_000)
     parser.add_argument("--tmp", default=None, help="directory for the temporary files")
     args = parser.parse_args([] if argv is None else argv)
-    need_gb = args.configs * args.config_nodes * 18 * 5 / 1e9 * 1.1
+    need_gb = args.configs * args.config_nodes * 18 * 4 / 1e9 * 1.1
     free_gb = shutil.disk_usage(args.tmp or tempfile.gettempdir()).free / 1e9
     if free_gb < need_gb + 5:
         print(f"skipped: needs about {need_gb:.1f} GB free disk, {free_gb:.1f} GB available")
@@ -139,17 +124,17 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="bench_data_", dir=args.tmp) as tmp_name:
         tmp = Path(tmp_name)
         big = bench_file(tmp, "big", args.nodes, args.configs, args.config_nodes,
-                         ("validate", "convert", "mmap_load", "mmap_scan"))
+                         ("validate", "coded_load"))
         base = bench_file(tmp, "baseline", args.nodes, args.baseline_configs, args.config_nodes,
-                          ("convert", "mmap_load", "np_load"))
-    ratio = base["np_load"]["peak_mb"] / base["mmap_load"]["peak_mb"]
-    anon_ratio = base["np_load"]["anon_mb"] / base["mmap_load"]["anon_mb"]
-    print(f"baseline peak RSS: np.load {base['np_load']['peak_mb']:.0f} MB vs memory-mapped "
-          f"{base['mmap_load']['peak_mb']:.0f} MB -> {ratio:.1f}x less with the cache; "
+                          ("coded_load", "np_load"))
+    ratio = base["np_load"]["peak_mb"] / base["coded_load"]["peak_mb"]
+    anon_ratio = base["np_load"]["anon_mb"] / base["coded_load"]["anon_mb"]
+    print(f"baseline peak RSS: np.load {base['np_load']['peak_mb']:.0f} MB vs coded "
+          f"{base['coded_load']['peak_mb']:.0f} MB -> {ratio:.1f}x less with the codes; "
           f"anonymous memory {base['np_load']['anon_mb']:.0f} MB vs "
-          f"{base['mmap_load']['anon_mb']:.0f} MB -> {anon_ratio:.0f}x")
-    print(f"big file: validate {big['validate']['peak_mb']:.0f} MB, convert "
-          f"{big['convert']['peak_mb']:.0f} MB, mmap load {big['mmap_load']['peak_mb']:.0f} MB "
+          f"{base['coded_load']['anon_mb']:.0f} MB -> {anon_ratio:.0f}x")
+    print(f"big file: validate {big['validate']['peak_mb']:.0f} MB, coded load "
+          f"{big['coded_load']['peak_mb']:.0f} MB "
           f"peak RSS (node_config_feat alone is "
           f"{args.configs * args.config_nodes * 18 * 4 / 2**20:.0f} MB as float32)")
 

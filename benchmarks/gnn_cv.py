@@ -1,4 +1,4 @@
-"""GNN variants under cross-validation (issue 12): one artifact from ``models.gnn compare --folds K``
+"""GNN variants under cross-validation (issue 12): one artifact from ``benchmarks.compare gnn --folds K``
 reports, one per (physics, collection set).
 
 Each report scored every (variant, seed) by its **out-of-fold** score (K fold models early-stopped
@@ -7,7 +7,7 @@ with the official-valid graphs' OOF score beside it. This collects them into row
 (label, collection, variant), the mean ± sd over seeds, the change against the ``base`` variant
 and in how many seeds the variant beat it.
 
-    python -m models.gnn compare --folds 3 ... --variants "base:;tabular:tabular=true;..."   # per physics
+    python -m benchmarks.compare gnn --folds 3 ... --variants "base:;tabular:tabular=true;..."   # per physics
     python -m benchmarks.gnn_cv --report tpu WORK/reports/compare-xla.json \\
         --report alt WORK2/reports/compare-xla.json ... [--base base] [--out benchmarks/gnn_cv.json]
 """

@@ -36,15 +36,16 @@ ROOT = Path(__file__).resolve().parents[1]
 from tpurank.atomic import write_json  # noqa: E402
 from tpurank.collections import get_collection  # noqa: E402
 from tpurank.config import apply_overrides  # noqa: E402
+from benchmarks.compare import parse_variants  # noqa: E402
 from benchmarks.render.artifacts import bench_metadata  # noqa: E402
 from models.gnn.config import GnnConfig  # noqa: E402
-from models.gnn.experiment import parse_variants  # noqa: E402
 from models.gnn.folds import (fold_dir, get_plan, labelled_graphs, train_folds,  # noqa: E402
                               usable_folds)
 from models.gnn.data import load_graphs  # noqa: E402
 from models.gnn.infer import evaluate, load_trained_dir  # noqa: E402
 from models.gnn.train import train_collection  # noqa: E402
-from models.training import DistContext, TimeBudget  # noqa: E402
+from models.budget import TimeBudget  # noqa: E402
+from models.training import DistContext  # noqa: E402
 
 PRUNED = "k=1 pruned (default)"
 

@@ -1,4 +1,4 @@
-"""``python -m features <command>``: validate | build | sample | cache."""
+"""``python -m features <command>``: validate | build | sample."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ COMMANDS = {
     "validate": ("features.validate_root:main", "check every npz file under a data root"),
     "build": ("features.build:main", "build pruned graph features and tabular features"),
     "sample": ("features.sample:main", "write the generated sample dataset"),
-    "cache": ("features.cache:main", "convert npz files to the memory-mappable cache"),
 }
 
 

@@ -30,7 +30,6 @@ class BuildConfig(StageConfig):
     tabular_max_train_rows: int = 2000  # LightGBM train rows per graph (random subset); 0 = all. Valid/test: all
     heuristic: bool = True  # tabular f_heur_cost / f_heur_rank (features.heuristic padding cost)
     config_chunk: int = 2048  # configs processed at a time (memory bound)
-    use_cache: bool = False  # read npz through WORK/cache (a second, int8 copy: off by default)
     skip_bad_report: str = ""  # validate report: skip the files it lists as bad
     progress: bool = True  # progress bars on stderr
 
@@ -38,8 +37,8 @@ class BuildConfig(StageConfig):
                "full": {"max_train_configs": 0, "tabular_max_train_rows": 8000}}
     #: the fields that change no output (where things are, how the work is spread and shown)
     RUN_FIELDS: ClassVar[tuple[str, ...]] = ("data", "work", "preset", "seed", "collections", "splits",
-                                             "out", "jobs", "config_chunk", "use_cache",
-                                             "skip_bad_report", "progress")
+                                             "out", "jobs", "config_chunk", "skip_bad_report",
+                                             "progress")
 
     def transform_params(self) -> dict[str, Any]:
         """What changes the outputs (part of every cache key): every field but :attr:`RUN_FIELDS`,

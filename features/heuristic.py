@@ -4,16 +4,14 @@ physics: docs/ensemble.md, "Baseline"). Lower cost = predicted faster.
 Used two ways: as the ``baseline`` model's ranking (:mod:`models.baseline`) and as per-config
 tabular features ``f_heur_cost`` / ``f_heur_rank`` (:mod:`features.tabular`), so a learned ranker
 can use or ignore the heuristic. Tile configs: :func:`tile_costs`; layout configs:
-:class:`LayoutHeuristic`, read in chunks (``CHUNK_CONFIGS`` at a time) from the int8 cache when
-``features build`` made one, else streamed from the npz member, so a 100k-config graph never sits
-in memory as float32.
+:class:`LayoutHeuristic`, read in chunks (``CHUNK_CONFIGS`` at a time) streamed from the npz
+member, so a 100k-config graph never sits in memory as float32.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -163,35 +161,21 @@ def array_chunks(array: np.ndarray, rows: int = CHUNK_CONFIGS) -> Iterator[np.nd
         yield np.asarray(array[start:start + rows])
 
 
-def config_chunks(path: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
-                  rows: int = CHUNK_CONFIGS) -> Iterator[np.ndarray]:
-    """``node_config_feat`` in row chunks: from the memory-mapped int8 cache entry when
-    ``features build`` already made one under ``cache_dir``, else streamed from the npz."""
-    if cache_dir is not None:
-        from features.cache import cache_entry_dir, load_entry
-
-        entry = cache_entry_dir(path, cache_dir)
-        if entry.is_dir():
-            yield from array_chunks(load_entry(entry, Path(path)).node_config_feat, rows)
-            return
-    yield from iter_npz_rows(path, "node_config_feat", rows)
-
-
-def layout_costs(path: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> np.ndarray:
-    """Heuristic cost per layout config of an npz graph file (linear scale; lower = faster)."""
+def layout_costs(path: str | os.PathLike) -> np.ndarray:
+    """Heuristic cost per layout config of an npz graph file (linear scale; lower = faster);
+    ``node_config_feat`` is streamed from the npz ``CHUNK_CONFIGS`` rows at a time."""
     with np.load(path, allow_pickle=False) as data:
         node_feat = repair_nodes(data["node_feat"], data["node_opcode"])[0]  # a test file's repairs
         heuristic = LayoutHeuristic(node_feat, data["node_config_ids"], data["edge_index"])
-    return heuristic.costs_of_chunks(config_chunks(path, cache_dir))
+    return heuristic.costs_of_chunks(iter_npz_rows(path, "node_config_feat", CHUNK_CONFIGS))
 
 
-def graph_costs(path: str | os.PathLike, is_tile: bool,
-                cache_dir: str | os.PathLike | None = None) -> np.ndarray:
+def graph_costs(path: str | os.PathLike, is_tile: bool) -> np.ndarray:
     """Heuristic cost per config of an npz graph file: :func:`tile_costs` or :func:`layout_costs`."""
     if is_tile:
         with np.load(path, allow_pickle=False) as data:
             return tile_costs(data["config_feat"], repair_nodes(data["node_feat"], data["node_opcode"])[0])
-    return layout_costs(path, cache_dir)
+    return layout_costs(path)
 
 
 # ---- features ------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Discover and load TpuGraphs npz files (docs/competition.md §3).
 
-``discover(root)`` lists graph files in the Kaggle layout; ``load_graph(path)`` returns a
-:class:`Graph` (in RAM; :mod:`features.cache` memory-maps, :mod:`features.configcodes` streams
-layout configs into compact codes — both build on this module, never the reverse).
+``discover(root)`` lists graph files in the Kaggle layout; ``load_npz(path)`` returns a
+:class:`Graph` (in RAM; :mod:`features.configcodes` streams layout configs into compact codes —
+it builds on this module, never the reverse).
 
 Conventions kept from the npz files: ``edge_index`` rows are ``[consumer, producer]``;
 ``node_splits`` is always returned 1-D; integer arrays are int64 (float runtimes, as other
@@ -72,7 +72,7 @@ class Graph:
     config_feat: np.ndarray | None = None  # tile: (c, 24) float32
     config_runtime_normalizers: np.ndarray | None = None  # tile: (c,)
     node_config_ids: np.ndarray | None = None  # layout: (nc,)
-    node_config_feat: np.ndarray | None = None  # layout: (c, nc, 18) float32, int8 (cache) or codes
+    node_config_feat: np.ndarray | None = None  # layout: (c, nc, 18) float32 or codes
     # (features.configcodes.CodedConfigs: array-like, rows decoded on access)
     path: Path | None = None
 
@@ -146,7 +146,9 @@ def graph_from_arrays(arrays: dict[str, np.ndarray], path: Path | None = None) -
 
 
 def load_npz(path: str | os.PathLike) -> Graph:
-    """Load a graph straight from its npz (everything in RAM). Prefer :func:`load_graph`.
+    """Load a graph straight from its npz (everything in RAM); for layout configs as compact codes
+    streamed out of the npz use :func:`features.configcodes.load_coded` (data flows one way,
+    io -> configcodes -> build).
 
     Raises :class:`BadGraphError` (``"<path>: <problem>"``) for an unreadable file or a
     missing key instead of a zipfile/KeyError traceback.
@@ -161,16 +163,6 @@ def load_npz(path: str | os.PathLike) -> Graph:
         return graph_from_arrays(arrays, path)
     except KeyError as exc:
         raise BadGraphError(path, f"missing required key {exc.args[0]!r}") from None
-
-
-def load_graph(path: str | os.PathLike) -> Graph:
-    """Load a graph from its npz (everything in RAM).
-
-    Data flows one way, io -> cache -> build: for memory-mapped arrays use
-    :func:`features.cache.load_cached`, for layout configs as compact codes streamed out of the
-    npz :func:`features.configcodes.load_coded`.
-    """
-    return load_npz(path)
 
 
 def read_hidden_runtimes(root: str | os.PathLike) -> dict[str, np.ndarray] | None:

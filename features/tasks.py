@@ -70,17 +70,11 @@ def _exact_dims(cfg: BuildConfig, gf: GraphFile) -> tuple[dict[int, DotDims] | N
 
 def _load(cfg: BuildConfig, path: Path, split: str, configs: bool = True) -> tuple[Graph, list[str]]:
     """The graph and the repairs made to it (a test graph's, :mod:`features.repair`); layout
-    configs streamed out of the npz into codes (or, with ``use_cache``, memory-mapped from the
-    int8 ``WORK/cache`` copy, made on first use). ``configs=False``: nodes only (the norm pass),
+    configs streamed out of the npz into codes. ``configs=False``: nodes only (the norm pass),
     the big member is not even decompressed. A train/valid graph that would need a repair is an
     error naming the file: those are skipped (``--skip-bad-report``), never repaired."""
     try:
-        if cfg.use_cache:
-            from features.cache import load_cached
-
-            graph = load_cached(path, Path(cfg.work) / "cache")
-        else:
-            graph = load_coded(path, cfg.config_chunk, configs=configs)
+        graph = load_coded(path, cfg.config_chunk, configs=configs)
         graph, repairs = repair_graph(graph)
     except Exception as exc:  # the message must name the file
         if str(path) in str(exc):

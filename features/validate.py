@@ -2,7 +2,6 @@
 
 ``validate_file(path)`` returns a list of problems (readable sentences, empty = ok);
 ``check_file(path)`` raises :class:`BadGraphError` (``"<path>: <problem>"``).
-``validate_graph(graph, kind)`` runs the same array checks on an in-memory :class:`Graph`.
 
 What is checked, per file:
 
@@ -47,11 +46,11 @@ import numpy as np
 
 from tpurank.collections import SPLITS
 from features.io import (LAYOUT_CONFIG_DIM, LAYOUT_KEYS, NODE_FEAT_DIM, TILE_CONFIG_DIM, TILE_KEYS,
-                         BadGraphError, Graph, NpyHeader, iter_npz_chunks, npz_headers, open_npz,
+                         BadGraphError, NpyHeader, iter_npz_chunks, npz_headers, open_npz,
                          read_npz_member)
 from features.repair import NO_CONFIGURABLE_NODE, NON_FINITE, UNKNOWN_OPCODE
 
-__all__ = ["Problem", "validate_file", "validate_graph", "check_file", "repairs_of"]
+__all__ = ["Problem", "validate_file", "check_file", "repairs_of"]
 
 LAYOUT_VALUE_MIN, LAYOUT_VALUE_MAX = -1, 5
 INT_KEYS = ("node_opcode", "edge_index", "node_config_ids", "node_splits")
@@ -94,7 +93,7 @@ def known_opcodes() -> frozenset[int]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Array sources: the same checks run on a file (streamed) and on an in-memory Graph.
+# The array source of a file: small members read whole, big ones streamed in chunks.
 
 
 @dataclass
@@ -112,19 +111,6 @@ def _file_source(path: Path, zf: zipfile.ZipFile, headers: dict[str, NpyHeader])
         load=lambda key: read_npz_member(path, key, zf=zf),
         chunks=lambda key: iter_npz_chunks(path, key, CHUNK_BYTES, zf=zf),
     )
-
-
-def _graph_source(graph: Graph) -> ArraySource:
-    arrays = {k: getattr(graph, k) for k in TILE_KEYS + LAYOUT_KEYS}
-    arrays = {k: v for k, v in arrays.items() if v is not None}
-
-    def chunks(key: str, rows: int = 4096) -> Iterator[np.ndarray]:
-        a = arrays[key]  # slices of a memmap stay lazy: only `rows` rows are touched at a time
-        for start in range(0, max(1, a.shape[0]), rows):
-            yield np.asarray(a[start:start + rows]).reshape(-1)
-
-    return ArraySource({k: (tuple(v.shape), v.dtype) for k, v in arrays.items()},
-                       lambda key: np.asarray(arrays[key]), chunks)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -342,16 +328,6 @@ def _check_source(src: ArraySource, kind: str, split: str | None) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------
 # Public API
-
-
-def validate_graph(graph: Graph, kind: str | None = None, split: str | None = None) -> list[str]:
-    """Problems of an in-memory (or memory-mapped) graph; ``kind`` defaults to the graph's own."""
-    kind = kind or ("tile" if graph.is_tile else "layout")
-    if kind not in ("tile", "layout"):
-        raise ValueError(f"kind must be 'tile' or 'layout', got {kind!r}")
-    if split is None and graph.path is not None:
-        split = split_of(Path(graph.path))
-    return _check_source(_graph_source(graph), kind, split)
 
 
 def validate_file(path: str | os.PathLike) -> list[str]:

@@ -1,7 +1,7 @@
 """The JSON report of ``features validate``: per-file results, the summary table, bad-file lists.
 
-Kept apart from the checks so that readers of a report (``features.cache``, ``features.build``)
-import only this module, which depends on nothing of the feature stage.
+Kept apart from the checks so that a reader of a report (``features.build``) imports only this
+module, which depends on nothing of the feature stage.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ def predict(cfg: BaselineConfig) -> list[Path]:
                      if coll.is_tile or split != REPAIRED_SPLIT or not has_no_configurable_node(gf.path)]
             if not files:
                 continue
-            costs = {gf.stem: graph_costs(gf.path, coll.is_tile, Path(cfg.work) / "cache")
+            costs = {gf.stem: graph_costs(gf.path, coll.is_tile)
                      for gf in tqdm(files, desc=f"baseline {coll.name}/{split}", leave=False)}
             path = predictions_path(preds_dir, MODEL_NAME, coll, split)
             write_predictions(path, costs)

@@ -1,6 +1,7 @@
 """Shared training utilities: seeding, device choice, LR schedule, early stopping, checkpoints,
-torchrun process groups (:func:`init_distributed`), time budgets (:class:`TimeBudget`,
-:class:`StepHorizon`) and activation checkpointing (:func:`checkpoint_module_lists`).
+torchrun process groups (:func:`init_distributed`), the clock of time budgets (:func:`budget_clock`;
+the budget itself: :mod:`models.budget`), the LR horizon (:class:`StepHorizon`) and activation
+checkpointing (:func:`checkpoint_module_lists`).
 
 Used by the GNN (``models.gnn``) and reusable by any other torch or non-torch model
 (:func:`seed_everything` also seeds ``random`` and NumPy).
@@ -321,31 +322,6 @@ def budget_clock(name: str):
     except KeyError:
         raise ValueError(f"unknown budget clock {name!r}; expected one of "
                          f"{', '.join(BUDGET_CLOCKS)}") from None
-
-
-class TimeBudget:
-    """Wall-clock seconds for a whole invocation, shared by the runs it makes (collections,
-    folds): each run gets an equal share of what is left, so time a run leaves unused carries
-    over to the next ones. ``seconds <= 0``: no limit (every share is infinite)."""
-
-    def __init__(self, seconds: float, clock=time.monotonic):
-        self.seconds = float(seconds)
-        self.clock = clock
-        self.start = clock()
-
-    @property
-    def limited(self) -> bool:
-        return self.seconds > 0
-
-    def remaining(self) -> float:
-        if not self.limited:
-            return math.inf
-        return max(0.0, self.seconds - (self.clock() - self.start))
-
-    def share(self, runs_left: float, weight: float = 1.0) -> float:
-        """Seconds for the next run of ``weight`` when runs of total weight ``runs_left`` (this one
-        included) remain: the remaining time split in proportion to weight."""
-        return self.remaining() * weight / max(weight, runs_left, 1e-9)
 
 
 class StepHorizon:

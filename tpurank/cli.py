@@ -24,7 +24,7 @@ from tpurank.registry import MODELS
 
 #: console word -> (module run as ``__main__``, what it does); one word per registered model
 GROUPS: dict[str, tuple[str, str]] = {
-    "features": ("features", "validate | build | sample | cache: the feature stage"),
+    "features": ("features", "validate | build | sample: the feature stage"),
     **{m.name: (m.module, m.help) for m in MODELS},
     "ensemble": ("ensemble", "blend | check | report | score | submit | seeds | real"),
     "hlo": ("features.hlo", "info | convert: raw HLO protos"),

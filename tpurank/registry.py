@@ -52,9 +52,9 @@ class Model:
 
 
 MODELS: tuple[Model, ...] = (
-    Model("gnn", "models.gnn", "train | predict | compare | rank: the GNN ranker",
+    Model("gnn", "models.gnn", "train | predict | rank: the GNN ranker",
           trains=True, has_oof=True, blend=True),
-    Model("lgbm", "models.lgbm", "train | predict | compare: the LightGBM ranker",
+    Model("lgbm", "models.lgbm", "train | predict: the LightGBM ranker",
           trains=True, has_oof=True, blend=True),
     Model("baseline", "models.baseline", "predict: the training-free heuristic",
           trains=False, has_oof=False),

@@ -9,14 +9,13 @@ from features.hlo.convert import (instruction_features, layout_record_arrays, mo
 from features.hlo.converter import (DEFAULT_CONFIGURABLE, Converted, configurable_nodes,
                                     convert_file, convert_records, module_to_arrays,
                                     module_to_graph)
-from features.hlo.exact import (GatherDims, NodeDetails, ScatterDims, exact_details,
-                                exact_dot_dims, module_details, module_dot_dims)
+from features.hlo.exact import exact_dot_dims, module_dot_dims
 from features.hlo.reader import HloProtoError, ProtoFile, parse_bytes, read_module, read_proto
 
 __all__ = [
-    "Converted", "DEFAULT_CONFIGURABLE", "GatherDims", "HloProtoError", "NodeDetails", "ProtoFile",
-    "ScatterDims", "configurable_nodes", "convert_file", "convert_records", "exact_details",
-    "exact_dot_dims", "instruction_features", "layout_record_arrays", "module_arrays",
-    "module_details", "module_dot_dims", "module_to_arrays", "module_to_graph", "opcode_ids",
-    "parse_bytes", "read_module", "read_proto", "tile_record_arrays", "unknown_opcodes",
+    "Converted", "DEFAULT_CONFIGURABLE", "HloProtoError", "ProtoFile", "configurable_nodes",
+    "convert_file", "convert_records", "exact_dot_dims", "instruction_features",
+    "layout_record_arrays", "module_arrays", "module_dot_dims", "module_to_arrays",
+    "module_to_graph", "opcode_ids", "parse_bytes", "read_module", "read_proto",
+    "tile_record_arrays", "unknown_opcodes",
 ]

@@ -42,9 +42,10 @@ def _held(cfg):
 def train_main(argv: list[str]) -> int:
     """Train every selected collection (or its ``--folds`` fold models) within ``--time-budget``;
     under ``torchrun`` every rank runs this and rank 0 alone prints and writes summaries."""
+    from models.budget import TimeBudget
     from models.gnn.config import GnnConfig
     from models.gnn.train import dump_summary, summary_line, train_collection
-    from models.training import (TimeBudget, budget_clock, init_distributed, set_cpu_threads,
+    from models.training import (budget_clock, init_distributed, set_cpu_threads,
                                  shutdown_distributed)
 
     cfg = _held(parse_config(GnnConfig, _with_default_preset(argv), prog="python -m models.gnn train"))
@@ -99,8 +100,6 @@ COMMANDS = {
     "train": ("models.gnn.__main__:train_main", "train one model per collection"),
     "predict": ("models.gnn.__main__:predict_main", "write valid+test predictions (with --folds "
                                                      "also oof and test-fold<k>)"),
-    "compare": ("models.gnn.experiment:main", "validation scores of variants x seeds vs the baseline "
-                                              "(Markdown table)"),
     "rank": ("models.gnn.rank:main", "rank the configs of one graph with a trained model"),
 }
 

@@ -21,9 +21,10 @@ from tpurank.atomic import save_npz
 from tpurank.collections import Collection
 from features.processed import ProcessedGraph
 from models import metrics
+from models.budget import TimeBudget
 from models.gnn.config import GnnConfig
 from models.gnn.data import joint_collections, load_graphs, trainable
-from models.training import DistContext, TimeBudget, barrier, broadcast_object
+from models.training import DistContext, barrier, broadcast_object
 
 Key = tuple[str, str]  # (split, stem)
 LABELLED = ("train", "valid")

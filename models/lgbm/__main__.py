@@ -1,9 +1,8 @@
-"""``python -m models.lgbm train|predict|compare [--option value ...]``.
+"""``python -m models.lgbm train|predict [--option value ...]``.
 
     python -m models.lgbm train   --data D --work W --preset quick --seed 0 [--collections tile:xla]
                                   [--folds K (0 = train/valid split)] [--time-budget SECONDS]
     python -m models.lgbm predict --data D --work W --preset quick --seed 0
-    python -m models.lgbm compare --work W --models lgbm,baseline,gnn   # validation scores
 
 train resumes: collections (and folds) whose done.json matches the settings are kept; predict
 reuses every prediction file already written by the same model (train writes valid, and with
@@ -38,7 +37,6 @@ COMMANDS = {
     "train": ("models.lgbm.__main__:train_main", "train per collection (and fold), resumable"),
     "predict": ("models.lgbm.__main__:predict_main", "write valid+test predictions (with --folds "
                                                       "also oof and test-fold<k>)"),
-    "compare": ("models.lgbm.evaluate:main", "validation scores of models (Markdown table)"),
 }
 
 

@@ -1,10 +1,9 @@
 """A wall-clock training budget (``--time-budget SECONDS``) shared across collections and folds.
 
-Sharing: when a collection starts it gets ``remaining × (floor / n_left + (1 - floor) × w / Σw)``
-of the time still left, where ``w`` is its training-row count (capped by the per-graph
-subsample, :func:`training_weight`) and the sums run over the collections not trained yet; so a
-collection that finishes early leaves its time to the later ones, and the smallest still gets
-at least ``floor / n_left`` of what is left. Inside a collection the time is split evenly over
+Sharing: when a collection starts it claims its part of the time still left
+(:meth:`models.budget.TimeBudget.claim`), weighted by its training-row count (capped by the
+per-graph subsample, :func:`training_weight`) with a floor; so a collection that finishes early
+leaves its time to the later ones. Inside a collection the time is split evenly over
 the remaining fits (folds × candidate modes); a fraction :data:`FIT_FRACTION` of each slice is
 for boosting, the rest for reading rows and scoring.
 
@@ -27,7 +26,6 @@ import polars as pl
 
 from tpurank.atomic import write_json
 
-FLOOR = 0.5
 FIT_FRACTION = 0.75
 
 
@@ -40,43 +38,6 @@ def training_weight(path, max_per_graph: int) -> float:
     if max_per_graph > 0:
         sizes = sizes.clip(max=max_per_graph)
     return float(sizes.sum())
-
-
-@dataclass
-class TimeBudget:
-    """``total`` seconds (0 = unlimited) for the collections named in ``weights``."""
-
-    total: float
-    weights: dict[str, float]
-    floor: float = FLOOR
-    start: float = field(default_factory=time.monotonic)
-    pending: set[str] = field(default_factory=set)
-
-    def __post_init__(self) -> None:
-        self.pending = set(self.weights)
-
-    @property
-    def unlimited(self) -> bool:
-        return self.total <= 0
-
-    def remaining(self) -> float:
-        return float("inf") if self.unlimited else self.total - (time.monotonic() - self.start)
-
-    def claim(self, name: str) -> float:
-        """Seconds for collection ``name`` (inf when unlimited); marks it as no longer pending."""
-        if self.unlimited:
-            self.pending.discard(name)
-            return float("inf")
-        left = sorted(self.pending | {name})
-        total_w = sum(self.weights.get(n, 0.0) for n in left)
-        frac = self.floor / len(left) + (1 - self.floor) * (
-            self.weights.get(name, 0.0) / total_w if total_w > 0 else 1 / len(left))
-        self.pending.discard(name)
-        return max(0.0, self.remaining()) * frac
-
-    def skip(self, name: str) -> None:
-        """``name`` needs no time (already trained)."""
-        self.pending.discard(name)
 
 
 @dataclass

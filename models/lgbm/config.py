@@ -55,7 +55,7 @@ class LgbmConfig(RankerConfig):
     # 0 = train on train, early-stop (and choose --mode auto) on valid
     folds: int = 0
     # wall-clock seconds for training all selected collections (0 = no limit): shared out in
-    # proportion to their training rows with a floor (models.lgbm.budget); boosting stops at
+    # proportion to their training rows with a floor (models.budget); boosting stops at
     # the best iteration so far when a collection's (fold's) share is spent
     time_budget: float = 0.0
 

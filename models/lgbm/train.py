@@ -24,8 +24,9 @@ import numpy as np
 from tpurank.atomic import remove_dead_temporaries, write_json
 from tpurank.collections import Collection
 from features.processed import tabular_path
+from models.budget import TimeBudget
 from models.lgbm import ledger
-from models.lgbm.budget import Slicer, TimeBudget, training_weight
+from models.lgbm.budget import Slicer, training_weight
 from models.lgbm.config import LgbmConfig
 from models.lgbm.data import feature_columns, load_rows, truth_by_graph
 from models.lgbm.fit import fit_model
@@ -126,7 +127,7 @@ def train_all(cfg: LgbmConfig) -> dict[str, dict]:
     collections = cfg.selected_collections()
     done = {c.name: read_done(cfg.model_dir(c), cfg) for c in collections}
     todo = [c for c in collections if done[c.name] is None]
-    budget = TimeBudget(cfg.time_budget, {c.name: collection_weight(cfg, c) for c in todo}
+    budget = TimeBudget(cfg.time_budget, weights={c.name: collection_weight(cfg, c) for c in todo}
                         if cfg.time_budget > 0 else {c.name: 1.0 for c in todo})
     out = {}
     for collection in collections:

@@ -17,7 +17,7 @@ from features.norm import load_norm
 from features.stages import node_feature_names, process_graph
 from tpurank.collections import COLLECTIONS, get_collection
 from features.heuristic import log_costs, rank_fraction
-from features.io import discover, load_graph
+from features.io import discover, load_npz
 from features import tabular as tab
 from features.processed import graph_dir, iter_processed, load_processed, tabular_path
 
@@ -38,7 +38,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def config(root: Path, work: Path, **kw) -> BuildConfig:
     base = BuildConfig(data=str(root), work=str(work), preset="full", jobs=1, progress=False,
-                       use_cache=False, max_train_configs=0)
+                       max_train_configs=0)
     return dataclasses.replace(base, **kw)
 
 
@@ -52,7 +52,7 @@ def test_outputs_for_every_collection_and_split(root: Path, built) -> None:
     cfg, fd = built
     for gf in discover(root):
         pg = load_processed(graph_dir(fd, gf.collection, gf.split, gf.stem))
-        graph = load_graph(gf.path)
+        graph = load_npz(gf.path)
         assert pg.node_feat.dtype == np.float32 and pg.node_feat.shape[1] == len(node_feature_names(cfg))
         assert np.isfinite(pg.node_feat).all()
         assert pg.edge_index.shape[0] == 2 and pg.edge_index.max(initial=-1) < pg.num_nodes
@@ -85,7 +85,7 @@ def test_outputs_for_every_collection_and_split(root: Path, built) -> None:
 def test_train_dedup_averages_runtimes(root: Path, built) -> None:
     _, fd = built
     pg = load_processed(graph_dir(fd, LAYOUT, "train", "dups"))
-    graph = load_graph(LAYOUT.split_dir(root, "train") / "dups.npz")
+    graph = load_npz(LAYOUT.split_dir(root, "train") / "dups.npz")
     rt = graph.config_runtime.astype(float)
     assert pg.config_index.tolist() == list(range(9))
     assert pg.target[0] == pytest.approx((rt[0] + rt[9]) / 2)
@@ -113,7 +113,7 @@ def test_heuristic_switch_is_part_of_the_cache_key(root: Path, tmp_path: Path, c
     assert off.columns == [c for c in on.columns if not c.startswith("f_heur_")]
     assert off.columns[3:] == tab.tile_feature_names()
     for stem, rows in on.group_by("graph"):
-        graph = load_graph(get_collection("tile:xla").split_dir(root, "valid") / f"{stem[0]}.npz")
+        graph = load_npz(get_collection("tile:xla").split_dir(root, "valid") / f"{stem[0]}.npz")
         assert np.allclose(rows.sort("config")["f_heur_cost"].to_numpy(), log_costs(graph), rtol=1e-5)
 
 
@@ -176,7 +176,7 @@ def test_parallel_build_and_bad_file(root: Path, tmp_path: Path) -> None:
 def test_process_graph_single_new_program(root: Path, built) -> None:
     cfg, fd = built
     gf = discover(root, [LAYOUT], ("test",))[0]
-    pg = process_graph(load_graph(gf.path), LAYOUT, "test", "new", load_norm(fd, LAYOUT), cfg)
+    pg = process_graph(load_npz(gf.path), LAYOUT, "test", "new", load_norm(fd, LAYOUT), cfg)
     saved = load_processed(graph_dir(fd, LAYOUT, "test", gf.stem))
     assert np.allclose(pg.node_feat, saved.node_feat)
     assert np.array_equal(pg.config_feat, saved.config_feat)
@@ -324,7 +324,7 @@ def test_tabular_train_rows_capped_valid_complete(root: Path, tmp_path: Path) ->
     train = pl.read_parquet(tabular_path(fd, LAYOUT, "train"))
     assert train.group_by("graph").len()["len"].max() == 3
     valid = pl.read_parquet(tabular_path(fd, LAYOUT, "valid"))
-    sources = {gf.stem: load_graph(gf.path).num_configs for gf in discover(root, [LAYOUT], ["valid"])}
+    sources = {gf.stem: load_npz(gf.path).num_configs for gf in discover(root, [LAYOUT], ["valid"])}
     assert dict(valid.group_by("graph").len().iter_rows()) == sources
     # the GNN still sees every (deduplicated) train config
     assert sum(g.num_configs for g in iter_processed(fd, LAYOUT, "train")) > 3 * len(train["graph"].unique())

@@ -16,7 +16,7 @@ from bigfile import write_mini_root
 
 from features.buildcode import build_modules
 from features.buildconfig import BuildConfig
-from features.io import load_graph
+from features.io import load_npz
 from features.stages import NODE_BLOCKS, NODE_FLAGS, node_feature_names, node_stage
 from tpurank.collections import get_collection
 
@@ -34,7 +34,7 @@ def test_the_build_path_is_read_from_the_imports() -> None:
 
 def test_one_table_makes_the_node_features_their_names_and_the_key(tmp_path: Path) -> None:
     root = write_mini_root(tmp_path / "root")
-    graph = load_graph(next(LAYOUT.split_dir(root, "train").glob("*.npz")))
+    graph = load_npz(next(LAYOUT.split_dir(root, "train").glob("*.npz")))
     assert set(NODE_FLAGS) == {"engineered", "dot_features"}
     for values in itertools.product((False, True), repeat=len(NODE_FLAGS)):
         cfg = dataclasses.replace(BuildConfig(), **dict(zip(NODE_FLAGS, values)))

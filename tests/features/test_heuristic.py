@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from features.heuristic import (config_chunks, graph_costs, layout_costs, log_costs,
-                                rank_fraction, tile_costs)
-from features.io import iter_npz_rows, load_graph
+from features.heuristic import graph_costs, layout_costs, log_costs, rank_fraction, tile_costs
+from features.io import iter_npz_rows, load_npz
 
 
 def _tile(out_bounds):
@@ -75,23 +74,12 @@ def test_iter_npz_rows_streams_the_whole_array(tmp_path, compressed):
     assert np.array_equal(np.concatenate(chunks), arr)
 
 
-def test_cached_and_streamed_configs_give_the_same_costs(tmp_path):
-    from features.cache import convert_to_cache
-    path = layout_file(tmp_path / "g.npz", [[1, 0], [0, 1], [], [1], [0]])
-    convert_to_cache(path, tmp_path / "cache")
-    assert np.allclose(layout_costs(path, tmp_path / "cache"), layout_costs(path))
-    chunks = list(config_chunks(path, tmp_path / "cache", rows=2))
-    assert [len(c) for c in chunks] == [2, 2, 1] and chunks[0].dtype == np.int8
-
-
 def test_log_costs_of_a_loaded_graph_match_the_file_costs(tmp_path):
-    """The feature path (loaded / cached Graph, small chunks) prices exactly like the file path."""
+    """The feature path (loaded / coded Graph, small chunks) prices exactly like the file path."""
     path = layout_file(tmp_path / "g.npz", [[1, 0], [0, 1], [], [1], [0]])
     expected = np.log1p(graph_costs(path, is_tile=False))
-    assert np.allclose(log_costs(load_graph(path), rows=2), expected)
-    from features.cache import load_cached
+    assert np.allclose(log_costs(load_npz(path), rows=2), expected)
     from features.configcodes import load_coded
-    assert np.allclose(log_costs(load_cached(path, tmp_path / "cache"), rows=3), expected)
     assert np.allclose(log_costs(load_coded(path, chunk=2), rows=3), expected)
 
 

@@ -10,7 +10,7 @@ import pytest
 from bigfile import layout_arrays, tile_arrays, write_mini_root
 from tpurank.collections import COLLECTIONS, SPLITS
 from features.io import (BadGraphError, discover, graph_from_arrays, iter_npz_chunks, iter_npz_rows,
-                         load_graph, load_npz, npz_headers, read_npz_member)
+                         load_npz, npz_headers, read_npz_member)
 
 
 @pytest.fixture()
@@ -23,7 +23,7 @@ def test_discover_and_load_every_collection(hand_root: Path) -> None:
     assert len(files) == len(COLLECTIONS) * len(SPLITS)
     assert {f.collection for f in files} == set(COLLECTIONS)
     for f in files:
-        g = load_graph(f.path)
+        g = load_npz(f.path)
         assert g.is_tile == f.collection.is_tile
         assert g.node_feat.shape == (g.num_nodes, 140)
         assert g.node_opcode.shape == (g.num_nodes,) and g.node_opcode.dtype == np.int64
@@ -46,7 +46,7 @@ def test_sample_dataset_loads(tiny_root: Path) -> None:
     files = discover(root)
     assert {f.collection for f in files} == set(COLLECTIONS)
     for f in files:
-        g = load_graph(f.path)
+        g = load_npz(f.path)
         assert g.num_configs > 0 and g.num_nodes > 0
 
 

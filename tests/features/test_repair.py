@@ -15,7 +15,7 @@ from features import repair
 from features.build import build_features
 from features.columns import UNKNOWN_OPCODE_ID
 from features.buildconfig import BuildConfig
-from features.io import iter_npz_rows, load_graph
+from features.io import iter_npz_rows, load_npz
 from features.tasks import GraphBuildError
 from features.processed import graph_dir, iter_processed, load_processed
 from tpurank.collections import get_collection
@@ -56,7 +56,7 @@ def test_build_repairs_test_graphs_and_refuses_train_ones(tmp_path: Path, capsys
     assert f"repaired {LAYOUT.name}/test/{test_file.stem}" in capsys.readouterr().out
     pg = load_processed(graph_dir(fd, LAYOUT, "test", test_file.stem))
     assert np.isfinite(pg.node_feat).all() and pg.meta["repairs"] == [repair.NON_FINITE, repair.UNKNOWN_OPCODE]
-    kept = load_graph(test_file).node_opcode[pg.orig_node_ids]  # the pruned graph's nodes, unrepaired
+    kept = load_npz(test_file).node_opcode[pg.orig_node_ids]  # the pruned graph's nodes, unrepaired
     assert np.array_equal(pg.node_opcode == UNKNOWN_OPCODE_ID, kept == bad_graphs.OUTSIDE_TABLE)
 
     train_file = next(LAYOUT.split_dir(root, "train").glob("*.npz"))

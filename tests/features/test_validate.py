@@ -12,9 +12,9 @@ import pytest
 from features import io as fio
 from features.__main__ import main as features_main
 from bigfile import layout_arrays, tile_arrays, write_mini_root
-from features.io import BadGraphError, graph_from_arrays
+from features.io import BadGraphError
 from features import repair
-from features.validate import check_file, repairs_of, validate_file, validate_graph
+from features.validate import check_file, repairs_of, validate_file
 from features.validate_report import load_bad_files
 
 Arrays = dict[str, np.ndarray]
@@ -132,7 +132,6 @@ def test_valid_files_pass(tmp_path: Path, make, compressed: bool) -> None:
     path = _save(tmp_path, "good", make(), compressed=compressed)
     assert validate_file(path) == []
     check_file(path)  # no raise
-    assert validate_graph(fio.load_npz(path)) == []
 
 
 def test_test_split_allows_zero_runtimes_not_negative(tmp_path: Path) -> None:
@@ -205,16 +204,6 @@ def test_layout_values_are_streamed_in_chunks(tmp_path: Path, monkeypatch) -> No
     problems = validate_file(_save(tmp_path, "last", arrays))
     assert any("max 6" in p for p in problems), problems
     assert max(seen) <= 64 and len(seen) == 9 * 6 * 18 * 4 // 64 + 1
-
-
-def test_validate_graph_in_memory() -> None:
-    arrays = _layout()
-    assert validate_graph(graph_from_arrays(arrays), "layout") == []
-    arrays["edge_index"] = np.concatenate([arrays["edge_index"], [[2, 40]]])
-    problems = validate_graph(graph_from_arrays(arrays), "layout")
-    assert any("topological" in p for p in problems)
-    with pytest.raises(ValueError):
-        validate_graph(graph_from_arrays(arrays), "conv")
 
 
 def test_real_reference_files_are_valid(shared_data: Path) -> None:

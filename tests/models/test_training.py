@@ -78,19 +78,6 @@ def test_checkpoint_roundtrip_and_safe_loading(tmp_path):
         load_checkpoint(tmp_path / "missing.pt")
 
 
-def test_time_budget_shares_carry_over():
-    from models.training import TimeBudget
-
-    now = [0.0]
-    budget = TimeBudget(100.0, clock=lambda: now[0])
-    assert budget.share(4) == pytest.approx(25.0)
-    now[0] = 10.0  # the first run used 10 s of its 25
-    assert budget.share(3) == pytest.approx(30.0)
-    now[0] = 200.0
-    assert budget.remaining() == 0.0
-    assert TimeBudget(0).share(3) == float("inf")
-
-
 def test_step_horizon_follows_measured_speed():
     from models.training import StepHorizon
 

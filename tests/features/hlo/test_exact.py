@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import itertools
 
-from features.hlo import exact_details, exact_dot_dims, module_arrays, read_module
+from features.hlo import exact_dot_dims, module_arrays, read_module
+from features.hlo.convert import index_module
 
 
 def _solutions(out, lhs, rhs):
@@ -42,13 +43,14 @@ def test_exact_equals_inferred_where_unambiguous(shared_data):
     pbs = sorted((shared_data / "jax-hlo").glob("*.pb"))
     unambiguous = ambiguous = 0
     for pb in pbs:
-        arrays = module_arrays(read_module(pb))
+        module = read_module(pb)
+        arrays = module_arrays(module)
         exact = exact_dot_dims(pb)
-        details = exact_details(pb, opcodes=("dot",))
+        instructions = index_module(module).instructions
         inferred = dot_features.dot_dims_for_graph(arrays["node_feat"], arrays["node_opcode"],
                                                  arrays["edge_index"])
         for node, dd in exact.items():
-            out = details[node].shape
+            out = tuple(int(d) for d in instructions[node].shape.dimensions)
             n_sol = (len(_solutions(out, dd.lhs_shape, dd.rhs_shape))
                      + len(_solutions(out, dd.rhs_shape, dd.lhs_shape)))
             assert n_sol >= 1, f"{pb.name} node {node}: exact dims inconsistent with shapes"
@@ -64,21 +66,6 @@ def test_exact_equals_inferred_where_unambiguous(shared_data):
                                                    arrays["edge_index"], exact)
         assert {u: d for u, (d, _) in with_exact.items()} == exact
     assert unambiguous >= 30 and ambiguous > 0  # 32 and 24 of the 56 dots
-
-
-def test_exact_details_gather_scatter(shared_data):
-    pb = shared_data / "jax-hlo" / "convnet_train_grad.post.hlo.pb"
-    details = exact_details(pb)
-    scatters = [d for d in details.values() if d.opcode == "scatter"]
-    assert scatters and all(d.scatter is not None and d.gather is None for d in scatters)
-    for d in scatters:
-        s = d.scatter
-        assert len(d.operand_shapes) >= 3
-        operand_rank = len(d.operand_shapes[0])
-        # XLA: every operand dim is either an update-window dim or an inserted window dim
-        assert len(s.update_window_dims) + len(s.inserted_window_dims) == operand_rank
-    convs = [d for d in details.values() if d.opcode == "convolution"]
-    assert convs and all(len(d.operand_shapes) == 2 for d in convs)
 
 
 def test_features_build_uses_pb_tree(shared_data, tmp_path):

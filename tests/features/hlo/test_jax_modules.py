@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from features.hlo import exact_details, exact_dot_dims, module_arrays, read_proto
-from features.hlo.convert import opcode_ids
+from features.hlo import exact_dot_dims, module_arrays, read_proto
+from features.hlo.convert import index_module, opcode_ids, operand_shapes
 
 INST = re.compile(r"^\s+(?:ROOT\s+)?%?([\w.\-]+)\s+=\s+.*?\s([a-z][a-z0-9\-]*)\(")
 DIMS = {key: re.compile(key + r"_dims=\{([\d,]*)\}")
@@ -93,13 +93,17 @@ def test_convolution_features_match_dim_labels(shared_data):
             continue
         text = _text_instructions(pb.with_suffix(".txt"))
         names = [i.name for c in read_proto(pb).message.computations for i in c.instructions]
-        feats = module_arrays(read_proto(pb).message)["node_feat"]
-        for node, det in exact_details(pb, opcodes=("convolution",)).items():
+        module = read_proto(pb).message
+        feats = module_arrays(module)["node_feat"]
+        index = index_module(module)
+        convolutions = [n for n, inst in enumerate(index.instructions) if inst.opcode == "convolution"]
+        for node in convolutions:
             lhs, rhs, out = DIM_LABELS.search(text[names[node]][1]).groups()
             f = feats[node]
             assert (f[93], f[94]) == (lhs.index("b"), lhs.index("f"))
             assert (f[99], f[100]) == (rhs.index("i"), rhs.index("o"))
             assert (f[105], f[106]) == (out.index("b"), out.index("f"))
-            assert len(det.operand_shapes) == 2 and len(det.operand_shapes[1]) == len(rhs)
+            shapes = operand_shapes(index, node)
+            assert len(shapes) == 2 and len(shapes[1]) == len(rhs)
             seen += 1
     assert seen > 0

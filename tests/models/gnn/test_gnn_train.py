@@ -273,7 +273,7 @@ def test_oof_rows_of_train_graphs_are_capped_and_seeded(fold_features):
 
 
 def test_tile_models_get_their_weighted_share_of_the_time_budget():
-    from models.training import TimeBudget
+    from models.budget import TimeBudget
 
     cfg = GnnConfig(tile_budget_weight=0.5)
     assert cfg.budget_weight(get_collection("tile:xla")) == 0.5

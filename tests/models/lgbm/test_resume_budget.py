@@ -15,7 +15,7 @@ import pytest
 
 from tpurank.collections import get_collection
 from tpurank.config import with_preset
-from models.lgbm.budget import Slicer, TimeBudget
+from models.lgbm.budget import Slicer
 from models.lgbm.config import LgbmConfig
 from models.lgbm.model import RankerModel
 from models.lgbm.predict import predict_all
@@ -37,14 +37,10 @@ def _args(work: Path, budget: float) -> list[str]:
         x for k, v in opts.items() for x in (f"--{k.replace('_', '-')}", str(v))]
 
 
-def test_budget_shares_follow_rows_with_a_floor(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fits_slice_a_collection_time(monkeypatch: pytest.MonkeyPatch) -> None:
     from models.lgbm import budget as budget_module
 
     monkeypatch.setattr(budget_module.time, "monotonic", lambda: 1000.0)  # a clock that stands still
-    budget = TimeBudget(100.0, {"a": 3.0, "b": 1.0}, start=1000.0)
-    assert budget.claim("a") == pytest.approx(62.5)  # 100 x (0.5/2 + 0.5 x 3/4)
-    assert budget.claim("b") == pytest.approx(100.0)  # whatever is left
-    assert TimeBudget(0.0, {"a": 1.0}).claim("a") == float("inf")
     slicer = Slicer(10.0, fits=2, start=1000.0)
     assert slicer.deadline() == pytest.approx(1000.0 + 0.75 * 5.0)
 
