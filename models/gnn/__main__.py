@@ -104,6 +104,8 @@ COMMANDS = {
                 "validation scores of variants x seeds vs the baseline (Markdown table)"),
     "rank": (lambda argv: int(importlib.import_module("models.gnn.rank").main(argv) or 0),
              "rank the configs of one graph with a trained model"),
+    "search": (lambda argv: int(importlib.import_module("models.gnn.search").main(argv) or 0),
+               "propose the configs predicted fastest (autotune a graph or an HLO module)"),
 }
 
 
