@@ -342,13 +342,14 @@ def format_proposals(result: SearchResult, space: Any, graph: Any, title: str) -
                 if any(d in space.values for d in range(s, s + 6)):
                     lines.append(f"{label:8s} bounds {[int(v) for v in cfg[s:s + 6]]}")
             continue
-        lines.append(f"{'node':>6}  {'name':24s} {'tensor':6s} {'proposed':>14}  default")
+        lines.append(f"{'node':>6}  {'name':24s} {'opcode':12s} {'tensor':6s} {'proposed':>14}  default")
         for j, ns in enumerate(space.spaces):
             dflt = default_layouts(graph, ns)
             for t in range(len(ns.ranks)):
                 vals = [int(v) for v in cfg[j, 6 * t:6 * t + 6] if v >= 0]
                 prop = _layout_text(vals) if vals else "(default)"
-                lines.append(f"{ns.node:6d}  {ns.name[:24]:24s} {TENSORS[t]:6s} {prop:>14}  {dflt[t]}")
+                lines.append(f"{ns.node:6d}  {ns.name[:24]:24s} {ns.opcode[:12]:12s} {TENSORS[t]:6s} "
+                             f"{prop:>14}  {dflt[t]}")
     return "\n".join(lines) + "\n"
 
 
