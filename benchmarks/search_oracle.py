@@ -3,9 +3,12 @@
 For every held-out (test) graph of generated samples, the trained GNN of the graph's collection
 (trained on the sample's train graphs) searches (``models.gnn.search``) and proposes K configs;
 the generator's cost model (``features.sample.oracle``, noise-free) then prices, per graph:
-the best of the K proposed; the best of K random configs of the same space; the best of the K
-given configs the model ranks fastest (what ``rank`` does); the best of *all* the graph's given
-configs; the compiler default. The model chooses; the oracle only judges.
+the best of the K proposed (one per trust radius, the default among them: ``proposed``; without
+the default: ``proposed_without_default``; the single best-predicted: ``top1``); the best of the K
+predicted fastest anywhere (``search --plain``: ``plain_topk``); the best of K random configs of
+the same space; the best of the K given configs the model ranks fastest (what ``rank`` does); the
+best of *all* the graph's given configs; the compiler default. The model chooses; the oracle only
+judges.
 
     python benchmarks/search_oracle.py --sample tpu=data/sample-small:work/small \\
         --sample alt=data/sample-alt:work/alt --time-budget 6 --out benchmarks/search_oracle.json
@@ -39,12 +42,18 @@ def graph_case(path: Path, coll, pipeline, k: int, time_budget: float, max_evals
     space = TileSpace(given) if graph.is_tile else LayoutSpace(npz_spaces(graph))
     scorer = HeadScorer(graph, pipeline, coll, path.stem, given)
     res = run_search(space, scorer, given, k, time_budget, max_evals, seed=seed)
+    plain = run_search(space, scorer, given, k, time_budget, max_evals, seed=seed, ladder=False) \
+        if res.changed else res  # tile: no ladder, the same search
+    searched = res.configs[[d != 0 for d in res.changed]] if res.changed else res.configs
     rng = np.random.default_rng([seed, 42])
     top_given = given[np.argsort(scorer(given), kind="stable")[:k]]
     true = {name: float(oracle.runtimes(cfgs).min()) for name, cfgs in (
-        ("proposed", res.configs), ("random", space.random(rng, k)), ("ranked_given", top_given),
+        ("proposed", res.configs), ("proposed_without_default", searched),
+        ("top1", res.configs[:1]), ("plain_topk", plain.configs),
+        ("random", space.random(rng, k)), ("ranked_given", top_given),
         ("best_given", given), ("default", oracle.default[None]))}
-    assert all(space.legal(c) for c in res.configs), f"{path}: an illegal proposal"
+    assert all(space.legal(c) for c in np.concatenate([res.configs, plain.configs])), \
+        f"{path}: an illegal proposal"
     return {"graph": path.stem, "nodes": graph.num_nodes, "evals": res.evals,
             "seconds": round(res.seconds, 2), "true_ns": true}
 
@@ -61,6 +70,8 @@ def summarize(cases: list[dict]) -> dict:
         "win_rate_vs_ranked_given": round(float(np.mean(p <= t["ranked_given"])), 3),
         "win_rate_vs_best_given": round(float(np.mean(p <= t["best_given"])), 3),
         "median_best_given_over_proposed": round(float(np.median(t["best_given"] / p)), 4),
+        "plain_topk_win_rate_vs_random": round(float(np.mean(t["plain_topk"] < t["random"])), 3),
+        "plain_topk_win_rate_vs_best_given": round(float(np.mean(t["plain_topk"] <= t["best_given"])), 3),
         "median_evals": int(np.median([c["evals"] for c in cases])),
         "median_seconds": round(float(np.median([c["seconds"] for c in cases])), 2),
     }

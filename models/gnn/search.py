@@ -93,6 +93,11 @@ class LayoutSpace:
         for t in tensors if rng.random() < 0.5 else [tensors[int(rng.integers(len(tensors)))]]:
             self._set(cfg, j, t, rng)
 
+    @staticmethod
+    def distance(cfg: np.ndarray) -> int:
+        """Configurable nodes set away from the compiler default."""
+        return int((np.asarray(cfg) >= 0).any(-1).sum())
+
     def crossover(self, rng: np.random.Generator, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         take = rng.random(len(a)) < 0.5
         return np.where(take[:, None], b, a)
@@ -231,14 +236,22 @@ class SearchResult:
     evals: int  # configs scored (distinct)
     seconds: float
     history: list  # (evals, seconds, best cost) after each batch
+    changed: list | None = None  # layouts: configurable nodes each proposal changes
 
 
 def run_search(space: Any, score: Callable[[np.ndarray], np.ndarray], start: np.ndarray,
                k: int = 10, time_budget: float = 20.0, max_evals: int = 0, batch: int = 256,
-               population: int = 32, seed: int = 0,
+               population: int = 32, seed: int = 0, ladder: bool = True,
                progress: Callable[[str], None] | None = None) -> SearchResult:
-    """Evolve ``start`` (plus the default) to the ``k`` configs predicted fastest, within
-    ``time_budget`` seconds (0 = none) and ``max_evals`` scored configs (0 = none)."""
+    """Evolve ``start`` (plus the default) to ``k`` proposals, within ``time_budget`` seconds
+    (0 = none) and ``max_evals`` scored configs (0 = none).
+
+    With ``ladder`` (layouts), the proposals are the best-predicted configs within growing trust
+    radii (:func:`trust_rungs`: the default itself, then at most 1, 2, 3, 4, 6, ... nodes changed,
+    then anywhere), and half of each batch grows those regions; without it, the ``k`` configs
+    predicted fastest. The model is least reliable far from the configs it was trained on, so a
+    measured best of K gains from proposals at several distances rather than K neighbours of
+    one predicted optimum."""
     if time_budget <= 0 and max_evals <= 0:
         raise ValueError("search needs a time budget or an evaluation budget")
     rng = np.random.default_rng(seed)
@@ -272,13 +285,21 @@ def run_search(space: Any, score: Callable[[np.ndarray], np.ndarray], start: np.
         return ((time_budget <= 0 or time.perf_counter() - t0 < time_budget)
                 and (max_evals <= 0 or len(cfgs) < max_evals))
 
+    dist_fn = getattr(space, "distance", None) if ladder else None
+    dists = [dist_fn(c) for c in cfgs] if dist_fn else []
+    rungs = trust_rungs(k) if dist_fn else []
     stale = 0
     while budget_left() and stale < 20:
         pop = np.argsort(costs, kind="stable")[:population]
+        bests = _rung_bests(costs, dists, rungs[:-1])  # the best within each trust radius
         children = []
         for _ in range(batch):
-            parent = cfgs[pop[min(int(rng.geometric(0.15)) - 1, len(pop) - 1)]]
-            child = parent.copy()
+            if bests and rng.random() < 0.5:  # grow a trust region: its best, one node changed
+                child = cfgs[bests[int(rng.integers(len(bests)))]].copy()
+                space.mutate(rng, child)
+                children.append(child)
+                continue
+            child = cfgs[pop[min(int(rng.geometric(0.15)) - 1, len(pop) - 1)]].copy()
             if rng.random() < 0.2 and len(pop) > 1:
                 child = space.crossover(rng, child, cfgs[pop[int(rng.integers(len(pop)))]])
             for _ in range(int(rng.geometric(0.6))):
@@ -286,14 +307,43 @@ def run_search(space: Any, score: Callable[[np.ndarray], np.ndarray], start: np.
             children.append(child)
         before = len(cfgs)
         evaluate(np.stack(children))
+        if dist_fn:
+            dists.extend(dist_fn(c) for c in cfgs[len(dists):])
         stale = stale + 1 if len(cfgs) == before else 0  # the space is exhausted
         history.append((len(cfgs), time.perf_counter() - t0, min(costs)))
         if progress:
             progress(f"search: {len(cfgs):6d} configs scored, {history[-1][1]:6.1f} s, best "
                      f"predicted {history[-1][2]:+.4f} (default {default_cost:+.4f})")
-    order = np.argsort(costs, kind="stable")[:k]
+    if rungs:  # one proposal per trust radius: the best within 0 (the default), 1, 2, ... nodes
+        order: list[int] = []
+        for r in rungs:
+            order += _rung_bests(costs, dists, [r], exclude=set(order))
+        order = sorted(order, key=lambda i: (costs[i], i))
+    else:
+        order = list(np.argsort(costs, kind="stable")[:k])
     return SearchResult(np.stack([cfgs[i] for i in order]), np.asarray(costs)[order], default_cost,
-                        len(cfgs), time.perf_counter() - t0, history)
+                        len(cfgs), time.perf_counter() - t0, history,
+                        [dists[i] for i in order] if rungs else None)
+
+
+def trust_rungs(k: int) -> list[float]:
+    """Trust radii (configurable nodes changed from the default) of the K proposals: 0, 1, 2, 3,
+    4, 6, 8, 12, 16, ... and, last, unlimited (the best predicted anywhere)."""
+    ladder = [0, 1, 2, 3] + [m * f for m in (4, 8, 16, 32, 64, 128, 256) for f in (1, 1.5)]
+    return [float(r) for r in ladder[:max(0, k - 1)]] + [math.inf]
+
+
+def _rung_bests(costs: list[float], dists: list[int], rungs: Sequence[float],
+                exclude: set[int] = frozenset()) -> list[int]:
+    """Index of the best-predicted config within each radius (distinct from ``exclude``)."""
+    c, d = np.asarray(costs), np.asarray(dists)
+    out = []
+    for r in rungs:
+        ok = np.flatnonzero(d <= r)
+        ok = ok[[i not in exclude for i in ok]] if exclude else ok
+        if len(ok):
+            out.append(int(ok[np.argmin(c[ok])]))
+    return out
 
 
 def _layout_text(m2m: Sequence[int]) -> str:
@@ -335,8 +385,9 @@ def format_proposals(result: SearchResult, space: Any, graph: Any, title: str) -
     lines = [f"# {title}", f"# {result.evals} configs scored in {result.seconds:.1f} s; predicted "
              f"cost of the {ref} {result.default_cost:+.4f} (lower = faster)"]
     for rank, (cfg, cost) in enumerate(zip(result.configs, result.costs), start=1):
+        moved = f", {result.changed[rank - 1]} nodes changed" if result.changed else ""
         lines.append(f"\n## proposal {rank}: predicted {cost:+.4f} "
-                     f"({cost - result.default_cost:+.4f} vs {ref})")
+                     f"({cost - result.default_cost:+.4f} vs {ref}{moved})")
         if space.kind == "tile":
             for label, s in (("kernel", 0), ("output", 8), ("input", 16)):
                 if any(d in space.values for d in range(s, s + 6)):
@@ -397,6 +448,8 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--candidates", type=int, default=256, help="--hlo: sampled start pool")
     p.add_argument("--space", default="auto", choices=SPACES,
                    help="layouts: auto (conv: two most-minor dims, others: permutations), minor2, full")
+    p.add_argument("--plain", action="store_true",
+                   help="propose the K configs predicted fastest, not one per trust radius")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
     p.add_argument("--out", default="proposals.txt", help="where the proposals are written")
@@ -422,7 +475,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     result = run_search(space, scorer, start, args.k, args.time_budget, args.max_evals, args.batch,
-                        seed=args.seed, progress=lambda s: print(s, file=sys.stderr, flush=True))
+                        seed=args.seed, ladder=not args.plain,
+                        progress=lambda s: print(s, file=sys.stderr, flush=True))
     title = f"{stem}: {args.k} configs proposed by the {coll.name} GNN ({args.work})"
     with atomic_path(args.out, suffix=".txt") as tmp:
         Path(tmp).write_text(format_proposals(result, space, graph, title))

@@ -97,6 +97,23 @@ def test_search_budgets_and_proposals():
         run_search(space, slow, start, time_budget=0, max_evals=0)
 
 
+def test_search_ladder_one_proposal_per_trust_radius():
+    from models.gnn.search import trust_rungs
+
+    assert trust_rungs(10) == [0, 1, 2, 3, 4, 6, 8, 12, 16, float("inf")]
+    space = LayoutSpace(SPACES)
+    start = space.random(np.random.default_rng(2), 16)
+    def far(c):  # predicted: the more slots set, the faster
+        return -(np.asarray(c) >= 0).sum(axis=(1, 2)).astype(float)
+
+    res = run_search(space, far, start, k=4, time_budget=0, max_evals=400, batch=32)
+    assert sorted(res.changed) == [0, 1, 2, 3]  # the default, the best at <= 1, <= 2, anywhere
+    assert list(res.costs) == sorted(res.costs) and res.changed[0] == 3
+    assert all(space.distance(c) == d for c, d in zip(res.configs, res.changed))
+    plain = run_search(space, far, start, k=4, time_budget=0, max_evals=400, batch=32, ladder=False)
+    assert plain.changed is None and all(space.distance(c) == 3 for c in plain.configs)
+
+
 def test_search_exhausts_a_tiny_space():
     space = LayoutSpace([NodeSpace(0, "r", "reshape", (1, 1))])  # 2 x 2 configs in all
     res = run_search(space, _separable_cost, space.default[None], k=10, time_budget=5, batch=8)
