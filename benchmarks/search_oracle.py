@@ -11,7 +11,10 @@ best of *all* the graph's given configs; the compiler default. The model chooses
 judges.
 
     python benchmarks/search_oracle.py --sample tpu=data/sample-small:work/small \\
-        --sample alt=data/sample-alt:work/alt --time-budget 6 --out benchmarks/search_oracle.json
+        --sample alt=data/sample-alt:work/alt --time-budget 4 --out benchmarks/search_oracle.json
+
+``--sample PHYSICS=DATA:WORK`` may name a physics twice, e.g. the test graphs of a second seed's
+sample (all of its graphs are held out from a model trained on the first) scored by the same WORK.
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ def graph_case(path: Path, coll, pipeline, k: int, time_budget: float, max_evals
     res = run_search(space, scorer, given, k, time_budget, max_evals, seed=seed)
     plain = run_search(space, scorer, given, k, time_budget, max_evals, seed=seed, ladder=False) \
         if res.changed else res  # tile: no ladder, the same search
-    searched = res.configs[[d != 0 for d in res.changed]] if res.changed else res.configs
+    searched = res.configs[[space.distance(c) > 0 for c in res.configs]] if res.changed \
+        else res.configs
     rng = np.random.default_rng([seed, 42])
     top_given = given[np.argsort(scorer(given), kind="stable")[:k]]
     true = {name: float(oracle.runtimes(cfgs).min()) for name, cfgs in (
@@ -96,26 +100,27 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     command = "python benchmarks/search_oracle.py " + " ".join(
         shlex.quote(x) for x in (sys.argv[1:] if argv is None else argv))
-    rows = []
-    for spec in a.sample:
+    cases: dict[tuple[str, str], list[dict]] = {}
+    for spec in a.sample:  # a physics may be named twice (two samples' held-out graphs)
         physics, rest = spec.split("=", 1)
         root, work = rest.split(":", 1)
         for coll in COLLECTIONS:
             if a.collections != "all" and coll.name not in a.collections.split(","):
                 continue
             pipeline = load_pipeline(work, coll)
-            files = sorted(coll.split_dir(Path(root), a.split).glob("*.npz"))
-            cases = []
-            for f in files:
+            for f in sorted(coll.split_dir(Path(root), a.split).glob("*.npz")):
                 t0 = time.perf_counter()
-                cases.append(graph_case(f, coll, pipeline, a.k, a.time_budget, a.max_evals, a.seed))
-                tt = cases[-1]["true_ns"]
+                case = {"sample": root, **graph_case(f, coll, pipeline, a.k, a.time_budget,
+                                                     a.max_evals, a.seed)}
+                cases.setdefault((physics, coll.name), []).append(case)
+                tt = case["true_ns"]
                 print(f"{physics} {coll.name} {f.stem}: proposed {tt['proposed']:.0f} random "
                       f"{tt['random']:.0f} best given {tt['best_given']:.0f} default {tt['default']:.0f}"
                       f" ns ({time.perf_counter() - t0:.1f} s)", flush=True)
-            row = {"physics": physics, "collection": coll.name, **summarize(cases), "cases": cases}
-            print({k: v for k, v in row.items() if k != "cases"}, flush=True)
-            rows.append(row)
+    rows = []
+    for (physics, coll_name), cs in cases.items():
+        rows.append({"physics": physics, "collection": coll_name, **summarize(cs), "cases": cs})
+        print({k: v for k, v in rows[-1].items() if k != "cases"}, flush=True)
     out = {**bench_metadata(command), "k": a.k, "time_budget_s": a.time_budget,
            "max_evals": a.max_evals, "split": a.split, "rows": rows}
     Path(a.out).write_text(json.dumps(out, indent=2) + "\n")

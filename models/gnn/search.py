@@ -98,6 +98,11 @@ class LayoutSpace:
         """Configurable nodes set away from the compiler default."""
         return int((np.asarray(cfg) >= 0).any(-1).sum())
 
+    @staticmethod
+    def node_codes(cfgs: np.ndarray) -> np.ndarray:
+        """(c, nc) one integer per node's 18 values (-1..5: base 7), to count differing nodes."""
+        return ((np.asarray(cfgs, np.int64) + 1) * (7 ** np.arange(18, dtype=np.int64))).sum(-1)
+
     def crossover(self, rng: np.random.Generator, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         take = rng.random(len(a)) < 0.5
         return np.where(take[:, None], b, a)
@@ -236,7 +241,7 @@ class SearchResult:
     evals: int  # configs scored (distinct)
     seconds: float
     history: list  # (evals, seconds, best cost) after each batch
-    changed: list | None = None  # layouts: configurable nodes each proposal changes
+    changed: list | None = None  # ladder: each proposal's nodes away from the nearest anchor
 
 
 def run_search(space: Any, score: Callable[[np.ndarray], np.ndarray], start: np.ndarray,
@@ -247,11 +252,11 @@ def run_search(space: Any, score: Callable[[np.ndarray], np.ndarray], start: np.
     (0 = none) and ``max_evals`` scored configs (0 = none).
 
     With ``ladder`` (layouts), the proposals are the best-predicted configs within growing trust
-    radii (:func:`trust_rungs`: the default itself, then at most 1, 2, 3, 4, 6, ... nodes changed,
-    then anywhere), and half of each batch grows those regions; without it, the ``k`` configs
-    predicted fastest. The model is least reliable far from the configs it was trained on, so a
-    measured best of K gains from proposals at several distances rather than K neighbours of
-    one predicted optimum."""
+    radii (:func:`trust_rungs`: 0, 1, 2, 3, 4, 6, ... configurable nodes away from the nearest
+    anchor, the anchors being the compiler default and the start pool, then anywhere), and half of
+    each batch grows those regions; without it, the ``k`` configs predicted fastest. The model is
+    least reliable far from the configs it knows, so a measured best of K gains from proposals at
+    several distances rather than K neighbours of one predicted optimum."""
     if time_budget <= 0 and max_evals <= 0:
         raise ValueError("search needs a time budget or an evaluation budget")
     rng = np.random.default_rng(seed)
@@ -285,8 +290,14 @@ def run_search(space: Any, score: Callable[[np.ndarray], np.ndarray], start: np.
         return ((time_budget <= 0 or time.perf_counter() - t0 < time_budget)
                 and (max_evals <= 0 or len(cfgs) < max_evals))
 
-    dist_fn = getattr(space, "distance", None) if ladder else None
-    dists = [dist_fn(c) for c in cfgs] if dist_fn else []
+    dist_fn = None
+    if ladder and hasattr(space, "node_codes"):  # trust: nodes away from the nearest anchor
+        anchors = space.node_codes(np.stack(cfgs))  # the default and the start pool
+
+        def dist_fn(new: list[np.ndarray]) -> list[int]:
+            codes = space.node_codes(np.stack(new))
+            return [int((row[None] != anchors).sum(-1).min()) for row in codes]
+    dists = dist_fn(cfgs) if dist_fn else []
     rungs = trust_rungs(k) if dist_fn else []
     stale = 0
     while budget_left() and stale < 20:
@@ -307,8 +318,8 @@ def run_search(space: Any, score: Callable[[np.ndarray], np.ndarray], start: np.
             children.append(child)
         before = len(cfgs)
         evaluate(np.stack(children))
-        if dist_fn:
-            dists.extend(dist_fn(c) for c in cfgs[len(dists):])
+        if dist_fn and len(cfgs) > len(dists):
+            dists.extend(dist_fn(cfgs[len(dists):]))
         stale = stale + 1 if len(cfgs) == before else 0  # the space is exhausted
         history.append((len(cfgs), time.perf_counter() - t0, min(costs)))
         if progress:
@@ -385,7 +396,8 @@ def format_proposals(result: SearchResult, space: Any, graph: Any, title: str) -
     lines = [f"# {title}", f"# {result.evals} configs scored in {result.seconds:.1f} s; predicted "
              f"cost of the {ref} {result.default_cost:+.4f} (lower = faster)"]
     for rank, (cfg, cost) in enumerate(zip(result.configs, result.costs), start=1):
-        moved = f", {result.changed[rank - 1]} nodes changed" if result.changed else ""
+        moved = (f", {result.changed[rank - 1]} nodes from the default or nearest start config"
+                 if result.changed else "")
         lines.append(f"\n## proposal {rank}: predicted {cost:+.4f} "
                      f"({cost - result.default_cost:+.4f} vs {ref}{moved})")
         if space.kind == "tile":

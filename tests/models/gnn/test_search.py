@@ -106,12 +106,17 @@ def test_search_ladder_one_proposal_per_trust_radius():
     def far(c):  # predicted: the more slots set, the faster
         return -(np.asarray(c) >= 0).sum(axis=(1, 2)).astype(float)
 
-    res = run_search(space, far, start, k=4, time_budget=0, max_evals=400, batch=32)
+    res = run_search(space, far, space.default[None], k=4, time_budget=0, max_evals=400, batch=32)
     assert sorted(res.changed) == [0, 1, 2, 3]  # the default, the best at <= 1, <= 2, anywhere
     assert list(res.costs) == sorted(res.costs) and res.changed[0] == 3
     assert all(space.distance(c) == d for c, d in zip(res.configs, res.changed))
     plain = run_search(space, far, start, k=4, time_budget=0, max_evals=400, batch=32, ladder=False)
     assert plain.changed is None and all(space.distance(c) == 3 for c in plain.configs)
+    anchored = run_search(space, far, start, k=4, time_budget=0, max_evals=400, batch=32)
+    codes = LayoutSpace.node_codes(np.concatenate([space.default[None], start]))
+    for c, d in zip(anchored.configs, anchored.changed):  # nodes away from the nearest anchor
+        assert d == (LayoutSpace.node_codes(c[None]) != codes).sum(-1).min()
+    assert 0 in anchored.changed
 
 
 def test_search_exhausts_a_tiny_space():
