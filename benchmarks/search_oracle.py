@@ -69,6 +69,8 @@ def summarize(cases: list[dict]) -> dict:
         "graphs": len(cases),
         "median_speedup_vs_default": {key: round(float(np.median(t["default"] / v)), 4)
                                       for key, v in t.items() if key != "default"},
+        "beats_random": f"{int(np.sum(p < t['random']))}/{len(p)}",
+        "at_least_best_given": f"{int(np.sum(p <= t['best_given']))}/{len(p)}",
         "win_rate_vs_random": round(float(np.mean(p < t["random"])), 3),
         "no_worse_rate_vs_random": round(float(np.mean(p <= t["random"])), 3),
         "win_rate_vs_ranked_given": round(float(np.mean(p <= t["ranked_given"])), 3),
@@ -121,7 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     for (physics, coll_name), cs in cases.items():
         rows.append({"physics": physics, "collection": coll_name, **summarize(cs), "cases": cs})
         print({k: v for k, v in rows[-1].items() if k != "cases"}, flush=True)
-    out = {**bench_metadata(command), "k": a.k, "time_budget_s": a.time_budget,
+    speed = "median_speedup_vs_default."
+    columns = ["physics", "collection", "graphs", *(speed + k for k in (
+        "proposed", "top1", "plain_topk", "random", "ranked_given", "best_given")),
+        "beats_random", "at_least_best_given", "median_best_given_over_proposed", "median_evals"]
+    out = {**bench_metadata(command), "columns": columns, "k": a.k, "time_budget_s": a.time_budget,
            "max_evals": a.max_evals, "split": a.split, "rows": rows}
     Path(a.out).write_text(json.dumps(out, indent=2) + "\n")
     print(f"-> {a.out}")
