@@ -261,22 +261,17 @@ def run_search(space: Any, score: Callable[[np.ndarray], np.ndarray], start: np.
         raise ValueError("search needs a time budget or an evaluation budget")
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
-    seen: dict[bytes, int] = {}
+    seen: set[bytes] = set()
     cfgs: list[np.ndarray] = []
     costs: list[float] = []
 
     def evaluate(cands: np.ndarray) -> None:
-        fresh = []
-        for c in cands:
-            key = np.asarray(c, np.float32).tobytes()
-            if key not in seen:
-                seen[key] = len(cfgs) + len(fresh)
-                fresh.append(np.asarray(c, np.float32))
-        if max_evals > 0:
-            fresh = fresh[:max(0, max_evals - len(cfgs))]
-            for c in list(seen):  # forget what was cut off
-                if seen[c] >= len(cfgs) + len(fresh):
-                    del seen[c]
+        fresh: list[np.ndarray] = []
+        room = max_evals - len(cfgs) if max_evals > 0 else len(cands)
+        for c in np.asarray(cands, np.float32):
+            if len(fresh) < room and c.tobytes() not in seen:
+                seen.add(c.tobytes())
+                fresh.append(c)
         if fresh:
             cfgs.extend(fresh)
             costs.extend(score(np.stack(fresh)).tolist())
