@@ -35,6 +35,7 @@ import numpy as np
 from models.gnn.candidates import NodeSpace
 
 SPACES = ("auto", "minor2", "full")
+EXHAUSTIVE = 20000  # a tile space at most this large (or than --max-evals) is scored whole
 TENSORS = ("out", "in", "ker")
 
 
@@ -119,7 +120,8 @@ class LayoutSpace:
 
 class TileSpace:
     """Legal tile bounds: per used dimension (kernel 0–5, output 8–13, input 16–21) the powers of
-    two up to the largest bound the kernel's given configs use, and those configs' own values."""
+    two up to the largest bound the kernel's given configs use, and those configs' own values.
+    Such a space is small (a median of 72 configs on the samples): search scores it whole."""
 
     kind = "tile"
     BLOCKS = (0, 8, 16)
@@ -146,6 +148,15 @@ class TileSpace:
             cfg[..., start + 6] = vals.sum(-1)
             cfg[..., start + 7] = np.where(used.any(-1), np.where(used, vals, 1).prod(-1), 0)
         return cfg
+
+    def size(self) -> int:
+        return math.prod(len(v) for v in self.values.values())
+
+    def every(self) -> np.ndarray:
+        """Every legal config (for a space small enough to score whole)."""
+        out = np.zeros((self.size(), 24), np.float32)
+        out[:, self.dims] = np.array(list(itertools.product(*(self.values[d] for d in self.dims))))
+        return self.encode(out)
 
     def random(self, rng: np.random.Generator, n: int, p_change: float = 1.0) -> np.ndarray:
         out = np.zeros((n, 24), np.float32)
@@ -278,6 +289,9 @@ def run_search(space: Any, score: Callable[[np.ndarray], np.ndarray], start: np.
 
     default = np.asarray(space.default, np.float32)
     evaluate(np.concatenate([default[None], np.asarray(start, np.float32)]))
+    whole = hasattr(space, "every") and space.size() <= (max_evals or EXHAUSTIVE)
+    if whole:
+        evaluate(space.every())  # a small space (tile bounds): score it whole, no search
     default_cost = costs[0]
     history = [(len(cfgs), time.perf_counter() - t0, min(costs))]
 
@@ -295,7 +309,7 @@ def run_search(space: Any, score: Callable[[np.ndarray], np.ndarray], start: np.
     dists = dist_fn(cfgs) if dist_fn else []
     rungs = trust_rungs(k) if dist_fn else []
     stale = 0
-    while budget_left() and stale < 20:
+    while not whole and budget_left() and stale < 20:
         pop = np.argsort(costs, kind="stable")[:population]
         bests = _rung_bests(costs, dists, rungs[:-1])  # the best within each trust radius
         children = []

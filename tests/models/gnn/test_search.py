@@ -62,6 +62,11 @@ def test_tile_space_legal_bounds():
         space.mutate(rng, c)
     assert all(space.legal(c) for c in cfgs)
     assert cfgs[0][14] == cfgs[0][8] + cfgs[0][9] and cfgs[0][15] == cfgs[0][8] * cfgs[0][9]
+    every = space.every()
+    assert space.size() == len(every) == 1 * 2 * 5 and all(space.legal(c) for c in every)
+    res = run_search(space, lambda c: np.abs(c[:, 8] - 2) + np.abs(c[:, 9] - 3), given, k=3,
+                     time_budget=5)
+    assert res.evals == 10 and res.configs[0][8:10].tolist() == [2, 3] and res.changed is None
     bad = cfgs[0].copy()
     bad[9] = 16  # beyond the kernel's largest bound
     assert not space.legal(TileSpace.encode(bad))
