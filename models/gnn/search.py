@@ -36,6 +36,7 @@ from models.gnn.candidates import NodeSpace
 
 SPACES = ("auto", "minor2", "full")
 EXHAUSTIVE = 20000  # a tile space at most this large (or than --max-evals) is scored whole
+MAX_ANCHORS = 1024  # trust radii count from the default and the best-predicted start configs
 TENSORS = ("out", "in", "ker")
 
 
@@ -301,7 +302,8 @@ def run_search(space: Any, score: Callable[[np.ndarray], np.ndarray], start: np.
 
     dist_fn = None
     if ladder and hasattr(space, "node_codes"):  # trust: nodes away from the nearest anchor
-        anchors = space.node_codes(np.stack(cfgs))  # the default and the start pool
+        keep = np.union1d([0], np.argsort(costs, kind="stable")[:MAX_ANCHORS])
+        anchors = space.node_codes(np.stack([cfgs[i] for i in keep]))  # the default, the pool's best
 
         def dist_fn(new: list[np.ndarray]) -> list[int]:
             codes = space.node_codes(np.stack(new))
@@ -448,8 +450,11 @@ def prepare(args: argparse.Namespace) -> tuple[Any, Any, Any, str, np.ndarray, d
     if graph.is_tile:
         return graph, TileSpace(graph.config_feat), coll, Path(args.graph).stem, \
             np.asarray(graph.config_feat, np.float32), None
-    space = LayoutSpace(npz_spaces(graph), args.space)
-    return graph, space, coll, Path(args.graph).stem, np.asarray(graph.node_config_feat, np.float32), None
+    rows = np.arange(graph.num_configs)
+    if 0 < args.pool < len(rows):  # a train file may hold 100k configs: a seeded subset
+        rows = np.sort(np.random.default_rng(args.seed).choice(rows, args.pool, replace=False))
+    start = np.asarray(graph.node_config_feat[rows], np.float32)
+    return graph, LayoutSpace(npz_spaces(graph), args.space), coll, Path(args.graph).stem, start, None
 
 
 def _parse(argv: Sequence[str]) -> argparse.Namespace:
@@ -467,6 +472,8 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--max-evals", type=int, default=0, help="configs to score at most (0 = none)")
     p.add_argument("--batch", type=int, default=256, help="children scored per batch")
     p.add_argument("--candidates", type=int, default=256, help="--hlo: sampled start pool")
+    p.add_argument("--pool", type=int, default=1000,
+                   help="a graph's start pool: at most this many of its configs (0 = all)")
     p.add_argument("--space", default="auto", choices=SPACES,
                    help="layouts: auto (conv: two most-minor dims, others: permutations), minor2, full")
     p.add_argument("--plain", action="store_true",

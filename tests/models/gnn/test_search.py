@@ -161,7 +161,7 @@ def test_search_npz_and_oracle_end_to_end(shared_data, tiny_root, tmp_path):
     graph = sorted((tiny_root / "npz_all/npz/layout/xla/random/test").glob("*.npz"))[0]
     out = tmp_path / "proposals.txt"
     assert main([str(graph), "--work", str(work), "--k", "3", "--max-evals", "200",
-                 "--time-budget", "0", "--out", str(out)]) == 0
+                 "--time-budget", "0", "--pool", "8", "--out", str(out)]) == 0
     text = out.read_text()
     assert text.count("## proposal") == 3 and "200 configs scored" in text
     assert "tensor" in text and "default" in text
