@@ -101,6 +101,8 @@ COMMANDS = {
     "predict": ("models.gnn.__main__:predict_main", "write valid+test predictions (with --folds "
                                                      "also oof and test-fold<k>)"),
     "rank": ("models.gnn.rank:main", "rank the configs of one graph with a trained model"),
+    "search": ("models.gnn.search:main", "propose the configs predicted fastest (autotune a graph "
+                                         "or an HLO module)"),
 }
 
 

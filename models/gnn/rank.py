@@ -94,13 +94,32 @@ def rank_module(module: Any, work: str | Path, n_candidates: int, collection: st
     ``config_index_to_node``: docs/competition.md §3 says to take the set from the data, not the opcode), else the
     nodes with ``opcodes``; ``extra_nodes`` are added in both cases.
     """
-    from features.hlo import DEFAULT_CONFIGURABLE, configurable_nodes, module_dot_dims, module_to_graph
-    from features.hlo.convert import index_module, operand_shapes
-    from models.gnn.candidates import node_spaces, sample_candidates
+    from features.hlo import module_dot_dims, module_to_graph
+    from models.gnn.candidates import sample_candidates
 
     coll = get_collection(collection)
     if coll.is_tile:
         raise ValueError(f"rank --hlo ranks layouts: choose a layout collection, not {coll.name}")
+    ids, spaces, index = module_spaces(module, extra_nodes, opcodes, config_nodes)
+    candidates = sample_candidates(spaces, n_candidates, seed=seed, space=space, p_change=p_change)
+    graph = module_to_graph(module, ids, candidates)
+    pipeline = load_pipeline(work, coll, seed=model_seed, device=device)
+    costs = score_graph(graph, pipeline, coll, stem=module.name or "module",
+                        exact_dot=module_dot_dims(module, index))
+    order = np.argsort(costs, kind="stable")
+    model_dir = str(Path(work) / "models" / "gnn" / coll.slug)
+    return RankResult(module.name, ids, spaces, candidates, costs, order, coll.name, model_dir)
+
+
+def module_spaces(module: Any, extra_nodes: Sequence[int] = (), opcodes: Sequence[str] | None = None,
+                  config_nodes: Sequence[int] | None = None) -> tuple[np.ndarray, list[Any], Any]:
+    """``(ids, spaces, index)``: the configurable nodes of ``module`` (see :func:`rank_module`),
+    the tensor ranks each can lay out (:class:`models.gnn.candidates.NodeSpace`) and the module
+    index."""
+    from features.hlo import DEFAULT_CONFIGURABLE, configurable_nodes
+    from features.hlo.convert import index_module, operand_shapes
+    from models.gnn.candidates import node_spaces
+
     if config_nodes is not None:
         ids = configurable_nodes(module, (), list(config_nodes) + list(extra_nodes))
     else:
@@ -112,15 +131,7 @@ def rank_module(module: Any, work: str | Path, n_candidates: int, collection: st
     wanted = set(ids.tolist())
     op_ranks = [[len(s) for s in operand_shapes(index, n)] if n in wanted else []
                 for n in range(len(index.instructions))]
-    spaces = node_spaces(index.instructions, op_ranks, ids.tolist())
-    candidates = sample_candidates(spaces, n_candidates, seed=seed, space=space, p_change=p_change)
-    graph = module_to_graph(module, ids, candidates)
-    pipeline = load_pipeline(work, coll, seed=model_seed, device=device)
-    costs = score_graph(graph, pipeline, coll, stem=module.name or "module",
-                        exact_dot=module_dot_dims(module, index))
-    order = np.argsort(costs, kind="stable")
-    model_dir = str(Path(work) / "models" / "gnn" / coll.slug)
-    return RankResult(module.name, ids, spaces, candidates, costs, order, coll.name, model_dir)
+    return ids, node_spaces(index.instructions, op_ranks, ids.tolist()), index
 
 
 def format_table(result: RankResult, top: int = 10) -> str:
