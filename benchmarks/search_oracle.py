@@ -28,18 +28,17 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from features.io import load_graph  # noqa: E402
-from features.sample.oracle import load_oracle  # noqa: E402
-from models.gnn.rank import load_pipeline  # noqa: E402
-from models.gnn.search import HeadScorer, LayoutSpace, TileSpace, npz_spaces, run_search  # noqa: E402
-from tpurank.collections import COLLECTIONS  # noqa: E402
+from features.io import load_npz
+from features.sample.oracle import load_oracle
+from models.gnn.rank import load_pipeline
+from models.gnn.search import HeadScorer, LayoutSpace, TileSpace, npz_spaces, run_search
+from tpurank.collections import COLLECTIONS
 
 
 def graph_case(path: Path, coll, pipeline, k: int, time_budget: float, max_evals: int,
                seed: int) -> dict:
-    graph = load_graph(path)
+    graph = load_npz(path)
     oracle = load_oracle(path)
     given = np.asarray(graph.config_feat if graph.is_tile else graph.node_config_feat, np.float32)
     space = TileSpace(given) if graph.is_tile else LayoutSpace(npz_spaces(graph))

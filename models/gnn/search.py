@@ -205,10 +205,10 @@ class HeadScorer:
         pg = self._processed(pool)
         self.tensors = graph_tensors(pg, self.device)
         with torch.no_grad():
-            if options.segments is not None:
+            if options.segment_size > 0:
                 if not self.model.factorized:
                     raise ValueError("search needs a factorized model when it was trained with GST")
-                segs = _SEGMENTS.get(pg, self.tensors, options.segments, options.features_dir)
+                segs = _SEGMENTS.get(pg, self.tensors, options.segment_size, options.features_dir)
                 self.state = segmented_graph_state(self.model, segs, self.tensors)
             else:
                 self.state = graph_state(self.model, self.tensors)
@@ -429,7 +429,7 @@ def format_proposals(result: SearchResult, space: Any, graph: Any, title: str) -
 
 def prepare(args: argparse.Namespace) -> tuple[Any, Any, Any, str, np.ndarray, dict | None]:
     """``(graph, space, collection, stem, start pool, exact dot dims)`` of the target."""
-    from features.io import load_graph
+    from features.io import load_npz
     from tpurank.collections import get_collection
 
     if args.hlo:
@@ -443,7 +443,7 @@ def prepare(args: argparse.Namespace) -> tuple[Any, Any, Any, str, np.ndarray, d
         graph = module_to_graph(module, ids, np.concatenate([space.default[None], start]))
         return (graph, space, get_collection(args.collection or "layout:xla:random"),
                 module.name or "module", start, module_dot_dims(module, index))
-    graph = load_graph(args.graph)
+    graph = load_npz(args.graph)
     parts = Path(args.graph).resolve().parent.parts
     coll = get_collection(args.collection or ":".join(parts[-3:-1] if parts[-3] == "tile"
                                                       else parts[-4:-1]))
