@@ -29,10 +29,10 @@ from models.lgbm.runstate import (DONE_FILE, candidates, choose, fingerprint, re
 from models.metrics import score_collection
 from models.predictions import predictions_path
 
-def evaluate_model(model: RankerModel, cfg: LgbmConfig, collection: Collection,
-                   split: str = "valid") -> tuple[dict | None, dict[str, np.ndarray] | None]:
-    """``(score, costs)`` of ``model`` on every config of ``split`` (Nones without graded rows)."""
-    path = tabular_path(cfg.features_dir(), collection, split)
+def evaluate_model(model: RankerModel, cfg: LgbmConfig,
+                   collection: Collection) -> tuple[dict | None, dict[str, np.ndarray] | None]:
+    """``(score, costs)`` of ``model`` on every valid config (Nones without graded rows)."""
+    path = tabular_path(cfg.features_dir(), collection, "valid")
     if not path.is_file():
         return None, None
     truth = truth_by_graph(path)
@@ -78,7 +78,7 @@ def train_collection(cfg: LgbmConfig, collection: Collection,
         model = fit_model(m, train, valid, cfg, collection, deadline=slicer.deadline(),
                           checkpoint=out_dir / f"checkpoint-{m}.json", key=fingerprint(cfg))
         fit_s = time.perf_counter() - t0
-        scored, costs = evaluate_model(model, cfg, collection, "valid")
+        scored, costs = evaluate_model(model, cfg, collection)
         results[m] = {"fit_s": round(fit_s, 2), "best_iteration": model.info.best_iteration,
                       "stopped_by_time_budget_at": model.info.extra.get("stopped_by_time_budget_at"),
                       "resumed_from_iteration": model.info.extra.get("resumed_from_iteration"),
