@@ -254,18 +254,13 @@ def train_folds(cfg: LgbmConfig, collection: Collection, seconds: float = float(
                "best_iteration": [f["best_iteration"] for f in folds],
                "budget_s": None if seconds == float("inf") else round(seconds, 2),
                "total_s": round(time.perf_counter() - start, 2)}
-    _drop_stale_single_model(cfg.model_dir(collection))
+    # a --folds 0 model left by an earlier run: its predictions (same run name) were just
+    # replaced, and readers globbing seed*/model.txt would take it for this run's model
+    for name in ("model.txt", "model.json", ledger.LEDGER_FILE):
+        (cfg.model_dir(collection) / name).unlink(missing_ok=True)
     write_json(cfg.model_dir(collection) / "metrics.json", metrics)
     write_done(cfg.model_dir(collection), cfg, metrics)
     return metrics
-
-
-def _drop_stale_single_model(model_dir: Path) -> None:
-    """Remove a ``--folds 0`` model left in ``model_dir`` by an earlier run: its predictions
-    (same run name) were just replaced, and readers globbing ``seed*/model.txt`` would take it
-    for this run's model."""
-    for name in ("model.txt", "model.json", ledger.LEDGER_FILE):
-        (model_dir / name).unlink(missing_ok=True)
 
 
 def _predict_missing_valid(cfg: LgbmConfig, collection: Collection) -> None:
