@@ -204,7 +204,7 @@ def _inner_stems(fold_of: dict[str, int], k: int, fraction: float, seed: int,
 
 
 def make_plan(collection: Collection, graphs: list[Key], universe: Iterable[str], folds: int,
-              seed: int, inner_fraction: float = DEFAULT_INNER_FRACTION) -> FoldPlan:
+              seed: int) -> FoldPlan:
     """Build the plan for ``graphs`` (the collection's labelled graphs) with folds assigned over
     ``universe`` (the stems of the twin collections; ``graphs``' stems are added)."""
     stems = sorted(set(universe) | {s for _, s in graphs})
@@ -214,8 +214,6 @@ def make_plan(collection: Collection, graphs: list[Key], universe: Iterable[str]
     if len(own_stems) < folds:
         raise ValueError(f"{collection.name}: {len(own_stems)} labelled graph stem(s) cannot fill "
                          f"{folds} folds; use fewer folds")
-    if not 0.0 <= inner_fraction < 1.0:
-        raise ValueError(f"inner_fraction must be in [0, 1), got {inner_fraction}")
     fold_of = assign_stems(stems, folds, seed)
     assignment = {_key(sp, st): fold_of[st] for sp, st in sorted(graphs)}
     empty = [k for k in range(folds) if k not in set(assignment.values())]
@@ -227,9 +225,9 @@ def make_plan(collection: Collection, graphs: list[Key], universe: Iterable[str]
         by_stem.setdefault(st, []).append(_key(sp, st))
     inner: dict[int, list[str]] = {}
     for k in range(folds):
-        chosen = _inner_stems(fold_of, k, inner_fraction, seed, own_stems) if inner_fraction else []
+        chosen = _inner_stems(fold_of, k, DEFAULT_INNER_FRACTION, seed, own_stems)
         inner[k] = sorted(key for s in chosen for key in by_stem.get(s, []))
-    return FoldPlan(collection.name, folds, seed, assignment, inner, inner_fraction, stems)
+    return FoldPlan(collection.name, folds, seed, assignment, inner, DEFAULT_INNER_FRACTION, stems)
 
 
 # -------------------------------------------------------------------------------------------
@@ -282,11 +280,10 @@ def labelled_graphs(features_dir: str | os.PathLike, collection: Collection,
 
 
 def fold_plan(work: str | os.PathLike, features_dir: str | os.PathLike, collection: Collection | str,
-              folds: int = 3, seed: int = 0, data: str | os.PathLike | None = None,
-              inner_fraction: float = DEFAULT_INNER_FRACTION) -> FoldPlan:
+              folds: int = 3, seed: int = 0, data: str | os.PathLike | None = None) -> FoldPlan:
     """The saved plan ``WORK/folds/<slug>/K<folds>-seed<seed>.json``, created on first use.
 
-    A saved plan is reused while it matches the current labelled graphs (and ``inner_fraction``);
+    A saved plan is reused while it matches the current labelled graphs (and inner fraction);
     otherwise it is recreated (deterministically) and a note goes to stderr. When no graph can be
     discovered (no data root, no processed graphs) a saved plan is loaded as it is.
     """
@@ -301,14 +298,14 @@ def fold_plan(work: str | os.PathLike, features_dir: str | os.PathLike, collecti
                 f"build.json) and no saved fold plan {path}; build the features first")
         return saved
     if saved is not None:
-        same = (saved.universe == universe and saved.inner_fraction == inner_fraction
+        same = (saved.universe == universe and saved.inner_fraction == DEFAULT_INNER_FRACTION
                 and sorted(saved.graphs()) == graphs and saved.folds == folds
                 and saved.seed == seed)
         if same:
             return saved
         print(f"{path}: labelled graphs or options changed; recreating the fold plan",
               file=sys.stderr)
-    plan = make_plan(coll, graphs, universe, folds, seed, inner_fraction)
+    plan = make_plan(coll, graphs, universe, folds, seed)
     write_json(path, plan.to_json())
     plan.path = path
     return plan

@@ -204,23 +204,16 @@ def average_folds(fold_costs: list[dict[str, np.ndarray]],
 
 
 def write_fold_average(preds_dir: str | os.PathLike, run: str, collection: Collection,
-                       folds: int | None = None, norm: str = FOLD_AVERAGE_NORM) -> Path:
-    """Write ``test.npz`` of ``run`` as the average of its ``test-fold<k>.npz`` files (all of
-    them, or exactly ``folds`` of them: FileNotFoundError naming the missing one). Returns the
-    path written."""
-    names = fold_splits(preds_dir, run, collection)
-    if folds is not None:
-        wanted = [fold_split(k) for k in range(folds)]
-        missing = [n for n in wanted if n not in names]
-        if missing:
-            raise FileNotFoundError(f"{predictions_path(preds_dir, run, collection, missing[0])}: "
-                                    f"missing fold prediction ({len(missing)} of {folds} missing)")
-        names = wanted
-    if not names:
-        raise FileNotFoundError(f"{Path(preds_dir) / run / collection.slug}: no test-fold<k>.npz")
-    costs = [read_predictions(predictions_path(preds_dir, run, collection, n)) for n in names]
+                       folds: int) -> Path:
+    """Write ``test.npz`` of ``run`` as the average of its ``folds`` ``test-fold<k>.npz`` files
+    (FileNotFoundError naming the first missing one). Returns the path written."""
+    paths = [predictions_path(preds_dir, run, collection, fold_split(k)) for k in range(folds)]
+    missing = [p for p in paths if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(f"{missing[0]}: missing fold prediction ({len(missing)} of {folds} "
+                                "missing)")
     path = predictions_path(preds_dir, run, collection, "test")
-    write_predictions(path, average_folds(costs, norm))
+    write_predictions(path, average_folds([read_predictions(p) for p in paths]))
     return path
 
 

@@ -1,10 +1,5 @@
-"""LightGBM ranker on per-config tabular features (``python -m models.lgbm train|predict``).
-
-Modes: ``lambdarank`` and ``pairwise`` (binary classifier on feature differences
-of sampled same-graph config pairs); per-collection defaults in :data:`models.lgbm.config.DEFAULT_MODE`.
-See :mod:`models.lgbm.train` (train/valid protocol, resume, time budget) and
-:mod:`models.lgbm.folds` (``--folds K`` cross-validation, out-of-fold predictions).
-"""
+"""LightGBM ranker on per-config tabular features (``python -m models.lgbm train|predict``;
+docs/lgbm.md)."""
 
 import os
 

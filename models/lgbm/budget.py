@@ -1,17 +1,10 @@
-"""A wall-clock training budget (``--time-budget SECONDS``) shared across collections and folds.
+"""The ``--time-budget`` of the LightGBM ranker inside a collection, and its enforcement.
 
-Sharing: when a collection starts it claims its part of the time still left
-(:meth:`models.budget.TimeBudget.claim`), weighted by its training-row count (capped by the
-per-graph subsample, :func:`training_weight`) with a floor; so a collection that finishes early
-leaves its time to the later ones. Inside a collection the time is split evenly over
-the remaining fits (folds × candidate modes); a fraction :data:`FIT_FRACTION` of each slice is
-for boosting, the rest for reading rows and scoring.
-
-Enforcement: :class:`BoostControl` stops LightGBM when the fit's deadline passes and keeps
-the best iteration seen so far (by the first validation metric; the last one without validation).
-At least one boosting round always runs. Loading rows is not interruptible: the budget covers
-it only by leaving less time for boosting. The same callback does the early stopping and the
-booster checkpoints that let a killed fit resume (see its docstring).
+A collection claims its share of the time left (:class:`models.budget.TimeBudget`, weighted by
+:func:`training_weight`); :class:`Slicer` splits it evenly over the remaining fits (folds ×
+candidate modes), :data:`FIT_FRACTION` of each slice for boosting, the rest for reading rows and
+scoring. :class:`BoostControl` stops boosting at the deadline (at least one round runs; loading
+rows is not interruptible) and also does early stopping and the resumable checkpoints.
 """
 
 from __future__ import annotations

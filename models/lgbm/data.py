@@ -243,14 +243,6 @@ def iter_slices(path: str | os.PathLike, columns: list[str], chunk_rows: int,
         yield offset, lf.slice(offset, end - offset).select(columns).collect()
 
 
-def iter_batches(path: str | os.PathLike, feature_names: list[str], batch_rows: int,
-                 wanted: np.ndarray | None = None) -> Iterator[tuple[int, np.ndarray]]:
-    """Stream ``(offset, X)`` feature batches of a tabular file in file order (prediction)."""
-    for offset, df in iter_slices(path, feature_names, batch_rows, wanted=wanted):
-        if df.height:
-            yield offset, np.ascontiguousarray(df.to_numpy().astype(np.float32, copy=False))
-
-
 def subset_keys(keys: Keys, graphs: set[str] | None) -> tuple[Keys, np.ndarray]:
     """Keys of the rows of ``graphs`` only (all when None) and the boolean row mask."""
     if graphs is None:

@@ -206,16 +206,15 @@ def fit_model(mode: str, train: Rows, valid: Rows | None, cfg: LgbmConfig,
     With ``checkpoint``, the booster is saved there every ``cfg.checkpoint_every`` seconds and
     a checkpoint left by a killed fit with the same ``key`` is resumed (then removed).
     """
-    seed = cfg.seed
     stop = BoostControl(deadline, checkpoint=checkpoint if cfg.checkpoint_every > 0 else None,
                         checkpoint_every=cfg.checkpoint_every, key=f"{key}:{mode}")
     resumed = stop.start_iteration
     if mode == "pairwise":
-        booster = fit_pairwise(train, valid, cfg, collection, seed, stop)
+        booster = fit_pairwise(train, valid, cfg, collection, cfg.seed, stop)
     else:
-        booster = fit_ranker(train, valid, cfg, collection, mode, seed, stop)
+        booster = fit_ranker(train, valid, cfg, collection, mode, cfg.seed, stop)
     info = ModelInfo(mode=mode, feature_names=list(train.feature_names), collection=collection.name,
-                     seed=seed, pair_refs=cfg.pair_refs,
+                     seed=cfg.seed, pair_refs=cfg.pair_refs,
                      best_iteration=int(booster.best_iteration or booster.current_iteration()))
     if stop.stopped_at is not None:
         info.extra["stopped_by_time_budget_at"] = stop.stopped_at

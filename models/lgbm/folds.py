@@ -30,6 +30,7 @@ import numpy as np
 from tpurank.atomic import remove_dead_temporaries, save_npz, write_json
 from tpurank.collections import Collection
 from features.processed import tabular_path
+from models.cv import LABELLED_SPLITS as LABELLED, Key, check_manifest, fold_manifest, fold_plan
 from models.lgbm import ledger
 from models.lgbm.budget import Slicer
 from models.lgbm.config import LgbmConfig
@@ -44,8 +45,6 @@ from models.predictions import (fold_split, predictions_path, read_predictions, 
 
 FOLDS_FILE = "folds.json"
 HELD_OUT_FILE = "held_out.npz"
-LABELLED = ("train", "valid")
-Key = tuple[str, str]
 
 
 def fold_dir(cfg: LgbmConfig, collection: Collection, k: int) -> Path:
@@ -53,8 +52,6 @@ def fold_dir(cfg: LgbmConfig, collection: Collection, k: int) -> Path:
 
 
 def get_plan(cfg: LgbmConfig, collection: Collection):
-    from models.cv import fold_plan
-
     return fold_plan(cfg.work, cfg.features_dir(), collection, folds=cfg.folds, seed=cfg.seed)
 
 
@@ -116,17 +113,6 @@ def _score(collection: Collection, costs: dict[str, np.ndarray],
     return score_collection(collection, common, {s: truth[s] for s in common})["score"]
 
 
-def _training_rows(cfg: LgbmConfig, collection: Collection, plan, k: int,
-                   names: list[str]) -> tuple[Rows, list[Key]]:
-    """Fold ``k``'s training rows and the (split, stem) keys they came from."""
-    seen = list(plan.training(k))
-    train = load_graphs(cfg, collection, seen, cfg.max_train_configs_per_graph, cfg.seed, names)
-    if train is None:
-        raise ValueError(f"{collection.name} fold {k}: no training rows in "
-                         f"{cfg.features_dir() / collection.slug / 'tabular'}")
-    return train, seen
-
-
 def train_fold(cfg: LgbmConfig, collection: Collection, plan, k: int, names: list[str],
                truth: dict[str, np.ndarray], slicer: Slicer) -> dict:
     """Fit fold ``k``, write its held-out and test predictions; returns its metrics."""
@@ -134,7 +120,11 @@ def train_fold(cfg: LgbmConfig, collection: Collection, plan, k: int, names: lis
     out_dir.mkdir(parents=True, exist_ok=True)
     remove_dead_temporaries(out_dir)  # what a killed run's atomic writes left
     start = time.perf_counter()
-    train, seen = _training_rows(cfg, collection, plan, k, names)
+    seen = list(plan.training(k))
+    train = load_graphs(cfg, collection, seen, cfg.max_train_configs_per_graph, cfg.seed, names)
+    if train is None:
+        raise ValueError(f"{collection.name} fold {k}: no training rows in "
+                         f"{cfg.features_dir() / collection.slug / 'tabular'}")
     inner_keys = plan.inner_valid(k)
     inner = load_graphs(cfg, collection, inner_keys, cfg.max_valid_configs_per_graph,
                         cfg.seed + 10, names)
@@ -223,8 +213,6 @@ def write_oof(cfg: LgbmConfig, collection: Collection, plan) -> dict[str, np.nda
 
 def write_manifest(cfg: LgbmConfig, collection: Collection, plan, folds: list[dict]) -> dict:
     """``folds.json``: what each fold model saw, checked against the plan (no OOF leak)."""
-    from models.cv import check_manifest, fold_manifest
-
     seen = {m["fold"]: [tuple(s.split("/", 1)) for s in m["seen"]] for m in folds}
     manifest = fold_manifest(plan, seen)
     manifest["held_out"] = {str(k): sorted(f"{sp}/{st}" for sp, st in plan.held_out(k))
@@ -266,18 +254,13 @@ def train_folds(cfg: LgbmConfig, collection: Collection, seconds: float = float(
                "best_iteration": [f["best_iteration"] for f in folds],
                "budget_s": None if seconds == float("inf") else round(seconds, 2),
                "total_s": round(time.perf_counter() - start, 2)}
-    _drop_stale_single_model(cfg.model_dir(collection))
+    # a --folds 0 model left by an earlier run: its predictions (same run name) were just
+    # replaced, and readers globbing seed*/model.txt would take it for this run's model
+    for name in ("model.txt", "model.json", ledger.LEDGER_FILE):
+        (cfg.model_dir(collection) / name).unlink(missing_ok=True)
     write_json(cfg.model_dir(collection) / "metrics.json", metrics)
     write_done(cfg.model_dir(collection), cfg, metrics)
     return metrics
-
-
-def _drop_stale_single_model(model_dir: Path) -> None:
-    """Remove a ``--folds 0`` model left in ``model_dir`` by an earlier run: its predictions
-    (same run name) were just replaced, and readers globbing ``seed*/model.txt`` would take it
-    for this run's model."""
-    for name in ("model.txt", "model.json", ledger.LEDGER_FILE):
-        (model_dir / name).unlink(missing_ok=True)
 
 
 def _predict_missing_valid(cfg: LgbmConfig, collection: Collection) -> None:

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from tpurank.atomic import atomic_path, write_json
 from models.lgbm.data import (Keys, assemble_costs, by_config, feature_columns, graph_runs,
-                              iter_batches, read_keys, read_rows, subset_keys)
+                              iter_slices, read_keys, read_rows, subset_keys)
 from models.lgbm.pairwise import choose_refs, pairwise_scores
 
 MODEL_FILE = "model.txt"
@@ -71,12 +71,10 @@ class RankerModel:
             raise ValueError("pairwise models score a graph's rows against reference configs")
         return np.asarray(self.margin(X), np.float64)
 
-    def score_graph(self, X: np.ndarray, X_refs: np.ndarray | None = None) -> np.ndarray:
-        """Scores (higher = faster) of one graph's rows; pairwise mode needs ``X_refs``."""
+    def score_graph(self, X: np.ndarray, X_refs: np.ndarray) -> np.ndarray:
+        """Scores (higher = faster) of one graph's rows (pairwise: against ``X_refs``)."""
         if not self.is_pairwise:
             return self.score_rows(X)
-        if X_refs is None:
-            raise ValueError("pairwise scoring needs reference configs")
         return pairwise_scores(self.margin, X, X_refs)
 
     def predict_file(self, path: str | os.PathLike, batch_rows: int = 65536,
@@ -102,7 +100,9 @@ class RankerModel:
         score = np.zeros(len(keys), np.float64)
         bar = tqdm(total=len(keys), desc=f"lgbm predict {path.parent.parent.name}/{path.stem}",
                    unit="row", leave=False, **({} if progress else {"disable": True}))
-        for offset, X in iter_batches(path, names, batch_rows, None if graphs is None else mask):
+        for offset, df in iter_slices(path, names, batch_rows,
+                                      wanted=None if graphs is None else mask):
+            X = np.ascontiguousarray(df.to_numpy().astype(np.float32, copy=False))
             if graphs is not None:  # keep the batch's rows of the wanted graphs
                 X = X[mask[offset:offset + len(X)]]
                 offset = int(np.searchsorted(row_of, offset))

@@ -75,7 +75,6 @@ class PairSequence(lgb.Sequence):
         self.a = np.asarray(a, np.int32 if len(X) < 2**31 else np.int64)
         self.b = np.asarray(b, self.a.dtype)
         self.batch_size = max(1, int(batch_size))
-        self.width = 2 * X.shape[1]
 
     def __len__(self) -> int:
         return len(self.a)

@@ -21,8 +21,6 @@ from models.metrics import score_collection
 from models.lgbm import ledger
 from models.predictions import predictions_path, read_predictions
 
-SPLITS = ("valid", "test")
-
 
 def predict_collection(cfg: LgbmConfig, collection: Collection) -> dict[str, dict]:
     """Write ``WORK/preds/lgbm[-tag]@seed<k>/<slug>/{valid,test}.npz``; returns a summary per split.
@@ -37,7 +35,7 @@ def predict_collection(cfg: LgbmConfig, collection: Collection) -> dict[str, dic
     model_dir = cfg.model_dir(collection)
     model: RankerModel | None = None
     summary: dict[str, dict] = {}
-    for split in SPLITS:
+    for split in ("valid", "test"):
         path = tabular_path(cfg.features_dir(), collection, split)
         if not path.is_file():
             print(f"[lgbm] {collection.name} {split}: no tabular file at {path}; skipped", flush=True)

@@ -1,18 +1,11 @@
-"""Training orchestration: every selected collection, resumable, within a time budget.
+"""Training orchestration: every selected collection, resumable, within a time budget
+(docs/lgbm.md, "Training" and "Outputs"; with ``--folds K >= 2`` see :mod:`models.lgbm.folds`).
 
-Per collection (``train_collection``; with ``--folds K >= 2`` see :mod:`models.lgbm.folds`):
-
-1. read a seeded per-graph subsample of the train rows (``max_train_configs_per_graph``) and of
-   the valid rows (``max_valid_configs_per_graph``, early stopping only);
-2. fit each candidate mode (:mod:`models.lgbm.fit`) with early stopping on the validation
-   graphs and a deadline from the time budget (:mod:`models.lgbm.budget`), checkpointing the
-   booster every ``checkpoint_every`` seconds (``checkpoint-<mode>.json``, resumed after a kill);
-3. score *every* validation config (streamed) with the official metric (``metrics.json``) and
-   write those predictions once, in the common format (``PREDS/<run>/<slug>/valid.npz``,
-   recorded in :mod:`models.lgbm.ledger` so ``predict`` does not predict them again);
-4. save the model (LightGBM text), its gain importance (CSV, JSON, PNG) and ``config.json``,
-   and last, atomically, ``done.json``: a rerun after a kill skips every collection whose
-   marker matches the current settings (:func:`fingerprint`) and redoes the others.
+Per collection: fit each candidate mode on the sampled train rows, early-stopped on the valid
+rows (:mod:`models.lgbm.fit`, deadline from :mod:`models.lgbm.budget`, booster checkpoints
+``checkpoint-<mode>.json`` resumed after a kill); score every valid config, write those
+predictions once (:mod:`models.lgbm.ledger`, so ``predict`` reuses them); save the model and,
+last, ``done.json``: a rerun skips every collection whose marker matches the settings.
 """
 
 from __future__ import annotations
@@ -36,10 +29,10 @@ from models.lgbm.runstate import (DONE_FILE, candidates, choose, fingerprint, re
 from models.metrics import score_collection
 from models.predictions import predictions_path
 
-def evaluate_model(model: RankerModel, cfg: LgbmConfig, collection: Collection,
-                   split: str = "valid") -> tuple[dict | None, dict[str, np.ndarray] | None]:
-    """``(score, costs)`` of ``model`` on every config of ``split`` (Nones without graded rows)."""
-    path = tabular_path(cfg.features_dir(), collection, split)
+def evaluate_model(model: RankerModel, cfg: LgbmConfig,
+                   collection: Collection) -> tuple[dict | None, dict[str, np.ndarray] | None]:
+    """``(score, costs)`` of ``model`` on every valid config (Nones without graded rows)."""
+    path = tabular_path(cfg.features_dir(), collection, "valid")
     if not path.is_file():
         return None, None
     truth = truth_by_graph(path)
@@ -85,7 +78,7 @@ def train_collection(cfg: LgbmConfig, collection: Collection,
         model = fit_model(m, train, valid, cfg, collection, deadline=slicer.deadline(),
                           checkpoint=out_dir / f"checkpoint-{m}.json", key=fingerprint(cfg))
         fit_s = time.perf_counter() - t0
-        scored, costs = evaluate_model(model, cfg, collection, "valid")
+        scored, costs = evaluate_model(model, cfg, collection)
         results[m] = {"fit_s": round(fit_s, 2), "best_iteration": model.info.best_iteration,
                       "stopped_by_time_budget_at": model.info.extra.get("stopped_by_time_budget_at"),
                       "resumed_from_iteration": model.info.extra.get("resumed_from_iteration"),
