@@ -36,7 +36,8 @@ from features.io import BadGraphError, Graph, GraphFile
 from features.norm import _moments, load_norm
 from features.processed import FORMAT_VERSION, graph_dir, save_processed
 from features.repair import REPAIRED_SPLIT, repair_graph
-from features.stages import NodeStage, node_feature_names, node_stage, process_graph, tile_config_feat
+from features.stages import (NodeStage, node_feature_names, node_stage, process_graph, subsample,
+                             tile_config_feat)
 from features import tabular as tab
 
 
@@ -264,12 +265,6 @@ def tabular_train_positions(num_configs: int, cfg: BuildConfig, collection_slug:
     if cap and num_configs > cap:
         return subsample(num_configs, cap, cfg.seed, f"tab/{collection_slug}/{stem}")
     return np.arange(num_configs)
-
-
-def subsample(n: int, k: int, seed: int, key: str) -> np.ndarray:
-    """Sorted ``k`` of ``n`` positions, deterministic per (seed, key)."""
-    s = int.from_bytes(hashlib.sha256(f"{seed}:{key}".encode()).digest()[:8], "little")
-    return np.sort(np.random.default_rng(s).choice(n, k, replace=False))
 
 
 def part_path(features_dir: str | os.PathLike, coll: Collection, split: str, stem: str) -> Path:
