@@ -1,12 +1,9 @@
 """The configurable-node graph: which configurable nodes act on each other through the program
 (the factorized GNN's head graph; the two link kinds are defined in docs/features.md, "Transforms").
 
-- **path** (kind 0): a shortest directed path ``u -> w1 -> ... -> v`` through non-configurable nodes
-  only, of at most ``max_hops`` edges, summarised by its length and its first and last inner nodes
-  (both within one hop of a configurable node, hence kept by any pruning with ``k >= 1``);
-- **meet** (kind 1): ``a < b`` whose outputs meet at a non-configurable ``w`` within ``d_a + d_b <=
-  max_hops`` edges (``w`` minimising that sum): two layouts meeting at one op (say the operands of
-  an add) decide whether it needs a copy, a cost of the pair that no directed path shows.
+A *path* link (kind 0) joins ``u -> ... -> v`` through non-configurable nodes only; a *meet* link
+(kind 1) joins ``a < b`` whose outputs meet at a non-configurable node: two layouts meeting at one
+op (say the operands of an add) decide whether it needs a copy, a cost no directed path shows.
 
 Computed once per graph by ``features build`` on the source graph (before pruning) and stored
 with the processed graph (``config_graph.npy``). :func:`config_graph` is also the fallback for

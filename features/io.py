@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import zipfile
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Iterable, Iterator
@@ -197,8 +198,6 @@ class NpyHeader:
     shape: tuple[int, ...]
     dtype: np.dtype
     fortran_order: bool
-    data_bytes: int  # bytes of array data that follow the header
-    member_bytes: int  # uncompressed member size recorded in the zip directory
     compressed: bool
 
     @property
@@ -242,8 +241,8 @@ def _member_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo,
     if dtype.hasobject:
         raise BadGraphError(path, f"{key} has object dtype (pickled data is not accepted)")
     data_bytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    header = NpyHeader(key, tuple(int(s) for s in shape), dtype, bool(fortran), data_bytes,
-                       int(info.file_size), info.compress_type != zipfile.ZIP_STORED)
+    header = NpyHeader(key, tuple(int(s) for s in shape), dtype, bool(fortran),
+                       info.compress_type != zipfile.ZIP_STORED)
     if header_end + data_bytes != info.file_size:
         raise BadGraphError(path, f"{key} is truncated or padded: header says shape "
                                   f"{header.shape} {dtype} = {data_bytes} bytes, member holds "
@@ -251,16 +250,29 @@ def _member_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo,
     return header
 
 
+@contextmanager
+def _zip(path: str | os.PathLike, zf: zipfile.ZipFile | None) -> Iterator[zipfile.ZipFile]:
+    """``zf``, or the npz at ``path`` opened (and closed on exit) when ``zf`` is None."""
+    if zf is not None:
+        yield zf
+        return
+    with open_npz(path) as own:
+        yield own
+
+
+def _header_of(zf: zipfile.ZipFile, path: str | os.PathLike, key: str) -> tuple[zipfile.ZipInfo, NpyHeader]:
+    try:
+        info = zf.getinfo(key + ".npy")
+    except KeyError:
+        raise BadGraphError(path, f"missing required key {key!r}") from None
+    return info, _member_header(zf, info, path)
+
+
 def npz_headers(path: str | os.PathLike, zf: zipfile.ZipFile | None = None) -> dict[str, NpyHeader]:
     """Shape/dtype of every member of an npz, read from the npy headers only (cheap)."""
-    own = zf is None
-    zf = open_npz(path) if zf is None else zf
-    try:
-        return {h.key: h for h in (_member_header(zf, info, path) for info in zf.infolist()
+    with _zip(path, zf) as z:
+        return {h.key: h for h in (_member_header(z, info, path) for info in z.infolist()
                                    if not info.is_dir())}
-    finally:
-        if own:
-            zf.close()
 
 
 def iter_npz_chunks(path: str | os.PathLike, key: str, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
@@ -270,18 +282,11 @@ def iter_npz_chunks(path: str | os.PathLike, key: str, chunk_bytes: int = DEFAUL
     Memory stays at about ``chunk_bytes`` whatever the member's size; the zip CRC is checked
     by :mod:`zipfile` as the stream is consumed, so corruption surfaces as BadGraphError.
     """
-    own = zf is None
-    zf = open_npz(path) if zf is None else zf
-    try:
-        name = key + ".npy"
-        try:
-            info = zf.getinfo(name)
-        except KeyError:
-            raise BadGraphError(path, f"missing required key {key!r}") from None
-        header = _member_header(zf, info, path)
+    with _zip(path, zf) as z:
+        info, header = _header_of(z, path, key)
         per_chunk = max(1, chunk_bytes // max(1, header.dtype.itemsize))
         try:
-            with zf.open(info) as fp:
+            with z.open(info) as fp:
                 _read_npy_header(fp)
                 remaining = header.size
                 while remaining > 0:
@@ -296,45 +301,27 @@ def iter_npz_chunks(path: str | os.PathLike, key: str, chunk_bytes: int = DEFAUL
         except ZIP_ERRORS as exc:
             raise BadGraphError(path, f"{key} data is corrupt or truncated "
                                       f"({type(exc).__name__}: {exc})") from None
-    finally:
-        if own:
-            zf.close()
 
 
 def read_npz_member(path: str | os.PathLike, key: str,
                     zf: zipfile.ZipFile | None = None) -> np.ndarray:
     """One member fully in RAM (for the small arrays), with corruption as BadGraphError."""
-    own = zf is None
-    zf = open_npz(path) if zf is None else zf
-    try:
-        try:
-            info = zf.getinfo(key + ".npy")
-        except KeyError:
-            raise BadGraphError(path, f"missing required key {key!r}") from None
-        header = _member_header(zf, info, path)
+    with _zip(path, zf) as z:
+        header = _header_of(z, path, key)[1]
         flat = np.empty(header.size, dtype=header.dtype)
         pos = 0
-        for chunk in iter_npz_chunks(path, key, zf=zf):
+        for chunk in iter_npz_chunks(path, key, zf=z):
             flat[pos:pos + chunk.size] = chunk
             pos += chunk.size
-        order = "F" if header.fortran_order else "C"
-        return flat.reshape(header.shape, order=order)
-    finally:
-        if own:
-            zf.close()
+        return flat.reshape(header.shape, order="F" if header.fortran_order else "C")
 
 
 def iter_npz_rows(path: str | os.PathLike, key: str, rows: int,
                   zf: zipfile.ZipFile | None = None) -> Iterator[np.ndarray]:
     """Yield member ``key`` (C order) ``rows`` leading-axis rows at a time, e.g. config batches
     of ``node_config_feat`` straight from the npz, without the whole array in RAM."""
-    own = zf is None
-    zf = open_npz(path) if zf is None else zf
-    try:
-        try:
-            header = _member_header(zf, zf.getinfo(key + ".npy"), path)
-        except KeyError:
-            raise BadGraphError(path, f"missing required key {key!r}") from None
+    with _zip(path, zf) as z:
+        header = _header_of(z, path, key)[1]
         if header.fortran_order and len(header.shape) > 1:
             raise BadGraphError(path, f"{key} is Fortran-ordered; it cannot be streamed by rows")
         row_shape = header.shape[1:]
@@ -346,8 +333,5 @@ def iter_npz_rows(path: str | os.PathLike, key: str, rows: int,
                 yield np.zeros((min(max(1, rows), header.shape[0] - start),) + row_shape, header.dtype)
             return
         chunk_bytes = max(1, rows) * max(1, row_bytes)
-        for chunk in iter_npz_chunks(path, key, chunk_bytes, zf=zf):
+        for chunk in iter_npz_chunks(path, key, chunk_bytes, zf=z):
             yield chunk.reshape((-1,) + row_shape)
-    finally:
-        if own:
-            zf.close()

@@ -199,30 +199,19 @@ def norm_path(features_dir: str | os.PathLike, collection: Collection) -> Path:
     return Path(features_dir) / collection.slug / "norm.npz"
 
 
-def save_processed(g: ProcessedGraph, out_dir: str | os.PathLike,
-                   prewritten: dict[str, str | os.PathLike] | None = None) -> None:
-    """Write ``g`` as a directory of .npy files, atomically (temp dir + rename).
-
-    Layout configs are written as codes + table (an int8 array is encoded first).
-    ``prewritten`` maps array names to ``.npy`` files already on disk (same file system): they
-    are moved in instead of copied (a layout ``config_feat`` file is encoded, then dropped).
-    """
+def save_processed(g: ProcessedGraph, out_dir: str | os.PathLike) -> None:
+    """Write ``g`` as a directory of .npy files, atomically (temp dir + rename). Layout configs
+    are written as codes + table (an int8 array is encoded first)."""
     out_dir = Path(out_dir)
     tmp = temp_sibling(out_dir)
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    prewritten = dict(prewritten or {})
     for name in SMALL_ARRAYS:
-        if name in prewritten:
-            os.replace(prewritten[name], tmp / f"{name}.npy")
-            continue
         arr = getattr(g, name)
         if arr is not None:
             np.save(tmp / f"{name}.npy", np.ascontiguousarray(arr), allow_pickle=False)
     cfg = g.config_feat
-    if "config_feat" in prewritten:
-        cfg = np.load(prewritten["config_feat"], mmap_mode="r")
     if g.is_tile:
         np.save(tmp / "config_feat.npy", np.ascontiguousarray(np.asarray(cfg)), allow_pickle=False)
     else:
@@ -232,7 +221,6 @@ def save_processed(g: ProcessedGraph, out_dir: str | os.PathLike,
         np.save(tmp / "config_table.npy", coded.table, allow_pickle=False)
         if g.layout_context is not None:
             np.savez(tmp / "layout_context.npz", **g.layout_context)
-    del cfg
     meta = dict(g.meta, collection=g.collection, split=g.split, stem=g.stem)
     write_json(tmp / "meta.json", meta)
     close_open_maps()  # no stale map of a replaced entry

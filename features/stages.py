@@ -194,10 +194,15 @@ def select_configs(graph: Graph, split: str, cfg: BuildConfig, seed_key: str = "
     else:
         target = np.asarray(target, np.float64)
     if cfg.max_train_configs and len(index) > cfg.max_train_configs:
-        seed = int.from_bytes(hashlib.sha256(f"{cfg.seed}:{seed_key}".encode()).digest()[:8], "little")
-        keep = np.sort(np.random.default_rng(seed).choice(len(index), cfg.max_train_configs, replace=False))
+        keep = subsample(len(index), cfg.max_train_configs, cfg.seed, seed_key)
         index, target = index[keep], target[keep]
     return ConfigSelection(index, target, c, dups)
+
+
+def subsample(n: int, k: int, seed: int, key: str) -> np.ndarray:
+    """Sorted ``k`` of ``n`` positions, deterministic per (seed, key)."""
+    s = int.from_bytes(hashlib.sha256(f"{seed}:{key}".encode()).digest()[:8], "little")
+    return np.sort(np.random.default_rng(s).choice(n, k, replace=False))
 
 
 def tile_config_feat(graph: Graph, rows: np.ndarray, cfg: BuildConfig) -> np.ndarray:

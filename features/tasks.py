@@ -36,7 +36,8 @@ from features.io import BadGraphError, Graph, GraphFile
 from features.norm import _moments, load_norm
 from features.processed import FORMAT_VERSION, graph_dir, save_processed
 from features.repair import REPAIRED_SPLIT, repair_graph
-from features.stages import NodeStage, node_feature_names, node_stage, process_graph, tile_config_feat
+from features.stages import (NodeStage, node_feature_names, node_stage, process_graph, subsample,
+                             tile_config_feat)
 from features import tabular as tab
 
 
@@ -54,18 +55,18 @@ def _pb_path(data: str, gf: GraphFile) -> Path:
     return pb_dir(data) / rel.with_suffix(".pb")
 
 
-def _exact_dims(cfg: BuildConfig, gf: GraphFile) -> tuple[dict[int, DotDims] | None, dict[str, Any] | None]:
+def _exact_dims(cfg: BuildConfig, gf: GraphFile) -> dict[int, DotDims] | None:
     """Exact dot dims from the raw proto when present (and the HLO reader is available)."""
     if not (cfg.exact_dot and cfg.dot_features) or gf.collection.is_tile:
-        return None, None
+        return None
     pb = _pb_path(cfg.data, gf)
     if not pb.is_file():
-        return None, None
+        return None
     try:
         from features.hlo import exact_dot_dims
     except ImportError:
-        return None, None
-    return exact_dot_dims(pb), _identity(pb)
+        return None
+    return exact_dot_dims(pb)
 
 
 def _load(cfg: BuildConfig, path: Path, split: str, configs: bool = True) -> tuple[Graph, list[str]]:
@@ -110,21 +111,26 @@ def _read_marker(path: Path, key: str) -> dict[str, Any] | None:
     return data if data.get("key") == key else None
 
 
-def _norm_key(task: Task) -> tuple[str, Path, Path]:
-    cfg, coll = task.cfg, get_collection(task.collection)
-    path = Path(task.path)
-    pb = _pb_path(cfg.data, GraphFile(coll, task.split, task.stem, path))
-    key = _key("norm", _identity(path), _identity(pb) if pb.is_file() and cfg.exact_dot else None,
-               cfg.transform_params(), code_digest())
-    marker = _marker(task.features_dir, coll, task.split, task.stem, "norm_parts")
-    return key, marker, marker.with_suffix(".npz")
-
-
 def _task_file(task: Task) -> tuple[BuildConfig, Collection, Path, GraphFile]:
     """The build config, collection, source path and :class:`GraphFile` of a task."""
     coll = get_collection(task.collection)
     path = Path(task.path)
     return task.cfg, coll, path, GraphFile(coll, task.split, task.stem, path)
+
+
+def _input_key(task: Task, kind: str, *extra: Any) -> str:
+    """The cache key of a pass over one graph: its inputs (the npz, and the proto when it is
+    read), the transform parameters, the build code, then ``extra``."""
+    cfg, _, path, gf = _task_file(task)
+    pb = _pb_path(cfg.data, gf)
+    return _key(kind, _identity(path), _identity(pb) if pb.is_file() and cfg.exact_dot else None,
+                cfg.transform_params(), code_digest(), *extra)
+
+
+def _norm_key(task: Task) -> tuple[str, Path, Path]:
+    marker = _marker(task.features_dir, get_collection(task.collection), task.split, task.stem,
+                     "norm_parts")
+    return _input_key(task, "norm"), marker, marker.with_suffix(".npz")
 
 
 def _norm_cached(task: Task) -> dict[str, Any] | None:
@@ -142,7 +148,7 @@ def _norm_task(task: Task) -> dict[str, Any]:
     cfg, coll, path, gf = _task_file(task)
     key, marker, npz = _norm_key(task)
     graph, _ = _load(cfg, path, task.split, configs=False)
-    exact, _ = _exact_dims(cfg, gf)
+    exact = _exact_dims(cfg, gf)
     ns = node_stage(graph, cfg, exact)
     arrays = {"node": _moments(ns.node_feat)}
     if graph.is_tile:
@@ -189,11 +195,8 @@ def _load_stage(task: Task) -> NodeStage | None:
 
 
 def _graph_key(task: Task) -> tuple[str, Path, Path, Path]:
-    cfg, coll = task.cfg, get_collection(task.collection)
-    path = Path(task.path)
-    pb = _pb_path(cfg.data, GraphFile(coll, task.split, task.stem, path))
-    key = _key("graph", _identity(path), _identity(pb) if pb.is_file() and cfg.exact_dot else None,
-               cfg.transform_params(), code_digest(), FORMAT_VERSION, task.norm_key)
+    coll = get_collection(task.collection)
+    key = _input_key(task, "graph", FORMAT_VERSION, task.norm_key)
     return (key, _marker(task.features_dir, coll, task.split, task.stem, "done"),
             graph_dir(task.features_dir, coll, task.split, task.stem),
             part_path(task.features_dir, coll, task.split, task.stem))
@@ -217,7 +220,7 @@ def _graph_task(task: Task) -> dict[str, Any]:
     key, marker, out_dir, part = _graph_key(task)
     start = time.perf_counter()
     graph, repairs = _load(cfg, path, task.split)
-    exact, _ = _exact_dims(cfg, gf)
+    exact = _exact_dims(cfg, gf)
     norm = load_norm(task.features_dir, coll) if task.norm_key else None
     frames: list[Any] = []
     names = tab.tabular_feature_names(graph.is_tile, cfg.heuristic)
@@ -262,12 +265,6 @@ def tabular_train_positions(num_configs: int, cfg: BuildConfig, collection_slug:
     if cap and num_configs > cap:
         return subsample(num_configs, cap, cfg.seed, f"tab/{collection_slug}/{stem}")
     return np.arange(num_configs)
-
-
-def subsample(n: int, k: int, seed: int, key: str) -> np.ndarray:
-    """Sorted ``k`` of ``n`` positions, deterministic per (seed, key)."""
-    s = int.from_bytes(hashlib.sha256(f"{seed}:{key}".encode()).digest()[:8], "little")
-    return np.sort(np.random.default_rng(s).choice(n, k, replace=False))
 
 
 def part_path(features_dir: str | os.PathLike, coll: Collection, split: str, stem: str) -> Path:

@@ -1,17 +1,6 @@
-"""Graph transforms of the feature pipeline — each small, named, parameterised and pure.
-
-- :func:`prune_graph`: keep the configurable nodes and their ``hops``-hop neighbourhood (both
-  directions) and *rewire* kept nodes connected only through removed nodes.
-- :func:`repad_node_feat` / :func:`repad_tile_config`: per-dimension blocks get ``-1`` beyond the
-  tensor's rank instead of the ambiguous ``0`` (docs/competition.md §4, §5).
-- :func:`infer_dot_dims`: dot-general contracting/batch dimensions from the shapes of a ``dot``
-  node and its two operands (docs/competition.md §7); :func:`dot_conv_features` encodes them per node.
-- :func:`structure_features`: in/out degree and topological depth.
-- :func:`config_row_hashes` / :func:`dedup_groups`: identical-config detection, chunk by chunk.
-
-The transforms live by concern — :mod:`features.columns` (column blocks, opcode ids),
-:mod:`features.pruning` (structure, pruning), :mod:`features.dot_features` (dot-general) and this
-module (re-padding, lane/log transforms, config deduplication); import each from its module.
+"""Re-padding, lane/log transforms and config deduplication of the feature pipeline (the other
+transforms live by concern: :mod:`features.columns`, :mod:`features.pruning`,
+:mod:`features.dot_features`; what each does: docs/features.md, "Transforms").
 
 Conventions: ``edge_index`` arguments are the npz convention ``(m, 2)`` rows ``[consumer, producer]``
 unless the name says ``pyg``; every function returns new arrays (inputs may be read-only memmaps).

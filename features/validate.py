@@ -3,25 +3,10 @@
 ``validate_file(path)`` returns a list of problems (readable sentences, empty = ok);
 ``check_file(path)`` raises :class:`BadGraphError` (``"<path>: <problem>"``).
 
-What is checked, per file:
-
-* the file is a readable zip of npy members (a truncated or corrupt file is reported, no
-  traceback) and every member's data length matches its npy header;
-* required keys for the kind (tile vs layout from the collection directory, else from keys);
-* shapes: ``node_feat (n,140)``, ``node_opcode (n,)``, ``edge_index (m,2)``, config arrays of
-  length ``c`` (``c == 0`` is a problem), ``node_config_feat (c,nc,18)``, ``node_config_ids (nc,)``,
-  ``node_splits (k,)`` or ``(1,k)``;
-* dtypes: index/count arrays must be integers (any width, signed or unsigned); feature arrays
-  numeric (float, or small ints for configs); runtimes integer or float;
-* values: finite features and runtimes, opcode ids known (``features/data/hlo_opcodes.tsv``),
-  edge endpoints in ``[0, n)``, topological order (edge ``[u, v]`` = u consumes v, so
-  ``v < u``; the real TPU reference graph has 0 violations in 5,112 edges, so any violation,
-  self-loops included, is reported), ``node_config_ids`` in ``[0, n)`` and unique,
-  ``node_config_feat`` integer-valued within −1..5, ``node_splits`` non-decreasing in ``[0, n]``,
-  train/valid runtimes and tile normalizers > 0 (test files may hold zeros, never negatives).
-
-``node_config_feat`` (several GB for a 100k-config graph) is never loaded whole: its header is
-read from the zip and its values are checked in bounded chunks streamed from the member.
+What is checked (docs/data.md, "Validation"): the file is a readable zip whose members match
+their npy headers, then required keys, dtypes, shapes and values, against docs/competition.md §3.
+``node_config_feat`` (several GB for a 100k-config graph) is never loaded whole: its values are
+checked in bounded chunks streamed from the member.
 
 Three problems have a documented repair (:mod:`features.repair`) and leave a *test* file usable
 (every test graph must be ranked): non-finite node features, opcode ids outside the table, and
@@ -35,7 +20,6 @@ The walk over a data root, the JSON report and the CLI are in :mod:`features.val
 from __future__ import annotations
 
 import os
-import zipfile
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -46,7 +30,7 @@ import numpy as np
 
 from tpurank.collections import SPLITS
 from features.io import (LAYOUT_CONFIG_DIM, LAYOUT_KEYS, NODE_FEAT_DIM, TILE_CONFIG_DIM, TILE_KEYS,
-                         BadGraphError, NpyHeader, iter_npz_chunks, npz_headers, open_npz,
+                         BadGraphError, iter_npz_chunks, npz_headers, open_npz,
                          read_npz_member)
 from features.repair import NO_CONFIGURABLE_NODE, NON_FINITE, UNKNOWN_OPCODE
 
@@ -103,14 +87,6 @@ class ArraySource:
     specs: dict[str, tuple[tuple[int, ...], np.dtype]]
     load: Callable[[str], np.ndarray]
     chunks: Callable[[str], Iterator[np.ndarray]]
-
-
-def _file_source(path: Path, zf: zipfile.ZipFile, headers: dict[str, NpyHeader]) -> ArraySource:
-    return ArraySource(
-        specs={k: (h.shape, h.dtype) for k, h in headers.items()},
-        load=lambda key: read_npz_member(path, key, zf=zf),
-        chunks=lambda key: iter_npz_chunks(path, key, CHUNK_BYTES, zf=zf),
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -340,7 +316,10 @@ def validate_file(path: str | os.PathLike) -> list[str]:
             if kind is None:
                 return ["cannot tell tile from layout: neither config_feat nor node_config_feat "
                         "is present and the file is not in a tile/ or layout/ directory"]
-            return _check_source(_file_source(path, zf, headers), kind, split_of(path))
+            src = ArraySource(specs={k: (h.shape, h.dtype) for k, h in headers.items()},
+                              load=lambda key: read_npz_member(path, key, zf=zf),
+                              chunks=lambda key: iter_npz_chunks(path, key, CHUNK_BYTES, zf=zf))
+            return _check_source(src, kind, split_of(path))
     except BadGraphError as exc:
         return [exc.problem]
 
