@@ -110,6 +110,20 @@ def run_arch(arch: str, data: Path, root: Path, budget: float) -> dict[str, Any]
     return result
 
 
+def device_metadata(script: str, argv: list[str] | None) -> dict[str, str]:
+    """An artifact's provenance on a lent device: it gets a copy of the working tree, so
+    ``GIT_SHA`` names the commit it holds; the machine names the GPU."""
+    import torch
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    sha = os.environ.get("GIT_SHA") or subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True,
+                                                      text=True, cwd=REPO).stdout.strip()
+    return {"command": f"python -m benchmarks.{script} " + " ".join(argv or sys.argv[1:]),
+            "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "git_sha": sha,
+            "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPU cores, {gpu}",
+            "torch": torch.__version__}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True, help="folder for gpu_check.json and the logs")
@@ -118,22 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scale", default="small", help="generated sample scale (features.sample)")
     p.add_argument("--archs", default="factorized,copy", help="GNN archs, one notebook run each")
     args = p.parse_args(argv)
-    import torch
-
     from features.sample import generate_dataset
 
     data = args.root / f"sample-{args.scale}"
     if not (data / ".complete").is_file():
         generate_dataset(data, scale=args.scale, seed=0)
-    report: dict[str, Any] = {
-        "command": "python -m benchmarks.gpu_check " + " ".join(argv or sys.argv[1:]),
-        "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        # a device gets a copy of the working tree: GIT_SHA names the commit it holds
-        "git_sha": os.environ.get("GIT_SHA") or subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip(),
-        "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPU cores, "
-                   f"{torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU'}",
-        "torch": torch.__version__, "notes": NOTES, "raw": []}
+    report: dict[str, Any] = {**device_metadata("gpu_check", argv), "notes": NOTES, "raw": []}
     args.out.mkdir(parents=True, exist_ok=True)
     for arch in args.archs.split(","):
         report["raw"].append(run_arch(arch, data, args.root, args.budget))

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from benchmarks.gpu_check import device_metadata
 
 NOTES = ("Each arch trains every fold model for exactly the given steps (no time limit, no early "
          "stopping) on the generated small sample; steps/s sums the fold models' training seconds "
@@ -70,8 +70,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--collections", default="layout:xla:random,layout:nlp:random")
     p.add_argument("--archs", default="factorized,copy")
     args = p.parse_args(argv)
-    import torch
-
     from features.sample import generate_dataset
 
     data, work, log = args.root / f"sample-{args.scale}", args.root / "work", args.out / "gpu_steps.log"
@@ -80,14 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         generate_dataset(data, scale=args.scale, seed=0)
     common = ["--data", str(data), "--work", str(work), "--preset", "full", "--collections", args.collections]
     stage(["features", "build", *common], log)
-    report: dict[str, Any] = {
-        "command": "python -m benchmarks.gpu_steps " + " ".join(argv or sys.argv[1:]),
-        "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "git_sha": os.environ.get("GIT_SHA") or subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
-        "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPU cores, "
-                   f"{torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU'}",
-        "notes": NOTES, "rows": []}
+    report: dict[str, Any] = {**device_metadata("gpu_steps", argv), "notes": NOTES, "rows": []}
     for arch in args.archs.split(","):
         report["rows"] += arch_rows(arch, common, work, args.steps, args.folds, log)
         (args.out / "gpu_steps.json").write_text(json.dumps(report, indent=2) + "\n")
