@@ -39,7 +39,7 @@ def timed(target: str, clone: Path, log: Path) -> dict[str, object]:
     seconds = time.monotonic() - t0
     last = [ln for ln in log.read_text().splitlines() if ln.strip()][-1:] or [""]
     print(f"make {target}: {seconds:,.0f} s (rc {rc})", flush=True)
-    return {"command": f"make {target}", "what": WHAT.get(target, ""), "minutes": round(seconds / 60, 1),
+    return {"command": f"make {target}", "what": WHAT.get(target, ""), "wall": f"{seconds / 60:.1f} min",
             "seconds": round(seconds), "exit code": rc, "last line": last[0][:100]}
 
 
@@ -55,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     subprocess.run(["git", "clone", "-q", str(REPO), str(args.clone)], check=True)
     rows = [timed(t, args.clone, args.clone.parent / f"{t}.log") for t in args.targets.split(",")]
     meta = bench_metadata("python -m benchmarks.quickstart " + " ".join(argv or sys.argv[1:]))
+    meta["git_sha"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=args.clone, capture_output=True,
+                                     text=True, check=True).stdout.strip()  # the clone's commit
     notes = ("One run each, in this order, in a fresh clone of the commit above. `make setup` "
              "depends on the network and pip's cache: on this machine torch's CPU wheel lies on "
              "local disk; a CUDA wheel from PyPI is GBs. `make run` trains to the quick preset's "
