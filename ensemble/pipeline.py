@@ -159,12 +159,14 @@ def weights_files(work: str | os.PathLike) -> list[Path]:
     return sorted(p.relative_to(work) for p in models + stats)
 
 
-def write_manifest(work: str | os.PathLike, out: str | os.PathLike) -> dict[str, Any]:
-    """``out/MANIFEST.json``: where the weights come from, their preset, seed and commit."""
+def write_manifest(work: str | os.PathLike, out: str | os.PathLike,
+                   files: list[Path] | None = None) -> dict[str, Any]:
+    """``out/MANIFEST.json``: where the weights come from (``files``: their
+    :func:`weights_files`), their preset, seed and commit."""
     import time
 
     work = Path(work)
-    files = weights_files(work)
+    files = weights_files(work) if files is None else files
     manifest: dict[str, Any] = {"source_work": str(work), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                 "models": sorted({str(Path(*f.parts[:3])) for f in files if f.parts[0] == "models"}),
                                 "feature_files": [str(f) for f in files if f.parts[0] == "features"]}
@@ -180,15 +182,16 @@ def export_weights(work: str | os.PathLike, out: str | os.PathLike) -> Path:
     """Copy :func:`weights_files` of a trained ``work`` into ``out`` with a manifest (the Kaggle
     weights dataset; :func:`install_weights` reads it back). Returns ``out``."""
     src, dst = Path(work), Path(out)
-    if not any(f.parts[0] == "models" for f in weights_files(src)):
+    files = weights_files(src)
+    if not any(f.parts[0] == "models" for f in files):
         raise FileNotFoundError(f"{src / 'models'}: no trained models; train first (`make run`)")
-    _copy_weights(src, dst)
-    write_manifest(src, dst)
+    _copy_weights(src, dst, files)
+    write_manifest(src, dst, files)
     return dst
 
 
-def _copy_weights(src: Path, dst: Path) -> None:
-    for rel in weights_files(src):
+def _copy_weights(src: Path, dst: Path, files: list[Path]) -> None:
+    for rel in files:
         (dst / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src / rel, dst / rel)
 
@@ -237,7 +240,7 @@ def install_weights(weights: str | os.PathLike, work: str | os.PathLike) -> Path
     if not (src / "models").is_dir():
         raise FileNotFoundError(f"{src}: no models/ folder; is this the tpurank weights dataset "
                                 "or the train kernel's work folder?")
-    _copy_weights(src, dst)
+    _copy_weights(src, dst, weights_files(src))
     return dst
 
 
