@@ -319,20 +319,12 @@ def plot_validation_scores(work: str | os.PathLike):
     """Validation score per collection of each model and of the blend (grouped bars, a Figure)."""
     from matplotlib.figure import Figure
 
+    from ensemble.report import draw_collection_scores
+
     colls = blend_summary(work)["collections"]
-    names = list(colls)
-    models = sorted({m for c in colls.values() for m in c.get("valid_score", {})})
-    fig = Figure(figsize=(max(6.0, 1.6 * len(names)), 3.4), layout="constrained")
-    ax = fig.add_subplot()
-    width = 0.8 / max(1, len(models))
-    for i, model in enumerate(models):
-        values = [colls[n].get("valid_score", {}).get(model) for n in names]
-        xs = [j + i * width for j, v in enumerate(values) if v is not None]
-        ax.bar(xs, [v for v in values if v is not None], width, label=model)
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))], names, fontsize=8)
-    ax.set(ylabel="validation score", title="Validation score per collection (valid split)")
-    ax.axhline(0, color="grey", linewidth=0.6)
-    ax.legend(fontsize=8)
+    fig = Figure(figsize=(max(6.0, 1.6 * len(colls)), 3.4), layout="constrained")
+    draw_collection_scores(fig.add_subplot(), {c: s.get("valid_score", {}) for c, s in colls.items()},
+                           "Validation score per collection (valid split)")
     return fig
 
 

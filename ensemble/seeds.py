@@ -19,6 +19,7 @@ from tpurank.config import parse_config
 from features.io import discover
 from models.predictions import model_runs, read_model_predictions, run_name
 
+from ensemble.report import to_markdown_table
 from ensemble.weights import BLEND_MODEL, BlendConfig, _mean_score, blend_costs, fit_weights
 from ensemble.truth import truth as read_truth
 
@@ -32,19 +33,19 @@ class SeedsConfig(BlendConfig):
 
 def evaluate(cfg: SeedsConfig, coll: Collection, runs: list[str]) -> dict[str, dict[str, float]]:
     """``{split: {model-or-blend: mean score}}`` for one set of runs blended on valid."""
+    def scores(split: str, truth: dict) -> dict[str, float]:
+        preds = [read_model_predictions(cfg.preds_dir, r, coll, split, cfg.norm) for r in runs]
+        out = {r: _mean_score(coll, p, truth) for r, p in zip(runs, preds)}
+        return {**out, BLEND_MODEL: _mean_score(coll, blend_costs(preds, fit.weights, sorted(truth)), truth)}
+
     valid_truth = read_truth(cfg.data, coll, "valid")
-    test_truth = read_truth(cfg.data, coll, "test")
     valid = [read_model_predictions(cfg.preds_dir, r, coll, "valid", cfg.norm) for r in runs]
     fit = fit_weights(coll, valid, valid_truth, cfg.grid_step, cfg.alphas, cfg.max_fit_configs,
                       criterion=cfg.criterion(coll))
-    out = {"valid": {r: _mean_score(coll, p, valid_truth) for r, p in zip(runs, valid)},
-           "weights": dict(zip(runs, fit.weights))}
-    out["valid"][BLEND_MODEL] = _mean_score(coll, blend_costs(valid, fit.weights, sorted(valid_truth)),
-                                            valid_truth)
+    out = {"valid": scores("valid", valid_truth), "weights": dict(zip(runs, fit.weights))}
+    test_truth = read_truth(cfg.data, coll, "test")
     if test_truth:
-        test = [read_model_predictions(cfg.preds_dir, r, coll, "test", cfg.norm) for r in runs]
-        out["test"] = {r: _mean_score(coll, p, test_truth) for r, p in zip(runs, test)}
-        out["test"][BLEND_MODEL] = _mean_score(coll, blend_costs(test, fit.weights), test_truth)
+        out["test"] = scores("test", test_truth)
     return out
 
 
@@ -86,25 +87,18 @@ def to_markdown(result: dict) -> str:
     for split in ("valid", "test"):
         title = ("valid (the blend column is in-sample: its weights were fitted on these graphs)"
                  if split == "valid" else "hidden test (generated sample only)")
-        header = ["collection"] + [f"{m} (mean ± sd over seeds {result['seeds']})" for m in models] + \
-                 [f"{m} seed-avg" for m in models]
+        header = (["collection"] + [f"{m} (mean ± sd over seeds {result['seeds']})" for m in models]
+                  + [f"{m} seed-avg" for m in models])
         rows = []
         for name, coll in result["collections"].items():
-            if split not in coll["seed_averaged"]:
-                continue
-            cells = [name]
-            for m in models:
-                vals = [coll["per_seed"][s][split][m] for s in coll["per_seed"]]
-                cells.append(f"{np.mean(vals):.4f} ± {np.std(vals):.4f}")
-            cells += [f"{coll['seed_averaged'][split][m]:.4f}" for m in models]
-            rows.append(cells)
+            if split in coll["seed_averaged"]:
+                per_seed = [[coll["per_seed"][s][split][m] for s in coll["per_seed"]] for m in models]
+                rows.append([name, *(f"{np.mean(v):.4f} ± {np.std(v):.4f}" for v in per_seed),
+                             *(f"{coll['seed_averaged'][split][m]:.4f}" for m in models)])
         if rows:
-            means = ["**final (mean)**"]
-            for i in range(1, len(header)):
-                means.append(f"**{np.mean([float(r[i].split()[0]) for r in rows]):.4f}**")
-            rows.append(means)
-            lines += [f"### {title}", "", "| " + " | ".join(header) + " |",
-                      "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows] + [""]
+            rows.append(["**final (mean)**", *(f"**{np.mean([float(r[i].split()[0]) for r in rows]):.4f}**"
+                                               for i in range(1, len(header)))])
+            lines += [f"### {title}", "", to_markdown_table(header, rows), ""]
     lines.append("Blend weights per seed (valid-fitted):")
     for name, coll in result["collections"].items():
         ws = "; ".join(f"seed {s}: " + ", ".join(f"{_model_of(k, result['models'])}={w:.2f}"
