@@ -1,10 +1,6 @@
-"""The pipeline as functions for the notebooks (``notebooks/train.py``, ``notebooks/inference.py``):
-each stage called in-process through its own CLI entry point with the Makefile ``run`` target's
-arguments, so a notebook run and a ``make run`` run are the same (:class:`Run.overrides`: per-stage
-options). ``train(run)``, ``predict(run)``, ``submit(run)``; with ``Run(..., budget=S)`` the same
-calls run the plan of :mod:`ensemble.run` (``train`` plans, trains and predicts; ``submit``
-blends, checks, scores and writes the report with planned vs actual times).
-"""
+"""The pipeline as functions for the notebooks: each stage called in-process through its CLI entry
+point with the Makefile ``run`` target's arguments (:class:`Run.overrides`: per-stage options).
+With ``Run(..., budget=S)`` the same calls run the plan of :mod:`ensemble.run`."""
 
 from __future__ import annotations
 

@@ -444,13 +444,10 @@ def to_markdown(blocks: Sequence[Block]) -> str:
         elif kind == "img":
             out.append(f"![{block[2]}]({block[1]})")
         elif kind == "table":
-            out.append(to_markdown_table(block[1], block[2]))
+            header, rows = block[1], block[2]
+            out.append("\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+                                 + ["| " + " | ".join(r) + " |" for r in rows]))
     return "\n\n".join(out) + "\n"
-
-
-def to_markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-                     + ["| " + " | ".join(r) + " |" for r in rows])
 
 
 def to_html(blocks: Sequence[Block], title: str) -> str:

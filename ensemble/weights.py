@@ -1,8 +1,5 @@
-"""Blend weights: the blend stage's config, the selection criterion (:class:`Criterion`: the mean
-per-graph score, or a mix of it with the mean of the worst graphs), and :func:`fit_weights`: a
-simplex grid search shrunk toward the tail anchor, the shrinkage chosen on held-out folds or
-graphs (:mod:`ensemble.blend` describes the protocol). Used by the blend and the seeds table.
-"""
+"""Blend weights: the blend stage's config, the selection criterion (:class:`Criterion`) and
+:func:`fit_weights`, a simplex grid search shrunk toward the tail anchor (docs/ensemble.md, "Blend")."""
 
 from __future__ import annotations
 
@@ -175,13 +172,9 @@ def blend_costs(normed: Sequence[Mapping[str, np.ndarray]], weights: Sequence[fl
 
 
 class GraphScorer:
-    """Per-graph scores of weighted blends, memoised by (weights, graph).
-
-    Nested fits (leave-one-fold-out, leave-one-graph-out) score the same grid points on the same
-    graphs over and over; with the cache each (weights, graph) pair is scored once. For layout
-    graphs with more than ``max_configs`` configs, τ is computed on a fixed random subset of that
-    many configs (an unbiased estimate with a standard error of about ``1/sqrt(max_configs)``).
-    """
+    """Per-graph scores of weighted blends, memoised by (weights, graph): nested fits score the
+    same grid points on the same graphs over and over. Layout graphs with more than
+    ``max_configs`` configs are scored on a fixed random subset of that many."""
 
     def __init__(self, coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
                  truth: Mapping[str, np.ndarray], max_configs: int = 20_000) -> None:
@@ -208,15 +201,10 @@ def _best_index(values: np.ndarray, grid: np.ndarray, anchor: np.ndarray) -> int
     return int(top[np.argmin(np.abs(grid[top] - anchor).sum(axis=1))])
 
 
-def tail_anchor(model_scores: np.ndarray, criterion: Criterion) -> np.ndarray:
-    """Equal weights over the models whose mean over their worst graphs (``model_scores``:
-    models x graphs, the criterion's tail fraction) is within :data:`TAIL_TOLERANCE` of the best
-    model's, zero for the others: shrinking toward it never moves weight to a model that is worse
-    on the collection's tail."""
-    return _anchor_of(Criterion(1.0, criterion.tail_fraction).value(model_scores))
-
-
-def _anchor_of(tails: np.ndarray) -> np.ndarray:
+def tail_anchor(tails: np.ndarray) -> np.ndarray:
+    """Equal weights over the models whose mean over their worst graphs (``tails``) is within
+    :data:`TAIL_TOLERANCE` of the best model's, zero for the others: shrinking toward it never
+    moves weight to a model that is worse on the collection's tail."""
     keep = tails >= tails.max() - TAIL_TOLERANCE
     return keep / keep.sum()
 
@@ -252,7 +240,7 @@ def fit_weights(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
     singles = scores[[int(np.flatnonzero(np.isclose(grid[:, m], 1.0))[0]) for m in range(k)]]
     worst = Criterion(1.0, criterion.tail_fraction)  # each model's mean over its worst graphs
     model_tail = worst.value(singles)
-    target = _anchor_of(model_tail)
+    target = tail_anchor(model_tail)
     best_all = grid[_best_index(criterion.value(scores), grid, target)]
     folds = _fold_index(stems, groups)
     best_rest: list[np.ndarray] = [np.empty(0)] * len(stems)
@@ -260,7 +248,7 @@ def fit_weights(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
     if folds is not None:  # per graph, the grid optimum and the anchor of the other folds
         for f in np.unique(folds):
             rest = folds != f
-            t = _anchor_of(worst.value(singles[:, rest]))
+            t = tail_anchor(worst.value(singles[:, rest]))
             w = grid[_best_index(criterion.value(scores[:, rest]), grid, t)]
             for g in np.flatnonzero(~rest):
                 best_rest[g], targets[g] = w, t
@@ -268,7 +256,7 @@ def fit_weights(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
         loo_values = criterion.leave_one_out(scores)  # (p, g): each point's criterion without graph g
         loo_tails = worst.leave_one_out(singles)  # (k, g)
         for g in range(len(stems)):
-            targets[g] = _anchor_of(loo_tails[:, g])
+            targets[g] = tail_anchor(loo_tails[:, g])
             best_rest[g] = grid[_best_index(loo_values[:, g], grid, targets[g])]
     result = FitResult([], 0.0, best_all.tolist(), len(stems), criterion=criterion.describe(),
                        anchor=target.tolist(), model_tail=model_tail.tolist(),
