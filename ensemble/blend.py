@@ -240,11 +240,10 @@ def run_blend(cfg: BlendConfig) -> dict:
         summary["collections"][coll.name] = coll_summary
         rows.update(submission_rows(coll, test_costs))
         _print_collection(coll, coll_summary)
-    valid_final = {m: final_score({c: s["valid_score"][m] for c, s in summary["collections"].items()
-                                   if m in s["valid_score"]})
-                   for m in cfg.model_list + [BLEND_MODEL]
-                   if any(m in s["valid_score"] for s in summary["collections"].values())}
-    summary["valid_final"] = valid_final
+    summary["valid_final"] = {m: final_score({c: s["valid_score"][m] for c, s in summary["collections"].items()
+                                              if m in s["valid_score"]})
+                              for m in cfg.model_list + [BLEND_MODEL]
+                              if any(m in s["valid_score"] for s in summary["collections"].values())}
     summary["oof_final"] = oof_final(summary["collections"])
     submission = write_submission(cfg.submission, rows)
     run_dir = submission.parent / rid

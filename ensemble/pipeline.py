@@ -57,7 +57,7 @@ def predict(run: Run) -> dict[str, float]:
     return _planned(run) if run.budget > 0 else run_stages(run, run.model_stages("predict"))
 
 
-def submit(run: Run, score_if_possible: bool = True) -> Path:
+def submit(run: Run) -> Path:
     """blend -> check; then score when the data root carries hidden test runtimes (samples).
     With a budget: the planned run's last stages (blend, check, score, real, report)."""
     if run.budget > 0:
@@ -65,18 +65,15 @@ def submit(run: Run, score_if_possible: bool = True) -> Path:
     run_stages(run, ["blend", "check"])
     from tpurank.collections import hidden_runtimes_path
 
-    if score_if_possible and hidden_runtimes_path(run.data).is_file():
+    if hidden_runtimes_path(run.data).is_file():
         run_stage(run, "score")
     return run.submission_path
 
 
 def find_data(data: str | os.PathLike | None = None, sample_dir: str | os.PathLike = "data/sample-tiny",
-              scale: str = "tiny", seed: int = 0) -> Path:
-    """The data root: ``data`` when given, else the Kaggle input, else the generated sample.
-
-    The sample is generated into ``sample_dir`` on first use (``features.sample``) and reused
-    afterwards (its ``.complete`` marker is written last).
-    """
+              scale: str = "tiny") -> Path:
+    """The data root: ``data`` when given, else the Kaggle input, else the sample generated into
+    ``sample_dir`` on first use (its ``.complete`` marker is written last)."""
     from tpurank.collections import default_data_root, npz_dir
 
     if data:
@@ -91,7 +88,7 @@ def find_data(data: str | os.PathLike | None = None, sample_dir: str | os.PathLi
     if not (sample / ".complete").is_file():
         from features.sample import generate_dataset
 
-        generate_dataset(sample, scale=scale, seed=seed)
+        generate_dataset(sample, scale=scale)
     return sample
 
 

@@ -360,7 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                               f"as every stage: {stage.work})")
     p.add_argument("--data", default=stage.data, help="the run's data root (only names the default --work)")
     p.add_argument("--preset", default=stage.preset, help="the run's preset (only names the default --work)")
-    p.add_argument("--records", "--shared", dest="records", metavar="DIR", default=str(REAL_DATA),
+    p.add_argument("--records", metavar="DIR", default=str(REAL_DATA),
                    help="folder holding real-tpu/ (default: the repository's data/)")
     p.add_argument("--models", default="", help="comma list of trained models to score (default: every "
                                                  "model of tpurank.registry with a train stage)")

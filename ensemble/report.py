@@ -133,10 +133,6 @@ def _mean_table(scores: Mapping[str, Mapping[str, float]], models: Sequence[str]
     return ("table", ["collection", "graphs"] + list(models), rows)
 
 
-def _means(per_graph: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-    return {m: float(np.mean(list(v.values()))) for m, v in per_graph.items()}
-
-
 def _valid_note(summary: dict) -> str:
     protocols = {s.get("protocol", "valid (in-sample)") for s in summary["collections"].values()}
     if protocols == {"oof"}:
@@ -268,8 +264,6 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
                                  f"{', '.join(models)} (seed runs: {summary['runs']}), per-graph "
                                  f"normalisation `{norm}`. Submission `{summary['submission']}` — "
                                  f"checker: {summary['check']}.")]
-    valid_means: dict[str, dict[str, float]] = {}
-    test_means: dict[str, dict[str, float]] = {}
     details: dict = {"valid": {}, "test": {}}
     graph_blocks: list[Block] = []
     for name in summary["collections"]:
@@ -278,7 +272,6 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
         test = per_graph_scores(cfg, coll, shown, "test", norm)
         details["valid"][name], details["test"][name] = valid, test
         if valid:
-            valid_means[name] = _means(valid)
             plot_per_graph(coll, valid, run_dir / f"per_graph_{coll.slug}.png")
             graph_blocks.append(("img", f"per_graph_{coll.slug}.png", f"{name}: per-graph valid scores"))
             truth = read_truth(cfg.data, coll, "valid")
@@ -286,8 +279,8 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
             stems = sorted(truth, key=lambda s: -len(truth[s]))[:SCATTER_GRAPHS]
             plot_rank_scatter(coll, blend, truth, stems, run_dir / f"scatter_{coll.slug}.png")
             graph_blocks.append(("img", f"scatter_{coll.slug}.png", f"{name}: blend rank vs true rank"))
-        if test:
-            test_means[name] = _means(test)
+    valid_means, test_means = ({c: {m: float(np.mean(list(v.values()))) for m, v in per_graph.items()}
+                                for c, per_graph in details[split].items() if per_graph} for split in ("valid", "test"))
     repaired = repaired_test_graphs(cfg, summary)
     if repaired:
         blocks += [("h2", "Repaired test graphs"),

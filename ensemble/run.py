@@ -35,7 +35,6 @@ class RunConfig(StageConfig):
     protocol: str = "auto"  # what the blend is fitted on: auto (out-of-fold predictions) | valid
     submission: str = "submissions/submission.csv"  # the submission CSV written (and checked)
     max_seeds: int = 3  # seeds of the last model at most, each of its preset's --time-budget (45 minutes on 2 cores trains 2: BENCHMARKS.md "A run planned to a time budget")
-    folds: int = 0  # every model's --folds (0: the preset's)
     monitor_log: str = ""  # append each stage's wall time, peak RSS and open files to this JSON-lines file (tpurank.monitor)
     stage_options: str = ""  # per-stage options as JSON, e.g. {"<model>-train": {"threads": 1}} (the notebooks' OVERRIDES)
 
@@ -169,16 +168,10 @@ class PlannedRun:
     # -- running one stage
     def seed_run(self, seed: int | None = None, **stage_options: dict[str, Any]) -> Run:
         """The run with ``seed`` and extra per-stage options (stage name -> options)."""
-        overrides = {k: dict(v) for k, v in self.run.overrides.items()}
-        for stage in set(overrides) | set(stage_options):
-            overrides[stage] = {**self.fold_options(stage), **overrides.get(stage, {}),
-                                **stage_options.get(stage, {})}
+        overrides = {s: {**self.run.overrides.get(s, {}), **stage_options.get(s, {})}
+                     for s in set(self.run.overrides) | set(stage_options)}
         return dataclasses.replace(self.run, seed=self.run.seed if seed is None else seed,
                                    overrides=overrides)
-
-    def fold_options(self, stage: str) -> dict[str, Any]:
-        model = stage.split("-", 1)[0]
-        return {"folds": self.cfg.folds} if self.cfg.folds and model in self.trained else {}
 
     def stage(self, name: str, stage: str | None = None, run: Run | None = None,
               planned: float | None = None, basis: str = "measured",

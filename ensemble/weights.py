@@ -42,13 +42,9 @@ def tail_mean(scores, fraction: float = WORST_FRACTION) -> float:
 @dataclass(frozen=True)
 class Criterion:
     """What the weight search and the shrinkage choice maximise over per-graph scores:
-    ``(1 - tail_weight) * mean + tail_weight * (mean of the worst tail_fraction of graphs)``.
-
-    ``tail_weight`` 0 is the plain mean (the official metric). The tile score is unbounded below
-    (a kernel whose top 5 is 5x slower than its best scores -3), so a choice made on the mean
-    alone can trade a few ruined kernels for many thousandths elsewhere; the tail term makes the
-    worst graphs count on their own.
-    """
+    ``(1 - tail_weight) * mean + tail_weight * (mean of the worst tail_fraction of graphs)``
+    (0: the plain mean, the official metric). The tile score is unbounded below, so a choice made
+    on the mean alone can trade a few ruined kernels for thousandths elsewhere."""
 
     tail_weight: float = 0.0
     tail_fraction: float = 0.1
@@ -216,16 +212,11 @@ def fit_weights(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
                 scorer: GraphScorer | None = None, criterion: Criterion | None = None,
                 groups: Mapping[str, int] | None = None) -> FitResult:
     """Weights maximising ``criterion`` (default: the mean score) over ``stems`` (default: every
-    graph of ``truth``), shrunk toward the :func:`tail_anchor` by held-out evidence; only those
-    graphs are looked at.
-
-    The shrinkage is chosen on held-out scores: with ``groups`` (stem -> fold of the models'
-    fold plan, at least two folds among ``stems``) leave-one-fold-out, every fold's graphs scored
-    with the anchor and grid optimum of the other folds; without, leave-one-graph-out. OOF
-    predictions of one fold come from one fold model, so a model that is weak in one fold is
-    weak on all its graphs at once: leave-one-graph-out cannot see that, leave-one-fold-out does
-    (issue 22). ``scorer`` shares scores between fits on overlapping graph sets (nested fits).
-    """
+    graph of ``truth``; only those are looked at), shrunk toward the :func:`tail_anchor` by the
+    shrinkage that scores best held out: with ``groups`` (stem -> fold, at least two folds)
+    leave-one-fold-out, else leave-one-graph-out. By fold because a fold's OOF predictions come
+    from one fold model, weak on all its graphs at once (issue 22). ``scorer`` shares scores
+    between fits on overlapping graph sets (nested fits)."""
     criterion = criterion or Criterion()
     k = len(normed)
     equal = np.full(k, 1.0 / k)

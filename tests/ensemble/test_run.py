@@ -190,12 +190,9 @@ def test_seeds_stop_when_the_next_would_not_fit(tmp_path: Path, fake_features) -
     assert fake.now <= 2000.0
 
 
-def test_folds_go_to_every_model_stage(tmp_path: Path, fake_features) -> None:
+def test_the_probe_trains_nothing(tmp_path: Path, fake_features) -> None:
     fake = FakeStages(fake_features)
-    planned(tmp_path, fake, 2000.0, folds=5, max_seeds=1).run_all()
-    for stage, _, options in fake.calls:
-        if stage.startswith(("gnn-", "lgbm-")) and options.get("steps") != 0:
-            assert options["folds"] == 5, stage
+    planned(tmp_path, fake, 2000.0, max_seeds=1).run_all()
     probe = next(options for stage, _, options in fake.calls if options.get("steps") == 0)
     assert probe["folds"] == 0 and probe["time_budget"] == 0
 
