@@ -270,9 +270,6 @@ class ProbeResult:
     overhead: float  # the probe's wall seconds besides its evaluations (start, imports, loading)
     configs: dict[str, int]  # collection -> configs scored
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def read_probe(reports: Mapping[str, dict], linked: Mapping[str, Mapping[str, ProbeGraph]],
                max_configs: int, wall: float) -> ProbeResult:

@@ -134,15 +134,13 @@ def _mean_table(scores: Mapping[str, Mapping[str, float]], models: Sequence[str]
 
 
 def _valid_note(summary: dict) -> str:
-    protocols = {s.get("protocol", "valid (in-sample)") for s in summary["collections"].values()}
-    if protocols == {"oof"}:
+    if all(s.get("protocol") == "oof" for s in summary["collections"].values()):
         return ("Models: out-of-fold predictions of the official valid graphs (each from the fold "
                 "model that did not see it). Blend: each valid graph blended with the weights "
                 "fitted on the other folds (nested), so no number here was fitted on its graph.")
     return ("**In-sample numbers.** The models early-stopped and chose their options on these "
-            "graphs and the blend weights were fitted on them"
-            + (" (in the collections without OOF predictions)" if "oof" in protocols else "")
-            + ": these scores are optimistic. Train with `--folds K` for out-of-fold scores.")
+            "graphs and the blend weights were fitted on them: these scores are optimistic. Train "
+            "with `--folds K` for out-of-fold scores.")
 
 
 def _oof_blocks(summary: dict, models: Sequence[str], run_dir: Path) -> list[Block]:
