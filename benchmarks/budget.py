@@ -52,7 +52,7 @@ NOTES = ("oof final: the mean over the five collections of the blend's nested ou
          "PRESET=quick` (the presets' time limits: GNN 900 s, LightGBM 240 s of training). "
          "commit: the code the run trained with; blend commit: the blend stage's (`--reblend`: "
          "rerun on the run's models with later code; oof final at run: the run's own blend). "
-         "<budget>-<spend>: `make run BUDGET=<budget> PLAN_ARGS='--spend <spend>'`. threads: every "
+         "<budget>-seeds: `make run BUDGET=<budget>` (the GNN's time split into seeds). threads: every "
          "stage's threads (all: the machine's cores; 1: `--threads 1`, two runs at once on the 2 "
          "cores). load: the "
          "machine's 1-minute load average at the run's start and end (2 cores; other jobs share "
