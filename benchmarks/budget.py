@@ -52,7 +52,7 @@ NOTES = ("oof final: the mean over the five collections of the blend's nested ou
          "PRESET=quick` (the presets' time limits: GNN 900 s, LightGBM 240 s of training). "
          "commit: the code the run trained with; blend commit: the blend stage's (`--reblend`: "
          "rerun on the run's models with later code; oof final at run: the run's own blend). "
-         "<budget>-<spend>: `make run BUDGET=<budget> PLAN_ARGS='--spend <spend>'`. threads: every "
+         "<budget>-seeds: `make run BUDGET=<budget>` (the GNN's time split into seeds). threads: every "
          "stage's threads (all: the machine's cores; 1: `--threads 1`, two runs at once on the 2 "
          "cores). load: the "
          "machine's 1-minute load average at the run's start and end (2 cores; other jobs share "
@@ -108,9 +108,12 @@ def run_quick(data: str, work: Path, seed: int, threads: int) -> dict[str, Any]:
 
 
 def run_budget(data: str, work: Path, seed: int, threads: int, budget: float, spend: str) -> dict[str, Any]:
-    """``python -m ensemble run --budget B --spend S`` (what ``make run BUDGET=B`` runs)."""
+    """``python -m ensemble run --budget B`` (what ``make run BUDGET=B`` runs); ``spend``: only
+    ``seeds``, the planner's one policy (``steps`` was removed: it lost to seeds)."""
+    if spend != "seeds":
+        raise ValueError(f"unknown variant {spend!r}: the planner spends the GNN's time on seeds")
     cmd = [sys.executable, "-m", "ensemble", "run", "--data", data, "--work", str(work),
-           "--seed", str(seed), "--budget", str(budget), "--spend", spend,
+           "--seed", str(seed), "--budget", str(budget),
            "--submission", str(work / "sub" / "submission.csv"),
            "--monitor-log", str(work / "stages.jsonl")]
     if threads > 0:
@@ -200,7 +203,7 @@ def predict_estimate_now(row: dict[str, Any], work: Path) -> dict[str, Any] | No
         if not found:
             continue
         reports[coll.name] = json.loads(Path(found[0]).read_text())
-        nodes = P.graph_nodes(probe_dir / "features", coll, "valid")
+        nodes = P.graph_configs(probe_dir / "features", coll, "valid", "node_opcode")
         linked[coll.name] = {s: P.ProbeGraph(n, nodes[s]) for s, n in
                              P.graph_configs(probe_dir / "features", coll, "valid").items()}
     configs = sorted(glob.glob(str(work / "models" / "gnn" / "*" / "seed*" / "fold0" / "config.json")))
@@ -298,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", default="0", help="comma list of seeds")
     p.add_argument("--budgets", default="900,1500,2700",
                    help="comma list of budgets in seconds ('' for none: the quick runs only)")
-    p.add_argument("--variants", default="seeds", help="comma list of --spend policies")
+    p.add_argument("--variants", default="seeds", help="comma list of run variants (seeds: the planner's policy)")
     p.add_argument("--quick", action="store_true", help="also today's quick run (make run PRESET=quick)")
     p.add_argument("--threads", type=int, default=0, help="threads of every stage that has the option (0: theirs)")
     p.add_argument("--work-root", default="work/bench-budget")

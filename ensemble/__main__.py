@@ -1,4 +1,4 @@
-"""``python -m ensemble <command>``: run | blend | check | report | score | submit | seeds | real."""
+"""``python -m ensemble <command>``: run | blend | check | report | score | submit | real."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ COMMANDS = {
     "report": ("ensemble.report:main", "Markdown/HTML report with plots beside the submission"),
     "score": ("ensemble.score:main", "score a submission on hidden test runtimes (samples only)"),
     "submit": ("ensemble.submit:main", "upload a submission with the Kaggle CLI"),
-    "seeds": ("ensemble.seeds:main", "per-seed scores of each model alone and of the blend"),
     "real": ("ensemble.real:main", "rank the configs of real TPU tuning records"),
 }
 

@@ -1,30 +1,14 @@
-"""Blend model predictions per graph and write the submission: one flow per collection.
+"""Blend model predictions per graph and write the submission: one flow per collection
+(docs/ensemble.md, "Blend").
 
-1. **Read** each model's costs, normalised per graph (``--norm``; a model's seed runs
-   ``gnn@seed0``, ``gnn@seed1``, ... averaged first, :mod:`models.predictions`): by default
-   (``--protocol auto|oof``) the models' **out-of-fold** predictions of every labelled graph
-   (:mod:`ensemble.oof`; a model without them stops the blend with a message naming it, the
-   blend never switches protocol on its own), with ``--protocol valid`` the valid split.
-2. **Fit the weights** (:func:`ensemble.weights.fit_weights`) to maximise the selection criterion
-   over per-graph scores (tile top-5 score / Kendall τ), ``(1 - w) * mean + w * (mean of the
-   worst --tail-fraction of graphs)`` (``w``: ``--tile-tail-weight`` / ``--tail-weight``): a
-   simplex grid (``--grid-step``) shrunk toward the tail anchor (equal weights over the models
-   not worse on the collection's tail), the shrinkage ``a`` of ``--alphas`` chosen on held-out
-   folds (OOF) or graphs (valid). Out of fold the fit is done on every OOF graph (for the test)
-   and again without each fold (:func:`nested_blend`): the reported blend score is nested
-   (mean ± sd over folds), and each official valid graph is blended with the weights of the fold
-   that held it out. On valid the blend's valid score is **in-sample** and labelled so.
-3. **Hedge the tile top 5** (``--tile-top5 portfolio``, :mod:`ensemble.hedge`): every model gets
-   one of a kernel's five slots and the model with the better criterion the rest (4 + 1 for two),
-   chosen like the weights (all graphs for the test, nested for the scores).
-4. **Write** the blend's predictions (``WORK/preds/blend``), the submission (every test graph of
-   the data root; graphs without configurable nodes in file order), ``WORK/blend/summary.json``
-   and ``submissions/<run>/``, then run the checker. Test runtimes are never read.
-
-Why a held-out tile score can sit far below the in-sample one over hundreds of kernels: the tile
-score is unbounded below, so a single kernel that one model ruins (-10) can by itself decide the
-grid optimum; left out, the other kernels' optimum ruins it, and that one kernel moves the mean
-by 11/n (issue 22; ``tests/ensemble/test_weights.py``).
+1. **Read** each model's normalised costs: its out-of-fold predictions of every labelled graph
+   (:mod:`ensemble.oof`; a model without them stops the blend, naming it), or with
+   ``--protocol valid`` the valid split.
+2. **Fit the weights** (:func:`ensemble.weights.fit_weights`) on every OOF graph for the test,
+   and without each fold (:func:`nested_blend`) for the reported score and the valid graphs.
+3. **Hedge the tile top 5** (:mod:`ensemble.hedge`), chosen the same way.
+4. **Write** the blend's predictions, the submission, ``WORK/blend/summary.json`` and
+   ``submissions/<run>/``, then run the checker. Test runtimes are never read.
 """
 
 from __future__ import annotations
@@ -256,11 +240,10 @@ def run_blend(cfg: BlendConfig) -> dict:
         summary["collections"][coll.name] = coll_summary
         rows.update(submission_rows(coll, test_costs))
         _print_collection(coll, coll_summary)
-    valid_final = {m: final_score({c: s["valid_score"][m] for c, s in summary["collections"].items()
-                                   if m in s["valid_score"]})
-                   for m in cfg.model_list + [BLEND_MODEL]
-                   if any(m in s["valid_score"] for s in summary["collections"].values())}
-    summary["valid_final"] = valid_final
+    summary["valid_final"] = {m: final_score({c: s["valid_score"][m] for c, s in summary["collections"].items()
+                                              if m in s["valid_score"]})
+                              for m in cfg.model_list + [BLEND_MODEL]
+                              if any(m in s["valid_score"] for s in summary["collections"].values())}
     summary["oof_final"] = oof_final(summary["collections"])
     submission = write_submission(cfg.submission, rows)
     run_dir = submission.parent / rid

@@ -1,15 +1,9 @@
-"""Tile top-5 portfolio: a kernel's five submitted configs drawn from several rankings (issue 22).
-
-The tile score only looks at the best true runtime among the five configs submitted, and it is
-unbounded below (``2 - rt/best``: five picks that are all 5.7x slower than the best config score
--3.7). A weighted average ranks by one combined opinion, so where one model has a blind spot for
-a kernel (ranks its best configs last) the average can still fill all five slots with that blind
-spot's favourites. The portfolio gives every model one of the five slots (its top pick) and the
-model with the better tile criterion the rest (two models: 4 + 1, :func:`hedged_slots`); the
-models take turns adding their best config not already taken, and the weighted average orders
-the configs after the five. The rules before it (3 + 2, and a search over every way of sharing
-the slots among the models and their average) lost out of fold; ``benchmarks/hedge.json`` keeps
-their record (BENCHMARKS.md, "Tile top-5 portfolio").
+"""Tile top-5 portfolio: a kernel's five submitted configs drawn from several rankings (issue 22;
+docs/ensemble.md, "Tile top-5 portfolio"). Every model gets one slot (its top pick) and the model
+with the better tile criterion the rest (4 + 1 for two); the models take turns adding their best
+config not already taken, and the weighted average orders the configs after the five, so one
+model's blind spot for a kernel cannot fill all five slots. The rules before it lost out of fold
+(``benchmarks/hedge.json``; BENCHMARKS.md, "Tile top-5 portfolio").
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""The models' out-of-fold (OOF) predictions, read for the blend (:mod:`ensemble.blend`).
-
-Models trained with ``--folds K`` write ``oof`` predictions: every labelled graph (train + valid)
-predicted by the fold model that did not see it (:mod:`models.predictions`, :mod:`models.cv`).
-:func:`load_oof` reads one collection's: the fold plan, the fold manifests checked against it
-(no fold model saw a graph of its held-out fold), and each model's seed runs normalised and
-averaged on the configs every run predicted; :func:`fold_scores` and :func:`run_scores` score
-them per fold.
-"""
+"""The models' out-of-fold (OOF) predictions, read for the blend: every labelled graph predicted
+by the fold model that did not see it (:mod:`models.cv`). :func:`load_oof` reads and checks one
+collection's (fold plan, fold manifests, each model's seed runs normalised and averaged on the
+configs every run predicted); :func:`fold_scores` and :func:`run_scores` score them per fold."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""The pipeline as functions for the notebooks (``notebooks/train.py``, ``notebooks/inference.py``):
-each stage called in-process through its own CLI entry point with the Makefile ``run`` target's
-arguments, so a notebook run and a ``make run`` run are the same (:class:`Run.overrides`: per-stage
-options). ``train(run)``, ``predict(run)``, ``submit(run)``; with ``Run(..., budget=S)`` the same
-calls run the plan of :mod:`ensemble.run` (``train`` plans, trains and predicts; ``submit``
-blends, checks, scores and writes the report with planned vs actual times).
-"""
+"""The pipeline as functions for the notebooks: each stage called in-process through its CLI entry
+point with the Makefile ``run`` target's arguments (:class:`Run.overrides`: per-stage options).
+With ``Run(..., budget=S)`` the same calls run the plan of :mod:`ensemble.run`."""
 
 from __future__ import annotations
 
@@ -61,7 +57,7 @@ def predict(run: Run) -> dict[str, float]:
     return _planned(run) if run.budget > 0 else run_stages(run, run.model_stages("predict"))
 
 
-def submit(run: Run, score_if_possible: bool = True) -> Path:
+def submit(run: Run) -> Path:
     """blend -> check; then score when the data root carries hidden test runtimes (samples).
     With a budget: the planned run's last stages (blend, check, score, real, report)."""
     if run.budget > 0:
@@ -69,18 +65,15 @@ def submit(run: Run, score_if_possible: bool = True) -> Path:
     run_stages(run, ["blend", "check"])
     from tpurank.collections import hidden_runtimes_path
 
-    if score_if_possible and hidden_runtimes_path(run.data).is_file():
+    if hidden_runtimes_path(run.data).is_file():
         run_stage(run, "score")
     return run.submission_path
 
 
 def find_data(data: str | os.PathLike | None = None, sample_dir: str | os.PathLike = "data/sample-tiny",
-              scale: str = "tiny", seed: int = 0) -> Path:
-    """The data root: ``data`` when given, else the Kaggle input, else the generated sample.
-
-    The sample is generated into ``sample_dir`` on first use (``features.sample``) and reused
-    afterwards (its ``.complete`` marker is written last).
-    """
+              scale: str = "tiny") -> Path:
+    """The data root: ``data`` when given, else the Kaggle input, else the sample generated into
+    ``sample_dir`` on first use (its ``.complete`` marker is written last)."""
     from tpurank.collections import default_data_root, npz_dir
 
     if data:
@@ -95,7 +88,7 @@ def find_data(data: str | os.PathLike | None = None, sample_dir: str | os.PathLi
     if not (sample / ".complete").is_file():
         from features.sample import generate_dataset
 
-        generate_dataset(sample, scale=scale, seed=seed)
+        generate_dataset(sample, scale=scale)
     return sample
 
 
@@ -319,20 +312,12 @@ def plot_validation_scores(work: str | os.PathLike):
     """Validation score per collection of each model and of the blend (grouped bars, a Figure)."""
     from matplotlib.figure import Figure
 
+    from ensemble.report import draw_collection_scores
+
     colls = blend_summary(work)["collections"]
-    names = list(colls)
-    models = sorted({m for c in colls.values() for m in c.get("valid_score", {})})
-    fig = Figure(figsize=(max(6.0, 1.6 * len(names)), 3.4), layout="constrained")
-    ax = fig.add_subplot()
-    width = 0.8 / max(1, len(models))
-    for i, model in enumerate(models):
-        values = [colls[n].get("valid_score", {}).get(model) for n in names]
-        xs = [j + i * width for j, v in enumerate(values) if v is not None]
-        ax.bar(xs, [v for v in values if v is not None], width, label=model)
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))], names, fontsize=8)
-    ax.set(ylabel="validation score", title="Validation score per collection (valid split)")
-    ax.axhline(0, color="grey", linewidth=0.6)
-    ax.legend(fontsize=8)
+    fig = Figure(figsize=(max(6.0, 1.6 * len(colls)), 3.4), layout="constrained")
+    draw_collection_scores(fig.add_subplot(), {c: s.get("valid_score", {}) for c, s in colls.items()},
+                           "Validation score per collection (valid split)")
     return fig
 
 

@@ -1,8 +1,6 @@
-"""A run planned to a time budget (:mod:`ensemble.run`): the plan (:class:`Plan`, written to
-``WORK/plan/plan.json`` after every stage, shown by the report), the workload counts of the
-feature store, the probe (prediction seconds per config-node on this machine and device), the
-short stages' estimates and :func:`training_shares`. Nothing here starts a process; how the
-estimates are used: docs/cli.md, "A run planned to a time budget"."""
+"""The plan of a run with a time budget (:mod:`ensemble.run`; docs/cli.md, "A run planned to a
+time budget"): :class:`Plan` (``WORK/plan/plan.json``), the feature store's workload counts, the
+probe's prediction speed and the stages' estimates. Nothing here starts a process."""
 
 from __future__ import annotations
 
@@ -23,12 +21,9 @@ PROBE_DIR = Path("plan") / "probe"
 #: valid graphs per collection the probe scores (spread over graph sizes), and configs of each
 PROBE_GRAPHS = 6
 PROBE_CONFIGS = 256
-#: the short stages: seconds = the executor's start-up (measured: a stage process importing the
-#: ensemble package; 0 in-process) + a + b x millions of configs of the run (labelled + test,
-#: processed) x (model runs / 2 for the blend, which reads every run). ``real`` also pays the
-#: probed model's start-up (the probe's). a and b from the stages' times on the 2-core machine
-#: (sample-small, the kaggle-shaped samples; BENCHMARKS.md "A run planned to a time budget"
-#: shows estimate vs actual per stage).
+#: the short stages: seconds = start-up (measured) + a + b x millions of configs of the run (the
+#: blend's b x model runs / 2); a and b measured on the 2-core machine (BENCHMARKS.md "A run
+#: planned to a time budget" shows estimate vs actual per stage)
 FIXED_COSTS: dict[str, tuple[float, float]] = {
     "blend": (3.0, 60.0),
     "check": (1.0, 3.0),
@@ -38,13 +33,11 @@ FIXED_COSTS: dict[str, tuple[float, float]] = {
 }
 #: share of the budget kept back for what the estimates miss
 MARGIN = 0.03
-#: the capped models' share of the training time at most (they train first; the last model gets
-#: what they leave)
+#: the capped models' share of the training time at most (they train first)
 FIRST_SHARE = 0.3
 #: a further seed's predict stage is planned at the first seed's (or its estimate) times this
 SEED_PREDICT_MARGIN = 1.05
-#: a further seed runs only when it can get at least this share of the first seed's training
-#: time (a much shorter seed would weaken the seed average it joins)
+#: a further seed runs only with at least this share of the first seed's training time
 MIN_SEED_SHARE = 0.75
 
 
@@ -83,7 +76,7 @@ class Plan:
     stages: list[StageRecord] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     elapsed: float | None = None  # the whole run's wall seconds, once it ended
-    gnn_seeds: int = 1  # seeds the last model's training time was split into (ensemble.run --spend seeds)
+    gnn_seeds: int = 1  # seeds the last model's training time was split into
 
     def get(self, name: str) -> StageRecord | None:
         return next((s for s in self.stages if s.name == name), None)
@@ -135,8 +128,7 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         return {"budget": self.budget, "started_at": self.started_at, "started": utc(self.started_at),
-                "elapsed": self.elapsed, "notes": self.notes,
-                "gnn_seeds": self.gnn_seeds,
+                "elapsed": self.elapsed, "notes": self.notes, "gnn_seeds": self.gnn_seeds,
                 "stages": [asdict(s) for s in self.stages]}
 
     def save(self, path: str | Path) -> None:
@@ -163,14 +155,10 @@ def _rows(path: Path) -> int:
     return int(np.load(path, mmap_mode="r").shape[0])
 
 
-def graph_configs(features_dir: str | Path, coll: Collection, split: str) -> dict[str, int]:
-    """``{stem: processed configs}`` of one split (from each graph's ``config_index.npy`` header)."""
-    return {d.name: _rows(d / "config_index.npy") for d in _graph_dirs(features_dir, coll, split)}
-
-
-def graph_nodes(features_dir: str | Path, coll: Collection, split: str) -> dict[str, int]:
-    """``{stem: kept nodes}`` of one split."""
-    return {d.name: _rows(d / "node_opcode.npy") for d in _graph_dirs(features_dir, coll, split)}
+def graph_configs(features_dir: str | Path, coll: Collection, split: str,
+                  array: str = "config_index") -> dict[str, int]:
+    """``{stem: processed configs}`` of one split (``array="node_opcode"``: kept nodes)."""
+    return {d.name: _rows(d / f"{array}.npy") for d in _graph_dirs(features_dir, coll, split)}
 
 
 def tabular_train_cap(features_dir: str | Path, coll: Collection) -> int:
@@ -184,15 +172,14 @@ def tabular_train_cap(features_dir: str | Path, coll: Collection) -> int:
 def predict_configs(features_dir: str | Path, coll: Collection, folds: int,
                     oof_max_configs: int) -> dict[str, int]:
     """The configs one predict stage scores for ``coll`` per split, their ``total`` and
-    ``config_nodes`` (each config times its graph's kept nodes, what the probe's speed times):
-    with K >= 2 folds each test graph K times (every fold model), each valid graph once (out of
-    fold) and each train graph once on its out-of-fold configs (``oof``: its tabular rows, at
-    most ``oof_max_configs``); without folds the valid and test graphs once."""
+    ``config_nodes`` (configs x their graph's kept nodes): with K >= 2 folds each test graph K
+    times, each valid graph once and each train graph on its out-of-fold configs (its tabular
+    rows, at most ``oof_max_configs``); without folds the valid and test graphs once."""
     out = {"test": 0, "valid": 0, "oof": 0, "total": 0, "config_nodes": 0}
     splits = [("test", folds if folds >= 2 else 1), ("valid", 1)] + ([("train", 1)] if folds >= 2 else [])
     caps = [c for c in (tabular_train_cap(features_dir, coll), oof_max_configs) if c > 0]
     for split, times in splits:
-        nodes = graph_nodes(features_dir, coll, split)
+        nodes = graph_configs(features_dir, coll, split, "node_opcode")
         for stem, n in graph_configs(features_dir, coll, split).items():
             configs = min([n, *caps]) if split == "train" else n
             out["oof" if split == "train" else split] += configs * times
@@ -209,9 +196,7 @@ def run_configs(features_dir: str | Path, collections: Iterable[Collection]) -> 
 
 def fixed_estimate(stage: str, configs: int, startup: float = 0.0, runs: int = 2,
                    cost: tuple[float, float] | None = None) -> tuple[float, str]:
-    """(seconds, basis) of one short stage from :data:`FIXED_COSTS` (or ``cost``): ``startup``
-    (measured) + a + b per million ``configs`` (the blend's b times ``runs`` / 2: it reads every
-    model run)."""
+    """(seconds, basis) of one short stage from :data:`FIXED_COSTS` (or ``cost``)."""
     a, b = cost or FIXED_COSTS[stage]
     scale = runs / 2 if stage == "blend" else 1.0
     seconds = startup + a + b * scale * configs / 1e6
@@ -221,7 +206,7 @@ def fixed_estimate(stage: str, configs: int, startup: float = 0.0, runs: int = 2
 
 # ---- the probe ------------------------------------------------------------------------------
 class ProbeGraph(NamedTuple):
-    """A graph the probe scores: its configs and kept nodes."""
+    """A graph the probe scores."""
 
     configs: int
     nodes: int
@@ -252,9 +237,8 @@ def _link(src: Path, dst: Path) -> None:
 def probe_features(features_dir: str | Path, out: str | Path, collections: Iterable[Collection],
                    graphs: int = PROBE_GRAPHS) -> dict[str, dict[str, ProbeGraph]]:
     """Write ``out``: a feature folder of links holding, per collection, its top-level files, one
-    trainable train graph and up to ``graphs`` valid graphs with targets spread over sizes.
-    Returns ``{collection: {valid stem: ProbeGraph}}`` of what it links (a collection without a
-    trainable train graph or a scorable valid graph is left out)."""
+    trainable train graph and up to ``graphs`` valid graphs spread over sizes; returns
+    ``{collection: {valid stem: ProbeGraph}}`` (a collection without both is left out)."""
     src_root, out = Path(features_dir), Path(out)
     linked: dict[str, dict[str, ProbeGraph]] = {}
     for coll in collections:
@@ -278,24 +262,19 @@ def probe_features(features_dir: str | Path, out: str | Path, collections: Itera
 
 @dataclass
 class ProbeResult:
-    """Prediction seconds per config-node of every probed collection, and the probe's own cost.
-    Per config-node, not per config: scoring a config is a pass over its graph, so a rate per
-    config from small valid graphs under-estimates the larger test and train graphs (BENCHMARKS.md
-    "A run planned to a time budget")."""
+    """Prediction seconds per config-node of every probed collection (per config would
+    under-estimate the larger test graphs: scoring a config is a pass over its graph), and the
+    probe's own cost."""
 
     seconds_per_config_node: dict[str, float]  # collection -> seconds per config-node
     overhead: float  # the probe's wall seconds besides its evaluations (start, imports, loading)
     configs: dict[str, int]  # collection -> configs scored
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def read_probe(reports: Mapping[str, dict], linked: Mapping[str, Mapping[str, ProbeGraph]],
                max_configs: int, wall: float) -> ProbeResult:
     """Seconds per config-node from the probe's ``report.json`` per collection
-    (``final_eval_seconds`` over the config-nodes it scored: ``min(configs, max_configs)`` of
-    each graph in ``per_graph`` times its nodes)."""
+    (``final_eval_seconds`` over the config-nodes of the graphs in ``per_graph``)."""
     rate, scored, evals = {}, {}, 0.0
     for name, report in reports.items():
         graphs = [linked.get(name, {}).get(s) for s in report.get("per_graph", {})]
@@ -325,9 +304,8 @@ def config_node_seconds(probe: ProbeResult, coll: Collection) -> float:
 
 def probed_predict_estimate(features_dir: str | Path, collections: Iterable[Collection], folds: int,
                             oof_max_configs: int, probe: ProbeResult, start: float) -> tuple[float, str]:
-    """(seconds, basis) of one probed model's predict stage: the config-nodes it scores at the probe's speed
-    per collection, plus ``start`` (a predict process's start-up: the probe's, when stages run
-    as processes)."""
+    """(seconds, basis) of the probed model's predict stage: its config-nodes at the probe's speed,
+    plus ``start`` (a predict process's start-up)."""
     seconds, configs = 0.0, 0
     for coll in collections:
         work = predict_configs(features_dir, coll, folds, oof_max_configs)
@@ -341,12 +319,11 @@ def probed_predict_estimate(features_dir: str | Path, collections: Iterable[Coll
 # ---- sharing the training time ----------------------------------------------------------------
 def training_shares(seconds: float, models: Iterable[str], capped: Iterable[str],
                     share: float) -> dict[str, float]:
-    """The training seconds of each trained model: the ``capped`` ones (which train first)
-    together at most ``share`` of them, the others the rest; models that are all capped or all
-    not share them equally."""
+    """The training seconds of each trained model: the ``capped`` ones together ``share`` of
+    them, the others the rest; models that are all capped or all not share them equally."""
     trained, first = list(models), set(capped)
     capped = [m for m in trained if m in first]
-    rest = [m for m in trained if m not in capped]
+    rest = [m for m in trained if m not in first]
     if not capped or not rest:
         return {m: seconds / len(trained) for m in trained}
     return {**{m: seconds * share / len(capped) for m in capped},

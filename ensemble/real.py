@@ -117,24 +117,21 @@ def heuristic_scores(graphs: Sequence[RealGraph], collection: str) -> Scores:
 
 # ---------------------------------------------------------------- trained models
 
-def _features_pipeline(features_dir: Path, coll: Collection) -> tuple[Any, Any]:
+def _process(graphs: Sequence[RealGraph], coll: Collection, features_dir: Path,
+             tabular: bool = False) -> tuple[dict[str, Any], list[Any]]:
+    """Processed graphs (``valid`` split: all configs, source order) and tabular frames, with the
+    settings and normalisation stats of the feature build in ``features_dir``."""
+    from features import tabular as tab
     from features.buildconfig import BuildConfig
+    from features.io import load_npz
     from features.norm import load_norm
+    from features.stages import process_graph
     from tpurank.config import load_run_config
 
     build_json = features_dir / coll.slug / "build.json"
     if not build_json.is_file():
         raise FileNotFoundError(f"{build_json}: no feature build for {coll.name}")
-    return load_run_config(BuildConfig, build_json), load_norm(features_dir, coll)
-
-
-def _process(graphs: Sequence[RealGraph], coll: Collection, build_cfg: Any, norm: Any,
-             tabular: bool = False) -> tuple[dict[str, Any], list[Any]]:
-    """Processed graphs (``valid`` split: all configs, source order) and tabular frames."""
-    from features import tabular as tab
-    from features.stages import process_graph
-    from features.io import load_npz
-
+    build_cfg, norm = load_run_config(BuildConfig, build_json), load_norm(features_dir, coll)
     processed, frames = {}, []
     for g in graphs:
         graph = load_npz(g.path)
@@ -194,8 +191,7 @@ class Records:
     def _made(self, features: Path | None, tabular: bool) -> tuple[dict[str, Any], list[Any]]:
         fdir = Path(features or self.work / "features")
         if (fdir, tabular) not in self.made:
-            build_cfg, norm = _features_pipeline(fdir, self.coll)
-            self.made[fdir, tabular] = _process(self.graphs, self.coll, build_cfg, norm, tabular)
+            self.made[fdir, tabular] = _process(self.graphs, self.coll, fdir, tabular)
         return self.made[fdir, tabular]
 
     def processed(self, features: Path | None = None) -> dict[str, Any]:
@@ -220,33 +216,30 @@ def model_scores(model: str, work: Path, graphs: Sequence[RealGraph], coll: Coll
     from models.predictions import average_folds
     from tpurank.registry import get_model
 
-    def score() -> Scores:
-        ranker = get_model(model).ranker
-        base = work / "models" / model / coll.slug
-        trained = trained_models(base, ranker.marker)
-        if not trained:
-            return Scores(model, label, missing=f"no trained {ranker.title} under {base}")
-        records = Records(graphs, coll, work, work / "real" / "features")
-        per_seed: dict[int, dict[str, np.ndarray]] = {}
-        notes = []
-        for seed, dirs in trained.items():
-            costs, note = ranker.real_costs(dirs, records, device)
-            # the fold models averaged as for the test split (per-graph z-scores)
-            per_seed[seed] = costs[0] if len(costs) == 1 else average_folds(costs)
-            flat = sum(int(np.ptp(per_seed[seed][g.stem]) == 0) for g in graphs)
-            units = f"{len(dirs)} fold models averaged" if len(dirs) > 1 else "one model"
-            notes.append(f"seed {seed}: " + ", ".join(
-                [*([note] if note else []), units, *([f"constant on {flat} graph(s)"] if flat else [])]))
-        return seed_scores(model, label, graphs, coll, per_seed, notes)
-
-    return _guarded_all(lambda: [score()], model, label)[0]
+    ranker = get_model(model).ranker
+    base = work / "models" / model / coll.slug
+    trained = trained_models(base, ranker.marker)
+    if not trained:
+        return Scores(model, label, missing=f"no trained {ranker.title} under {base}")
+    records = Records(graphs, coll, work, work / "real" / "features")
+    per_seed: dict[int, dict[str, np.ndarray]] = {}
+    notes = []
+    for seed, dirs in trained.items():
+        costs, note = ranker.real_costs(dirs, records, device)
+        # the fold models averaged as for the test split (per-graph z-scores)
+        per_seed[seed] = costs[0] if len(costs) == 1 else average_folds(costs)
+        flat = sum(int(np.ptp(per_seed[seed][g.stem]) == 0) for g in graphs)
+        units = f"{len(dirs)} fold models averaged" if len(dirs) > 1 else "one model"
+        notes.append(f"seed {seed}: " + ", ".join(
+            [*([note] if note else []), units, *([f"constant on {flat} graph(s)"] if flat else [])]))
+    return seed_scores(model, label, graphs, coll, per_seed, notes)
 
 
 #: what a scorer may raise for a missing or incompatible model (reported as a gap, not a crash)
 SCORER_ERRORS = (FileNotFoundError, ImportError, ValueError, KeyError, RuntimeError)
 
 
-def _guarded_all(fn: Callable[[], list[Scores]], method: str, label: str) -> list[Scores]:
+def _guarded(fn: Callable[[], list[Scores]], method: str, label: str) -> list[Scores]:
     """Run a scorer; a missing/incompatible model becomes a reported gap, not a crash."""
     try:
         return fn()
@@ -318,14 +311,14 @@ def evaluate(work: str | Path, records: str | Path = REAL_DATA, models: Sequence
     results: list[tuple[Scores, list[RealGraph]]] = []
     for graphs, label, colls in ((tile, TILE, (TILE,)), (layout, "layout:real", LAYOUT_COLLECTIONS)):
         results.append((random_scores(graphs, label, draws, seed), graphs))
-        results += [(s, graphs) for s in _guarded_all(lambda: [heuristic_scores(graphs, label)],
-                                                      "heuristic", label)]
+        results += [(s, graphs) for s in _guarded(lambda: [heuristic_scores(graphs, label)], "heuristic", label)]
         for name in colls:
             coll = get_collection(name)
             tag = label if len(colls) == 1 else f"{label} <- {name}"
-            scored = {name: model_scores(name, work, graphs, coll, tag, device) for name in names}
+            scored = {m: _guarded(lambda: [model_scores(m, work, graphs, coll, tag, device)], m, tag)[0]
+                      for m in names}
             results += [(s, graphs) for s in scored.values()]
-            results += [(s, graphs) for s in _guarded_all(
+            results += [(s, graphs) for s in _guarded(
                 lambda: blend_scores(work, graphs, coll, tag, scored), BLEND_MODEL, tag)]
     from tpurank.config import run_metadata
 
@@ -367,7 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                               f"as every stage: {stage.work})")
     p.add_argument("--data", default=stage.data, help="the run's data root (only names the default --work)")
     p.add_argument("--preset", default=stage.preset, help="the run's preset (only names the default --work)")
-    p.add_argument("--records", "--shared", dest="records", metavar="DIR", default=str(REAL_DATA),
+    p.add_argument("--records", metavar="DIR", default=str(REAL_DATA),
                    help="folder holding real-tpu/ (default: the repository's data/)")
     p.add_argument("--models", default="", help="comma list of trained models to score (default: every "
                                                  "model of tpurank.registry with a train stage)")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import html
 import json
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -71,21 +70,23 @@ def _save(fig, path: Path) -> None:
     _plt().close(fig)
 
 
-def plot_collection_scores(scores: Mapping[str, Mapping[str, float]], title: str, path: Path) -> None:
-    """Grouped bars: x = collection, one bar per model."""
-    plt = _plt()
+def draw_collection_scores(ax, scores: Mapping[str, Mapping[str, float]], title: str) -> None:
+    """Grouped bars on ``ax``: x = collection, one bar per model (the blend last)."""
     colls = list(scores)
     models = sorted({m for s in scores.values() for m in s}, key=lambda m: (m == BLEND_MODEL, m))
-    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(colls)), 3.6))
     width = 0.8 / max(len(models), 1)
     for i, model in enumerate(models):
-        vals = [scores[c].get(model, np.nan) for c in colls]
-        ax.bar(np.arange(len(colls)) + i * width, vals, width, label=model)
+        ax.bar(np.arange(len(colls)) + i * width, [scores[c].get(model, np.nan) for c in colls],
+               width, label=model)
     ax.set_xticks(np.arange(len(colls)) + 0.4 - width / 2, colls, rotation=20, ha="right")
     ax.axhline(0, color="black", lw=0.5)
-    ax.set_ylabel("score (tile: top-5 score, layout: Kendall τ)")
-    ax.set_title(title)
+    ax.set(ylabel="score (tile: top-5 score, layout: Kendall τ)", title=title)
     ax.legend(fontsize=8)
+
+
+def plot_collection_scores(scores: Mapping[str, Mapping[str, float]], title: str, path: Path) -> None:
+    fig, ax = _plt().subplots(figsize=(max(6, 1.6 * len(scores)), 3.6))
+    draw_collection_scores(ax, scores, title)
     _save(fig, path)
 
 
@@ -132,20 +133,14 @@ def _mean_table(scores: Mapping[str, Mapping[str, float]], models: Sequence[str]
     return ("table", ["collection", "graphs"] + list(models), rows)
 
 
-def _means(per_graph: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-    return {m: float(np.mean(list(v.values()))) for m, v in per_graph.items()}
-
-
 def _valid_note(summary: dict) -> str:
-    protocols = {s.get("protocol", "valid (in-sample)") for s in summary["collections"].values()}
-    if protocols == {"oof"}:
+    if all(s.get("protocol") == "oof" for s in summary["collections"].values()):
         return ("Models: out-of-fold predictions of the official valid graphs (each from the fold "
                 "model that did not see it). Blend: each valid graph blended with the weights "
                 "fitted on the other folds (nested), so no number here was fitted on its graph.")
     return ("**In-sample numbers.** The models early-stopped and chose their options on these "
-            "graphs and the blend weights were fitted on them"
-            + (" (in the collections without OOF predictions)" if "oof" in protocols else "")
-            + ": these scores are optimistic. Train with `--folds K` for out-of-fold scores.")
+            "graphs and the blend weights were fitted on them: these scores are optimistic. Train "
+            "with `--folds K` for out-of-fold scores.")
 
 
 def _oof_blocks(summary: dict, models: Sequence[str], run_dir: Path) -> list[Block]:
@@ -156,29 +151,22 @@ def _oof_blocks(summary: dict, models: Sequence[str], run_dir: Path) -> list[Blo
         return [("h2", "Out-of-fold scores"),
                 ("p", "No out-of-fold predictions (models trained without `--folds K`): only the "
                       "in-sample valid table below is available.")]
-    header = ["collection", "graphs", "folds"] + [f"{m}, seed runs averaged (± sd over folds)"
-                                                  for m in models] + \
-             [f"{m} (± sd over seed runs × folds)" for m in models] + \
-             [f"{BLEND_MODEL} (nested, ± sd over folds)"]
+    header = (["collection", "graphs", "folds"] + [f"{m}, seed runs averaged (± sd over folds)" for m in models]
+              + [f"{m} (± sd over seed runs × folds)" for m in models] + [f"{BLEND_MODEL} (nested, ± sd over folds)"])
+
+    def pm(v: dict) -> str:
+        return f"{v['mean']:.4f} ± {v['sd']:.4f}"
+
     rows, means = [], {}
     for c, o in colls.items():
-        n = str(o["n_graphs"]) if o["n_graphs"] == o.get("n_labelled", o["n_graphs"]) else \
-            f"{o['n_graphs']} of {o['n_labelled']}"
-        cells = [c, n, str(o["folds"])]
-        for m in models:
-            v = o["models"][m]
-            cells.append(f"{v['mean']:.4f} ± {v['sd']:.4f}")
-        for m in models:
-            sp = o["runs"].get(m, {}).get("spread")
-            cells.append(f"{sp['mean']:.4f} ± {sp['sd']:.4f} ({sp['runs']}×)" if sp else "—")
-        b = o["blend"]["scores"]
-        cells.append(f"{b['mean']:.4f} ± {b['sd']:.4f}")
-        rows.append(cells)
-        means[c] = dict({m: o["models"][m]["mean"] for m in models}, **{BLEND_MODEL: b["mean"]})
-    finals = ["**final (mean)**", str(sum(o["n_graphs"] for o in colls.values())), ""]
-    finals += [f"**{np.mean([means[c][m] for c in means]):.4f}**" for m in models]
-    finals += [""] * len(models) + [f"**{np.mean([means[c][BLEND_MODEL] for c in means]):.4f}**"]
-    rows.append(finals)
+        n = o["n_graphs"] if o["n_graphs"] == o.get("n_labelled", o["n_graphs"]) else f"{o['n_graphs']} of {o['n_labelled']}"
+        spreads = [o["runs"].get(m, {}).get("spread") for m in models]
+        rows.append([c, str(n), str(o["folds"]), *(pm(o["models"][m]) for m in models),
+                     *(f"{pm(sp)} ({sp['runs']}×)" if sp else "—" for sp in spreads), pm(o["blend"]["scores"])])
+        means[c] = {**{m: o["models"][m]["mean"] for m in models}, BLEND_MODEL: o["blend"]["scores"]["mean"]}
+    final = [f"**{np.mean([means[c][m] for c in means]):.4f}**" for m in [*models, BLEND_MODEL]]
+    rows.append(["**final (mean)**", str(sum(o["n_graphs"] for o in colls.values())), "", *final[:-1],
+                 *[""] * len(models), final[-1]])
     plot_collection_scores(means, "out-of-fold (blend: nested)", run_dir / "scores_oof.png")
     return [("h2", "Out-of-fold scores (every labelled graph: train + valid)"),
             ("p", "Each graph is scored on the prediction of the fold model that did not see it. "
@@ -274,8 +262,6 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
                                  f"{', '.join(models)} (seed runs: {summary['runs']}), per-graph "
                                  f"normalisation `{norm}`. Submission `{summary['submission']}` — "
                                  f"checker: {summary['check']}.")]
-    valid_means: dict[str, dict[str, float]] = {}
-    test_means: dict[str, dict[str, float]] = {}
     details: dict = {"valid": {}, "test": {}}
     graph_blocks: list[Block] = []
     for name in summary["collections"]:
@@ -284,7 +270,6 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
         test = per_graph_scores(cfg, coll, shown, "test", norm)
         details["valid"][name], details["test"][name] = valid, test
         if valid:
-            valid_means[name] = _means(valid)
             plot_per_graph(coll, valid, run_dir / f"per_graph_{coll.slug}.png")
             graph_blocks.append(("img", f"per_graph_{coll.slug}.png", f"{name}: per-graph valid scores"))
             truth = read_truth(cfg.data, coll, "valid")
@@ -292,8 +277,8 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
             stems = sorted(truth, key=lambda s: -len(truth[s]))[:SCATTER_GRAPHS]
             plot_rank_scatter(coll, blend, truth, stems, run_dir / f"scatter_{coll.slug}.png")
             graph_blocks.append(("img", f"scatter_{coll.slug}.png", f"{name}: blend rank vs true rank"))
-        if test:
-            test_means[name] = _means(test)
+    valid_means, test_means = ({c: {m: float(np.mean(list(v.values()))) for m, v in per_graph.items()}
+                                for c, per_graph in details[split].items() if per_graph} for split in ("valid", "test"))
     repaired = repaired_test_graphs(cfg, summary)
     if repaired:
         blocks += [("h2", "Repaired test graphs"),
@@ -359,7 +344,7 @@ def _plan_blocks(cfg: ReportConfig) -> tuple[list[Block], dict | None]:
     started) and actual seconds; this report is its last stage, so its own time is not in it."""
     if not cfg.plan:
         return [], None
-    from ensemble.plan import Plan
+    from ensemble.plan import Plan, utc
 
     path = Path(cfg.plan)
     if not path.is_file():
@@ -368,7 +353,7 @@ def _plan_blocks(cfg: ReportConfig) -> tuple[list[Block], dict | None]:
     spent = max((s.start + s.actual for s in plan.stages if s.done), default=0.0)
     blocks: list[Block] = [
         ("h2", "Time plan: planned vs actual"),
-        ("p", f"Budget {plan.budget:,.0f} s, started {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(plan.started_at))}. "
+        ("p", f"Budget {plan.budget:,.0f} s, started {utc(plan.started_at)}. "
               "Planned: the seconds of the plan printed at the start (validate, features, the "
               "baseline and the GNN probe are measured before it); given: what the stage was given "
               "when it started (every measured stage moves the plan of the ones after it); "

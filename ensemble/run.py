@@ -1,9 +1,7 @@
-"""``python -m ensemble run --budget S`` (``make run BUDGET=S``): the whole pipeline, from validate
-to the report, planned to take S seconds: measure, plan, train and predict, further seeds of the
-last model, finish. What each step does and what was measured: docs/cli.md, "A run planned to a
-time budget". Every model-specific number is its ranker's (:class:`models.ranker.Ranker`); this
-module names no model. The notebooks run the same plan in-process (``ensemble.pipeline.Run(budget=S)``).
-"""
+"""``python -m ensemble run --budget S`` (``make run BUDGET=S``): the whole pipeline planned to
+take S seconds: measure, plan, train and predict, further seeds of the last model, finish
+(docs/cli.md, "A run planned to a time budget"). Every model-specific number is its ranker's
+(:class:`models.ranker.Ranker`). The notebooks run the same plan in-process."""
 
 from __future__ import annotations
 
@@ -24,9 +22,6 @@ from tpurank.config import StageConfig, parse_config
 from ensemble import plan as P
 from ensemble.stages import FIRST, LAST, Run, run_stage_now, stage_argv, stage_module
 
-SPEND = ("seeds", "steps")
-
-
 class BudgetError(ValueError):
     """The budget cannot hold the run (what is measured and estimated leaves no training time)."""
 
@@ -39,9 +34,7 @@ class RunConfig(StageConfig):
     models: str = ""  # comma list of the models trained and blended (empty: the default blend of tpurank/registry.py); training-free ones are predicted too
     protocol: str = "auto"  # what the blend is fitted on: auto (out-of-fold predictions) | valid
     submission: str = "submissions/submission.csv"  # the submission CSV written (and checked)
-    spend: str = "seeds"  # what the last model's time buys: seeds (of the preset's --time-budget each) | steps (one seed, its whole share); BENCHMARKS.md "A run planned to a time budget"
-    max_seeds: int = 3  # seeds of the last model at most (--spend seeds; 45 minutes on 2 cores trains 2: BENCHMARKS.md "A run planned to a time budget")
-    folds: int = 0  # every model's --folds (0: the preset's)
+    max_seeds: int = 3  # seeds of the last model at most, each of its preset's --time-budget (45 minutes on 2 cores trains 2: BENCHMARKS.md "A run planned to a time budget")
     monitor_log: str = ""  # append each stage's wall time, peak RSS and open files to this JSON-lines file (tpurank.monitor)
     stage_options: str = ""  # per-stage options as JSON, e.g. {"<model>-train": {"threads": 1}} (the notebooks' OVERRIDES)
 
@@ -50,8 +43,6 @@ class RunConfig(StageConfig):
     def check(self) -> None:
         if self.budget <= 0:
             raise ValueError(f"--budget must be > 0 seconds (got {self.budget})")
-        if self.spend not in SPEND:
-            raise ValueError(f"--spend must be one of {', '.join(SPEND)} (got {self.spend!r})")
         if self.max_seeds < 1:
             raise ValueError("--max-seeds must be >= 1")
 
@@ -177,16 +168,10 @@ class PlannedRun:
     # -- running one stage
     def seed_run(self, seed: int | None = None, **stage_options: dict[str, Any]) -> Run:
         """The run with ``seed`` and extra per-stage options (stage name -> options)."""
-        overrides = {k: dict(v) for k, v in self.run.overrides.items()}
-        for stage in set(overrides) | set(stage_options):
-            overrides[stage] = {**self.fold_options(stage), **overrides.get(stage, {}),
-                                **stage_options.get(stage, {})}
+        overrides = {s: {**self.run.overrides.get(s, {}), **stage_options.get(s, {})}
+                     for s in set(self.run.overrides) | set(stage_options)}
         return dataclasses.replace(self.run, seed=self.run.seed if seed is None else seed,
                                    overrides=overrides)
-
-    def fold_options(self, stage: str) -> dict[str, Any]:
-        model = stage.split("-", 1)[0]
-        return {"folds": self.cfg.folds} if self.cfg.folds and model in self.trained else {}
 
     def stage(self, name: str, stage: str | None = None, run: Run | None = None,
               planned: float | None = None, basis: str = "measured",
@@ -315,7 +300,7 @@ class PlannedRun:
             self.plan.add(next(r for r in later if r.name == f"{model}-predict"))
         for record in later[len(self.trained):]:
             self.plan.add(record)
-        if self.last and self.cfg.spend == "seeds" and self.cfg.max_seeds > 1:
+        if self.last and self.cfg.max_seeds > 1:
             per_seed, title = self.seed_seconds(), self.rankers[self.last].title
             self.plan.notes.append(
                 f"{title} seeds: up to {self.cfg.max_seeds}. When the others have trained, the {title}'s time is "
@@ -331,19 +316,13 @@ class PlannedRun:
                  f"(budget ends {P.clock(self.plan.deadline)}, {P.MARGIN:.0%} kept back)")
 
     # -- 3. train and predict
-    def pending_reserve(self, *skip: str) -> float:
-        return self.plan.pending_seconds(exclude=skip)
-
     def train_options(self, model: str, seconds: float) -> dict[str, Any]:
         """Options of a train stage planned to take ``seconds`` in all: ``--time-budget`` less
         its start-up (:attr:`probe_start`, and the model's share of the seconds for reading graphs
         or rows and the last writes, :attr:`Ranker.overrun`)."""
         ranker = self.rankers[model]
         budget = seconds - self.probe_start - ranker.overrun * seconds
-        options: dict[str, Any] = {"time_budget": round(max(1.0, budget), 1)}
-        if model == self.last and self.cfg.spend == "steps":
-            options.update(ranker.steps_options)
-        return options
+        return {"time_budget": round(max(1.0, budget), 1)}
 
     def train_and_predict(self) -> None:
         """Every trained model's train and predict stages, then the last model's further seeds."""
@@ -354,14 +333,14 @@ class PlannedRun:
         for model in self.trained:
             train = f"{model}-train"
             others = [f"{m}-train" for m in self.trained if m != model and not self.plan.get(f"{m}-train").done]
-            available = self.usable() - self.pending_reserve(train, *others)
+            available = self.usable() - self.plan.pending_seconds(exclude=[train, *others])
             planned = self.plan.get(train).planned
             if others:  # a capped model: its share, scaled down when the run is late
                 total = planned + sum(self.plan.get(o).planned for o in others)
                 seconds = planned * min(1.0, available / total)
             else:
                 seconds = available
-            if model == self.last and self.cfg.spend == "seeds":
+            if model == self.last:
                 seconds = self.split_seeds(seconds)
             options = self.train_options(model, seconds)
             self.stage(train, planned=seconds, basis=self.plan.get(train).basis, options=options)
@@ -370,7 +349,7 @@ class PlannedRun:
             self.stage(predict.name, run=self.seed_run(**{predict.name: options}),
                        planned=predict.planned, basis=predict.basis)
         self.seeds = [self.run.seed] if self.last else []
-        if self.last and self.cfg.spend == "seeds":
+        if self.last:
             self.more_seeds()
         self.phase = "trained"
         self.save()
@@ -461,8 +440,6 @@ class PlannedRun:
         return self.run.submission_path
 
     def run_all(self) -> Path:
-        self.make_plan()
-        self.train_and_predict()
         return self.finish()
 
 

@@ -1,13 +1,7 @@
-"""Submission CSV: writer and strict checker (docs/competition.md §6).
-
-Format: header ``ID,TopConfigs``; one row per test graph; ``TopConfigs`` = config indices joined
-by ``;``, fastest first. Tile rows hold the 5 best configs (all of them when a graph has fewer);
-layout rows hold a full permutation of the graph's configs.
-
-``python -m ensemble check FILE --data ROOT`` reads the test files under ROOT to learn the
-expected IDs and config counts (only the ``config_runtime`` header of each file is read) and
-rejects anything the Kaggle scorer would reject or mis-score, naming the line, the ID and why.
-"""
+"""Submission CSV: writer and strict checker (docs/competition.md §6): header ``ID,TopConfigs``,
+one row per test graph, config indices joined by ``;``, fastest first (tile: the 5 best, layout:
+every config). ``python -m ensemble check FILE --data ROOT`` rejects anything the Kaggle scorer
+would reject or mis-score, naming the line, the ID and why."""
 
 from __future__ import annotations
 

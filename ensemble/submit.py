@@ -1,10 +1,6 @@
-"""``python -m ensemble submit FILE``: upload a submission with the Kaggle CLI.
-
-The message carries the run id and the validation scores of the blend, found through the run
-folder ``submissions/<run>/blend.json`` whose ``submission.csv`` has the same content as FILE
-(or ``--work WORK`` -> ``WORK/blend/summary.json``). ``--dry-run`` prints the command and
-uploads nothing. The file is checked strictly first when ``--data`` is given.
-"""
+"""``python -m ensemble submit FILE``: upload a submission with the Kaggle CLI; the message carries
+the run id and the blend's validation scores (from ``submissions/<run>/blend.json`` whose CSV has
+FILE's content, or ``--work``). ``--dry-run`` prints the command; ``--data`` checks FILE first."""
 
 from __future__ import annotations
 
@@ -57,10 +53,6 @@ def build_message(summary: dict | None, extra: str | None) -> str:
     return " | ".join(parts)[:MAX_MESSAGE]
 
 
-def kaggle_command(submission: Path, message: str, competition: str = COMPETITION) -> list[str]:
-    return ["kaggle", "competitions", "submit", competition, "-f", str(submission), "-m", message]
-
-
 def credentials_present() -> bool:
     """Whether the Kaggle CLI will find credentials (existence only; nothing is read)."""
     if os.environ.get("KAGGLE_USERNAME") and os.environ.get("KAGGLE_KEY"):
@@ -96,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"submit: no run found for {submission} (no submissions/<run>/blend.json with the same "
               f"content, no --work); pass -m MESSAGE", file=sys.stderr)
         return 2
-    cmd = kaggle_command(submission, message, args.competition)
+    cmd = ["kaggle", "competitions", "submit", args.competition, "-f", str(submission), "-m", message]
     if args.dry_run:
         print(shlex.join(cmd))
         return 0

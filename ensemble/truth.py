@@ -1,12 +1,6 @@
-"""Ground truth and config counts, read without touching the large arrays of a graph file.
-
-A layout npz can hold several GB of ``node_config_feat``; the ensemble only ever needs
-``config_runtime`` (and the tile normalisers). ``np.load`` on an npz reads members lazily, and
-:func:`config_count` reads just the ``.npy`` headers (:func:`features.io.npz_headers`).
-
-Valid truth comes from the npz files; *test* truth exists only for generated samples
-(:func:`features.io.read_hidden_runtimes`) and is used for scoring, never for fitting.
-"""
+"""Ground truth and config counts, read without touching a graph file's large arrays (``np.load``
+reads npz members lazily; :func:`config_count` reads only npy headers). Test truth exists only for
+generated samples (:func:`features.io.read_hidden_runtimes`): for scoring, never for fitting."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Blend weights: the blend stage's config, the selection criterion (:class:`Criterion`: the mean
-per-graph score, or a mix of it with the mean of the worst graphs), and :func:`fit_weights`: a
-simplex grid search shrunk toward the tail anchor, the shrinkage chosen on held-out folds or
-graphs (:mod:`ensemble.blend` describes the protocol). Used by the blend and the seeds table.
-"""
+"""Blend weights: the blend stage's config, the selection criterion (:class:`Criterion`) and
+:func:`fit_weights`, a simplex grid search shrunk toward the tail anchor (docs/ensemble.md, "Blend")."""
 
 from __future__ import annotations
 
@@ -45,13 +42,9 @@ def tail_mean(scores, fraction: float = WORST_FRACTION) -> float:
 @dataclass(frozen=True)
 class Criterion:
     """What the weight search and the shrinkage choice maximise over per-graph scores:
-    ``(1 - tail_weight) * mean + tail_weight * (mean of the worst tail_fraction of graphs)``.
-
-    ``tail_weight`` 0 is the plain mean (the official metric). The tile score is unbounded below
-    (a kernel whose top 5 is 5x slower than its best scores -3), so a choice made on the mean
-    alone can trade a few ruined kernels for many thousandths elsewhere; the tail term makes the
-    worst graphs count on their own.
-    """
+    ``(1 - tail_weight) * mean + tail_weight * (mean of the worst tail_fraction of graphs)``
+    (0: the plain mean, the official metric). The tile score is unbounded below, so a choice made
+    on the mean alone can trade a few ruined kernels for thousandths elsewhere."""
 
     tail_weight: float = 0.0
     tail_fraction: float = 0.1
@@ -175,13 +168,9 @@ def blend_costs(normed: Sequence[Mapping[str, np.ndarray]], weights: Sequence[fl
 
 
 class GraphScorer:
-    """Per-graph scores of weighted blends, memoised by (weights, graph).
-
-    Nested fits (leave-one-fold-out, leave-one-graph-out) score the same grid points on the same
-    graphs over and over; with the cache each (weights, graph) pair is scored once. For layout
-    graphs with more than ``max_configs`` configs, τ is computed on a fixed random subset of that
-    many configs (an unbiased estimate with a standard error of about ``1/sqrt(max_configs)``).
-    """
+    """Per-graph scores of weighted blends, memoised by (weights, graph): nested fits score the
+    same grid points on the same graphs over and over. Layout graphs with more than
+    ``max_configs`` configs are scored on a fixed random subset of that many."""
 
     def __init__(self, coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
                  truth: Mapping[str, np.ndarray], max_configs: int = 20_000) -> None:
@@ -208,15 +197,10 @@ def _best_index(values: np.ndarray, grid: np.ndarray, anchor: np.ndarray) -> int
     return int(top[np.argmin(np.abs(grid[top] - anchor).sum(axis=1))])
 
 
-def tail_anchor(model_scores: np.ndarray, criterion: Criterion) -> np.ndarray:
-    """Equal weights over the models whose mean over their worst graphs (``model_scores``:
-    models x graphs, the criterion's tail fraction) is within :data:`TAIL_TOLERANCE` of the best
-    model's, zero for the others: shrinking toward it never moves weight to a model that is worse
-    on the collection's tail."""
-    return _anchor_of(Criterion(1.0, criterion.tail_fraction).value(model_scores))
-
-
-def _anchor_of(tails: np.ndarray) -> np.ndarray:
+def tail_anchor(tails: np.ndarray) -> np.ndarray:
+    """Equal weights over the models whose mean over their worst graphs (``tails``) is within
+    :data:`TAIL_TOLERANCE` of the best model's, zero for the others: shrinking toward it never
+    moves weight to a model that is worse on the collection's tail."""
     keep = tails >= tails.max() - TAIL_TOLERANCE
     return keep / keep.sum()
 
@@ -228,16 +212,11 @@ def fit_weights(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
                 scorer: GraphScorer | None = None, criterion: Criterion | None = None,
                 groups: Mapping[str, int] | None = None) -> FitResult:
     """Weights maximising ``criterion`` (default: the mean score) over ``stems`` (default: every
-    graph of ``truth``), shrunk toward the :func:`tail_anchor` by held-out evidence; only those
-    graphs are looked at.
-
-    The shrinkage is chosen on held-out scores: with ``groups`` (stem -> fold of the models'
-    fold plan, at least two folds among ``stems``) leave-one-fold-out, every fold's graphs scored
-    with the anchor and grid optimum of the other folds; without, leave-one-graph-out. OOF
-    predictions of one fold come from one fold model, so a model that is weak in one fold is
-    weak on all its graphs at once: leave-one-graph-out cannot see that, leave-one-fold-out does
-    (issue 22). ``scorer`` shares scores between fits on overlapping graph sets (nested fits).
-    """
+    graph of ``truth``; only those are looked at), shrunk toward the :func:`tail_anchor` by the
+    shrinkage that scores best held out: with ``groups`` (stem -> fold, at least two folds)
+    leave-one-fold-out, else leave-one-graph-out. By fold because a fold's OOF predictions come
+    from one fold model, weak on all its graphs at once (issue 22). ``scorer`` shares scores
+    between fits on overlapping graph sets (nested fits)."""
     criterion = criterion or Criterion()
     k = len(normed)
     equal = np.full(k, 1.0 / k)
@@ -252,7 +231,7 @@ def fit_weights(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
     singles = scores[[int(np.flatnonzero(np.isclose(grid[:, m], 1.0))[0]) for m in range(k)]]
     worst = Criterion(1.0, criterion.tail_fraction)  # each model's mean over its worst graphs
     model_tail = worst.value(singles)
-    target = _anchor_of(model_tail)
+    target = tail_anchor(model_tail)
     best_all = grid[_best_index(criterion.value(scores), grid, target)]
     folds = _fold_index(stems, groups)
     best_rest: list[np.ndarray] = [np.empty(0)] * len(stems)
@@ -260,7 +239,7 @@ def fit_weights(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
     if folds is not None:  # per graph, the grid optimum and the anchor of the other folds
         for f in np.unique(folds):
             rest = folds != f
-            t = _anchor_of(worst.value(singles[:, rest]))
+            t = tail_anchor(worst.value(singles[:, rest]))
             w = grid[_best_index(criterion.value(scores[:, rest]), grid, t)]
             for g in np.flatnonzero(~rest):
                 best_rest[g], targets[g] = w, t
@@ -268,7 +247,7 @@ def fit_weights(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
         loo_values = criterion.leave_one_out(scores)  # (p, g): each point's criterion without graph g
         loo_tails = worst.leave_one_out(singles)  # (k, g)
         for g in range(len(stems)):
-            targets[g] = _anchor_of(loo_tails[:, g])
+            targets[g] = tail_anchor(loo_tails[:, g])
             best_rest[g] = grid[_best_index(loo_values[:, g], grid, targets[g])]
     result = FitResult([], 0.0, best_all.tolist(), len(stems), criterion=criterion.describe(),
                        anchor=target.tolist(), model_tail=model_tail.tolist(),

@@ -63,12 +63,11 @@ class Ranker:
 
     # -- the planner's time model (ensemble.run): models with ``capped`` train first, together at
     # most ensemble.plan.FIRST_SHARE of the training time; the one model without takes what they leave, and
-    # (--spend seeds) splits it into seeds of its preset's --time-budget each
+    # splits it into seeds of its preset's --time-budget each
     capped: bool = True
     overrun: float = 0.05  # share of a train stage's seconds kept back from its --time-budget
     predict_cost: tuple[float, float] = (3.0, 10.0)  # predict stage: a s + b s per million configs
     probed: bool = False  # predict time measured instead: see probe_options
-    steps_options: ClassVar[dict[str, Any]] = {}  # train options of --spend steps (its whole share, one seed)
 
     report, score_key = "", "score"  # a run's report file (under its model_dir) and its validation score
     marker: str = ""  # what a trained model directory holds (ensemble.real finds them by it)

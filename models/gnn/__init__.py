@@ -29,7 +29,6 @@ class GnnRanker(Ranker):
     # ended 6-12 s after its budget in all eight budgeted runs of BENCHMARKS.md ("A run planned
     # to a time budget"), within the start-up kept back, so it keeps back 1 % more
     capped, overrun, probed = False, 0.01, True
-    steps_options = {"patience": 0}
     report, marker = "report.json", "best.pt"
 
     def probe_options(self, configs: int) -> dict[str, Any]:

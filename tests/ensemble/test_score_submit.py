@@ -99,7 +99,7 @@ def test_submit_unknown_run_needs_a_message(tmp_path, capsys):
 def test_dispatch(capsys, monkeypatch):
     assert ensemble_main([]) == 2
     assert ensemble_main(["--help"]) == 0
-    assert "blend|check|report|score|submit|seeds|real" in capsys.readouterr().out
+    assert "blend|check|report|score|submit|real" in capsys.readouterr().out
     monkeypatch.setitem(__import__("sys").modules, "ensemble.real", None)  # simulate a missing module
     assert ensemble_main(["real"]) == 2
     assert "not available" in capsys.readouterr().err

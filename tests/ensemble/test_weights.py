@@ -49,8 +49,9 @@ def test_tail_anchor_leaves_out_models_worse_on_the_tail():
     crit = Criterion(0.0, 0.25)
     # model 0: best mean, one ruined graph; model 1: no ruined graph; model 2: like model 1
     scores = np.array([[1.0, 1.0, 1.0, -3.0], [0.6, 0.6, 0.6, 0.5], [0.6, 0.6, 0.55, 0.5]])
-    assert tail_anchor(scores, crit).tolist() == [0.0, 0.5, 0.5]
-    assert tail_anchor(scores[:1], crit).tolist() == [1.0]
+    tails = Criterion(1.0, crit.tail_fraction).value(scores)
+    assert tail_anchor(tails).tolist() == [0.0, 0.5, 0.5]
+    assert tail_anchor(tails[:1]).tolist() == [1.0]
 
 
 def _tile_models(n_graphs: int, seed: int = 0, blind_every: int = 7):

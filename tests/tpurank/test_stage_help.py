@@ -22,7 +22,6 @@ STAGE_CONFIGS = [
     ("models.baseline", "BaselineConfig"),
     ("ensemble.weights", "BlendConfig"),
     ("ensemble.report", "ReportConfig"),
-    ("ensemble.seeds", "SeedsConfig"),
 ]
 
 
