@@ -36,11 +36,6 @@ class Model:
     blend: bool = False  # blended by default (make run, the notebooks: MODELS / --models unset)
 
     @property
-    def preds(self) -> str:
-        """The prediction folder of a seed-free run under ``WORK/preds`` (seeded: ``<name>@seed<k>``)."""
-        return self.name
-
-    @property
     def stages(self) -> tuple[str, ...]:
         """Its sub-commands in pipeline order."""
         return ("train", "predict") if self.trains else ("predict",)
@@ -60,8 +55,6 @@ MODELS: tuple[Model, ...] = (
           trains=False, has_oof=False),
 )
 BY_NAME: dict[str, Model] = {m.name: m for m in MODELS}
-#: the name the blend writes its own predictions under (a column beside the models in reports)
-BLEND = "blend"
 
 
 def default_models() -> str:
@@ -89,21 +82,12 @@ def get_model(name: str) -> Model:
         raise ValueError(f"unknown model {name!r}; the models are: {known} (tpurank/registry.py)") from None
 
 
-def report_order() -> tuple[str, ...]:
-    """Column order of the docs' score tables: the models, then the blend."""
-    return tuple(m.name for m in MODELS) + (BLEND,)
-
-
-def make_table() -> str:
-    """What the ``Makefile`` reads: ``name:module:stage,stage`` per model, space-separated."""
-    return " ".join(f"{m.name}:{m.module}:{','.join(m.stages)}" for m in MODELS)
-
-
 def main(argv: list[str] | None = None) -> int:
-    """``make``: the model table; ``default-models``: the models blended by default (comma list)."""
+    """``make``: ``name:module:stage,stage`` per model; ``default-models``: the models blended by
+    default (comma list)."""
     argv = sys.argv[1:] if argv is None else argv
     if argv == ["make"]:
-        print(make_table())
+        print(" ".join(f"{m.name}:{m.module}:{','.join(m.stages)}" for m in MODELS))
     elif argv == ["default-models"]:
         print(default_models())
     else:
