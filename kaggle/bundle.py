@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata as importlib_metadata
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import time
 from pathlib import Path
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import kaggle_metadata as kmeta  # noqa: E402  (kaggle/ is a folder of scripts, not a package)
@@ -67,10 +69,6 @@ def pinned(name: str) -> str:
         return name
 
 
-def _canonical(name: str) -> str:
-    return name.lower().replace("_", "-").replace(".", "-")
-
-
 def runtime_requirements(dist: str) -> list[Requirement]:
     """The unconditional runtime requirements of an installed distribution (markers evaluated
     here, no extras)."""
@@ -86,18 +84,18 @@ def image_requirements(path: Path = IMAGE_PACKAGES) -> list[str]:
 
 def image_names(path: Path = IMAGE_PACKAGES) -> set[str]:
     """Canonical names of the packages the Kaggle image ships (:func:`image_requirements`)."""
-    return {_canonical(Requirement(line).name) for line in image_requirements(path)}
+    return {canonicalize_name(Requirement(line).name) for line in image_requirements(path)}
 
 
 def missing_from_image(path: Path = IMAGE_PACKAGES) -> list[str]:
     """What tpurank needs at run time that the image lacks: its installed requirements walked
     breadth first, stopping at the image's packages (whose own dependencies are the image's)."""
-    image = image_names(path) | {_canonical(n) for n in NEVER_BUNDLED}
+    image = image_names(path) | {canonicalize_name(n) for n in NEVER_BUNDLED}
     missing: list[str] = []
     todo = [r.name for r in runtime_requirements("tpurank")]
     while todo:
         name = todo.pop(0)
-        if _canonical(name) in image or _canonical(name) in {_canonical(m) for m in missing}:
+        if canonicalize_name(name) in image or canonicalize_name(name) in {canonicalize_name(m) for m in missing}:
             continue
         missing.append(name)
         todo += [r.name for r in runtime_requirements(name)]
@@ -119,15 +117,13 @@ def build_code(out: Path) -> None:
 def build_wheels(out: Path, python_version: str, extras: list[str]) -> None:
     """Binary wheels for the Kaggle interpreter (a platform-independent wheel also matches) of
     what the image lacks; ``--no-deps``: the image has their dependencies (missing_from_image)."""
-    missing = missing_from_image()
-    names = missing + [n for n in extras if n not in missing]
+    missing = missing_from_image()  # torch, in the image, is never bundled, not even as an extra
+    names = missing + [n for n in extras if n not in missing
+                       and canonicalize_name(n) not in map(canonicalize_name, NEVER_BUNDLED)]
     run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(out),
          "--python-version", python_version, "--implementation", "cp",
          *[arg for plat in PLATFORMS for arg in ("--platform", plat)],
          "--no-deps", *[pinned(n) for n in names]])
-    for whl in out.glob("*.whl"):  # a dependency must never drag torch in
-        if _canonical(whl.name.split("-")[0]) in {_canonical(n) for n in NEVER_BUNDLED}:
-            whl.unlink()
     listing = {"python_version": python_version, "image": image_requirements(),
                "requested": [pinned(n) for n in names],
                "wheels": sorted(p.name for p in out.glob("*.whl"))}
@@ -199,8 +195,6 @@ def bundle(out: Path = DEFAULT_BUILD, owner: str = DEFAULT_OWNER, python_version
 
 
 def main(argv: list[str] | None = None) -> int:
-    import os
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--weights-from", type=Path, default=None, metavar="WORK",
                         help="route 2: also build the weights dataset from this trained work dir "

@@ -73,8 +73,6 @@ def _check_owner_slug(value: Any, field: str, problems: list[str],
     if not isinstance(value, str) or not _OWNER_SLUG.match(value):
         problems.append(f"{field}: expected 'owner/slug', got {value!r}")
         return
-    if OWNER_PLACEHOLDER in value or value.startswith("{"):
-        problems.append(f"{field}: owner placeholder not filled in ({value!r})")
     if slug_len:
         slug = value.split("/", 1)[1]
         if not slug_len[0] <= len(slug) <= slug_len[1]:

@@ -17,7 +17,6 @@ import dataclasses
 import difflib
 import functools
 import inspect
-import io
 import json
 import os
 import platform
@@ -25,7 +24,6 @@ import subprocess
 import sys
 import textwrap
 import time
-import tokenize
 import types
 import typing
 from pathlib import Path
@@ -81,20 +79,17 @@ def _class_comments(klass: type) -> dict[str, str]:
     except (OSError, TypeError):
         return {}
     lines = source.splitlines()
-    trailing: dict[int, str] = {}
-    own_line: dict[int, str] = {}
-    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-        if tok.type == tokenize.COMMENT:
-            whole = lines[tok.start[0] - 1].strip().startswith("#")
-            (own_line if whole else trailing)[tok.start[0]] = tok.string.lstrip("#:").strip()
-    body = ast.parse(source).body[0]
+    own_line = {i: line.strip().lstrip("#:").strip() for i, line in enumerate(lines)
+                if line.strip().startswith("#")}
     found: dict[str, str] = {}
-    for node in getattr(body, "body", []):
+    for node in ast.parse(source).body[0].body:
         if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
             continue
-        text = trailing.get(node.end_lineno or node.lineno, "")
+        # what follows the field on its last line (ast's column offsets count UTF-8 bytes)
+        rest = lines[node.end_lineno - 1].encode()[node.end_col_offset:].decode().strip()
+        text = rest.lstrip("#:").strip() if rest.startswith("#") else ""
         if not text:
-            above, row = [], node.lineno - 1
+            above, row = [], node.lineno - 2
             while row in own_line and not own_line[row].startswith("---"):
                 above.insert(0, own_line[row])
                 row -= 1

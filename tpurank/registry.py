@@ -1,20 +1,14 @@
-"""The models of the pipeline, in one table. Every place that lists models reads it: the
-``Makefile`` (``python3 -m tpurank.registry make``), the ``tpurank`` console script
-(:mod:`tpurank.cli`), the notebooks' pipeline (:mod:`ensemble.pipeline`), the blend's protocol
-check, ``ensemble real`` and the docs tables (:mod:`benchmarks.render`).
-
-A model is named by :attr:`Model.name` everywhere: ``--models gnn,lgbm``, its stage module
-(``python -m models.gnn train|predict``), its trained files ``WORK/models/<name>/<slug>/seed<k>/``
-(``fold<k>/`` below that for a cross-validated run) and its predictions
-``WORK/preds/<name>[@seed<k>]/<slug>/<split>.npz`` (:mod:`models.predictions`).
+"""The models of the pipeline, in one table that every place listing models reads (the
+``Makefile`` through ``python3 -m tpurank.registry make``, the console script, the pipeline, the
+blend, ``ensemble real``, the docs tables). A model's name is its ``--models`` name, its folders
+``WORK/models/<name>/<slug>/seed<k>/`` and ``WORK/preds/<name>[@seed<k>]/<slug>/<split>.npz``.
 
 Adding a model: one :class:`Model` row here, and a stage module with ``train``/``predict``
-commands that write those files and a ``RANKER`` (:class:`models.ranker.Ranker`: the planner's
-time model, its reports, its scoring of real records); the run, its plan, the blend, report,
-notebooks, ``ensemble real`` and ``make run`` then pick it up (tests/ensemble/test_toy_ranker.py).
+commands that write those files and a ``RANKER`` (:class:`models.ranker.Ranker`); the run, plan,
+blend, report, notebooks and ``make run`` then pick it up (tests/ensemble/test_toy_ranker.py).
 
-This module imports nothing but the standard library (the ``Makefile`` runs it with the system
-``python3`` before any virtual environment exists), and no stage: stages are named by module.
+Standard library only (the ``Makefile`` runs it with the system ``python3`` before any virtual
+environment exists), and no stage import: stages are named by module.
 """
 
 from __future__ import annotations
