@@ -52,13 +52,14 @@ def folder_size(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-def run(cmd: list[str]) -> None:
-    """Run a command, echoing it; fail with its output when it fails."""
+def run(cmd: list[str], cwd: Path | None = None) -> str:
+    """Run a command, echoing it; its output, or fail with it when it fails."""
     print("+", " ".join(cmd), flush=True)
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
     if proc.returncode != 0:
         raise SystemExit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n"
                          f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc.stdout
 
 
 def pinned(name: str) -> str:
@@ -91,15 +92,15 @@ def missing_from_image(path: Path = IMAGE_PACKAGES) -> list[str]:
     """What tpurank needs at run time that the image lacks: its installed requirements walked
     breadth first, stopping at the image's packages (whose own dependencies are the image's)."""
     image = image_names(path) | {canonicalize_name(n) for n in NEVER_BUNDLED}
-    missing: list[str] = []
+    missing: dict[str, str] = {}  # canonical name -> name
     todo = [r.name for r in runtime_requirements("tpurank")]
     while todo:
         name = todo.pop(0)
-        if canonicalize_name(name) in image or canonicalize_name(name) in {canonicalize_name(m) for m in missing}:
+        if canonicalize_name(name) in image | set(missing):
             continue
-        missing.append(name)
+        missing[canonicalize_name(name)] = name
         todo += [r.name for r in runtime_requirements(name)]
-    return sorted(missing, key=str.lower)
+    return sorted(missing.values(), key=str.lower)
 
 
 def build_code(out: Path) -> None:

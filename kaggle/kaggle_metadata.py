@@ -44,17 +44,6 @@ def slugify(title: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
 
 
-def fill(template: Any, owner: str) -> Any:
-    """Replace ``{owner}`` in every string of a JSON-like template."""
-    if isinstance(template, str):
-        return template.replace(OWNER_PLACEHOLDER, owner)
-    if isinstance(template, list):
-        return [fill(v, owner) for v in template]
-    if isinstance(template, dict):
-        return {k: fill(v, owner) for k, v in template.items()}
-    return template
-
-
 def metadata_file(folder: Path) -> Path | None:
     """``folder``'s dataset or kernel metadata file (None: it has neither)."""
     return next((p for p in (folder / DATASET_FILE, folder / KERNEL_FILE) if p.is_file()), None)
@@ -65,7 +54,7 @@ def load_template(name: str, owner: str) -> dict[str, Any]:
     path = metadata_file(TEMPLATES / name)
     if path is None:
         raise FileNotFoundError(f"{TEMPLATES / name}: no {DATASET_FILE} or {KERNEL_FILE} template")
-    return fill(json.loads(path.read_text()), owner)
+    return json.loads(path.read_text().replace(OWNER_PLACEHOLDER, json.dumps(owner)[1:-1]))
 
 
 def _check_owner_slug(value: Any, field: str, problems: list[str],

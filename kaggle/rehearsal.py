@@ -17,7 +17,6 @@ import importlib.metadata
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -73,10 +72,9 @@ def image_environment(folder: Path) -> Path:
             if not link.exists() and (site / top).exists():
                 link.symlink_to(site / top)
     venv = folder / "venv"  # without pip: the image's pip (in the list) does the install
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    bundle.run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     py = venv / "bin" / "python"
-    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+    purelib = bundle.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).strip()
     (Path(purelib) / "kaggle_image.pth").write_text(f"import site; site.addsitedir({str(layer)!r})\n")
     return py
 
@@ -134,11 +132,8 @@ def offline_env(kaggle: Path, jupyter: Path) -> dict[str, str]:
 
 def check_submission(path: Path, data: Path) -> None:
     """``python -m ensemble check`` (the submission stage's own check); fails loudly."""
-    proc = subprocess.run([sys.executable, "-m", "ensemble", "check", str(path), "--data", str(data)],
-                          capture_output=True, text=True, cwd=REPO)
-    if proc.returncode != 0:
-        raise SystemExit(f"{path}: rejected by ensemble check\n{proc.stdout}{proc.stderr}")
-    print(f"  ensemble check {path}: {proc.stdout.strip().splitlines()[-1]}")
+    out = bundle.run([sys.executable, "-m", "ensemble", "check", str(path), "--data", str(data)], cwd=REPO)
+    print(f"  ensemble check {path}: {out.strip().splitlines()[-1]}")
 
 
 def check_device(work: Path) -> str:
