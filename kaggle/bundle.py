@@ -40,12 +40,11 @@ NOTEBOOKS = {TRAIN: REPO / "notebooks" / "train.py", INFERENCE: REPO / "notebook
 
 
 def human_size(num_bytes: float) -> str:
-    if num_bytes < 1024:
-        return f"{int(num_bytes)} B"
-    for unit in ("KiB", "MiB", "GiB"):
-        num_bytes /= 1024
+    for unit in ("B", "KiB", "MiB", "GiB"):
         if num_bytes < 1024 or unit == "GiB":
-            return f"{num_bytes:.1f} {unit}"
+            return f"{num_bytes:.1f} {unit}" if unit != "B" else f"{int(num_bytes)} B"
+        num_bytes /= 1024
+    return f"{num_bytes:.1f} GiB"
 
 
 def folder_size(folder: Path) -> int:

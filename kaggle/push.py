@@ -51,7 +51,10 @@ def read_bundle(build: Path) -> dict:
 
 def meta_id(build: Path, name: str) -> str:
     """The Kaggle id of the dataset or kernel folder ``build/name``."""
-    return json.loads(kmeta.metadata_file(build / name).read_text())["id"]
+    path = kmeta.metadata_file(build / name)
+    if path is None:
+        raise SystemExit(f"{build / name}: no Kaggle metadata; run `make kaggle-bundle` first")
+    return json.loads(path.read_text())["id"]
 
 
 def plan(build: Path, steps: tuple[str, ...] = STEPS, create: bool = False,
