@@ -3,33 +3,11 @@
     python kaggle/bundle.py [--weights-from WORK] [--out kaggle/build] [--owner NAME]
                             [--kaggle-python 3.11] [--extra PKG ...]
 
-Writes, each folder with its filled-in and validated Kaggle metadata, and ``OUT/BUNDLE.json``
-(which route the bundle is for; ``push.py`` reads it)::
-
-    OUT/tpurank-code/       tpurank-<version>-py3-none-any.whl, BUILD_INFO.json
-    OUT/tpurank-wheels/     wheels the Kaggle image lacks (torch-geometric, xxhash), WHEELS.json
-    OUT/tpurank-train/      train.ipynb (from notebooks/train.py), kernel-metadata.json: GPU on,
-                            internet off, the competition, code and wheels attached
-    OUT/tpurank-inference/  inference.ipynb (from notebooks/inference.py), kernel-metadata.json
-    OUT/tpurank-weights/    only with --weights-from: WORK's models and feature statistics
-
-Two routes (docs/kaggle.md):
-
-1. *Train on Kaggle* (the default, no trained model needed): the train kernel trains in its
-   session and its output is the inference kernel's weights, attached through ``kernel_sources``.
-2. *Train anywhere else* (``--weights-from WORK``): the weights dataset is built from a trained
-   WORK and attached to the inference kernel instead of the train kernel's output.
-
-Each dataset folder is ready for ``kaggle datasets create|version -p DIR -r zip`` (see push.py).
-
-What goes into the wheels dataset: what tpurank needs at run time beyond the packages of the
-Kaggle image, as listed (with the versions assumed) in ``kaggle/image_packages.txt`` — found by
-walking tpurank's installed requirements and stopping at the image's packages: torch-geometric
-and its small ``xxhash`` dependency today. They are downloaded as wheels for the Kaggle
-interpreter (``--kaggle-python``), pinned to the versions installed here, i.e. the ones the tests
-ran with. ``--extra PKG`` adds more if an image lacks something. torch is never bundled: it is in
-the image. ``make kaggle-rehearsal`` (kaggle/rehearsal.py) installs this default bundle offline
-into an environment of exactly the listed packages and runs both notebooks there.
+Writes OUT/tpurank-{code,wheels,train,inference} (and OUT/tpurank-weights with --weights-from),
+each with its filled-in and validated Kaggle metadata, and OUT/BUNDLE.json (the route, which
+push.py reads); the folders and the two routes are docs/kaggle.md's. The wheels dataset holds
+what tpurank needs at run time beyond the Kaggle image's packages (``kaggle/image_packages.txt``;
+never torch), pinned to the versions installed here, i.e. the ones the tests ran with.
 """
 
 from __future__ import annotations
@@ -37,28 +15,28 @@ from __future__ import annotations
 import argparse
 import importlib.metadata as importlib_metadata
 import json
+import os
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import kaggle_metadata as kmeta  # noqa: E402  (kaggle/ is a folder of scripts, not a package)
+from kaggle_metadata import (BUNDLE_FILE, CODE, DEFAULT_BUILD, DEFAULT_OWNER, INFERENCE,  # noqa: E402
+                             REPO, TRAIN, WEIGHTS, WHEELS)
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = REPO / "kaggle" / "build"
-CODE, WHEELS, WEIGHTS = "tpurank-code", "tpurank-wheels", "tpurank-weights"
-TRAIN, INFERENCE = "tpurank-train", "tpurank-inference"
 KERNELS = (TRAIN, INFERENCE)
-BUNDLE_FILE = "BUNDLE.json"
 IMAGE_PACKAGES = REPO / "kaggle" / "image_packages.txt"
 NEVER_BUNDLED = ("torch",)
 KAGGLE_PYTHON = "3.11"
 PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64",
              "linux_x86_64")
 NOTEBOOKS = {TRAIN: REPO / "notebooks" / "train.py", INFERENCE: REPO / "notebooks" / "inference.py"}
-DEFAULT_OWNER = "your-kaggle-username"
 
 
 def human_size(num_bytes: float) -> str:
@@ -73,13 +51,14 @@ def folder_size(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-def run(cmd: list[str]) -> None:
-    """Run a command, echoing it; fail with its output when it fails."""
+def run(cmd: list[str], cwd: Path | None = None) -> str:
+    """Run a command, echoing it; its output, or fail with it when it fails."""
     print("+", " ".join(cmd), flush=True)
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
     if proc.returncode != 0:
         raise SystemExit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n"
                          f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc.stdout
 
 
 def pinned(name: str) -> str:
@@ -90,20 +69,11 @@ def pinned(name: str) -> str:
         return name
 
 
-def _canonical(name: str) -> str:
-    return name.lower().replace("_", "-").replace(".", "-")
-
-
-def requirement_names(dist: str) -> list[str]:
-    """Names of the unconditional runtime requirements of an installed distribution."""
-    from packaging.requirements import Requirement
-
-    names = []
-    for line in importlib_metadata.requires(dist) or []:
-        req = Requirement(line)
-        if req.marker is None or req.marker.evaluate({"extra": ""}):
-            names.append(req.name)
-    return names
+def runtime_requirements(dist: str) -> list[Requirement]:
+    """The unconditional runtime requirements of an installed distribution (markers evaluated
+    here, no extras)."""
+    reqs = [Requirement(line) for line in importlib_metadata.requires(dist) or []]
+    return [r for r in reqs if r.marker is None or r.marker.evaluate({"extra": ""})]
 
 
 def image_requirements(path: Path = IMAGE_PACKAGES) -> list[str]:
@@ -114,24 +84,22 @@ def image_requirements(path: Path = IMAGE_PACKAGES) -> list[str]:
 
 def image_names(path: Path = IMAGE_PACKAGES) -> set[str]:
     """Canonical names of the packages the Kaggle image ships (:func:`image_requirements`)."""
-    from packaging.requirements import Requirement
-
-    return {_canonical(Requirement(line).name) for line in image_requirements(path)}
+    return {canonicalize_name(Requirement(line).name) for line in image_requirements(path)}
 
 
 def missing_from_image(path: Path = IMAGE_PACKAGES) -> list[str]:
     """What tpurank needs at run time that the image lacks: its installed requirements walked
     breadth first, stopping at the image's packages (whose own dependencies are the image's)."""
-    image = image_names(path) | {_canonical(n) for n in NEVER_BUNDLED}
-    missing: list[str] = []
-    todo = requirement_names("tpurank")
+    image = image_names(path) | {canonicalize_name(n) for n in NEVER_BUNDLED}
+    missing: dict[str, str] = {}  # canonical name -> name
+    todo = [r.name for r in runtime_requirements("tpurank")]
     while todo:
         name = todo.pop(0)
-        if _canonical(name) in image or _canonical(name) in {_canonical(m) for m in missing}:
+        if canonicalize_name(name) in image | set(missing):
             continue
-        missing.append(name)
-        todo += requirement_names(name)
-    return sorted(missing, key=str.lower)
+        missing[canonicalize_name(name)] = name
+        todo += [r.name for r in runtime_requirements(name)]
+    return sorted(missing.values(), key=str.lower)
 
 
 def build_code(out: Path) -> None:
@@ -146,22 +114,16 @@ def build_code(out: Path) -> None:
     (out / "BUILD_INFO.json").write_text(json.dumps(info, indent=2) + "\n")
 
 
-def download_wheels(out: Path, requirements: list[str], python_version: str) -> None:
-    """Binary wheels for the Kaggle interpreter (any platform-independent wheel also matches)."""
-    cmd = [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(out),
-           "--python-version", python_version, "--implementation", "cp"]
-    for plat in PLATFORMS:
-        cmd += ["--platform", plat]
-    cmd.append("--no-deps")  # the image has every dependency of what is bundled (missing_from_image)
-    run(cmd + requirements)
-
-
 def build_wheels(out: Path, python_version: str, extras: list[str]) -> None:
-    names = missing_from_image() + [n for n in extras if n not in missing_from_image()]
-    download_wheels(out, [pinned(n) for n in names], python_version)
-    for whl in out.glob("*.whl"):  # a dependency must never drag torch in
-        if _canonical(whl.name.split("-")[0]) in {_canonical(n) for n in NEVER_BUNDLED}:
-            whl.unlink()
+    """Binary wheels for the Kaggle interpreter (a platform-independent wheel also matches) of
+    what the image lacks; ``--no-deps``: the image has their dependencies (missing_from_image)."""
+    missing = missing_from_image()  # torch, in the image, is never bundled, not even as an extra
+    names = missing + [n for n in extras if n not in missing
+                       and canonicalize_name(n) not in map(canonicalize_name, NEVER_BUNDLED)]
+    run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(out),
+         "--python-version", python_version, "--implementation", "cp",
+         *[arg for plat in PLATFORMS for arg in ("--platform", plat)],
+         "--no-deps", *[pinned(n) for n in names]])
     listing = {"python_version": python_version, "image": image_requirements(),
                "requested": [pinned(n) for n in names],
                "wheels": sorted(p.name for p in out.glob("*.whl"))}
@@ -197,7 +159,7 @@ def write_metadata(out: Path, name: str, owner: str, weights: bool = False) -> l
     return kmeta.validate_folder(out)
 
 
-def bundle(out: Path = DEFAULT_OUT, owner: str = DEFAULT_OWNER, python_version: str = KAGGLE_PYTHON,
+def bundle(out: Path = DEFAULT_BUILD, owner: str = DEFAULT_OWNER, python_version: str = KAGGLE_PYTHON,
            extras: list[str] | None = None, weights_from: Path | None = None) -> dict[str, int]:
     """Build the folders under ``out`` (the weights dataset only ``weights_from`` a trained WORK;
     a stale one is removed); returns their sizes in bytes."""
@@ -233,13 +195,11 @@ def bundle(out: Path = DEFAULT_OUT, owner: str = DEFAULT_OWNER, python_version: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    import os
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--weights-from", type=Path, default=None, metavar="WORK",
                         help="route 2: also build the weights dataset from this trained work dir "
                              "(WORK of make run); default: none, the train kernel trains on Kaggle")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--out", type=Path, default=DEFAULT_BUILD)
     parser.add_argument("--owner", default=os.environ.get("KAGGLE_USERNAME", DEFAULT_OWNER),
                         help="Kaggle user name for the dataset/kernel ids (default: $KAGGLE_USERNAME)")
     parser.add_argument("--kaggle-python", default=KAGGLE_PYTHON,

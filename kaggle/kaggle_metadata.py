@@ -1,18 +1,9 @@
-"""Kaggle CLI metadata: fill the templates in ``kaggle/templates`` and validate them.
+"""The bundle's names and its Kaggle CLI metadata: fill the templates in ``kaggle/templates`` and
+validate them against the rules the Kaggle CLI documents (kaggle-api ``docs/datasets_metadata.md``
+and ``docs/kernels_metadata.md``) and what ``kaggle kernels push`` enforces at run time (e.g. a
+kernel title must slugify to its id's slug, else Kaggle silently pushes to another kernel).
 
-The rules checked here are the ones the Kaggle CLI documents (kaggle-api ``docs/datasets_metadata.md``
-and ``docs/kernels_metadata.md``) plus what ``kaggle kernels push`` enforces at run time:
-
-- dataset (``kaggle datasets create``): ``title`` 6-50 characters; ``id`` = ``owner/slug`` with a
-  slug of 3-50 characters; ``licenses`` exactly one entry whose ``name`` is a documented licence;
-  ``subtitle`` (optional) 20-80 characters; ``resources`` (optional) paths must exist.
-- kernel (``kaggle kernels push``): ``id`` = ``owner/slug``; ``title`` required for a new kernel and
-  slugifying to the id's slug (otherwise Kaggle silently creates a kernel under another slug);
-  ``code_file`` exists beside the metadata; ``language`` in python/r/rmarkdown; ``kernel_type`` in
-  script/notebook; booleans as ``true``/``false``; sources as ``owner/slug`` strings.
-
-This file is not part of an installed package: ``bundle.py``/``push.py`` import it from their own
-folder, and tests load it by path.
+Not part of an installed package: the scripts of ``kaggle/`` import it from their own folder.
 """
 
 from __future__ import annotations
@@ -22,9 +13,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-TEMPLATES = Path(__file__).resolve().parent / "templates"
+REPO = Path(__file__).resolve().parent.parent
+TEMPLATES = REPO / "kaggle" / "templates"
+DEFAULT_BUILD = REPO / "kaggle" / "build"
 OWNER_PLACEHOLDER = "{owner}"
+DEFAULT_OWNER = "your-kaggle-username"  # ids built without --owner / KAGGLE_USERNAME: never pushed
 COMPETITION = "predict-ai-model-runtime"
+CODE, WHEELS, WEIGHTS = "tpurank-code", "tpurank-wheels", "tpurank-weights"
+TRAIN, INFERENCE = "tpurank-train", "tpurank-inference"
+BUNDLE_FILE = "BUNDLE.json"
 
 LICENSES = frozenset({
     "CC0-1.0", "CC-BY-SA-3.0", "CC-BY-SA-4.0", "CC-BY-NC-SA-4.0", "GPL-2.0", "ODbL-1.0",
@@ -47,25 +44,17 @@ def slugify(title: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
 
 
-def fill(template: Any, owner: str) -> Any:
-    """Replace ``{owner}`` in every string of a JSON-like template."""
-    if isinstance(template, str):
-        return template.replace(OWNER_PLACEHOLDER, owner)
-    if isinstance(template, list):
-        return [fill(v, owner) for v in template]
-    if isinstance(template, dict):
-        return {k: fill(v, owner) for k, v in template.items()}
-    return template
+def metadata_file(folder: Path) -> Path | None:
+    """``folder``'s dataset or kernel metadata file (None: it has neither)."""
+    return next((p for p in (folder / DATASET_FILE, folder / KERNEL_FILE) if p.is_file()), None)
 
 
 def load_template(name: str, owner: str) -> dict[str, Any]:
     """``templates/<name>/{dataset,kernel}-metadata.json`` with the owner filled in."""
-    folder = TEMPLATES / name
-    for file_name in (DATASET_FILE, KERNEL_FILE):
-        path = folder / file_name
-        if path.is_file():
-            return fill(json.loads(path.read_text()), owner)
-    raise FileNotFoundError(f"{folder}: no {DATASET_FILE} or {KERNEL_FILE} template")
+    path = metadata_file(TEMPLATES / name)
+    if path is None:
+        raise FileNotFoundError(f"{TEMPLATES / name}: no {DATASET_FILE} or {KERNEL_FILE} template")
+    return json.loads(path.read_text().replace(OWNER_PLACEHOLDER, json.dumps(owner)[1:-1]))
 
 
 def _check_owner_slug(value: Any, field: str, problems: list[str],
@@ -73,8 +62,6 @@ def _check_owner_slug(value: Any, field: str, problems: list[str],
     if not isinstance(value, str) or not _OWNER_SLUG.match(value):
         problems.append(f"{field}: expected 'owner/slug', got {value!r}")
         return
-    if OWNER_PLACEHOLDER in value or value.startswith("{"):
-        problems.append(f"{field}: owner placeholder not filled in ({value!r})")
     if slug_len:
         slug = value.split("/", 1)[1]
         if not slug_len[0] <= len(slug) <= slug_len[1]:
@@ -150,14 +137,12 @@ def validate_kernel_metadata(meta: dict[str, Any], folder: str | Path | None = N
 
 def validate_folder(folder: str | Path) -> list[str]:
     """Validate the metadata file found in ``folder`` (dataset or kernel), prefixed by its path."""
-    folder = Path(folder)
-    for file_name, check in ((DATASET_FILE, validate_dataset_metadata),
-                             (KERNEL_FILE, validate_kernel_metadata)):
-        path = folder / file_name
-        if path.is_file():
-            try:
-                meta = json.loads(path.read_text())
-            except json.JSONDecodeError as err:
-                return [f"{path}: not valid JSON ({err})"]
-            return [f"{path}: {p}" for p in check(meta, folder)]
-    return [f"{folder}: no {DATASET_FILE} or {KERNEL_FILE}"]
+    path = metadata_file(Path(folder))
+    if path is None:
+        return [f"{folder}: no {DATASET_FILE} or {KERNEL_FILE}"]
+    try:
+        meta = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        return [f"{path}: not valid JSON ({err})"]
+    check = validate_kernel_metadata if path.name == KERNEL_FILE else validate_dataset_metadata
+    return [f"{path}: {p}" for p in check(meta, folder)]

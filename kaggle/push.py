@@ -1,25 +1,13 @@
 """Upload the bundle built by ``bundle.py``, run the kernels and submit: prints the Kaggle CLI
 commands (dry run, the default) or runs them (``--execute``), each step only once what it
-needs is ready.
+needs is ready (the steps: docs/kaggle.md).
 
     python kaggle/push.py [--build kaggle/build] [--create] [--steps datasets,train,inference,submit]
                           [--message MSG] [--wait SECONDS] [--accelerator ID] [--execute]
 
-Steps, in order (``BUILD/BUNDLE.json`` says the route; the weights route has no ``train``):
-
-- ``datasets``: ``kaggle datasets create -p DIR -r zip`` for a first upload (``--create``), else
-  ``kaggle datasets version -p DIR -r zip -m MSG``, for code, wheels (and weights).
-- ``train``: once ``kaggle datasets status`` says every dataset is ready, ``kaggle kernels push -p
-  BUILD/tpurank-train`` (GPU on; ``--accelerator`` picks one, e.g. NvidiaTeslaT4).
-- ``inference``: once the train kernel is complete (``kaggle kernels status``; the weights route:
-  once the datasets are ready), ``kaggle kernels push -p BUILD/tpurank-inference``.
-- ``submit``: once the inference kernel is complete, ``kaggle kernels output OWNER/SLUG -p DIR``
-  and ``kaggle competitions submit predict-ai-model-runtime -f DIR/submission.csv -m MSG``.
-
 A step waits up to ``--wait`` seconds for what it needs; then, or at once when a kernel failed,
-it refuses and prints the exact command that goes on from there. Metadata is re-validated before
-anything runs; credentials are the Kaggle CLI's own business (``~/.kaggle/kaggle.json`` or
-``KAGGLE_USERNAME``/``KAGGLE_KEY``), never read here.
+it refuses and prints the command that goes on from there. Credentials are the Kaggle CLI's own
+business (``~/.kaggle/kaggle.json`` or ``KAGGLE_USERNAME``/``KAGGLE_KEY``), never read here.
 """
 
 from __future__ import annotations
@@ -36,13 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import kaggle_metadata as kmeta  # noqa: E402
+from kaggle_metadata import BUNDLE_FILE, DEFAULT_BUILD, DEFAULT_OWNER, INFERENCE, TRAIN  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_BUILD = REPO / "kaggle" / "build"
-CODE, WHEELS, WEIGHTS = "tpurank-code", "tpurank-wheels", "tpurank-weights"
-TRAIN, INFERENCE = "tpurank-train", "tpurank-inference"
 STEPS = ("datasets", "train", "inference", "submit")
-PLACEHOLDER_OWNER = "your-kaggle-username"
 #: a kernel pushed by this run may still report its previous version's "complete" for a while:
 #: that status counts once the new run was seen queued or running, or after this many seconds
 FRESH_PUSH_GRACE = 180.0
@@ -59,18 +43,18 @@ class Step:
 
 def read_bundle(build: Path) -> dict:
     """``BUILD/BUNDLE.json`` (route, owner, datasets); a missing file is an unbuilt bundle."""
-    path = build / "BUNDLE.json"
+    path = build / BUNDLE_FILE
     if not path.is_file():
         raise SystemExit(f"{path}: missing; run `make kaggle-bundle` first")
     return json.loads(path.read_text())
 
 
-def kernel_id(build: Path, name: str) -> str:
-    return json.loads((build / name / kmeta.KERNEL_FILE).read_text())["id"]
-
-
-def dataset_id(build: Path, name: str) -> str:
-    return json.loads((build / name / kmeta.DATASET_FILE).read_text())["id"]
+def meta_id(build: Path, name: str) -> str:
+    """The Kaggle id of the dataset or kernel folder ``build/name``."""
+    path = kmeta.metadata_file(build / name)
+    if path is None:
+        raise SystemExit(f"{build / name}: no Kaggle metadata; run `make kaggle-bundle` first")
+    return json.loads(path.read_text())["id"]
 
 
 def plan(build: Path, steps: tuple[str, ...] = STEPS, create: bool = False,
@@ -80,7 +64,7 @@ def plan(build: Path, steps: tuple[str, ...] = STEPS, create: bool = False,
     bundle = read_bundle(build)
     datasets = bundle["datasets"]
     local = bundle["route"] == "local"
-    ready = [("dataset", dataset_id(build, d)) for d in datasets]
+    ready = [("dataset", meta_id(build, d)) for d in datasets]
     out: list[Step] = []
     if "datasets" in steps:
         verb = (lambda d: ["create", "-p", str(build / d), "-r", "zip"]) if create else \
@@ -90,10 +74,10 @@ def plan(build: Path, steps: tuple[str, ...] = STEPS, create: bool = False,
         push = ["kaggle", "kernels", "push", "-p", str(build / TRAIN)]
         out.append(Step("train", ready, [push + (["--accelerator", accelerator] if accelerator else [])]))
     if "inference" in steps:
-        needs = ready if local else [("kernel", kernel_id(build, TRAIN))]
+        needs = ready if local else [("kernel", meta_id(build, TRAIN))]
         out.append(Step("inference", needs, [["kaggle", "kernels", "push", "-p", str(build / INFERENCE)]]))
     if "submit" in steps:
-        kid, folder = kernel_id(build, INFERENCE), str(output_dir or build / "kernel-output")
+        kid, folder = meta_id(build, INFERENCE), str(output_dir or build / "kernel-output")
         out.append(Step("submit", [("kernel", kid)], [
             ["kaggle", "kernels", "output", kid, "-p", folder],
             ["kaggle", "competitions", "submit", kmeta.COMPETITION, "-f", f"{folder}/submission.csv",
@@ -114,9 +98,9 @@ def check_build(build: Path) -> list[str]:
             problems.append(f"{folder}: missing; run `make kaggle-bundle` first")
             continue
         problems += kmeta.validate_folder(folder)
-        meta_file = folder / (kmeta.KERNEL_FILE if name in (TRAIN, INFERENCE) else kmeta.DATASET_FILE)
-        if meta_file.is_file() and PLACEHOLDER_OWNER in meta_file.read_text():
-            problems.append(f"{meta_file}: owner is the placeholder {PLACEHOLDER_OWNER!r}; rebuild "
+        meta_file = kmeta.metadata_file(folder)
+        if meta_file and DEFAULT_OWNER in meta_file.read_text():
+            problems.append(f"{meta_file}: owner is the placeholder {DEFAULT_OWNER!r}; rebuild "
                             "with KAGGLE_USERNAME=<you> make kaggle-bundle")
     return problems
 
@@ -177,7 +161,7 @@ def execute(steps: list[Step], wait: float, poll: float, create: bool) -> int:
                       f"{next_command([s.name for s in steps[i:]], create)}", file=sys.stderr)
                 return rc
             if cmd[:3] == ["kaggle", "kernels", "push"]:
-                pushed[kernel_id(Path(cmd[4]).parent, Path(cmd[4]).name)] = time.monotonic()
+                pushed[meta_id(Path(cmd[4]).parent, Path(cmd[4]).name)] = time.monotonic()
     return 0
 
 
@@ -216,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown step(s) {unknown}; choose from {STEPS}")
     problems = check_build(args.build)
-    if problems and (args.execute or not (args.build / "BUNDLE.json").is_file()):
+    if problems and (args.execute or not (args.build / BUNDLE_FILE).is_file()):
         print("not pushing:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 1
     for problem in problems:

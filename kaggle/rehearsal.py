@@ -1,34 +1,22 @@
-"""The whole Kaggle route, rehearsed offline: ``make kaggle-rehearsal``.
+"""The whole Kaggle route, rehearsed offline: ``make kaggle-rehearsal`` (docs/kaggle.md).
 
     python kaggle/rehearsal.py [--root work/kaggle-rehearsal] [--budget 120] [--keep]
 
-A folder stands in for ``/kaggle`` (``TPURANK_KAGGLE_ROOT``, which the notebooks read)::
-
-    ROOT/kaggle/input/predict-ai-model-runtime/   the tiny generated sample, competition layout
-    ROOT/kaggle/input/tpurank-code/, tpurank-wheels/   from a fresh bundle (kaggle/bundle.py)
-    ROOT/kaggle/input/tpurank-train/               the train kernel's output, once it has run
-    ROOT/kaggle/working/                           each kernel's working folder (its output)
-
-1. The bundle is built as ``make kaggle-bundle`` builds it (no trained model): code, wheels and
-   the two kernels; the datasets are copied where Kaggle mounts them.
-2. The train kernel's notebook (the bundle's ``train.ipynb``) runs in a fresh environment that
-   holds exactly the packages of ``kaggle/image_packages.txt`` (and what they need), with pip
-   allowed no index: it installs tpurank from the datasets, trains with its Kaggle defaults
-   (preset ``full``) planned to ``--budget`` seconds at the tiny sample's settings, and writes
-   ``working/submission.csv`` and the slimmed ``working/work``.
-3. Its ``working/`` becomes ``input/tpurank-train/`` (a kernel source) and the inference
-   kernel's notebook runs in another fresh image environment, on those weights.
-4. Both submissions must pass ``ensemble check``, and the models must have trained on the
-   device the pipeline chooses: CUDA when present, else the CPU.
+A folder stands in for ``/kaggle`` (``TPURANK_KAGGLE_ROOT``, which the notebooks read): its
+``input/`` holds the tiny generated sample and the datasets of a fresh bundle, its ``working/``
+each kernel's output. The train kernel's notebook runs in a fresh environment of exactly the
+image's packages with pip allowed no index; its ``working/`` becomes ``input/tpurank-train/`` for
+the inference kernel's notebook, run the same way. Both submissions must pass ``ensemble check``,
+and the GNN must have trained on the device the pipeline picks (CUDA when present, else the CPU).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,9 +25,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bundle  # noqa: E402  (kaggle/ is a folder of scripts, not a package)
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = bundle.REPO
 DEFAULT_ROOT = REPO / "work" / "kaggle-rehearsal"
-COMPETITION = "predict-ai-model-runtime"
 #: the tiny sample's settings: a handful of steps and rounds, one worker process
 TINY_OVERRIDES: dict[str, dict[str, Any]] = {
     "features": {"jobs": 1, "progress": False},
@@ -52,14 +39,10 @@ TINY_OVERRIDES: dict[str, dict[str, Any]] = {
 
 
 def image_distributions(requirements: list[str]) -> list[Any]:
-    """The installed distributions of the image list and everything they depend on (markers
-    evaluated here, no extras): what the Kaggle image holds for tpurank."""
-    import importlib.metadata
-
-    from packaging.requirements import Requirement
-
+    """The installed distributions of the image list and everything they depend on: what the
+    Kaggle image holds for tpurank."""
     seen: dict[str, importlib.metadata.Distribution] = {}
-    todo = [Requirement(r) for r in requirements]
+    todo = [bundle.Requirement(r) for r in requirements]
     while todo:
         req = todo.pop()
         key = req.name.lower().replace("_", "-")
@@ -70,10 +53,7 @@ def image_distributions(requirements: list[str]) -> list[Any]:
             raise SystemExit(f"{req} is assumed by kaggle/image_packages.txt, {dist.version} is "
                              "installed here: run `make setup`")
         seen[key] = dist
-        for line in dist.requires or []:
-            dep = Requirement(line)
-            if dep.marker is None or dep.marker.evaluate({"extra": ""}):
-                todo.append(dep)
+        todo += bundle.runtime_requirements(req.name)
     return list(seen.values())
 
 
@@ -92,10 +72,9 @@ def image_environment(folder: Path) -> Path:
             if not link.exists() and (site / top).exists():
                 link.symlink_to(site / top)
     venv = folder / "venv"  # without pip: the image's pip (in the list) does the install
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    bundle.run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     py = venv / "bin" / "python"
-    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+    purelib = bundle.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).strip()
     (Path(purelib) / "kaggle_image.pth").write_text(f"import site; site.addsitedir({str(layer)!r})\n")
     return py
 
@@ -153,11 +132,8 @@ def offline_env(kaggle: Path, jupyter: Path) -> dict[str, str]:
 
 def check_submission(path: Path, data: Path) -> None:
     """``python -m ensemble check`` (the submission stage's own check); fails loudly."""
-    proc = subprocess.run([sys.executable, "-m", "ensemble", "check", str(path), "--data", str(data)],
-                          capture_output=True, text=True, cwd=REPO)
-    if proc.returncode != 0:
-        raise SystemExit(f"{path}: rejected by ensemble check\n{proc.stdout}{proc.stderr}")
-    print(f"  ensemble check {path}: {proc.stdout.strip().splitlines()[-1]}")
+    out = bundle.run([sys.executable, "-m", "ensemble", "check", str(path), "--data", str(data)], cwd=REPO)
+    print(f"  ensemble check {path}: {out.strip().splitlines()[-1]}")
 
 
 def check_device(work: Path) -> str:
@@ -182,7 +158,7 @@ def run_kernel(name: str, build: Path, kaggle: Path, scratch: Path, params: dict
     os.environ.clear()
     os.environ.update(offline_env(kaggle, jupyter))
     try:
-        code_file = json.loads((build / name / "kernel-metadata.json").read_text())["code_file"]
+        code_file = json.loads((build / name / bundle.kmeta.KERNEL_FILE).read_text())["code_file"]
         return execute_notebook(build / name / code_file, params, kaggle / "working", kernel)
     finally:
         os.environ.clear()
@@ -196,7 +172,7 @@ def rehearse(root: Path = DEFAULT_ROOT, budget: float = 120.0) -> dict[str, Any]
     t0 = time.monotonic()
     shutil.rmtree(root, ignore_errors=True)
     kaggle, scratch, build = root / "kaggle", root / "scratch", root / "build"
-    data = kaggle / "input" / COMPETITION
+    data = kaggle / "input" / bundle.kmeta.COMPETITION
     generate_dataset(data, scale="tiny", seed=0)
     (kaggle / "working").mkdir(parents=True)
     print("[rehearsal] bundle (no trained model):", flush=True)

@@ -14,15 +14,11 @@
 # %% [markdown]
 # # Inference: trained artifacts → predictions → blend → `submission.csv`
 #
-# Runs offline. On Kaggle (the inference kernel `make kaggle-bundle` builds) the datasets
-# `tpurank-code` (the package wheel) and `tpurank-wheels` (what the Kaggle image lacks, e.g.
-# torch-geometric) are attached, and the trained weights are either the train kernel's output
-# (attached as a kernel source: `/kaggle/input/tpurank-train/work`) or the `tpurank-weights`
-# dataset built from a WORK trained elsewhere; `WEIGHTS = "auto"` takes whichever is attached.
-# Everything is installed with `pip install --no-index` from them — the network is never used.
-#
-# Locally: set `DATA` (or let it generate the sample), `WEIGHTS` to a trained work dir (or
-# `None` to use `WORK` as it is), and `INSTALL = False` when tpurank is already installed.
+# Runs offline. On Kaggle (the inference kernel of `make kaggle-bundle`, docs/kaggle.md) tpurank
+# is installed with `pip install --no-index` from the attached `tpurank-code` and `tpurank-wheels`
+# datasets, and `WEIGHTS = "auto"` takes the train kernel's output or the `tpurank-weights`
+# dataset, whichever is attached. Locally: set `DATA` (or let it generate the sample), `WEIGHTS`
+# to a trained work dir (or `None` to use `WORK` as it is), and `INSTALL = False`.
 # `TPURANK_KAGGLE_ROOT` names a folder that stands in for `/kaggle` (`make kaggle-rehearsal`).
 
 # %% tags=["parameters"]

@@ -14,25 +14,16 @@
 # %% [markdown]
 # # Train: features → models (GNN, LightGBM) → blend → `submission.csv`
 #
-# Runs the pipeline stages for the chosen collections with a chosen preset, exactly as
-# `make run` does (each stage is its CLI entry point, called in-process by `ensemble.pipeline`).
-# Trained artifacts land in `WORK/models` and `WORK/features`.
+# The pipeline stages, exactly as `make run` runs them (`ensemble.pipeline` calls each stage's
+# entry point in-process); trained artifacts land in `WORK/models` and `WORK/features`.
+# `BUDGET` (seconds) plans the whole run to that time, as `make run BUDGET=...`, and the last cell
+# then blends and writes the report with planned vs actual times.
 #
-# **On Kaggle** (the train kernel `make kaggle-bundle` builds: GPU on, internet off, the
-# competition and the `tpurank-code` and `tpurank-wheels` datasets attached) it installs tpurank
-# offline, trains with the `full` preset planned to `BUDGET` (8 h), writes a checked
-# `submission.csv` and the report, and slims `WORK` to what inference needs: the kernel's output
-# (`/kaggle/working`) is then the inference kernel's weights (docs/kaggle.md).
-#
-# Data: `DATA` when given, else `/kaggle/input/predict-ai-model-runtime` on Kaggle, else the
-# generated sample (`SAMPLE_DIR`, created on first use). `TPURANK_KAGGLE_ROOT` names a folder
-# that stands in for `/kaggle` (the offline rehearsal, `make kaggle-rehearsal`).
-#
-# `BUDGET` (seconds) plans the whole run to that time, as `make run BUDGET=...`: validate and the
-# features are measured, the plan and its ETA are printed, the models train and predict within it
-# (the GNN's time split into seeds of the preset's training time each, up to three), and the
-# last cell blends and writes the report with planned vs actual times. `"auto"`: 8 h on Kaggle
-# (a session lasts 9–12 h), none elsewhere (each stage's own time limits).
+# **On Kaggle** (the train kernel of `make kaggle-bundle`, docs/kaggle.md) it installs tpurank
+# offline, trains with the `full` preset planned to 8 h, writes a checked `submission.csv` and
+# slims `WORK`: the kernel's output is the inference kernel's weights. Data: `DATA`, else the
+# Kaggle input, else the generated sample (`SAMPLE_DIR`). `TPURANK_KAGGLE_ROOT` names a folder
+# that stands in for `/kaggle` (`make kaggle-rehearsal`).
 
 # %% tags=["parameters"]
 import os

@@ -77,13 +77,9 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
             tmp_path.unlink()
 
 
-def write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(data)
-
-
 def write_text(path: str | os.PathLike, text: str) -> None:
-    write_bytes(path, text.encode("utf-8"))
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:

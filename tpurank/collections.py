@@ -43,8 +43,7 @@ class Collection:
     @property
     def rel_dir(self) -> Path:
         """Directory of this collection relative to ``npz_all/npz`` (or ``pb/``)."""
-        parts = [self.kind, self.source] + ([self.search] if self.search else [])
-        return Path(*parts)
+        return Path(*self.name.split(":"))
 
     def split_dir(self, root: str | os.PathLike, split: str) -> Path:
         return npz_dir(root) / self.rel_dir / split

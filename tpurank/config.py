@@ -1,23 +1,12 @@
 """One dataclass config per stage, overridable from the command line, saved beside every output.
 
-Usage in a stage's ``__main__``::
-
     cfg = parse_config(GnnConfig, argv)          # --lr 3e-4 --preset quick --collections tile:xla
     save_run_config(cfg, out_dir)                # out_dir/config.json with git SHA, seed, versions
 
-Presets: a config class may define ``PRESETS = {"quick": {...}, "full": {...}}``; ``--preset``
-applies one before the other overrides. ``--work`` left out means ``work/<data-name>-<preset>``,
-as the Makefile spells it.
-
-Help: every option's one-line help text is the trailing ``# comment`` of its field (or the
-comment lines right above it, or ``field(metadata={"help": ...})``); ``--help`` adds the type, the
-default and what each preset sets. Why argparse and not a dataclass-CLI library: tyro 1.0.17
-(the best fit, it reads field comments) was tried on these configs and rejects ``--amp true`` /
-``--rewire false`` (booleans become ``--amp/--no-amp`` flags, or case-sensitive ``True|False``)
-and ``--alphas 0,0.5,1`` (tuples become space-separated), the syntax that the tests, the
-Makefile, the experiment specs and the saved-overrides of every stage use; showing per-option
-preset values would need a generated ``Annotated`` copy of each class. Reading the comments
-ourselves is ~60 lines and keeps the CLI syntax.
+A config class may define ``PRESETS = {"quick": {...}, "full": {...}}``; ``--preset`` applies one
+before the other overrides. ``--work`` left out means ``work/<data-name>-<preset>``, as the
+Makefile spells it. An option's help is its field's trailing ``# comment`` (or the comment lines
+right above it). Why argparse and not a dataclass-CLI library: docs/cli.md.
 """
 
 from __future__ import annotations
@@ -28,7 +17,6 @@ import dataclasses
 import difflib
 import functools
 import inspect
-import io
 import json
 import os
 import platform
@@ -36,11 +24,10 @@ import subprocess
 import sys
 import textwrap
 import time
-import tokenize
 import types
 import typing
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from tpurank import __version__
 from tpurank.atomic import write_json
@@ -69,18 +56,14 @@ def default_work(data: str, preset: str | None) -> str:
 
 
 def git_sha(cwd: str | os.PathLike | None = None) -> str:
-    """The current commit (with ``-dirty`` when the tree has changes), or ``unknown``."""
-    cwd = cwd or Path(__file__).resolve().parent.parent
+    """The current commit (with ``-dirty`` when tracked files changed), or ``unknown``."""
+    cmd = ["git", "describe", "--always", "--dirty", "--abbrev=40", "--exclude=*"]
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True,
-                             text=True, timeout=10).stdout.strip()
-        if not sha:
-            return "unknown"
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return sha + ("-dirty" if dirty else "")
+        sha = subprocess.run(cmd, cwd=cwd or Path(__file__).resolve().parent.parent,
+                             capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+    return sha or "unknown"
 
 
 # --- field comments ----------------------------------------------------------------------------
@@ -96,20 +79,17 @@ def _class_comments(klass: type) -> dict[str, str]:
     except (OSError, TypeError):
         return {}
     lines = source.splitlines()
-    trailing: dict[int, str] = {}
-    own_line: dict[int, str] = {}
-    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-        if tok.type == tokenize.COMMENT:
-            whole = lines[tok.start[0] - 1].strip().startswith("#")
-            (own_line if whole else trailing)[tok.start[0]] = tok.string.lstrip("#:").strip()
-    body = ast.parse(source).body[0]
+    own_line = {i: line.strip().lstrip("#:").strip() for i, line in enumerate(lines)
+                if line.strip().startswith("#")}
     found: dict[str, str] = {}
-    for node in getattr(body, "body", []):
+    for node in ast.parse(source).body[0].body:
         if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
             continue
-        text = trailing.get(node.end_lineno or node.lineno, "")
+        # what follows the field on its last line (ast's column offsets count UTF-8 bytes)
+        rest = lines[node.end_lineno - 1].encode()[node.end_col_offset:].decode().strip()
+        text = rest.lstrip("#:").strip() if rest.startswith("#") else ""
         if not text:
-            above, row = [], node.lineno - 1
+            above, row = [], node.lineno - 2
             while row in own_line and not own_line[row].startswith("---"):
                 above.insert(0, own_line[row])
                 row -= 1
@@ -126,9 +106,6 @@ def field_help(cls: type) -> dict[str, str]:
     for klass in reversed(cls.__mro__):
         if dataclasses.is_dataclass(klass):
             helps.update(_class_comments(klass))
-    for f in dataclasses.fields(cls):
-        if f.metadata.get("help"):
-            helps[f.name] = str(f.metadata["help"])
     return {f.name: helps.get(f.name, "") for f in dataclasses.fields(cls)}
 
 
@@ -155,10 +132,9 @@ def _convert(value: str, tp: Any) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
-        non_none = [a for a in args if a is not type(None)]
         if value.lower() in ("none", "null", ""):
             return None
-        return _convert(value, non_none[0])
+        return _convert(value, next(a for a in args if a is not type(None)))
     if origin is typing.Literal:
         for choice in args:
             if str(choice) == value:
@@ -254,16 +230,6 @@ def option_help(cls: type, name: str) -> str:
     return f"{field_help(cls)[name]} [{'; '.join(parts)}]"
 
 
-def _arg_type(tp: Any) -> Callable[[str], Any]:
-    def convert(value: str) -> Any:
-        try:
-            return _convert(value, tp)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-    convert.__name__ = type_label(tp)
-    return convert
-
-
 def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
     """Add one ``--option`` per dataclass field, typed, with its help text and preset values."""
     for f in dataclasses.fields(cls):
@@ -273,8 +239,6 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
         if f.name == "preset" and getattr(cls, "PRESETS", None):
             kwargs["choices"] = list(cls.PRESETS)
             kwargs["metavar"] = "{" + ",".join(cls.PRESETS) + "}"
-        elif tp is not str:
-            kwargs["type"] = _arg_type(tp)
         parser.add_argument(flag, dest=f.name, default=argparse.SUPPRESS,
                             help=option_help(cls, f.name).replace("%", "%%"), **kwargs)
 

@@ -1,50 +1,41 @@
 """Run one pipeline stage and record what it cost: wall time, peak RSS and peak open file
-descriptors of its whole process tree (sampled from ``/proc``), and its exit status.
+descriptors of its whole process tree (sampled with psutil), and its exit status.
 
     python -m tpurank.monitor --log WORK/stages.jsonl --stage gnn-train -- python -m models.gnn train ...
 
 The command's output passes through untouched (progress bars included); one JSON line per stage is
 appended to ``--log`` when it ends, and the monitor exits with the command's status. ``make run
 MON="python -m tpurank.monitor --log FILE"`` runs every stage of the pipeline this way
-(``benchmarks/scale.py --run`` does, for ``make bench-scale``). Linux only (``/proc``);
-elsewhere the figures are recorded as 0.
+(``benchmarks/scale.py --run`` does, for ``make bench-scale``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and all its descendants (from ``/proc/<pid>/task/<pid>/children``)."""
-    out = [pid]
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as fh:
-            kids = [int(x) for x in fh.read().split()]
-    except OSError:
-        return out
-    for kid in kids:
-        out += process_tree(kid)
-    return out
+import psutil
 
 
-def rss_and_fds(pids: list[int]) -> tuple[int, int]:
-    """Summed resident bytes and open descriptors of ``pids`` (processes gone meanwhile skipped)."""
+def tree_rss_and_fds(pid: int) -> tuple[int, int]:
+    """Summed resident bytes and open descriptors of ``pid`` and its descendants (processes gone
+    meanwhile skipped)."""
     rss = fds = 0
-    page = os.sysconf("SC_PAGE_SIZE")
-    for pid in pids:
+    try:
+        root = psutil.Process(pid)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0, 0
+    for proc in tree:
         try:
-            with open(f"/proc/{pid}/statm") as fh:
-                rss += int(fh.read().split()[1]) * page
-            fds += len(os.listdir(f"/proc/{pid}/fd"))
-        except OSError:
+            rss += proc.memory_info().rss
+            fds += proc.num_fds()
+        except psutil.Error:
             continue
     return rss, fds
 
@@ -55,7 +46,7 @@ def monitored(cmd: list[str], interval: float = 0.2, **popen: Any) -> dict[str, 
     proc = subprocess.Popen(cmd, **popen)
     peak_rss = peak_fds = 0
     while proc.poll() is None:
-        rss, fds = rss_and_fds(process_tree(proc.pid))
+        rss, fds = tree_rss_and_fds(proc.pid)
         peak_rss, peak_fds = max(peak_rss, rss), max(peak_fds, fds)
         time.sleep(interval)
     return {"command": " ".join(cmd), "rc": proc.returncode,

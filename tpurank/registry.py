@@ -1,20 +1,14 @@
-"""The models of the pipeline, in one table. Every place that lists models reads it: the
-``Makefile`` (``python3 -m tpurank.registry make``), the ``tpurank`` console script
-(:mod:`tpurank.cli`), the notebooks' pipeline (:mod:`ensemble.pipeline`), the blend's protocol
-check, ``ensemble real`` and the docs tables (:mod:`benchmarks.render`).
-
-A model is named by :attr:`Model.name` everywhere: ``--models gnn,lgbm``, its stage module
-(``python -m models.gnn train|predict``), its trained files ``WORK/models/<name>/<slug>/seed<k>/``
-(``fold<k>/`` below that for a cross-validated run) and its predictions
-``WORK/preds/<name>[@seed<k>]/<slug>/<split>.npz`` (:mod:`models.predictions`).
+"""The models of the pipeline, in one table that every place listing models reads (the
+``Makefile`` through ``python3 -m tpurank.registry make``, the console script, the pipeline, the
+blend, ``ensemble real``, the docs tables). A model's name is its ``--models`` name, its folders
+``WORK/models/<name>/<slug>/seed<k>/`` and ``WORK/preds/<name>[@seed<k>]/<slug>/<split>.npz``.
 
 Adding a model: one :class:`Model` row here, and a stage module with ``train``/``predict``
-commands that write those files and a ``RANKER`` (:class:`models.ranker.Ranker`: the planner's
-time model, its reports, its scoring of real records); the run, its plan, the blend, report,
-notebooks, ``ensemble real`` and ``make run`` then pick it up (tests/ensemble/test_toy_ranker.py).
+commands that write those files and a ``RANKER`` (:class:`models.ranker.Ranker`); the run, plan,
+blend, report, notebooks and ``make run`` then pick it up (tests/ensemble/test_toy_ranker.py).
 
-This module imports nothing but the standard library (the ``Makefile`` runs it with the system
-``python3`` before any virtual environment exists), and no stage: stages are named by module.
+Standard library only (the ``Makefile`` runs it with the system ``python3`` before any virtual
+environment exists), and no stage import: stages are named by module.
 """
 
 from __future__ import annotations
@@ -36,11 +30,6 @@ class Model:
     blend: bool = False  # blended by default (make run, the notebooks: MODELS / --models unset)
 
     @property
-    def preds(self) -> str:
-        """The prediction folder of a seed-free run under ``WORK/preds`` (seeded: ``<name>@seed<k>``)."""
-        return self.name
-
-    @property
     def stages(self) -> tuple[str, ...]:
         """Its sub-commands in pipeline order."""
         return ("train", "predict") if self.trains else ("predict",)
@@ -60,8 +49,6 @@ MODELS: tuple[Model, ...] = (
           trains=False, has_oof=False),
 )
 BY_NAME: dict[str, Model] = {m.name: m for m in MODELS}
-#: the name the blend writes its own predictions under (a column beside the models in reports)
-BLEND = "blend"
 
 
 def default_models() -> str:
@@ -89,21 +76,12 @@ def get_model(name: str) -> Model:
         raise ValueError(f"unknown model {name!r}; the models are: {known} (tpurank/registry.py)") from None
 
 
-def report_order() -> tuple[str, ...]:
-    """Column order of the docs' score tables: the models, then the blend."""
-    return tuple(m.name for m in MODELS) + (BLEND,)
-
-
-def make_table() -> str:
-    """What the ``Makefile`` reads: ``name:module:stage,stage`` per model, space-separated."""
-    return " ".join(f"{m.name}:{m.module}:{','.join(m.stages)}" for m in MODELS)
-
-
 def main(argv: list[str] | None = None) -> int:
-    """``make``: the model table; ``default-models``: the models blended by default (comma list)."""
+    """``make``: ``name:module:stage,stage`` per model; ``default-models``: the models blended by
+    default (comma list)."""
     argv = sys.argv[1:] if argv is None else argv
     if argv == ["make"]:
-        print(make_table())
+        print(" ".join(f"{m.name}:{m.module}:{','.join(m.stages)}" for m in MODELS))
     elif argv == ["default-models"]:
         print(default_models())
     else:

@@ -5,11 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tpurank.registry import report_order
-from benchmarks.render.tables import markdown_table
-
-#: column order: the models of the registry, then the blend
-MODEL_ORDER = report_order()
+from benchmarks.render.tables import MODEL_ORDER, markdown_table
 
 
 def _oof_table(oof: dict[str, Any]) -> str:

@@ -18,7 +18,7 @@ KERNELS = (push.TRAIN, push.INFERENCE)
 
 def make_build(root: Path, owner: str = "alice", weights: bool = False) -> Path:
     """A build folder with filled-in metadata and BUNDLE.json (contents do not matter to push.py)."""
-    datasets = [push.CODE, push.WHEELS] + ([push.WEIGHTS] if weights else [])
+    datasets = [kmeta.CODE, kmeta.WHEELS] + ([kmeta.WEIGHTS] if weights else [])
     for name in datasets + list(KERNELS):
         folder = root / name
         folder.mkdir(parents=True)
@@ -44,7 +44,7 @@ def test_dry_run_prints_every_step_with_what_it_waits_for(build: Path, capsys) -
     assert push.main(["--build", str(build), "--message", "v2"]) == 0
     out = capsys.readouterr().out
     cmds = commands(out)
-    assert cmds[:2] == [f"kaggle datasets version -p {build / d} -r zip -m v2" for d in (push.CODE, push.WHEELS)]
+    assert cmds[:2] == [f"kaggle datasets version -p {build / d} -r zip -m v2" for d in (kmeta.CODE, kmeta.WHEELS)]
     assert cmds[2] == f"kaggle kernels push -p {build / push.TRAIN}"
     assert cmds[3] == f"kaggle kernels push -p {build / push.INFERENCE}"
     assert "kaggle kernels output alice/tpurank-inference" in cmds[4]
@@ -60,7 +60,7 @@ def test_the_weights_route_pushes_no_train_kernel(tmp_path: Path, capsys) -> Non
     assert push.main(["--build", str(build), "--create", "--steps", "datasets,train,inference"]) == 0
     out = capsys.readouterr().out
     assert commands(out) == [f"kaggle datasets create -p {build / d} -r zip"
-                             for d in (push.CODE, push.WHEELS, push.WEIGHTS)] + [
+                             for d in (kmeta.CODE, kmeta.WHEELS, kmeta.WEIGHTS)] + [
         f"kaggle kernels push -p {build / push.INFERENCE}"]
     assert "# inference: wait until `kaggle datasets status alice/tpurank-weights` says ready" in out
 
@@ -72,7 +72,7 @@ def test_accelerator_is_passed_to_the_train_kernel_push(build: Path, capsys) -> 
 
 
 def test_execute_refuses_placeholder_owner(tmp_path: Path, capsys) -> None:
-    build = make_build(tmp_path / "build", owner=push.PLACEHOLDER_OWNER)
+    build = make_build(tmp_path / "build", owner=kmeta.DEFAULT_OWNER)
     assert push.main(["--build", str(build), "--execute"]) == 1
     assert "placeholder" in capsys.readouterr().err
 

@@ -32,7 +32,7 @@ def test_every_model_has_its_stage_module() -> None:
     for model in registry.MODELS:
         module = importlib.import_module(entry_point(model.module))  # what python -m runs
         assert callable(module.main), model.module
-        assert model.preds == model.name and model.stages[-1] == "predict"
+        assert model.stages[-1] == "predict"
         assert model.ranker.name == model.name  # its RANKER (models.ranker.Ranker)
     assert registry.default_models() == "gnn,lgbm"
 
@@ -72,7 +72,7 @@ def test_console_script_pipeline_docs_and_real_read_the_registry() -> None:
         assert cli.GROUPS[model.name][0] == model.module
         for stage in model.stages:
             assert pipeline.stage_module(f"{model.name}-{stage}")[0].startswith(model.module)
-    assert MODEL_ORDER == tuple(m.name for m in registry.MODELS) + (registry.BLEND,)
+    assert MODEL_ORDER == tuple(m.name for m in registry.MODELS) + ("blend",)
     assert real.trained_model_names() == [m.name for m in registry.MODELS if m.trains]
     assert all(registry.get_model(m).ranker.marker for m in real.trained_model_names())
     run = pipeline.Run(data="d", work="w", models="gnn,baseline")
