@@ -62,8 +62,8 @@ class GnnConfig(RankerConfig):
     oof_max_configs: int = 0  # OOF configs per held-out train graph: a seeded subset of its LightGBM tabular rows (0 = all those rows)
 
     # --- Graph Segment Training (the organisers' method; off by default, see docs/gnn.md)
-    segment_size: int = 0  # GST: about this many nodes per graph segment, one segment trained per graph and step (0 = off: whole graph per step) [measured: benchmarks/gst_quality_small.json "GST on whole graphs vs the k=1 pruned default (equal wall clock)"; benchmarks/gst_quality_kaggle_xla.json "GST on the factorized trunk: whole kaggle-shaped graphs vs the k=1 pruned default"]
-    history_max_bytes: int = 268435456  # GST history table (copy arch: segment scores; factorized: segment trunk outputs): limit in bytes (oldest segments evicted) [run]
+    segment_size: int = 0  # GST on the factorized trunk (layout; tile models train whole graphs): about this many nodes per graph segment, one segment's trunk trained per graph and step (0 = off: whole graph per step) [measured: benchmarks/gst_quality_kaggle_xla.json "GST on the factorized trunk: whole kaggle-shaped graphs vs the k=1 pruned default"]
+    history_max_bytes: int = 268435456  # GST table of segment trunk outputs: limit in bytes (oldest segments evicted) [run]
     predict_context: int = 1024  # inference attention context: a fixed seeded subset of at most N of the configs ranked (0 = all), so attention stays linear in the config count [run]
 
     PRESETS: ClassVar[dict[str, dict[str, object]]] = {

@@ -23,9 +23,8 @@ from features.processed import ProcessedGraph
 from models import metrics
 from models.gnn.config import GnnConfig
 from models.gnn.data import GraphTensors, config_rows, graph_tensors, load_graphs, tabular_rows
-from models.gnn.gst import GstState, SegmentCache, gst_costs, summed_segment_costs
+from models.gnn.gst import GstState, SegmentCache, gst_costs, segmented_graph_state, uses_gst
 from models.gnn.model import GraphState, ModelArgs, RankerGNN
-from models.gnn.segment_trunk import TrunkGstState, segmented_graph_state, trunk_gst_costs
 from models.training import choose_device, eval_mode, load_checkpoint, set_cpu_threads
 
 
@@ -69,8 +68,13 @@ class InferenceOptions:
 _SEGMENTS = SegmentCache(max_graphs=256)  # inference-time segment tensors, per graph object
 
 
-def graph_state(model: RankerGNN, tensors: GraphTensors) -> GraphState:
-    """The config-free part of a graph (:meth:`RankerGNN.graph_state`: the factorized trunk)."""
+def graph_state(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors,
+                options: InferenceOptions | None = None) -> GraphState:
+    """The config-free part of a graph (:meth:`RankerGNN.graph_state`: the factorized trunk),
+    segment by segment for a GST model (``options.segment_size``)."""
+    if options is not None and uses_gst(model, options.segment_size):
+        segs = _SEGMENTS.get(g, tensors, options.segment_size, options.features_dir)
+        return segmented_graph_state(model, segs, tensors)
     return model.graph_state(tensors.node_feat, tensors.node_opcode, tensors.edge_index,
                              tensors.config_node_pos, tensors.links)
 
@@ -78,10 +82,7 @@ def graph_state(model: RankerGNN, tensors: GraphTensors) -> GraphState:
 def forward_configs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
                     device: torch.device) -> torch.Tensor:
     """Costs of configs ``idx`` of graph ``g`` (one batch, the batch as attention context)."""
-    feats = config_rows(g, idx, device)
-    return model(tensors.node_feat, tensors.node_opcode, tensors.edge_index, feats,
-                 tensors.config_node_pos, tabular_rows(model, g, tensors, feats),
-                 links=tensors.links)
+    return model.score(embed_configs(model, g, tensors, idx, device))
 
 
 def embed_configs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
@@ -89,7 +90,7 @@ def embed_configs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, id
     """Attention inputs (len(idx), hidden) of configs ``idx`` (one chunk): the embedding part.
     ``state``: the graph's :func:`graph_state`, computed once for all its chunks."""
     feats = config_rows(g, idx, device)
-    pooled = model.embed_configs(state or graph_state(model, tensors), feats)
+    pooled = model.embed_configs(state or graph_state(model, g, tensors), feats)
     return model.config_vectors(pooled, feats, tabular_rows(model, g, tensors, feats))
 
 
@@ -123,14 +124,7 @@ def predict_costs(model: RankerGNN, g: ProcessedGraph, batch_size: int = 64,
     chunks = np.array_split(np.arange(len(idx)), math.ceil(len(idx) / max(1, batch_size)))
     context = context_subset(len(idx), options.context, options.seed)
     with eval_mode(model), torch.no_grad():
-        if options.segment_size > 0:
-            segs = _SEGMENTS.get(g, tensors, options.segment_size, options.features_dir)
-            if not model.factorized:
-                return summed_segment_costs(model, segs, g, tensors, idx, chunks,
-                                            context).cpu().numpy()
-            state = segmented_graph_state(model, segs, tensors)
-        else:
-            state = graph_state(model, tensors)
+        state = graph_state(model, g, tensors, options)
         z = torch.cat([embed_configs(model, g, tensors, idx[c], device, state) for c in chunks])
         ctx = z[torch.as_tensor(context, device=z.device)]
         costs = torch.cat([model.score(z[c], ctx).double() for c in chunks])
@@ -164,17 +158,14 @@ def evaluate(model: RankerGNN, collection: Collection, graphs: list[ProcessedGra
 def train_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
                 device: torch.device, cfg: GnnConfig, step: int) -> torch.Tensor:
     """Costs of a training step's configs ``idx`` of ``g`` (with gradient). With
-    ``cfg.segment_size > 0`` a Graph Segment Training step: the published recipe for a copy model
-    (:func:`models.gnn.gst.gst_costs`), the trunk table for a factorized one
-    (:func:`models.gnn.segment_trunk.trunk_gst_costs`), the run's segments and table kept on the
-    model (created on first use)."""
-    if cfg.segment_size <= 0:
+    ``cfg.segment_size > 0`` a Graph Segment Training step (:func:`models.gnn.gst.gst_costs`), the
+    run's segments and trunk table kept on the model (created on first use)."""
+    if not uses_gst(model, cfg.segment_size):
         return forward_configs(model, g, tensors, idx, device)
-    kind, costs = (TrunkGstState, trunk_gst_costs) if model.factorized else (GstState, gst_costs)
     state = model.__dict__.get("_gst_state")
-    if not isinstance(state, kind):
-        state = model.__dict__["_gst_state"] = kind(cfg.history_max_bytes)
-    return costs(model, g, tensors, idx, device, cfg, step, state)
+    if state is None:
+        state = model.__dict__["_gst_state"] = GstState(cfg.history_max_bytes)
+    return gst_costs(model, g, tensors, idx, device, cfg, step, state)
 
 
 def load_trained_dir(model_dir: str | Path, device: torch.device | str = "cpu"

@@ -193,8 +193,7 @@ class HeadScorer:
         import torch
         from features.stages import node_stage
         from models.gnn.data import graph_tensors
-        from models.gnn.infer import _SEGMENTS, InferenceOptions, context_subset, graph_state
-        from models.gnn.segment_trunk import segmented_graph_state
+        from models.gnn.infer import InferenceOptions, context_subset, graph_state
 
         self.model, gnn_cfg, self.build_cfg, self.norm = pipeline
         self.graph, self.coll, self.stem, self.exact_dot = graph, collection, stem, exact_dot
@@ -205,13 +204,7 @@ class HeadScorer:
         pg = self._processed(pool)
         self.tensors = graph_tensors(pg, self.device)
         with torch.no_grad():
-            if options.segment_size > 0:
-                if not self.model.factorized:
-                    raise ValueError("search needs a factorized model when it was trained with GST")
-                segs = _SEGMENTS.get(pg, self.tensors, options.segment_size, options.features_dir)
-                self.state = segmented_graph_state(self.model, segs, self.tensors)
-            else:
-                self.state = graph_state(self.model, self.tensors)
+            self.state = graph_state(self.model, pg, self.tensors, options)
             self.context = self._embed(pg, context_subset(len(pool), options.context, options.seed))
 
     def _processed(self, configs: np.ndarray) -> Any:
