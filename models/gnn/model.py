@@ -335,11 +335,10 @@ class RankerGNN(nn.Module):
             self.config_encoder = LayoutConfigEncoder(LAYOUT_VALUE_DIM, d)
             if not self.factorized:
                 self.no_config = nn.Parameter(torch.zeros(d))
+                self.join = nn.Sequential(nn.Linear(2 * d, d), nn.GELU())
         else:
             self.tile_encoder = nn.Sequential(nn.Linear(args.config_dim, d), nn.GELU(),
                                               nn.Linear(d, d))
-        if args.kind == "layout" and not self.factorized:
-            self.join = nn.Sequential(nn.Linear(2 * d, d), nn.GELU())
         self.layers = nn.ModuleList(BiDirectionalLayer(d, args.dropout) for _ in range(args.layers))
         self.pool = Pool(d)
         self.config_head = ConfigHead(args) if self.factorized else None
@@ -409,36 +408,26 @@ class RankerGNN(nn.Module):
         state.link_feat = self.config_head.link_features(h, links)
         return state
 
+    # --- embedding part: chunkable over configs
     def embed_configs(self, state: GraphState, config_feat: torch.Tensor) -> torch.Tensor:
         """Pooled embedding (B, P') of each config of ``config_feat`` on the graph of ``state``
-        (late tile: the config-independent (1, P))."""
-        if not self.factorized:
-            return self.embed(state.node_feat, state.node_opcode, state.edge_index, config_feat,
-                              state.config_node_pos)
-        local = self.config_head(state.node_in, config_feat, self.config_encoder, state.links,
-                                 state.link_feat)
-        return torch.cat([state.summary.to(local.dtype).expand(local.shape[0], -1), local], dim=-1)
-
-    # --- embedding part: chunkable over configs (and over graph segments)
-    def embed(self, node_feat: torch.Tensor, node_opcode: torch.Tensor, edge_index: torch.Tensor,
-              config_feat: torch.Tensor, config_node_pos: torch.Tensor | None = None) -> torch.Tensor:
-        """Pooled graph embedding of each config, (B, P) with ``P = pool.out_dim``, of a copy
-        layout model; for a tile model the config-independent (1, P) embedding of the kernel
-        graph."""
+        (tile: the config-independent (1, P) embedding of the kernel graph)."""
         if self.factorized:
-            raise ValueError("embed is the copy model's per-config path; a factorized model embeds "
-                             "configs with graph_state + embed_configs")
-        base = self.encode_nodes(node_feat, node_opcode)  # (n, d)
+            local = self.config_head(state.node_in, config_feat, self.config_encoder, state.links,
+                                     state.link_feat)
+            return torch.cat([state.summary.to(local.dtype).expand(local.shape[0], -1), local],
+                             dim=-1)
+        base = self.encode_nodes(state.node_feat, state.node_opcode)  # (n, d)
         if self.late_join:
-            return self.pool(self._message_passing(base[None], edge_index))
-        if config_node_pos is None:
+            return self.pool(self._message_passing(base[None], state.edge_index))
+        if state.config_node_pos is None:
             raise ValueError("layout model needs config_node_pos")
         batch = config_feat.shape[0]
         n, d = base.shape
         cfg = self.no_config.expand(batch, n, d).clone()
-        cfg[:, config_node_pos] = self.config_encoder(config_feat).to(cfg.dtype)
+        cfg[:, state.config_node_pos] = self.config_encoder(config_feat).to(cfg.dtype)
         h = self._message_passing(self.join(torch.cat([base.expand(batch, n, d), cfg], dim=-1)),
-                                  edge_index)
+                                  state.edge_index)
         return self.pool(h)
 
     # --- scoring part: cross-configuration attention over a set of config vectors -> costs

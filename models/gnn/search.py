@@ -2,16 +2,16 @@
 ranking given ones.
 
 For a graph of the data (``GRAPH.npz``) or a new program (``--hlo MODULE.pb``, read like ``rank
---hlo``): start from a pool (the graph's own configs, or ``--candidates`` sampled layouts, plus the
-compiler default), score it with the trained GNN, then evolve it: children of the best-predicted
-configs, each changing one configurable node's layout (or one tile bound) at a time, sometimes
-two parents crossed node by node, scored in batches by the head (the factorized trunk runs once
-per graph; every batch attends to the same context, the start pool, so costs stay comparable)
-until ``--time-budget`` seconds or ``--max-evals`` configs. Only legal values are proposed: each
-tensor's layouts from its rank (convolutions: the two most-minor dims, as the data encodes them;
-dots and reshapes: whole permutations; ``--space`` overrides), or the compiler default; tile
-bounds from powers of two up to the largest bound the kernel's given configs use, per dimension.
-The K best-predicted configs are written to ``--out``: per node its layout next to the default's.
+--hlo``): score a start pool (the graph's own configs, or ``--candidates`` sampled layouts, plus
+the compiler default) with the trained GNN, then evolve it: children of the best-predicted
+configs, each changing one configurable node's layout (or one tile bound) at a time, sometimes two
+parents crossed node by node, scored in batches by the head (the trunk runs once per graph; every
+batch attends to the start pool, so costs stay comparable) until ``--time-budget`` seconds or
+``--max-evals`` configs. Only legal values are proposed: each tensor's layouts from its rank
+(convolutions: the two most-minor dims, as the data encodes them; others: whole permutations;
+``--space`` overrides), or the default; tile bounds from powers of two up to the largest bound the
+kernel's given configs use. The K best-predicted configs go to ``--out``, per node its layout next
+to the default's.
 
     python -m models.gnn search data/sample-small/npz_all/npz/layout/xla/random/test/G.npz \\
         --work work/sample-small-quick --k 10 --time-budget 20 --out proposals.txt
@@ -51,20 +51,13 @@ class LayoutSpace:
             raise ValueError(f"unknown space {space!r}; expected one of {SPACES}")
         self.spaces = list(spaces)
         self.choices = []
-        for ns in self.spaces:
+        for ns in self.spaces:  # minor2: the two most-minor dims, the rest left to the compiler
             minor2 = space == "minor2" or (space == "auto" and ns.opcode == "convolution")
-            self.choices.append([[()] + [p[:2] if minor2 and r > 2 else p
-                                         for p in self._perms(r, minor2)] if r else [()]
-                                 for r in ns.ranks])
+            self.choices.append([[(), *itertools.permutations(range(r), min(r, 2) if minor2 else r)]
+                                 if r else [()] for r in ns.ranks])
         self.movable = [j for j, ch in enumerate(self.choices) if any(len(c) > 1 for c in ch)]
         if not self.movable:
             raise ValueError("no configurable node has a tensor to lay out")
-
-    @staticmethod
-    def _perms(r: int, minor2: bool) -> list[tuple[int, ...]]:
-        if minor2 and r > 2:  # the two most-minor dims, the rest left to the compiler
-            return list(itertools.permutations(range(r), 2))
-        return list(itertools.permutations(range(r)))
 
     @property
     def default(self) -> np.ndarray:
@@ -109,15 +102,6 @@ class LayoutSpace:
         take = rng.random(len(a)) < 0.5
         return np.where(take[:, None], b, a)
 
-    def legal(self, cfg: np.ndarray) -> bool:
-        for j, ch in enumerate(self.choices):
-            for t in range(3):
-                vals = tuple(int(v) for v in cfg[j, 6 * t:6 * t + 6] if v >= 0)
-                if (t >= len(ch) and vals) or (t < len(ch) and vals not in ch[t]) or \
-                        any(v >= 0 for v in cfg[j, 6 * t + len(vals):6 * t + 6]):
-                    return False
-        return True
-
 
 class TileSpace:
     """Legal tile bounds: per used dimension (kernel 0–5, output 8–13, input 16–21) the powers of
@@ -154,12 +138,12 @@ class TileSpace:
         return math.prod(len(v) for v in self.values.values())
 
     def every(self) -> np.ndarray:
-        """Every legal config (for a space small enough to score whole)."""
+        """Every config of the space (one small enough to score whole)."""
         out = np.zeros((self.size(), 24), np.float32)
         out[:, self.dims] = np.array(list(itertools.product(*(self.values[d] for d in self.dims))))
         return self.encode(out)
 
-    def random(self, rng: np.random.Generator, n: int, p_change: float = 1.0) -> np.ndarray:
+    def random(self, rng: np.random.Generator, n: int) -> np.ndarray:
         out = np.zeros((n, 24), np.float32)
         for d in self.dims:
             out[:, d] = self.values[d][rng.integers(len(self.values[d]), size=n)]
@@ -177,11 +161,6 @@ class TileSpace:
 
     def crossover(self, rng: np.random.Generator, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return self.encode(np.where(rng.random(len(a)) < 0.5, b, a))
-
-    def legal(self, cfg: np.ndarray) -> bool:
-        ok = all(cfg[d] in self.values[d] for d in self.dims)
-        unused = [d for s in self.BLOCKS for d in range(s, s + 6) if d not in self.values]
-        return ok and not np.any(cfg[unused]) and np.allclose(self.encode(cfg.copy()), cfg)
 
 
 class HeadScorer:
