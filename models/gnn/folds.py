@@ -78,40 +78,6 @@ def _labelled_built(cfg: GnnConfig, collection: Collection) -> bool:
     return all((base / split).is_dir() for split in LABELLED)
 
 
-def predict_folds_inference(cfg: GnnConfig, collection: Collection) -> dict[str, Any]:
-    """Predictions of trained fold models in a WORK without train features (e.g. the Kaggle
-    inference notebook): ``test-fold<k>`` and ``test`` for every fold, and ``valid`` (when built)
-    from the fold model whose manifest shows it never saw the graph. OOF predictions need the
-    train graphs and are not written here."""
-    from models.gnn.infer import load_trained_dir, predict_costs, source_order
-    from models.predictions import fold_split, predictions_path, write_fold_average, write_predictions
-    from models.training import choose_device, set_cpu_threads
-
-    set_cpu_threads(cfg.predict_threads)
-    device = choose_device(cfg.device)
-    manifest = json.loads((cfg.model_dir(collection) / "folds.json").read_text())
-    folds = int(manifest["folds"])
-    base = cfg.features_dir() / collection.slug / "graphs"
-    test = load_graphs(cfg.features_dir(), collection, "test")
-    valid = load_graphs(cfg.features_dir(), collection, "valid") if (base / "valid").is_dir() else []
-    preds, run = cfg.preds_dir(), cfg.run_name()
-    valid_costs: dict[str, np.ndarray] = {}
-    for k in range(folds):
-        model, saved = load_trained_dir(fold_dir(cfg, collection, k), device)
-        batch = saved.predict_batch or cfg.predict_batch
-        seen = set(manifest["seen"][str(k)])
-        for g in valid:
-            if g.stem not in valid_costs and f"valid/{g.stem}" not in seen:
-                valid_costs[g.stem] = source_order(g, predict_costs(model, g, batch))
-        write_predictions(predictions_path(preds, run, collection, fold_split(k)),
-                          {g.stem: source_order(g, predict_costs(model, g, batch)) for g in test})
-    if valid_costs:
-        write_predictions(predictions_path(preds, run, collection, "valid"), valid_costs)
-    write_fold_average(preds, run, collection, folds=folds)
-    return {"collection": collection.name, "folds": folds, "oof_score": float("nan"), "oof_graphs": 0,
-            "valid_score": float("nan"), "valid_graphs": len(valid_costs), "inference_only": True}
-
-
 def labelled_graphs(cfg: GnnConfig, collection: Collection) -> dict[Key, ProcessedGraph]:
     return {(split, g.stem): g for split in LABELLED
             for g in load_graphs(cfg.features_dir(), collection, split)}
@@ -213,28 +179,43 @@ def oof_rows(cfg: GnnConfig, collection: Collection, g: ProcessedGraph, split: s
 
 def predict_folds(cfg: GnnConfig, collection: Collection) -> dict[str, Any]:
     """Write the OOF, valid, test-fold<k> and test predictions of one collection's fold models;
-    returns the OOF and official-valid scores."""
+    returns the OOF and official-valid scores. In a WORK without train features (e.g. the Kaggle
+    inference notebook) there are no OOF predictions, and each valid graph (when built) is
+    predicted by the first fold model whose manifest shows it never saw the graph."""
     from models.cv import check_manifest
     from models.gnn.infer import load_trained_dir, predict_costs, source_order
     from models.predictions import (OOF_CONFIG_SPLIT, OOF_SPLIT, fold_split, predictions_path,
                                     write_fold_average, write_predictions)
     from models.training import choose_device, set_cpu_threads
 
-    if not _labelled_built(cfg, collection):
-        return predict_folds_inference(cfg, collection)
     set_cpu_threads(cfg.predict_threads)
     device = choose_device(cfg.device)
-    plan = get_plan(cfg, collection)
-    check_manifest(cfg.model_dir(collection) / "folds.json", plan)
-    graphs = labelled_graphs(cfg, collection)
+    manifest = cfg.model_dir(collection) / "folds.json"
+    labelled = _labelled_built(cfg, collection)
+    if labelled:
+        plan = get_plan(cfg, collection)
+        check_manifest(manifest, plan)
+        graphs = labelled_graphs(cfg, collection)
+        folds = plan.folds
+    else:
+        manifest = json.loads(manifest.read_text())
+        folds = int(manifest["folds"])
+        built = (cfg.features_dir() / collection.slug / "graphs" / "valid").is_dir()
+        valid = load_graphs(cfg.features_dir(), collection, "valid") if built else []
     test = load_graphs(cfg.features_dir(), collection, "test")
     preds, run = cfg.preds_dir(), cfg.run_name()
     oof: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     valid_costs: dict[str, np.ndarray] = {}
-    for k in range(plan.folds):
+    for k in range(folds):
         model, saved = load_trained_dir(fold_dir(cfg, collection, k), device)
         batch = saved.predict_batch or cfg.predict_batch
-        for key in tqdm(plan.held_out(k), desc=f"oof {collection.name} fold {k}", leave=False):
+        if not labelled:
+            seen = set(manifest["seen"][str(k)])
+            for g in valid:
+                if g.stem not in valid_costs and f"valid/{g.stem}" not in seen:
+                    valid_costs[g.stem] = source_order(g, predict_costs(model, g, batch))
+        for key in tqdm(plan.held_out(k) if labelled else [], desc=f"oof {collection.name} fold {k}",
+                        leave=False):
             g = graphs.get(key)
             if g is None or g.target is None:
                 continue
@@ -249,14 +230,21 @@ def predict_folds(cfg: GnnConfig, collection: Collection) -> dict[str, Any]:
         write_predictions(predictions_path(preds, run, collection, fold_split(k)),
                           {g.stem: source_order(g, predict_costs(model, g, batch)) for g in
                            tqdm(test, desc=f"test {collection.name} fold {k}", leave=False)})
-    write_predictions(predictions_path(preds, run, collection, OOF_SPLIT),
-                      {s: v[1] for s, v in oof.items()})
-    save_npz(predictions_path(preds, run, collection, OOF_CONFIG_SPLIT), **{s: v[0] for s, v in oof.items()})
-    save_npz(predictions_path(preds, run, collection, "oof-target"), **{s: v[2] for s, v in oof.items()})
+    if labelled:
+        write_predictions(predictions_path(preds, run, collection, OOF_SPLIT),
+                          {s: v[1] for s, v in oof.items()})
+        save_npz(predictions_path(preds, run, collection, OOF_CONFIG_SPLIT),
+                 **{s: v[0] for s, v in oof.items()})
+        save_npz(predictions_path(preds, run, collection, "oof-target"),
+                 **{s: v[2] for s, v in oof.items()})
     if valid_costs:
         write_predictions(predictions_path(preds, run, collection, "valid"), valid_costs)
-    write_fold_average(preds, run, collection, folds=plan.folds)
-    return oof_report(collection, oof, valid_costs, graphs, plan.folds)
+    write_fold_average(preds, run, collection, folds=folds)
+    if not labelled:
+        return {"collection": collection.name, "folds": folds, "oof_score": math.nan,
+                "oof_graphs": 0, "valid_score": math.nan, "valid_graphs": len(valid_costs),
+                "inference_only": True}
+    return oof_report(collection, oof, valid_costs, graphs, folds)
 
 
 def oof_report(collection: Collection, oof: dict, valid_costs: dict[str, np.ndarray],

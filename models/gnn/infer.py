@@ -97,10 +97,13 @@ def embed_configs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, id
 def context_subset(n: int, size: int, seed: int) -> np.ndarray:
     """Positions (sorted) of a seeded random context of ``size`` among ``n`` configs (all when
     ``size`` is 0 or at least ``n``)."""
+    return _seeded_subset(n, size, [seed, 7727, n, 0])
+
+
+def _seeded_subset(n: int, size: int, key: list[int]) -> np.ndarray:
     if size <= 0 or size >= n:
         return np.arange(n)
-    rng = np.random.default_rng([seed, 7727, n, 0])
-    return np.sort(rng.choice(n, size=size, replace=False))
+    return np.sort(np.random.default_rng(key).choice(n, size=size, replace=False))
 
 
 def predict_costs(model: RankerGNN, g: ProcessedGraph, batch_size: int = 64,
@@ -133,10 +136,7 @@ def predict_costs(model: RankerGNN, g: ProcessedGraph, batch_size: int = 64,
 
 def validation_subset(g: ProcessedGraph, max_configs: int, seed: int) -> np.ndarray:
     """A fixed subset of a valid graph's configs used for early stopping (all when small)."""
-    if max_configs <= 0 or g.num_configs <= max_configs:
-        return np.arange(g.num_configs)
-    rng = np.random.default_rng([seed, 7919, g.num_configs])
-    return np.sort(rng.choice(g.num_configs, size=max_configs, replace=False))
+    return _seeded_subset(g.num_configs, max_configs, [seed, 7919, g.num_configs])
 
 
 def evaluate(model: RankerGNN, collection: Collection, graphs: list[ProcessedGraph], cfg: GnnConfig,

@@ -40,7 +40,6 @@ class RankResult:
     costs: np.ndarray  # (c,) float64, lower = predicted faster
     order: np.ndarray
     collection: str
-    model_dir: str
 
     def default_rank(self) -> int:
         """1-based position of the compiler's default config (candidate 0) in the ranking."""
@@ -106,9 +105,8 @@ def rank_module(module: Any, work: str | Path, n_candidates: int, collection: st
     pipeline = load_pipeline(work, coll, seed=model_seed, device=device)
     costs = score_graph(graph, pipeline, coll, stem=module.name or "module",
                         exact_dot=module_dot_dims(module, index))
-    order = np.argsort(costs, kind="stable")
-    model_dir = str(Path(work) / "models" / "gnn" / coll.slug)
-    return RankResult(module.name, ids, spaces, candidates, costs, order, coll.name, model_dir)
+    return RankResult(module.name, ids, spaces, candidates, costs, np.argsort(costs, kind="stable"),
+                      coll.name)
 
 
 def module_spaces(module: Any, extra_nodes: Sequence[int] = (), opcodes: Sequence[str] | None = None,

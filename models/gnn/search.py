@@ -89,11 +89,6 @@ class LayoutSpace:
             self._set(cfg, j, t, rng)
 
     @staticmethod
-    def distance(cfg: np.ndarray) -> int:
-        """Configurable nodes set away from the compiler default."""
-        return int((np.asarray(cfg) >= 0).any(-1).sum())
-
-    @staticmethod
     def node_codes(cfgs: np.ndarray) -> np.ndarray:
         """(c, nc) one integer per node's 18 values (-1..5: base 7), to count differing nodes."""
         return ((np.asarray(cfgs, np.int64) + 1) * (7 ** np.arange(18, dtype=np.int64))).sum(-1)
