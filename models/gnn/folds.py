@@ -47,10 +47,9 @@ def get_plan(cfg: GnnConfig, collection: Collection, ctx: DistContext | None = N
 
 
 def usable_folds(cfg: GnnConfig, collection: Collection) -> int:
-    """``cfg.folds`` when the collection's labelled graphs support K-fold OOF predictions, else 0
-    (the train/valid protocol, with a note on stderr): OOF files are keyed by stem, so a stem in
-    both train and valid cannot be cross-validated, and K folds need at least K distinct stems.
-    ``train`` and ``predict`` both decide with this, so they always agree."""
+    """``cfg.folds`` when the collection's labelled graphs support K-fold OOF predictions (OOF files
+    are keyed by stem, so no stem may be in both train and valid; K folds need K stems), else 0
+    (the train/valid protocol, with a note on stderr). ``train`` and ``predict`` both decide so."""
     import sys
 
     if cfg.folds < 2:
@@ -72,8 +71,7 @@ def usable_folds(cfg: GnnConfig, collection: Collection) -> int:
 
 
 def _labelled_built(cfg: GnnConfig, collection: Collection) -> bool:
-    """Whether features of both labelled splits exist (not so in an inference-only WORK, which
-    builds valid/test graphs for trained weights)."""
+    """Whether features of both labelled splits exist (not so in an inference-only WORK)."""
     base = cfg.features_dir() / collection.slug / "graphs"
     return all((base / split).is_dir() for split in LABELLED)
 
@@ -128,7 +126,7 @@ def train_folds(cfg: GnnConfig, collection: Collection, budget: TimeBudget, unit
 
 
 def fold_summary(collection: Collection, cfg: GnnConfig, reports: list[dict]) -> dict[str, Any]:
-    """One line's worth over the fold models: inner-valid score mean, total time and configs/s."""
+    """The fold models' reports in one: inner-valid score mean, total time and configs/s."""
     scores = [r["score"] for r in reports if np.isfinite(r["score"])]
     seconds = sum(r["train_seconds"] for r in reports)
     configs = sum(r["train_configs_per_s"] * r["train_seconds"] for r in reports
@@ -157,11 +155,9 @@ def _by_config_index(g: ProcessedGraph, cost: np.ndarray, rows: np.ndarray | Non
 
 
 def oof_rows(cfg: GnnConfig, collection: Collection, g: ProcessedGraph, split: str) -> np.ndarray | None:
-    """Which configs of a held-out graph get an out-of-fold prediction: every config of a valid
-    graph (None), and of a train graph the rows of its LightGBM tabular file (capped per graph by
-    the feature build's ``tabular_max_train_rows``; at most ``--oof-max-configs`` of them), so OOF
-    cost is bounded whatever the config count; the blend scores each graph on the configs every
-    model predicted (``ensemble.oof``)."""
+    """Which configs of a held-out graph get an OOF prediction: every config of a valid graph
+    (None); of a train graph the rows of its LightGBM tabular file (at most ``--oof-max-configs``),
+    so OOF cost is bounded; the blend scores each graph on the configs every model predicted."""
     if split != "train":
         return None
     from features.build import load_build_config
@@ -172,7 +168,7 @@ def oof_rows(cfg: GnnConfig, collection: Collection, g: ProcessedGraph, split: s
         build = load_build_config(cfg.features_dir(), collection)
         rows = tabular_train_positions(g.num_configs, build, collection.slug, g.stem)
     cap = cfg.oof_max_configs
-    if cap > 0 and len(rows) > cap:  # the blend scores each graph on the configs all models share
+    if cap > 0 and len(rows) > cap:
         rows = rows[subsample(len(rows), cap, cfg.seed, f"oof/{g.stem}")]
     return rows
 

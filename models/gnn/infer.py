@@ -1,8 +1,5 @@
 """Inference for the GNN ranker: config costs of a graph, validation scores, trained-model loading
-and prediction files.
-
-``train_costs`` is the seam the training loop calls for the costs of a step's configs; Graph
-Segment Training plugs in there.
+and prediction files; ``train_costs``, the costs of a training step's configs (whole graph or GST).
 """
 
 from __future__ import annotations
@@ -44,14 +41,10 @@ class TensorCache:
 
 @dataclass(frozen=True)
 class InferenceOptions:
-    """How :func:`predict_costs` scores a graph's configs (from a run's config).
-
-    ``context``: the cross-configuration attention context every config attends to: 0 = all the
-    configs being ranked, N > 0 = a fixed seeded random subset of at most N of them (the same for
-    all, so a cost never depends on the chunk a config landed in, and the attention's cost stays
-    linear in the config count). ``segment_size`` > 0: a Graph Segment Training model, scored
-    exactly segment by segment (docs/gnn.md, "Graph Segment Training").
-    """
+    """How :func:`predict_costs` scores a graph's configs (from a run's config). ``context``: the
+    attention context every config attends to: 0 = all the configs being ranked, N > 0 = a fixed
+    seeded subset of at most N of them (so the attention's cost stays linear in the config count).
+    ``segment_size`` > 0: a GST model, scored exactly segment by segment."""
 
     context: int = 0
     seed: int = 0
@@ -111,12 +104,10 @@ def predict_costs(model: RankerGNN, g: ProcessedGraph, batch_size: int = 64,
                   options: InferenceOptions | None = None) -> np.ndarray:
     """Predicted cost (lower = faster) of every config of ``g`` (or of ``idx``), in that order.
 
-    The graph's config-free part (the factorized trunk) runs once; configs are embedded in chunks
-    of at most ``batch_size`` (memory-bounded), then every config attends to the same context
-    (``options.context``), so a cost does not depend on the chunk a config landed in.
-    ``options`` default to the ones a loaded model carries (``model.inference_options``, set by
-    :func:`load_trained_dir`), else all-config context.
-    """
+    The graph's config-free part runs once; configs are embedded in chunks of at most
+    ``batch_size``, then every config attends to the same context (``options.context``), so a cost
+    does not depend on the chunk a config landed in. ``options`` default to the loaded model's
+    (``model.inference_options``), else all-config context."""
     model = getattr(model, "module", model)  # a DistributedDataParallel wrapper
     options = options or getattr(model, "inference_options", None) or InferenceOptions()
     device = next(model.parameters()).device
@@ -184,10 +175,8 @@ def load_trained_dir(model_dir: str | Path, device: torch.device | str = "cpu"
 
 def load_trained(work: str | Path, collection: Collection | str, seed: int | None = None,
                  tag: str = "", device: str = "auto") -> tuple[RankerGNN, GnnConfig]:
-    """Public API: the trained model of ``collection`` under ``WORK/models/gnn/`` and its config.
-
-    ``seed=None`` takes the lowest trained seed.
-    """
+    """Public API: the trained model of ``collection`` under ``WORK/models/gnn/`` and its config
+    (``seed=None``: the lowest trained seed)."""
     from tpurank.collections import get_collection
 
     coll = get_collection(collection) if isinstance(collection, str) else collection

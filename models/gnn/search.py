@@ -36,6 +36,7 @@ from models.gnn.candidates import NodeSpace
 
 SPACES = ("auto", "minor2", "full")
 EXHAUSTIVE = 20000  # a tile space at most this large (or than --max-evals) is scored whole
+POPULATION = 32  # parents: the best-predicted configs so far
 MAX_ANCHORS = 1024  # trust radii count from the default and the best-predicted start configs
 TENSORS = ("out", "in", "ker")
 
@@ -225,7 +226,7 @@ class SearchResult:
 
 def run_search(space: Any, score: Callable[[np.ndarray], np.ndarray], start: np.ndarray,
                k: int = 10, time_budget: float = 20.0, max_evals: int = 0, batch: int = 256,
-               population: int = 32, seed: int = 0, ladder: bool = True,
+               seed: int = 0, ladder: bool = True,
                progress: Callable[[str], None] | None = None) -> SearchResult:
     """Evolve ``start`` (plus the default) to ``k`` proposals, within ``time_budget`` seconds
     (0 = none) and ``max_evals`` scored configs (0 = none).
@@ -279,7 +280,7 @@ def run_search(space: Any, score: Callable[[np.ndarray], np.ndarray], start: np.
     rungs = trust_rungs(k) if dist_fn else []
     stale = 0
     while not whole and budget_left() and stale < 20:
-        pop = np.argsort(costs, kind="stable")[:population]
+        pop = np.argsort(costs, kind="stable")[:POPULATION]
         bests = _rung_bests(costs, dists, rungs[:-1])  # the best within each trust radius
         children = []
         for _ in range(batch):

@@ -87,7 +87,6 @@ class Trainer:
     scaler: torch.amp.GradScaler
     stopper: EarlyStopping
     horizon: StepHorizon
-    args: ModelArgs
     history: list[dict[str, float]] = field(default_factory=list)
     stopped_by: str = ""  # set when a run ended for good (a resumed run then trains no more)
 
@@ -95,13 +94,13 @@ class Trainer:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
                 "early_stopping": self.stopper.state_dict(), "step": step,
-                "model_args": self.args.to_dict(), "history": self.history,
+                "model_args": self.model.args.to_dict(), "history": self.history,
                 "stopped_by": self.stopped_by}
 
     def restore(self, path: Path) -> int:
         """Load everything saved in ``last.pt``; returns the next step."""
         state = load_checkpoint(path, self.device)
-        if state["model_args"] != self.args.to_dict():
+        if state["model_args"] != self.model.args.to_dict():
             raise RuntimeError(f"{path}: saved model shape differs from this config; "
                                f"use --resume false or another --tag")
         self.model.load_state_dict(state["model"])
@@ -115,7 +114,7 @@ class Trainer:
 
     def save_best(self, out: Path, step: int) -> None:
         save_checkpoint(out / "best.pt", {"model": self.model.state_dict(),
-                                          "model_args": self.args.to_dict(), "step": step})
+                                          "model_args": self.model.args.to_dict(), "step": step})
 
     def no_sync(self, last: bool) -> contextlib.AbstractContextManager:
         """Skip DDP's gradient all-reduce on all but the last backward of a step."""
@@ -126,8 +125,7 @@ class Trainer:
 
 def make_trainer(cfg: GnnConfig, ctx: DistContext, device: torch.device,
                  example: ProcessedGraph) -> Trainer:
-    args = model_args_for(cfg, example)
-    model = RankerGNN(args).to(device)
+    model = RankerGNN(model_args_for(cfg, example)).to(device)
     if cfg.activation_checkpointing:
         checkpoint_module_lists(model, "layers")
     step_model: nn.Module = StepModule(model)
@@ -143,7 +141,7 @@ def make_trainer(cfg: GnnConfig, ctx: DistContext, device: torch.device,
                    optimizer=optimizer,
                    scheduler=make_horizon_scheduler(optimizer, horizon, cfg.warmup_steps),
                    scaler=make_grad_scaler(device, cfg.amp), stopper=EarlyStopping(cfg.patience),
-                   horizon=horizon, args=args)
+                   horizon=horizon)
 
 
 def train_step(tr: Trainer, graphs: list[ProcessedGraph], cache: TensorCache, step: int,
