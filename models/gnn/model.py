@@ -11,7 +11,7 @@ the MLP head); ``forward`` is the three in a row.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -53,9 +53,6 @@ class ModelArgs:
     def of(cls, cfg: GnnConfig, **data: Any) -> "ModelArgs":
         """The model of ``cfg`` for data of the widths (and overrides) in ``data``."""
         return cls(**{**{k: getattr(cfg, k) for k in SHAPE}, **data})
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
     @property
     def factorized(self) -> bool:

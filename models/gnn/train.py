@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -94,13 +94,13 @@ class Trainer:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
                 "early_stopping": self.stopper.state_dict(), "step": step,
-                "model_args": self.model.args.to_dict(), "history": self.history,
+                "model_args": asdict(self.model.args), "history": self.history,
                 "stopped_by": self.stopped_by}
 
     def restore(self, path: Path) -> int:
         """Load everything saved in ``last.pt``; returns the next step."""
         state = load_checkpoint(path, self.device)
-        if state["model_args"] != self.model.args.to_dict():
+        if state["model_args"] != asdict(self.model.args):
             raise RuntimeError(f"{path}: saved model shape differs from this config; "
                                f"use --resume false or another --tag")
         self.model.load_state_dict(state["model"])
@@ -114,7 +114,7 @@ class Trainer:
 
     def save_best(self, out: Path, step: int) -> None:
         save_checkpoint(out / "best.pt", {"model": self.model.state_dict(),
-                                          "model_args": self.model.args.to_dict(), "step": step})
+                                          "model_args": asdict(self.model.args), "step": step})
 
     def no_sync(self, last: bool) -> contextlib.AbstractContextManager:
         """Skip DDP's gradient all-reduce on all but the last backward of a step."""
