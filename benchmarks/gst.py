@@ -2,11 +2,12 @@
 
 Synthetic layout graphs of 4k, 10k and 40k nodes (about 2 operands per node, 7.5 % configurable),
 the ``quick`` model shape (hidden 64, 3 layers, SAGE), CPU, one thread. Modes: ``gst`` (GST on
-the factorized trunk, what ``--segment-size`` alone trains), ``gst-copy`` (the organisers' recipe
-on the copy model), ``full`` (the factorized model on the whole graph) and ``full-copy``; GST
-trains one segment a step. Configs per step are what training would sample
-(:meth:`GnnConfig.configs_per_step_for` under ``--node-budget``, at most 64). Every (mode, size)
-runs in a fresh interpreter so that memory figures do not mix:
+the factorized trunk, what ``--segment-size`` trains), ``full`` (the factorized model on the whole
+graph) and ``full-copy``; GST trains one segment a step (``benchmarks/gst_memory.json`` also
+holds ``gst-copy`` rows: the organisers' recipe on the copy model, since removed). Configs per
+step are what training would sample (:meth:`GnnConfig.configs_per_step_for` under
+``--node-budget``, at most 64). Every (mode, size) runs in a fresh interpreter so that memory
+figures do not mix:
 
 - ``activations_mb``: the peak over steps of the bytes autograd saved for backward (counted with
   ``torch.autograd.graph.saved_tensors_hooks``, each storage once; allocator-independent);
@@ -18,7 +19,7 @@ A child that exceeds ``--mem-limit-gb`` of address space reports the failure ins
 Writes ``benchmarks/gst_memory.json``::
 
     OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.gst [--sizes 4000,10000,40000]
-        [--modes gst,gst-copy,full,full-copy] [--node-budget 25000]
+        [--modes gst,full,full-copy] [--node-budget 25000]
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ class SavedBytes:
         return t
 
 
-MODES = ("gst", "gst-copy", "full", "full-copy")
+MODES = ("gst", "full", "full-copy")
 
 
 def mode_config(mode: str, segment_size: int, node_budget: int) -> GnnConfig:

@@ -44,6 +44,7 @@ def train_main(argv: list[str]) -> int:
     under ``torchrun`` every rank runs this and rank 0 alone prints and writes summaries."""
     from models.budget import TimeBudget
     from models.gnn.config import GnnConfig
+    from models.gnn.folds import train_folds, usable_folds
     from models.gnn.train import dump_summary, summary_line, train_collection
     from models.training import (budget_clock, init_distributed, set_cpu_threads,
                                  shutdown_distributed)
@@ -53,8 +54,6 @@ def train_main(argv: list[str]) -> int:
     ctx, device = init_distributed(cfg.device)
     budget = TimeBudget(cfg.time_budget, clock=budget_clock(cfg.budget_clock))
     try:
-        from models.gnn.folds import train_folds, usable_folds
-
         reports = []
         collections = cfg.collection_list()
         runs = [max(1, usable_folds(cfg, coll)) for coll in collections]  # models per collection
@@ -81,10 +80,10 @@ def predict_main(argv: list[str]) -> int:
     from models.gnn.config import GnnConfig
     from models.gnn.infer import predict_collection
 
+    from models.gnn.folds import predict_folds, usable_folds
+
     cfg = _held(parse_config(GnnConfig, _with_default_preset(argv), prog="python -m models.gnn predict"))
     for coll in cfg.collection_list():
-        from models.gnn.folds import predict_folds, usable_folds
-
         if usable_folds(cfg, coll) >= 2:
             r = predict_folds(cfg, coll)
             print(f"{coll.name}: OOF {r['oof_score']:.4f} over {r['oof_graphs']} graphs "

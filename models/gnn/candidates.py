@@ -55,8 +55,7 @@ def _random_layout(rng: np.random.Generator, rank: int, space: str) -> list[int]
 
 
 def sample_candidates(spaces: Sequence[NodeSpace], n: int, seed: int = 0,
-                      space: str = "minor2", p_change: float = 0.5,
-                      max_tries: int = 50) -> np.ndarray:
+                      space: str = "minor2", p_change: float = 0.5) -> np.ndarray:
     """``(c, nc, 18)`` float32 distinct candidates, ``c <= n``; row 0 is the compiler default.
 
     Each other candidate changes every node with probability ``p_change`` (at least one node) to
@@ -73,7 +72,7 @@ def sample_candidates(spaces: Sequence[NodeSpace], n: int, seed: int = 0,
     seen = {default.tobytes()}
     changeable = [i for i, ns in enumerate(spaces) if any(r > 0 for r in ns.ranks)]
     tries = 0
-    while len(found) < n and changeable and tries < max_tries * n:
+    while len(found) < n and changeable and tries < 50 * n:  # a small space may hold fewer
         tries += 1
         cand = default.copy()
         picked = [i for i in changeable if rng.random() < p_change] or [int(rng.choice(changeable))]

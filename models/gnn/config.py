@@ -62,23 +62,17 @@ class GnnConfig(RankerConfig):
     oof_max_configs: int = 0  # OOF configs per held-out train graph: a seeded subset of its LightGBM tabular rows (0 = all those rows)
 
     # --- Graph Segment Training (the organisers' method; off by default, see docs/gnn.md)
-    segment_size: int = 0  # GST: about this many nodes per graph segment, one segment trained per graph and step (0 = off: whole graph per step) [measured: benchmarks/gst_quality_small.json "GST on whole graphs vs the k=1 pruned default (equal wall clock)"; benchmarks/gst_quality_kaggle_xla.json "GST on the factorized trunk: whole kaggle-shaped graphs vs the k=1 pruned default"]
-    history_max_bytes: int = 268435456  # GST history table (copy arch: segment scores; factorized: segment trunk outputs): limit in bytes (oldest segments evicted) [run]
+    segment_size: int = 0  # GST on the factorized trunk (layout; tile models train whole graphs): about this many nodes per graph segment, one segment's trunk trained per graph and step (0 = off: whole graph per step) [measured: benchmarks/gst_quality_kaggle_xla.json "GST on the factorized trunk: whole kaggle-shaped graphs vs the k=1 pruned default"]
+    history_max_bytes: int = 268435456  # GST table of segment trunk outputs: limit in bytes (oldest segments evicted) [run]
     predict_context: int = 1024  # inference attention context: a fixed seeded subset of at most N of the configs ranked (0 = all), so attention stays linear in the config count [run]
 
     PRESETS: ClassVar[dict[str, dict[str, object]]] = {
-        # quick: bounded by time, not steps (issue 11): 900 s of GNN training for all selected
-        # collections and their 3 CV folds (issue 12; the LightGBM ranker's K too); a tile fold
-        # model gets half a layout fold model's share (tile_budget_weight). No early stopping
-        # (patience 0): within these shares the models' inner-valid scores still rise, noisily,
-        # when the time runs out (BENCHMARKS.md, "GNN architectures"), and the final weights are
-        # kept (keep last): the best of a few evaluations on an inner slice of 19 tile or 9
-        # layout graphs picked early, worse weights out of fold (BENCHMARKS.md, "Weights kept").
-        # Both cores (threads 0): on a quiet 2-core machine 617 vs 384 configs/s with one thread
-        # (copy model, layout:nlp:random, 45 s runs); one thread is faster only when other jobs
-        # load the cores. OOF predictions of train graphs on 500 of their configs
-        # bound the predict stage at the real shape. Model shape: measured on sample-small valid,
-        # 3 seeds.
+        # quick: 900 s of GNN training for all selected collections and their 3 CV folds
+        # (issues 11, 12); a tile fold model gets half a layout fold model's share. No early
+        # stopping: within these shares the inner-valid scores still rise when the time runs out
+        # (BENCHMARKS.md, "GNN architectures"), and the final weights are kept (BENCHMARKS.md,
+        # "Weights kept"). Both cores: 617 vs 384 configs/s with one thread on a quiet 2-core
+        # machine. OOF on 500 configs per train graph bounds the predict stage at the real shape.
         "quick": {"hidden": 64, "layers": 3, "configs_per_step": 64, "steps": 100000,
                   "time_budget": 900.0, "eval_every": 50, "patience": 0, "val_max_configs": 128,
                   "predict_batch": 64, "threads": 0, "warmup_steps": 20, "lr": 3e-3,
@@ -113,18 +107,11 @@ class GnnConfig(RankerConfig):
     def configs_per_step_for(self, num_nodes: int, is_tile: bool, config_nodes: int = 0,
                              config_links: int = 0) -> int:
         """Configs sampled from a graph of ``num_nodes`` kept nodes (``config_nodes`` of them
-        configurable, ``config_links`` links between those) in one step.
-
-        With ``node_budget`` > 0 the step's node rows stay within the budget (the memory model
-        in ``models.gnn.train``), but never below :data:`MIN_CONFIGS_PER_STEP`: ``num_nodes``
-        rows per config for the copy model (one graph copy each); for the factorized model the
-        trunk's ``num_nodes`` rows once, then ``config_nodes + config_links / 4`` rows per config
-        (``benchmarks/gnn_memory.json``). Tile models run message passing once per graph: no
-        budget. A GST step counts its trained segment (about ``segment_size`` nodes) as the
-        graph and never holds more rows than ``configs_per_step`` copies of it, whatever the
-        budget: the factorized head covers every configurable node of the graph, so a large
-        graph gets fewer configs (docs/gnn.md, "Graph Segment Training").
-        """
+        configurable, ``config_links`` links between those) in one step: with ``node_budget`` > 0
+        the step's node rows stay within the budget (the memory model in ``models.gnn.train``),
+        never below :data:`MIN_CONFIGS_PER_STEP`. Tile models run message passing once per graph:
+        no budget. A GST step counts its trained segment (about ``segment_size`` nodes) as the
+        graph, and holds at most the rows of ``configs_per_step`` copies of it (docs/gnn.md)."""
         wanted = self.configs_per_step
         budget = self.node_budget
         if self.segment_size > 0:

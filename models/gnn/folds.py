@@ -47,10 +47,9 @@ def get_plan(cfg: GnnConfig, collection: Collection, ctx: DistContext | None = N
 
 
 def usable_folds(cfg: GnnConfig, collection: Collection) -> int:
-    """``cfg.folds`` when the collection's labelled graphs support K-fold OOF predictions, else 0
-    (the train/valid protocol, with a note on stderr): OOF files are keyed by stem, so a stem in
-    both train and valid cannot be cross-validated, and K folds need at least K distinct stems.
-    ``train`` and ``predict`` both decide with this, so they always agree."""
+    """``cfg.folds`` when the collection's labelled graphs support K-fold OOF predictions (OOF files
+    are keyed by stem, so no stem may be in both train and valid; K folds need K stems), else 0
+    (the train/valid protocol, with a note on stderr). ``train`` and ``predict`` both decide so."""
     import sys
 
     if cfg.folds < 2:
@@ -72,44 +71,9 @@ def usable_folds(cfg: GnnConfig, collection: Collection) -> int:
 
 
 def _labelled_built(cfg: GnnConfig, collection: Collection) -> bool:
-    """Whether features of both labelled splits exist (not so in an inference-only WORK, which
-    builds valid/test graphs for trained weights)."""
+    """Whether features of both labelled splits exist (not so in an inference-only WORK)."""
     base = cfg.features_dir() / collection.slug / "graphs"
     return all((base / split).is_dir() for split in LABELLED)
-
-
-def predict_folds_inference(cfg: GnnConfig, collection: Collection) -> dict[str, Any]:
-    """Predictions of trained fold models in a WORK without train features (e.g. the Kaggle
-    inference notebook): ``test-fold<k>`` and ``test`` for every fold, and ``valid`` (when built)
-    from the fold model whose manifest shows it never saw the graph. OOF predictions need the
-    train graphs and are not written here."""
-    from models.gnn.infer import load_trained_dir, predict_costs, source_order
-    from models.predictions import fold_split, predictions_path, write_fold_average, write_predictions
-    from models.training import choose_device, set_cpu_threads
-
-    set_cpu_threads(cfg.predict_threads)
-    device = choose_device(cfg.device)
-    manifest = json.loads((cfg.model_dir(collection) / "folds.json").read_text())
-    folds = int(manifest["folds"])
-    base = cfg.features_dir() / collection.slug / "graphs"
-    test = load_graphs(cfg.features_dir(), collection, "test")
-    valid = load_graphs(cfg.features_dir(), collection, "valid") if (base / "valid").is_dir() else []
-    preds, run = cfg.preds_dir(), cfg.run_name()
-    valid_costs: dict[str, np.ndarray] = {}
-    for k in range(folds):
-        model, saved = load_trained_dir(fold_dir(cfg, collection, k), device)
-        batch = saved.predict_batch or cfg.predict_batch
-        seen = set(manifest["seen"][str(k)])
-        for g in valid:
-            if g.stem not in valid_costs and f"valid/{g.stem}" not in seen:
-                valid_costs[g.stem] = source_order(g, predict_costs(model, g, batch))
-        write_predictions(predictions_path(preds, run, collection, fold_split(k)),
-                          {g.stem: source_order(g, predict_costs(model, g, batch)) for g in test})
-    if valid_costs:
-        write_predictions(predictions_path(preds, run, collection, "valid"), valid_costs)
-    write_fold_average(preds, run, collection, folds=folds)
-    return {"collection": collection.name, "folds": folds, "oof_score": float("nan"), "oof_graphs": 0,
-            "valid_score": float("nan"), "valid_graphs": len(valid_costs), "inference_only": True}
 
 
 def labelled_graphs(cfg: GnnConfig, collection: Collection) -> dict[Key, ProcessedGraph]:
@@ -162,7 +126,7 @@ def train_folds(cfg: GnnConfig, collection: Collection, budget: TimeBudget, unit
 
 
 def fold_summary(collection: Collection, cfg: GnnConfig, reports: list[dict]) -> dict[str, Any]:
-    """One line's worth over the fold models: inner-valid score mean, total time and configs/s."""
+    """The fold models' reports in one: inner-valid score mean, total time and configs/s."""
     scores = [r["score"] for r in reports if np.isfinite(r["score"])]
     seconds = sum(r["train_seconds"] for r in reports)
     configs = sum(r["train_configs_per_s"] * r["train_seconds"] for r in reports
@@ -191,11 +155,9 @@ def _by_config_index(g: ProcessedGraph, cost: np.ndarray, rows: np.ndarray | Non
 
 
 def oof_rows(cfg: GnnConfig, collection: Collection, g: ProcessedGraph, split: str) -> np.ndarray | None:
-    """Which configs of a held-out graph get an out-of-fold prediction: every config of a valid
-    graph (None), and of a train graph the rows of its LightGBM tabular file (capped per graph by
-    the feature build's ``tabular_max_train_rows``; at most ``--oof-max-configs`` of them), so OOF
-    cost is bounded whatever the config count; the blend scores each graph on the configs every
-    model predicted (``ensemble.oof``)."""
+    """Which configs of a held-out graph get an OOF prediction: every config of a valid graph
+    (None); of a train graph the rows of its LightGBM tabular file (at most ``--oof-max-configs``),
+    so OOF cost is bounded; the blend scores each graph on the configs every model predicted."""
     if split != "train":
         return None
     from features.build import load_build_config
@@ -206,35 +168,50 @@ def oof_rows(cfg: GnnConfig, collection: Collection, g: ProcessedGraph, split: s
         build = load_build_config(cfg.features_dir(), collection)
         rows = tabular_train_positions(g.num_configs, build, collection.slug, g.stem)
     cap = cfg.oof_max_configs
-    if cap > 0 and len(rows) > cap:  # the blend scores each graph on the configs all models share
+    if cap > 0 and len(rows) > cap:
         rows = rows[subsample(len(rows), cap, cfg.seed, f"oof/{g.stem}")]
     return rows
 
 
 def predict_folds(cfg: GnnConfig, collection: Collection) -> dict[str, Any]:
     """Write the OOF, valid, test-fold<k> and test predictions of one collection's fold models;
-    returns the OOF and official-valid scores."""
+    returns the OOF and official-valid scores. In a WORK without train features (e.g. the Kaggle
+    inference notebook) there are no OOF predictions, and each valid graph (when built) is
+    predicted by the first fold model whose manifest shows it never saw the graph."""
     from models.cv import check_manifest
     from models.gnn.infer import load_trained_dir, predict_costs, source_order
     from models.predictions import (OOF_CONFIG_SPLIT, OOF_SPLIT, fold_split, predictions_path,
                                     write_fold_average, write_predictions)
     from models.training import choose_device, set_cpu_threads
 
-    if not _labelled_built(cfg, collection):
-        return predict_folds_inference(cfg, collection)
     set_cpu_threads(cfg.predict_threads)
     device = choose_device(cfg.device)
-    plan = get_plan(cfg, collection)
-    check_manifest(cfg.model_dir(collection) / "folds.json", plan)
-    graphs = labelled_graphs(cfg, collection)
+    manifest = cfg.model_dir(collection) / "folds.json"
+    labelled = _labelled_built(cfg, collection)
+    if labelled:
+        plan = get_plan(cfg, collection)
+        check_manifest(manifest, plan)
+        graphs = labelled_graphs(cfg, collection)
+        folds = plan.folds
+    else:
+        manifest = json.loads(manifest.read_text())
+        folds = int(manifest["folds"])
+        built = (cfg.features_dir() / collection.slug / "graphs" / "valid").is_dir()
+        valid = load_graphs(cfg.features_dir(), collection, "valid") if built else []
     test = load_graphs(cfg.features_dir(), collection, "test")
     preds, run = cfg.preds_dir(), cfg.run_name()
     oof: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     valid_costs: dict[str, np.ndarray] = {}
-    for k in range(plan.folds):
+    for k in range(folds):
         model, saved = load_trained_dir(fold_dir(cfg, collection, k), device)
         batch = saved.predict_batch or cfg.predict_batch
-        for key in tqdm(plan.held_out(k), desc=f"oof {collection.name} fold {k}", leave=False):
+        if not labelled:
+            seen = set(manifest["seen"][str(k)])
+            for g in valid:
+                if g.stem not in valid_costs and f"valid/{g.stem}" not in seen:
+                    valid_costs[g.stem] = source_order(g, predict_costs(model, g, batch))
+        for key in tqdm(plan.held_out(k) if labelled else [], desc=f"oof {collection.name} fold {k}",
+                        leave=False):
             g = graphs.get(key)
             if g is None or g.target is None:
                 continue
@@ -249,14 +226,21 @@ def predict_folds(cfg: GnnConfig, collection: Collection) -> dict[str, Any]:
         write_predictions(predictions_path(preds, run, collection, fold_split(k)),
                           {g.stem: source_order(g, predict_costs(model, g, batch)) for g in
                            tqdm(test, desc=f"test {collection.name} fold {k}", leave=False)})
-    write_predictions(predictions_path(preds, run, collection, OOF_SPLIT),
-                      {s: v[1] for s, v in oof.items()})
-    save_npz(predictions_path(preds, run, collection, OOF_CONFIG_SPLIT), **{s: v[0] for s, v in oof.items()})
-    save_npz(predictions_path(preds, run, collection, "oof-target"), **{s: v[2] for s, v in oof.items()})
+    if labelled:
+        write_predictions(predictions_path(preds, run, collection, OOF_SPLIT),
+                          {s: v[1] for s, v in oof.items()})
+        save_npz(predictions_path(preds, run, collection, OOF_CONFIG_SPLIT),
+                 **{s: v[0] for s, v in oof.items()})
+        save_npz(predictions_path(preds, run, collection, "oof-target"),
+                 **{s: v[2] for s, v in oof.items()})
     if valid_costs:
         write_predictions(predictions_path(preds, run, collection, "valid"), valid_costs)
-    write_fold_average(preds, run, collection, folds=plan.folds)
-    return oof_report(collection, oof, valid_costs, graphs, plan.folds)
+    write_fold_average(preds, run, collection, folds=folds)
+    if not labelled:
+        return {"collection": collection.name, "folds": folds, "oof_score": math.nan,
+                "oof_graphs": 0, "valid_score": math.nan, "valid_graphs": len(valid_costs),
+                "inference_only": True}
+    return oof_report(collection, oof, valid_costs, graphs, folds)
 
 
 def oof_report(collection: Collection, oof: dict, valid_costs: dict[str, np.ndarray],

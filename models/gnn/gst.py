@@ -1,23 +1,21 @@
-"""Graph Segment Training (GST, docs/competition.md §7) for the copy arch: the organisers' recipe
-(``kaidic/GST``, ``custom_tpu_train.py``), described in docs/gnn.md, "Graph Segment Training".
-Also the segments and the bounded tables that GST on the factorized trunk
-(:mod:`models.gnn.segment_trunk`) shares.
+"""Graph Segment Training (GST, the organisers' method, docs/competition.md §7) on the factorized
+trunk: whole-graph context for the config head at the memory of one segment (docs/gnn.md, "Graph
+Segment Training").
 
-A step trains one segment, drawn in proportion to the configurable nodes (a segment without one
-would give no gradient), its score scaled to the expected number of segments kept; the others'
-scores come from a :class:`HistoryTable` keyed by (graph, segment, the config values that segment
-sees), a missing entry counting as zero. Stale embedding dropout uses one mask per graph and step,
-shared by its configs, so two configs always sum the same segments and their difference is the
-model's, not the mask's.
+The head reads only a few of the trunk's outputs: the embeddings of the configurable nodes and of
+the configurable-node links' inner nodes, and the graph's pooled summary. So a
+:class:`TrunkTable` holds per graph and segment the trunk's outputs the head reads from that
+segment (its **read rows**) and its pooling statistics (:meth:`Pool.partial`). A step trains one
+segment's trunk, drawn in proportion to the configurable nodes, refreshes the oldest stored
+segment without gradient, and runs the head fresh over every configurable node for every config.
+Inference is exact (:func:`segmented_graph_state`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -26,10 +24,9 @@ from features.processed import ProcessedGraph
 from features.segments import cached_segmentation, graph_fingerprint
 from models.gnn.config import GnnConfig
 from models.gnn.data import GraphTensors, config_rows, tabular_rows
-from models.gnn.model import RankerGNN
+from models.gnn.model import ConfigLinks, GraphState, RankerGNN
 
 SEGMENTS_PER_STEP = 1  # segments trained (forward + backward) per graph and step
-STALE_DROPOUT = 0.5  # probability of leaving out each stale (historical) segment score in training
 
 
 @dataclass
@@ -39,23 +36,25 @@ class SegmentTensors:
     node_feat: torch.Tensor
     node_opcode: torch.Tensor
     edge_index: torch.Tensor  # local ids
-    config_node_pos: torch.Tensor | None  # layout: local positions of the configurable nodes here
-    config_cols: torch.Tensor | None  # layout: their columns in the graph's config_feat
-    configurable: int  # layout: configurable nodes in the segment
+    configurable: int  # configurable nodes in the segment
     node_ids: np.ndarray  # graph positions of the segment's nodes (local order)
 
-    @property
-    def config_free(self) -> bool:
-        """True for a layout segment that holds no configurable node: its embedding
-        is the same for every config."""
-        return self.config_cols is not None and self.config_cols.numel() == 0
+
+@dataclass
+class TrunkSegments:
+    """Where a graph's segments' read rows go in the graph's read-row array."""
+
+    reads: list[torch.Tensor]  # per segment: local positions of the nodes the head reads
+    gather: torch.Tensor  # read rows concatenated segment by segment -> graph read-row order
+    config_slot: torch.Tensor  # (nc,) read row of each configurable node
+    links: ConfigLinks  # the graph's links, inner nodes as read rows (-1: none)
 
 
 @dataclass
 class GraphSegments:
-    key: str  # graph fingerprint (history key)
+    key: str  # graph fingerprint (table key)
     parts: list[SegmentTensors]
-    trunk: Any = None  # segment_trunk.TrunkSegments of the graph, built on first use
+    trunk: TrunkSegments
 
     @property
     def num_segments(self) -> int:
@@ -64,13 +63,21 @@ class GraphSegments:
 
 def build_segments(g: ProcessedGraph, tensors: GraphTensors, size: int,
                    features_dir: str | None = None) -> GraphSegments:
-    """Cut ``g`` (already on a device as ``tensors``) into segments of about ``size`` nodes."""
+    """Cut layout graph ``g`` (already on a device as ``tensors``) into segments of about ``size``
+    nodes, with the read rows of each: the configurable nodes and the links' inner nodes, each
+    read from the segment that holds it."""
+    if tensors.config_node_pos is None or tensors.links is None:
+        raise ValueError("GST on the factorized trunk needs a layout graph with its links")
     seg = cached_segmentation(g, size, features_dir)
     n = g.num_nodes
     src, dst = tensors.edge_index.cpu().numpy()
-    pos = None if tensors.config_node_pos is None else tensors.config_node_pos.cpu().numpy()
+    pos = tensors.config_node_pos.cpu().numpy()
+    inner = tensors.links.inner.cpu().numpy()
+    read = np.unique(np.concatenate([pos, inner[inner >= 0]]))
+    slot = np.full(n, -1, dtype=np.int64)
+    slot[read] = np.arange(len(read))
     device = tensors.node_feat.device
-    parts = []
+    parts, reads, order = [], [], []
     local = np.full(n, -1, dtype=np.int64)
     for s in range(seg.num_segments):
         nodes = seg.segment(s)
@@ -78,16 +85,19 @@ def build_segments(g: ProcessedGraph, tensors: GraphTensors, size: int,
         keep = (local[src] >= 0) & (local[dst] >= 0)
         sub_edges = torch.as_tensor(np.stack([local[src[keep]], local[dst[keep]]]), device=device)
         node_idx = torch.as_tensor(nodes, device=device)
-        cols = lpos = None
-        inside = np.zeros(0, dtype=np.int64)
-        if pos is not None:
-            inside = np.flatnonzero(local[pos] >= 0)
-            cols = torch.as_tensor(inside, device=device)
-            lpos = torch.as_tensor(local[pos[inside]], device=device)
         parts.append(SegmentTensors(tensors.node_feat[node_idx], tensors.node_opcode[node_idx],
-                                    sub_edges, lpos, cols, len(inside), nodes))
+                                    sub_edges, int((local[pos] >= 0).sum()), nodes))
+        here = np.flatnonzero(slot[nodes] >= 0)
+        reads.append(torch.as_tensor(here, device=device))
+        order.append(slot[nodes[here]])
         local[nodes] = -1
-    return GraphSegments(key=f"{g.collection}/{g.split}/{graph_fingerprint(g)}", parts=parts)
+    gather = np.argsort(np.concatenate(order), kind="stable")
+    inner_slot = np.where(inner >= 0, slot[np.maximum(inner, 0)], -1)
+    links = ConfigLinks(tensors.links.edge_index, tensors.links.hops,
+                        torch.as_tensor(inner_slot, device=device), tensors.links.kind)
+    trunk = TrunkSegments(reads, torch.as_tensor(gather, device=device),
+                          torch.as_tensor(slot[pos], device=device), links)
+    return GraphSegments(f"{g.collection}/{g.split}/{graph_fingerprint(g)}", parts, trunk)
 
 
 class SegmentCache:
@@ -111,154 +121,70 @@ class SegmentCache:
 
 
 @dataclass
-class _Entries:
-    keys: np.ndarray  # (n,) uint64, sorted
-    values: np.ndarray  # (n,) float32
+class _TrunkEntry:
+    rows: torch.Tensor  # (k, d) read rows of one segment
+    pooled: torch.Tensor  # (S,) Pool.partial of its nodes
+    step: int  # the training step that wrote it
 
     @property
     def nbytes(self) -> int:
-        return int(self.keys.nbytes + self.values.nbytes)
+        return int(self.rows.numel() * self.rows.element_size()
+                   + self.pooled.numel() * self.pooled.element_size())
 
 
-class SegmentLru:
-    """Entries (anything with ``nbytes``) per (graph, segment), at most ``max_bytes`` in all:
-    writing a slot makes it the newest, and the oldest slots are evicted first."""
+class TrunkTable:
+    """Stored trunk outputs per (graph, segment), detached, at most ``max_bytes`` in all: writing
+    a slot makes it the newest, and the oldest slots are evicted first (an entry alone over the
+    limit leaves the table empty)."""
 
     def __init__(self, max_bytes: int):
         if max_bytes <= 0:
             raise ValueError(f"history_max_bytes must be positive, got {max_bytes}")
         self.max_bytes = int(max_bytes)
         self.nbytes = 0
-        self._rows: OrderedDict[tuple[str, int], Any] = OrderedDict()
+        self._rows: OrderedDict[tuple[str, int], _TrunkEntry] = OrderedDict()
 
-    def _take(self, slot: tuple[str, int]) -> Any:
-        """Remove and return the entry of ``slot`` (None when there is none)."""
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def get(self, graph: str, segment: int) -> _TrunkEntry | None:
+        return self._rows.get((graph, int(segment)))
+
+    def store(self, graph: str, segment: int, rows: torch.Tensor, pooled: torch.Tensor,
+              step: int) -> None:
+        slot = (graph, int(segment))
         old = self._rows.pop(slot, None)
         if old is not None:
             self.nbytes -= old.nbytes
-        return old
-
-    def _put(self, slot: tuple[str, int], entry: Any) -> None:
-        """Write ``entry`` as the newest, then evict the oldest (an entry alone over the limit
-        leaves the table empty)."""
-        self._rows[slot] = entry
+        entry = self._rows[slot] = _TrunkEntry(rows.detach(), pooled.detach(), int(step))
         self.nbytes += entry.nbytes
         while self.nbytes > self.max_bytes and self._rows:
             _, old = self._rows.popitem(last=False)
             self.nbytes -= old.nbytes
 
 
-class HistoryTable(SegmentLru):
-    """Historical segment scores keyed by (graph, segment, config key), at most ``max_bytes``.
-
-    A config key (:func:`segment_config_key`) identifies the config values a segment sees, so
-    configs that agree there share an entry. Each (graph, segment) holds sorted key and score
-    arrays (12 bytes an entry); writing to one makes it the newest, and the oldest
-    (graph, segment) arrays are evicted when the table is over its byte limit.
-    """
-
-    def __len__(self) -> int:
-        """Number of entries."""
-        return sum(len(e.keys) for e in self._rows.values())
-
-    def lookup(self, graph: str, segment: int, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Scores (B,) of ``keys`` (B,) (0 where missing) and a (B,) mask of those present."""
-        keys = np.asarray(keys, dtype=np.uint64)
-        values = np.zeros(len(keys), dtype=np.float32)
-        entries = self._rows.get((graph, int(segment)))
-        if entries is None or not len(entries.keys):
-            return values, np.zeros(len(keys), dtype=bool)
-        at = np.minimum(np.searchsorted(entries.keys, keys), len(entries.keys) - 1)
-        have = entries.keys[at] == keys
-        values[have] = entries.values[at[have]]
-        return values, have
-
-    def store(self, graph: str, segment: int, keys: np.ndarray, values: np.ndarray) -> None:
-        """Write scores ``values`` (B,) under ``keys`` (B,) (a repeated key keeps its first one)."""
-        keys, first = np.unique(np.asarray(keys, dtype=np.uint64), return_index=True)
-        values = np.asarray(values, dtype=np.float32).reshape(-1)[first]
-        slot = (graph, int(segment))
-        old = self._take(slot)
-        if old is not None:
-            kept = ~np.isin(old.keys, keys)
-            keys = np.concatenate([old.keys[kept], keys])
-            values = np.concatenate([old.values[kept], values])
-            order = np.argsort(keys, kind="stable")
-            keys, values = keys[order], values[order]
-        self._put(slot, _Entries(keys, values))
-
-
 class GstState:
-    """Everything GST keeps between steps of one training run (segments, history)."""
+    """What GST keeps between the steps of one run (segments, trunk table)."""
 
     def __init__(self, history_max_bytes: int):
         self.segments = SegmentCache()
-        self.history = HistoryTable(history_max_bytes)
+        self.table = TrunkTable(history_max_bytes)
 
 
-def segment_vectors(model: RankerGNN, seg: SegmentTensors, feats: torch.Tensor,
-                    tabular: torch.Tensor | None) -> torch.Tensor:
-    """Attention inputs (B, hidden) of one segment for configs ``feats`` (the copy model's
-    :meth:`RankerGNN.embed`, which a factorized model refuses)."""
-    seen = feats if seg.config_cols is None else feats[:, seg.config_cols]
-    pooled = model.embed(seg.node_feat, seg.node_opcode, seg.edge_index, seen,
-                         seg.config_node_pos)
-    return model.config_vectors(pooled, feats, tabular)
-
-
-def segment_scores(model: RankerGNN, seg: SegmentTensors, feats: torch.Tensor,
-                   tabular: torch.Tensor | None) -> torch.Tensor:
-    """Scores (B,) of one segment, the configs ``feats`` attending to each other."""
-    return model.score(segment_vectors(model, seg, feats, tabular))
-
-
-def summed_segment_costs(model: RankerGNN, segs: GraphSegments, g: ProcessedGraph,
-                         tensors: GraphTensors, idx: np.ndarray, chunks: list[np.ndarray],
-                         context: np.ndarray) -> torch.Tensor:
-    """Exact costs (len(idx),) float64 of a segment-trained model: every segment scored fresh,
-    the scores summed; in every segment each config attends to the configs at positions
-    ``context`` of ``idx``.
-
-    One segment at a time over every chunk of configs, so memory holds one segment's vectors.
-    A segment that sees no configurable node gives every config the same vector, so it is
-    embedded for one config only.
-    """
-    device = tensors.node_feat.device
-    total = torch.zeros(len(idx), dtype=torch.float64, device=device)
-    ctx_pos = torch.as_tensor(context, device=device)
-    for seg in segs.parts:
-        def vectors(c: np.ndarray, seg: SegmentTensors = seg) -> torch.Tensor:
-            feats = config_rows(g, idx[c], device)
-            return segment_vectors(model, seg, feats, tabular_rows(model, g, tensors, feats))
-
-        if seg.config_free and not model.uses_tabular:
-            z = vectors(chunks[0][:1])
-            total += model.score(z).double()
-            continue
-        z = torch.cat([vectors(c) for c in chunks])
-        ctx = z[ctx_pos]
-        total += torch.cat([model.score(z[c], ctx).double() for c in chunks])
-    return total
-
-
-def segment_config_key(rows: np.ndarray, seg: SegmentTensors,
-                       tabular: np.ndarray | None = None) -> np.ndarray:
-    """(B,) uint64 keys of what a segment's output depends on for each config: the layout values
-    of the configurable nodes it sees (``rows`` (B, nc, 18)), a tile config's whole row (``rows``
-    (B, F)), and with tabular features the config's tabular row. Equal inputs, equal key; a layout
-    segment without configurable node has one key for every config."""
-    sub = rows if seg.config_cols is None else rows[:, seg.config_cols.cpu().numpy()]
-    sub = np.ascontiguousarray(sub).reshape(len(rows), -1)
-    digests = []
-    for b in range(len(rows)):
-        extra = b"" if tabular is None else tabular[b].tobytes()
-        digests.append(hashlib.blake2b(sub[b].tobytes() + extra, digest_size=8).digest())
-    return np.frombuffer(b"".join(digests), dtype="<u8").astype(np.uint64)
+def uses_gst(model: RankerGNN, segment_size: int) -> bool:
+    """Whether ``model`` trains and predicts segment-wise: a layout model with ``segment_size`` >
+    0, which must then be factorized (tile models always run whole graphs)."""
+    if segment_size <= 0 or model.args.kind == "tile":
+        return False
+    if not model.factorized:
+        raise ValueError("Graph Segment Training (--segment-size) needs a factorized layout model "
+                         "(--arch factorized); the copy arch trains on whole graphs")
+    return True
 
 
 def draw_trained(rng: np.random.Generator, segs: GraphSegments, count: int) -> np.ndarray:
     """Segments trained this step (sorted), drawn in proportion to their configurable nodes
-    (uniformly where no segment has one: tile graphs)."""
+    (uniformly where no segment has one)."""
     weights = np.array([p.configurable for p in segs.parts], dtype=np.float64)
     if weights.sum() <= 0:
         weights = np.ones(segs.num_segments)
@@ -267,31 +193,62 @@ def draw_trained(rng: np.random.Generator, segs: GraphSegments, count: int) -> n
                               p=weights / weights.sum()))
 
 
+def segment_trunk(model: RankerGNN, part: SegmentTensors,
+                  reads: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One segment through the trunk: its read rows (k, d) and its pooling statistics."""
+    h = model.trunk(part.node_feat, part.node_opcode, part.edge_index)
+    return h[reads], model.pool.partial(h)
+
+
+def assemble_state(model: RankerGNN, tensors: GraphTensors, ts: TrunkSegments,
+                   rows: list[torch.Tensor], pooled: list[torch.Tensor]) -> GraphState:
+    """The graph's :class:`GraphState` from every segment's read rows and pooling statistics."""
+    head = model.config_head
+    h = torch.cat(rows)[ts.gather]
+    state = GraphState(tensors.node_feat, tensors.node_opcode, tensors.edge_index,
+                       tensors.config_node_pos)
+    state.summary = model.pool.combine(torch.stack(pooled))
+    state.node_in = head.node_inputs(h[ts.config_slot], model.config_encoder)
+    state.links = ts.links
+    state.link_feat = head.link_features(h, ts.links)
+    return state
+
+
+def segmented_graph_state(model: RankerGNN, segs: GraphSegments,
+                          tensors: GraphTensors) -> GraphState:
+    """Inference: every segment's trunk fresh, assembled into the graph's state."""
+    ts = segs.trunk
+    outs = [segment_trunk(model, part, ts.reads[s]) for s, part in enumerate(segs.parts)]
+    return assemble_state(model, tensors, ts, [o[0] for o in outs], [o[1] for o in outs])
+
+
 def gst_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
               device: torch.device, cfg: GnnConfig, step: int, state: GstState) -> torch.Tensor:
-    """Costs of a training step's configs ``idx``: gradient through the drawn segment, the
-    others' scores from the history table (missing = 0), one stale-dropout mask for the graph."""
+    """Costs of a training step's configs ``idx``: the trunk with gradient over the drawn
+    segments, the oldest stored segment refreshed without, the rest from the table; the head
+    fresh over the whole graph's configurable nodes."""
+    uses_gst(model, cfg.segment_size)
     segs = state.segments.get(g, tensors, cfg.segment_size, str(cfg.features_dir()))
+    ts = segs.trunk
     rng = np.random.default_rng([int(cfg.seed), int(step), zlib.crc32(segs.key.encode())])
-    trained = draw_trained(rng, segs, SEGMENTS_PER_STEP)
-    stale = np.setdiff1d(np.arange(segs.num_segments), trained)
-    dropout = STALE_DROPOUT if model.training else 0.0
-    kept = stale[rng.random(len(stale)) >= dropout]  # one mask for all configs of the graph
+    trained = set(int(s) for s in draw_trained(rng, segs, SEGMENTS_PER_STEP))
+    entries = {s: state.table.get(segs.key, s) for s in range(segs.num_segments)}
+    stored = [s for s in entries if s not in trained and entries[s] is not None]
+    refresh = {s for s in entries if s not in trained and entries[s] is None}
+    if stored and not refresh:
+        refresh.add(min(stored, key=lambda s: entries[s].step))
+    rows, pooled = [], []
+    for s, part in enumerate(segs.parts):
+        if s in trained or s in refresh:
+            with torch.set_grad_enabled(s in trained and torch.is_grad_enabled()):
+                r, p = segment_trunk(model, part, ts.reads[s])
+            state.table.store(segs.key, s, r, p, step)
+        else:
+            r, p = entries[s].rows, entries[s].pooled
+        rows.append(r)
+        pooled.append(p)
+    graph = assemble_state(model, tensors, ts, rows, pooled)
     feats = config_rows(g, idx, device)
-    tabular = tabular_rows(model, g, tensors, feats)
-    rows = feats.detach().cpu().numpy()
-    tab = None if tabular is None else np.ascontiguousarray(tabular.detach().float().cpu().numpy())
-    fresh = []
-    for s in trained:
-        scores = segment_scores(model, segs.parts[s], feats, tabular)
-        state.history.store(segs.key, s, segment_config_key(rows, segs.parts[s], tab),
-                            scores.detach().float().cpu().numpy())
-        fresh.append(scores)
-    # the segments whose score can differ between configs: those the rescaled sum stands for
-    active = sum(1 for p in segs.parts if model.uses_tabular or not p.config_free)
-    expected_kept = len(trained) + (1.0 - dropout) * max(active - len(trained), 0)
-    cost = torch.stack(fresh, dim=1).sum(dim=1) * (expected_kept / len(trained))
-    for s in kept:
-        values, _ = state.history.lookup(segs.key, s, segment_config_key(rows, segs.parts[s], tab))
-        cost = cost + torch.as_tensor(values, device=device).to(cost.dtype)
-    return cost
+    z = model.config_vectors(model.embed_configs(graph, feats), feats,
+                             tabular_rows(model, g, tensors, feats))
+    return model.score(z)

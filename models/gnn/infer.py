@@ -1,8 +1,5 @@
 """Inference for the GNN ranker: config costs of a graph, validation scores, trained-model loading
-and prediction files.
-
-``train_costs`` is the seam the training loop calls for the costs of a step's configs; Graph
-Segment Training plugs in there.
+and prediction files; ``train_costs``, the costs of a training step's configs (whole graph or GST).
 """
 
 from __future__ import annotations
@@ -23,9 +20,8 @@ from features.processed import ProcessedGraph
 from models import metrics
 from models.gnn.config import GnnConfig
 from models.gnn.data import GraphTensors, config_rows, graph_tensors, load_graphs, tabular_rows
-from models.gnn.gst import GstState, SegmentCache, gst_costs, summed_segment_costs
+from models.gnn.gst import GstState, SegmentCache, gst_costs, segmented_graph_state, uses_gst
 from models.gnn.model import GraphState, ModelArgs, RankerGNN
-from models.gnn.segment_trunk import TrunkGstState, segmented_graph_state, trunk_gst_costs
 from models.training import choose_device, eval_mode, load_checkpoint, set_cpu_threads
 
 
@@ -45,14 +41,10 @@ class TensorCache:
 
 @dataclass(frozen=True)
 class InferenceOptions:
-    """How :func:`predict_costs` scores a graph's configs (from a run's config).
-
-    ``context``: the cross-configuration attention context every config attends to: 0 = all the
-    configs being ranked, N > 0 = a fixed seeded random subset of at most N of them (the same for
-    all, so a cost never depends on the chunk a config landed in, and the attention's cost stays
-    linear in the config count). ``segment_size`` > 0: a Graph Segment Training model, scored
-    exactly segment by segment (docs/gnn.md, "Graph Segment Training").
-    """
+    """How :func:`predict_costs` scores a graph's configs (from a run's config). ``context``: the
+    attention context every config attends to: 0 = all the configs being ranked, N > 0 = a fixed
+    seeded subset of at most N of them (so the attention's cost stays linear in the config count).
+    ``segment_size`` > 0: a GST model, scored exactly segment by segment."""
 
     context: int = 0
     seed: int = 0
@@ -69,8 +61,13 @@ class InferenceOptions:
 _SEGMENTS = SegmentCache(max_graphs=256)  # inference-time segment tensors, per graph object
 
 
-def graph_state(model: RankerGNN, tensors: GraphTensors) -> GraphState:
-    """The config-free part of a graph (:meth:`RankerGNN.graph_state`: the factorized trunk)."""
+def graph_state(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors,
+                options: InferenceOptions | None = None) -> GraphState:
+    """The config-free part of a graph (:meth:`RankerGNN.graph_state`: the factorized trunk),
+    segment by segment for a GST model (``options.segment_size``)."""
+    if options is not None and uses_gst(model, options.segment_size):
+        segs = _SEGMENTS.get(g, tensors, options.segment_size, options.features_dir)
+        return segmented_graph_state(model, segs, tensors)
     return model.graph_state(tensors.node_feat, tensors.node_opcode, tensors.edge_index,
                              tensors.config_node_pos, tensors.links)
 
@@ -78,10 +75,7 @@ def graph_state(model: RankerGNN, tensors: GraphTensors) -> GraphState:
 def forward_configs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
                     device: torch.device) -> torch.Tensor:
     """Costs of configs ``idx`` of graph ``g`` (one batch, the batch as attention context)."""
-    feats = config_rows(g, idx, device)
-    return model(tensors.node_feat, tensors.node_opcode, tensors.edge_index, feats,
-                 tensors.config_node_pos, tabular_rows(model, g, tensors, feats),
-                 links=tensors.links)
+    return model.score(embed_configs(model, g, tensors, idx, device))
 
 
 def embed_configs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
@@ -89,17 +83,20 @@ def embed_configs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, id
     """Attention inputs (len(idx), hidden) of configs ``idx`` (one chunk): the embedding part.
     ``state``: the graph's :func:`graph_state`, computed once for all its chunks."""
     feats = config_rows(g, idx, device)
-    pooled = model.embed_configs(state or graph_state(model, tensors), feats)
+    pooled = model.embed_configs(state or graph_state(model, g, tensors), feats)
     return model.config_vectors(pooled, feats, tabular_rows(model, g, tensors, feats))
 
 
 def context_subset(n: int, size: int, seed: int) -> np.ndarray:
     """Positions (sorted) of a seeded random context of ``size`` among ``n`` configs (all when
     ``size`` is 0 or at least ``n``)."""
+    return _seeded_subset(n, size, [seed, 7727, n, 0])
+
+
+def _seeded_subset(n: int, size: int, key: list[int]) -> np.ndarray:
     if size <= 0 or size >= n:
         return np.arange(n)
-    rng = np.random.default_rng([seed, 7727, n, 0])
-    return np.sort(rng.choice(n, size=size, replace=False))
+    return np.sort(np.random.default_rng(key).choice(n, size=size, replace=False))
 
 
 def predict_costs(model: RankerGNN, g: ProcessedGraph, batch_size: int = 64,
@@ -107,12 +104,10 @@ def predict_costs(model: RankerGNN, g: ProcessedGraph, batch_size: int = 64,
                   options: InferenceOptions | None = None) -> np.ndarray:
     """Predicted cost (lower = faster) of every config of ``g`` (or of ``idx``), in that order.
 
-    The graph's config-free part (the factorized trunk) runs once; configs are embedded in chunks
-    of at most ``batch_size`` (memory-bounded), then every config attends to the same context
-    (``options.context``), so a cost does not depend on the chunk a config landed in.
-    ``options`` default to the ones a loaded model carries (``model.inference_options``, set by
-    :func:`load_trained_dir`), else all-config context.
-    """
+    The graph's config-free part runs once; configs are embedded in chunks of at most
+    ``batch_size``, then every config attends to the same context (``options.context``), so a cost
+    does not depend on the chunk a config landed in. ``options`` default to the loaded model's
+    (``model.inference_options``), else all-config context."""
     model = getattr(model, "module", model)  # a DistributedDataParallel wrapper
     options = options or getattr(model, "inference_options", None) or InferenceOptions()
     device = next(model.parameters()).device
@@ -123,14 +118,7 @@ def predict_costs(model: RankerGNN, g: ProcessedGraph, batch_size: int = 64,
     chunks = np.array_split(np.arange(len(idx)), math.ceil(len(idx) / max(1, batch_size)))
     context = context_subset(len(idx), options.context, options.seed)
     with eval_mode(model), torch.no_grad():
-        if options.segment_size > 0:
-            segs = _SEGMENTS.get(g, tensors, options.segment_size, options.features_dir)
-            if not model.factorized:
-                return summed_segment_costs(model, segs, g, tensors, idx, chunks,
-                                            context).cpu().numpy()
-            state = segmented_graph_state(model, segs, tensors)
-        else:
-            state = graph_state(model, tensors)
+        state = graph_state(model, g, tensors, options)
         z = torch.cat([embed_configs(model, g, tensors, idx[c], device, state) for c in chunks])
         ctx = z[torch.as_tensor(context, device=z.device)]
         costs = torch.cat([model.score(z[c], ctx).double() for c in chunks])
@@ -139,10 +127,7 @@ def predict_costs(model: RankerGNN, g: ProcessedGraph, batch_size: int = 64,
 
 def validation_subset(g: ProcessedGraph, max_configs: int, seed: int) -> np.ndarray:
     """A fixed subset of a valid graph's configs used for early stopping (all when small)."""
-    if max_configs <= 0 or g.num_configs <= max_configs:
-        return np.arange(g.num_configs)
-    rng = np.random.default_rng([seed, 7919, g.num_configs])
-    return np.sort(rng.choice(g.num_configs, size=max_configs, replace=False))
+    return _seeded_subset(g.num_configs, max_configs, [seed, 7919, g.num_configs])
 
 
 def evaluate(model: RankerGNN, collection: Collection, graphs: list[ProcessedGraph], cfg: GnnConfig,
@@ -164,17 +149,14 @@ def evaluate(model: RankerGNN, collection: Collection, graphs: list[ProcessedGra
 def train_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
                 device: torch.device, cfg: GnnConfig, step: int) -> torch.Tensor:
     """Costs of a training step's configs ``idx`` of ``g`` (with gradient). With
-    ``cfg.segment_size > 0`` a Graph Segment Training step: the published recipe for a copy model
-    (:func:`models.gnn.gst.gst_costs`), the trunk table for a factorized one
-    (:func:`models.gnn.segment_trunk.trunk_gst_costs`), the run's segments and table kept on the
-    model (created on first use)."""
-    if cfg.segment_size <= 0:
+    ``cfg.segment_size > 0`` a Graph Segment Training step (:func:`models.gnn.gst.gst_costs`), the
+    run's segments and trunk table kept on the model (created on first use)."""
+    if not uses_gst(model, cfg.segment_size):
         return forward_configs(model, g, tensors, idx, device)
-    kind, costs = (TrunkGstState, trunk_gst_costs) if model.factorized else (GstState, gst_costs)
     state = model.__dict__.get("_gst_state")
-    if not isinstance(state, kind):
-        state = model.__dict__["_gst_state"] = kind(cfg.history_max_bytes)
-    return costs(model, g, tensors, idx, device, cfg, step, state)
+    if state is None:
+        state = model.__dict__["_gst_state"] = GstState(cfg.history_max_bytes)
+    return gst_costs(model, g, tensors, idx, device, cfg, step, state)
 
 
 def load_trained_dir(model_dir: str | Path, device: torch.device | str = "cpu"
@@ -193,10 +175,8 @@ def load_trained_dir(model_dir: str | Path, device: torch.device | str = "cpu"
 
 def load_trained(work: str | Path, collection: Collection | str, seed: int | None = None,
                  tag: str = "", device: str = "auto") -> tuple[RankerGNN, GnnConfig]:
-    """Public API: the trained model of ``collection`` under ``WORK/models/gnn/`` and its config.
-
-    ``seed=None`` takes the lowest trained seed.
-    """
+    """Public API: the trained model of ``collection`` under ``WORK/models/gnn/`` and its config
+    (``seed=None``: the lowest trained seed)."""
     from tpurank.collections import get_collection
 
     coll = get_collection(collection) if isinstance(collection, str) else collection

@@ -1,20 +1,17 @@
 """The GNN ranker: one **cost** per config (lower = predicted faster). The layout architectures
 (``ModelArgs.arch``: ``factorized`` trunk + per-config head over the configurable-node graph, or
-``copy``: the graph copied per config) and the tile model are described in docs/gnn.md, "Model".
-
-Fixed choices (no option: nobody measured another): SAGE layers, instance norm, mean+max
-pooling, 16-wide opcode and 4-wide layout value embeddings, 4 cross-attention heads, 2 head
-layers.
+``copy``: the graph copied per config) and the tile model: docs/gnn.md, "Model". Fixed choices (no
+option: nobody measured another) are the constants below.
 
 :class:`RankerGNN` has three parts: :meth:`~RankerGNN.graph_state` (config-free, once per graph),
 :meth:`~RankerGNN.embed_configs` (one pooled vector per config, chunkable) and
-:meth:`~RankerGNN.config_vectors` + :meth:`~RankerGNN.score` (cross-configuration attention over a
-set of config vectors, then the MLP head); ``forward`` is the three in a row.
+:meth:`~RankerGNN.config_vectors` + :meth:`~RankerGNN.score` (cross-configuration attention, then
+the MLP head); ``forward`` is the three in a row.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -57,17 +54,13 @@ class ModelArgs:
         """The model of ``cfg`` for data of the widths (and overrides) in ``data``."""
         return cls(**{**{k: getattr(cfg, k) for k in SHAPE}, **data})
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
     @property
     def factorized(self) -> bool:
         return self.kind == "layout" and self.arch == "factorized"
 
 
 class NodeNorm(nn.Module):
-    """Instance normalisation over nodes: each config copy's nodes separately (statistics over
-    the ``n`` nodes of one copy)."""
+    """Instance normalisation over the nodes of each config copy."""
 
     def __init__(self, dim: int):
         super().__init__()
@@ -104,7 +97,7 @@ class BiDirectionalLayer(nn.Module):
 
 
 class Pool(nn.Module):
-    """Nodes of each copy -> one vector: the concatenation of their mean and max."""
+    """Nodes of each copy -> one vector: their mean and max, concatenated."""
 
     def __init__(self, dim: int):
         super().__init__()
@@ -127,9 +120,8 @@ class Pool(nn.Module):
 
 
 class CrossConfigAttention(nn.Module):
-    """Lets the ``B`` configs of one graph attend to each other (docs/competition.md §7): a pre-norm transformer
-    block whose sequence is the batch of configs. A config's score can then depend on how it
-    differs from the other configs of the same graph."""
+    """A pre-norm transformer block whose sequence is the ``B`` configs of one graph
+    (docs/competition.md §7): a config's score can depend on how it differs from the others."""
 
     def __init__(self, dim: int, heads: int, dropout: float):
         super().__init__()
@@ -160,8 +152,7 @@ class LayoutConfigEncoder(nn.Module):
         self.register_buffer("offsets", torch.arange(LAYOUT_CONFIG_DIM) * LAYOUT_VALUES,
                              persistent=False)
 
-    def indices(self, values: torch.Tensor) -> torch.Tensor:
-        """Row of each (position, value) in the embedding table, same shape as ``values``."""
+    def indices(self, values: torch.Tensor) -> torch.Tensor:  # row of each (position, value)
         return (values.long() + 1).clamp(0, LAYOUT_VALUES - 1) + self.offsets
 
     def forward(self, values: torch.Tensor) -> torch.Tensor:  # (B, nc, 18) ints -> (B, nc, d)
@@ -190,11 +181,9 @@ class ConfigLinks:
 
 def gine_mean(conv: GINEConv, x: torch.Tensor, edge_index: torch.Tensor,
               edge_feat: torch.Tensor) -> torch.Tensor:
-    """``conv(x, edge_index, edge_feat)`` of a mean-aggregating PyG ``GINEConv`` without an edge
-    projection, ``conv.nn((1 + eps) x_i + mean_j ReLU(x_j + e_ji))``, for node-major ``x`` (n, B, d)
-    holding B configs' states of the same n nodes and config-free ``edge_feat`` (E, d): PyG's
-    numbers, up to 4.9x faster on CPU (docs/gnn.md, "On a CPU"; ``benchmarks/gnn_head_cpu.json``).
-    """
+    """``conv(x, edge_index, edge_feat)`` of a mean-aggregating PyG ``GINEConv`` for node-major
+    ``x`` (n, B, d) (B configs' states of the same n nodes) and config-free ``edge_feat`` (E, d):
+    PyG's numbers, up to 4.9x faster on CPU (docs/gnn.md, "On a CPU")."""
     src, dst = edge_index
     messages = x.index_select(0, src)
     messages.add_(edge_feat[:, None, :]).relu_()
@@ -204,10 +193,8 @@ def gine_mean(conv: GINEConv, x: torch.Tensor, edge_index: torch.Tensor,
 
 
 class LinkLayer(nn.Module):
-    """Per-config message passing over the configurable-node graph, both link directions
-    (PyG ``GINEConv``: a message is the neighbour's state plus the link's features, computed by
-    :func:`gine_mean`), residual, pre-normalisation over the configurable nodes of each config.
-    States are node-major, (nc, B, d)."""
+    """Per-config message passing over the configurable-node graph (both link directions,
+    :func:`gine_mean`), residual, pre-normalisation. States are node-major, (nc, B, d)."""
 
     def __init__(self, dim: int, dropout: float):
         super().__init__()
@@ -335,11 +322,10 @@ class RankerGNN(nn.Module):
             self.config_encoder = LayoutConfigEncoder(LAYOUT_VALUE_DIM, d)
             if not self.factorized:
                 self.no_config = nn.Parameter(torch.zeros(d))
+                self.join = nn.Sequential(nn.Linear(2 * d, d), nn.GELU())
         else:
             self.tile_encoder = nn.Sequential(nn.Linear(args.config_dim, d), nn.GELU(),
                                               nn.Linear(d, d))
-        if args.kind == "layout" and not self.factorized:
-            self.join = nn.Sequential(nn.Linear(2 * d, d), nn.GELU())
         self.layers = nn.ModuleList(BiDirectionalLayer(d, args.dropout) for _ in range(args.layers))
         self.pool = Pool(d)
         self.config_head = ConfigHead(args) if self.factorized else None
@@ -377,11 +363,9 @@ class RankerGNN(nn.Module):
                 config_feat: torch.Tensor, config_node_pos: torch.Tensor | None = None,
                 tabular: torch.Tensor | None = None, *,
                 links: ConfigLinks | None = None) -> torch.Tensor:
-        """``node_feat`` (n, F), ``node_opcode`` (n,), ``edge_index`` (2, m) producer->consumer,
-        ``config_feat`` layout (B, nc, 18) / tile (B, Ft), ``config_node_pos`` (nc,) for layout,
-        ``tabular`` (B, T) per-config features when ``args.tabular_dim`` > 0, ``links`` the
-        configurable-node graph (factorized layout models). The configs of the batch are each
-        other's attention context."""
+        """Costs (B,) of ``config_feat`` (layout (B, nc, 18), tile (B, Ft)) on a graph of ``n``
+        nodes (``edge_index`` producer->consumer), the batch as each other's attention context;
+        ``tabular`` (B, T) when ``args.tabular_dim`` > 0, ``links`` for factorized models."""
         state = self.graph_state(node_feat, node_opcode, edge_index, config_node_pos, links)
         pooled = self.embed_configs(state, config_feat)
         return self.score(self.config_vectors(pooled, config_feat, tabular))
@@ -409,36 +393,26 @@ class RankerGNN(nn.Module):
         state.link_feat = self.config_head.link_features(h, links)
         return state
 
+    # --- embedding part: chunkable over configs
     def embed_configs(self, state: GraphState, config_feat: torch.Tensor) -> torch.Tensor:
         """Pooled embedding (B, P') of each config of ``config_feat`` on the graph of ``state``
-        (late tile: the config-independent (1, P))."""
-        if not self.factorized:
-            return self.embed(state.node_feat, state.node_opcode, state.edge_index, config_feat,
-                              state.config_node_pos)
-        local = self.config_head(state.node_in, config_feat, self.config_encoder, state.links,
-                                 state.link_feat)
-        return torch.cat([state.summary.to(local.dtype).expand(local.shape[0], -1), local], dim=-1)
-
-    # --- embedding part: chunkable over configs (and over graph segments)
-    def embed(self, node_feat: torch.Tensor, node_opcode: torch.Tensor, edge_index: torch.Tensor,
-              config_feat: torch.Tensor, config_node_pos: torch.Tensor | None = None) -> torch.Tensor:
-        """Pooled graph embedding of each config, (B, P) with ``P = pool.out_dim``, of a copy
-        layout model; for a tile model the config-independent (1, P) embedding of the kernel
-        graph."""
+        (tile: the config-independent (1, P) embedding of the kernel graph)."""
         if self.factorized:
-            raise ValueError("embed is the copy model's per-config path; a factorized model embeds "
-                             "configs with graph_state + embed_configs")
-        base = self.encode_nodes(node_feat, node_opcode)  # (n, d)
+            local = self.config_head(state.node_in, config_feat, self.config_encoder, state.links,
+                                     state.link_feat)
+            return torch.cat([state.summary.to(local.dtype).expand(local.shape[0], -1), local],
+                             dim=-1)
+        base = self.encode_nodes(state.node_feat, state.node_opcode)  # (n, d)
         if self.late_join:
-            return self.pool(self._message_passing(base[None], edge_index))
-        if config_node_pos is None:
+            return self.pool(self._message_passing(base[None], state.edge_index))
+        if state.config_node_pos is None:
             raise ValueError("layout model needs config_node_pos")
         batch = config_feat.shape[0]
         n, d = base.shape
         cfg = self.no_config.expand(batch, n, d).clone()
-        cfg[:, config_node_pos] = self.config_encoder(config_feat).to(cfg.dtype)
+        cfg[:, state.config_node_pos] = self.config_encoder(config_feat).to(cfg.dtype)
         h = self._message_passing(self.join(torch.cat([base.expand(batch, n, d), cfg], dim=-1)),
-                                  edge_index)
+                                  state.edge_index)
         return self.pool(h)
 
     # --- scoring part: cross-configuration attention over a set of config vectors -> costs

@@ -40,16 +40,10 @@ class RankResult:
     costs: np.ndarray  # (c,) float64, lower = predicted faster
     order: np.ndarray
     collection: str
-    model_dir: str
 
     def default_rank(self) -> int:
         """1-based position of the compiler's default config (candidate 0) in the ranking."""
         return int(np.flatnonzero(self.order == 0)[0]) + 1
-
-
-def _features_dir(work: Path, gnn_cfg: Any) -> Path:
-    features = getattr(gnn_cfg, "features", "")
-    return Path(features) if features and Path(features).is_dir() else work / "features"
 
 
 def load_pipeline(work: str | Path, collection: Collection, seed: int | None = None,
@@ -62,7 +56,8 @@ def load_pipeline(work: str | Path, collection: Collection, seed: int | None = N
 
     work = Path(work)
     model, gnn_cfg = load_trained(work, collection, seed=seed, device=device)
-    features_dir = _features_dir(work, gnn_cfg)
+    features = Path(gnn_cfg.features) if gnn_cfg.features else None
+    features_dir = features if features and features.is_dir() else work / "features"
     build_json = features_dir / collection.slug / "build.json"
     if not build_json.is_file():
         raise FileNotFoundError(f"{build_json}: no feature build settings; run "
@@ -88,12 +83,8 @@ def rank_module(module: Any, work: str | Path, n_candidates: int, collection: st
                 space: str = "minor2", seed: int = 0, p_change: float = 0.5,
                 model_seed: int | None = None, device: str = "cpu",
                 config_nodes: Sequence[int] | None = None) -> RankResult:
-    """Sample candidate layouts of ``module`` and rank them with the trained GNN.
-
-    The configurable nodes are ``config_nodes`` when given (e.g. a tuning record's
-    ``config_index_to_node``: docs/competition.md §3 says to take the set from the data, not the opcode), else the
-    nodes with ``opcodes``; ``extra_nodes`` are added in both cases.
-    """
+    """Sample candidate layouts of ``module`` and rank them with the trained GNN (configurable
+    nodes: see :func:`module_spaces`)."""
     from features.hlo import module_dot_dims, module_to_graph
     from models.gnn.candidates import sample_candidates
 
@@ -106,16 +97,17 @@ def rank_module(module: Any, work: str | Path, n_candidates: int, collection: st
     pipeline = load_pipeline(work, coll, seed=model_seed, device=device)
     costs = score_graph(graph, pipeline, coll, stem=module.name or "module",
                         exact_dot=module_dot_dims(module, index))
-    order = np.argsort(costs, kind="stable")
-    model_dir = str(Path(work) / "models" / "gnn" / coll.slug)
-    return RankResult(module.name, ids, spaces, candidates, costs, order, coll.name, model_dir)
+    return RankResult(module.name, ids, spaces, candidates, costs, np.argsort(costs, kind="stable"),
+                      coll.name)
 
 
 def module_spaces(module: Any, extra_nodes: Sequence[int] = (), opcodes: Sequence[str] | None = None,
                   config_nodes: Sequence[int] | None = None) -> tuple[np.ndarray, list[Any], Any]:
-    """``(ids, spaces, index)``: the configurable nodes of ``module`` (see :func:`rank_module`),
-    the tensor ranks each can lay out (:class:`models.gnn.candidates.NodeSpace`) and the module
-    index."""
+    """``(ids, spaces, index)``: the configurable nodes of ``module``, the tensor ranks each can lay
+    out (:class:`models.gnn.candidates.NodeSpace`) and the module index. The nodes are
+    ``config_nodes`` when given (a tuning record's ``config_index_to_node``: docs/competition.md §3
+    says to take the set from the data, not the opcode), else those with ``opcodes``; plus
+    ``extra_nodes``."""
     from features.hlo import DEFAULT_CONFIGURABLE, configurable_nodes
     from features.hlo.convert import index_module, operand_shapes
     from models.gnn.candidates import node_spaces
@@ -197,11 +189,7 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--device", default="cpu")
     p.add_argument("--top", type=int, default=10)
     p.add_argument("--csv", default="", help="write every candidate, ranked, to this CSV")
-    args = p.parse_args(list(argv))
-    args.opcodes_given = args.opcodes is not None
-    if args.opcodes is None:
-        args.opcodes = ",".join(("convolution", "dot", "reshape"))
-    return args
+    return p.parse_args(list(argv))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -211,8 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         module, record_nodes = read_target(args.hlo, args.module_name)
         extra = [int(v) for v in args.nodes.split(",") if v.strip()]
-        opcodes = [o.strip() for o in args.opcodes.split(",") if o.strip()]
-        config_nodes = record_nodes if record_nodes and not args.opcodes_given else None
+        opcodes = [o.strip() for o in (args.opcodes or "").split(",") if o.strip()]
+        config_nodes = record_nodes if record_nodes and args.opcodes is None else None
         result = rank_module(module, args.work, args.candidates, args.collection, extra, opcodes,
                              args.space, args.seed, args.p_change, args.model_seed, args.device,
                              config_nodes=config_nodes)

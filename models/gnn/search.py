@@ -2,16 +2,16 @@
 ranking given ones.
 
 For a graph of the data (``GRAPH.npz``) or a new program (``--hlo MODULE.pb``, read like ``rank
---hlo``): start from a pool (the graph's own configs, or ``--candidates`` sampled layouts, plus the
-compiler default), score it with the trained GNN, then evolve it: children of the best-predicted
-configs, each changing one configurable node's layout (or one tile bound) at a time, sometimes
-two parents crossed node by node, scored in batches by the head (the factorized trunk runs once
-per graph; every batch attends to the same context, the start pool, so costs stay comparable)
-until ``--time-budget`` seconds or ``--max-evals`` configs. Only legal values are proposed: each
-tensor's layouts from its rank (convolutions: the two most-minor dims, as the data encodes them;
-dots and reshapes: whole permutations; ``--space`` overrides), or the compiler default; tile
-bounds from powers of two up to the largest bound the kernel's given configs use, per dimension.
-The K best-predicted configs are written to ``--out``: per node its layout next to the default's.
+--hlo``): score a start pool (the graph's own configs, or ``--candidates`` sampled layouts, plus
+the compiler default) with the trained GNN, then evolve it: children of the best-predicted
+configs, each changing one configurable node's layout (or one tile bound) at a time, sometimes two
+parents crossed node by node, scored in batches by the head (the trunk runs once per graph; every
+batch attends to the start pool, so costs stay comparable) until ``--time-budget`` seconds or
+``--max-evals`` configs. Only legal values are proposed: each tensor's layouts from its rank
+(convolutions: the two most-minor dims, as the data encodes them; others: whole permutations;
+``--space`` overrides), or the default; tile bounds from powers of two up to the largest bound the
+kernel's given configs use. The K best-predicted configs go to ``--out``, per node its layout next
+to the default's.
 
     python -m models.gnn search data/sample-small/npz_all/npz/layout/xla/random/test/G.npz \\
         --work work/sample-small-quick --k 10 --time-budget 20 --out proposals.txt
@@ -36,6 +36,7 @@ from models.gnn.candidates import NodeSpace
 
 SPACES = ("auto", "minor2", "full")
 EXHAUSTIVE = 20000  # a tile space at most this large (or than --max-evals) is scored whole
+POPULATION = 32  # parents: the best-predicted configs so far
 MAX_ANCHORS = 1024  # trust radii count from the default and the best-predicted start configs
 TENSORS = ("out", "in", "ker")
 
@@ -51,20 +52,13 @@ class LayoutSpace:
             raise ValueError(f"unknown space {space!r}; expected one of {SPACES}")
         self.spaces = list(spaces)
         self.choices = []
-        for ns in self.spaces:
+        for ns in self.spaces:  # minor2: the two most-minor dims, the rest left to the compiler
             minor2 = space == "minor2" or (space == "auto" and ns.opcode == "convolution")
-            self.choices.append([[()] + [p[:2] if minor2 and r > 2 else p
-                                         for p in self._perms(r, minor2)] if r else [()]
-                                 for r in ns.ranks])
+            self.choices.append([[(), *itertools.permutations(range(r), min(r, 2) if minor2 else r)]
+                                 if r else [()] for r in ns.ranks])
         self.movable = [j for j, ch in enumerate(self.choices) if any(len(c) > 1 for c in ch)]
         if not self.movable:
             raise ValueError("no configurable node has a tensor to lay out")
-
-    @staticmethod
-    def _perms(r: int, minor2: bool) -> list[tuple[int, ...]]:
-        if minor2 and r > 2:  # the two most-minor dims, the rest left to the compiler
-            return list(itertools.permutations(range(r), 2))
-        return list(itertools.permutations(range(r)))
 
     @property
     def default(self) -> np.ndarray:
@@ -96,11 +90,6 @@ class LayoutSpace:
             self._set(cfg, j, t, rng)
 
     @staticmethod
-    def distance(cfg: np.ndarray) -> int:
-        """Configurable nodes set away from the compiler default."""
-        return int((np.asarray(cfg) >= 0).any(-1).sum())
-
-    @staticmethod
     def node_codes(cfgs: np.ndarray) -> np.ndarray:
         """(c, nc) one integer per node's 18 values (-1..5: base 7), to count differing nodes."""
         return ((np.asarray(cfgs, np.int64) + 1) * (7 ** np.arange(18, dtype=np.int64))).sum(-1)
@@ -108,15 +97,6 @@ class LayoutSpace:
     def crossover(self, rng: np.random.Generator, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         take = rng.random(len(a)) < 0.5
         return np.where(take[:, None], b, a)
-
-    def legal(self, cfg: np.ndarray) -> bool:
-        for j, ch in enumerate(self.choices):
-            for t in range(3):
-                vals = tuple(int(v) for v in cfg[j, 6 * t:6 * t + 6] if v >= 0)
-                if (t >= len(ch) and vals) or (t < len(ch) and vals not in ch[t]) or \
-                        any(v >= 0 for v in cfg[j, 6 * t + len(vals):6 * t + 6]):
-                    return False
-        return True
 
 
 class TileSpace:
@@ -154,12 +134,12 @@ class TileSpace:
         return math.prod(len(v) for v in self.values.values())
 
     def every(self) -> np.ndarray:
-        """Every legal config (for a space small enough to score whole)."""
+        """Every config of the space (one small enough to score whole)."""
         out = np.zeros((self.size(), 24), np.float32)
         out[:, self.dims] = np.array(list(itertools.product(*(self.values[d] for d in self.dims))))
         return self.encode(out)
 
-    def random(self, rng: np.random.Generator, n: int, p_change: float = 1.0) -> np.ndarray:
+    def random(self, rng: np.random.Generator, n: int) -> np.ndarray:
         out = np.zeros((n, 24), np.float32)
         for d in self.dims:
             out[:, d] = self.values[d][rng.integers(len(self.values[d]), size=n)]
@@ -178,11 +158,6 @@ class TileSpace:
     def crossover(self, rng: np.random.Generator, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return self.encode(np.where(rng.random(len(a)) < 0.5, b, a))
 
-    def legal(self, cfg: np.ndarray) -> bool:
-        ok = all(cfg[d] in self.values[d] for d in self.dims)
-        unused = [d for s in self.BLOCKS for d in range(s, s + 6) if d not in self.values]
-        return ok and not np.any(cfg[unused]) and np.allclose(self.encode(cfg.copy()), cfg)
-
 
 class HeadScorer:
     """Predicted costs of any configs of one graph: node features and the trunk once, then the
@@ -193,8 +168,7 @@ class HeadScorer:
         import torch
         from features.stages import node_stage
         from models.gnn.data import graph_tensors
-        from models.gnn.infer import _SEGMENTS, InferenceOptions, context_subset, graph_state
-        from models.gnn.segment_trunk import segmented_graph_state
+        from models.gnn.infer import InferenceOptions, context_subset, graph_state
 
         self.model, gnn_cfg, self.build_cfg, self.norm = pipeline
         self.graph, self.coll, self.stem, self.exact_dot = graph, collection, stem, exact_dot
@@ -205,13 +179,7 @@ class HeadScorer:
         pg = self._processed(pool)
         self.tensors = graph_tensors(pg, self.device)
         with torch.no_grad():
-            if options.segment_size > 0:
-                if not self.model.factorized:
-                    raise ValueError("search needs a factorized model when it was trained with GST")
-                segs = _SEGMENTS.get(pg, self.tensors, options.segment_size, options.features_dir)
-                self.state = segmented_graph_state(self.model, segs, self.tensors)
-            else:
-                self.state = graph_state(self.model, self.tensors)
+            self.state = graph_state(self.model, pg, self.tensors, options)
             self.context = self._embed(pg, context_subset(len(pool), options.context, options.seed))
 
     def _processed(self, configs: np.ndarray) -> Any:
@@ -258,7 +226,7 @@ class SearchResult:
 
 def run_search(space: Any, score: Callable[[np.ndarray], np.ndarray], start: np.ndarray,
                k: int = 10, time_budget: float = 20.0, max_evals: int = 0, batch: int = 256,
-               population: int = 32, seed: int = 0, ladder: bool = True,
+               seed: int = 0, ladder: bool = True,
                progress: Callable[[str], None] | None = None) -> SearchResult:
     """Evolve ``start`` (plus the default) to ``k`` proposals, within ``time_budget`` seconds
     (0 = none) and ``max_evals`` scored configs (0 = none).
@@ -312,7 +280,7 @@ def run_search(space: Any, score: Callable[[np.ndarray], np.ndarray], start: np.
     rungs = trust_rungs(k) if dist_fn else []
     stale = 0
     while not whole and budget_left() and stale < 20:
-        pop = np.argsort(costs, kind="stable")[:population]
+        pop = np.argsort(costs, kind="stable")[:POPULATION]
         bests = _rung_bests(costs, dists, rungs[:-1])  # the best within each trust radius
         children = []
         for _ in range(batch):

@@ -1,19 +1,16 @@
-"""Training, validation and prediction for one collection, in one process or under ``torchrun``.
+"""Training, validation and prediction for one collection, in one process or under ``torchrun``
+(nanoGPT style: single-process and DDP in the same loop). Files, time budget, presets: docs/gnn.md.
 
-One readable training loop (nanoGPT style: single-process and DDP in the same code). Files, time
-budget and presets: docs/gnn.md.
-
-**Processes.** ``torchrun --nproc_per_node N -m models.gnn train ...`` trains one model with
-``DistributedDataParallel``: the train graphs are sharded across ranks (rank ``r`` keeps graphs
-``r, r+N, ...``), each rank samples its own graphs and configs per step from
-``step_rng(seed, step, rank)``, gradients are averaged by DDP, and rank 0 alone evaluates,
+Under ``torchrun --nproc_per_node N -m models.gnn train ...`` the train graphs are sharded across
+ranks (rank ``r`` keeps graphs ``r, r+N, ...``), each rank samples its graphs and configs per step
+from ``step_rng(seed, step, rank)``, DDP averages the gradients, and rank 0 alone evaluates,
 writes checkpoints (the single-process format) and broadcasts the early-stopping and time-budget
 decisions, so every rank stops at the same step.
 
-**Memory model** (per training step, CPU float32, ``benchmarks/gnn_memory.json``): a copy step
-keeps ``A ~= (alpha0 + alpha1 * L) * n * B * d`` bytes for ``B`` copies of ``n`` kept nodes, ``L``
-layers at hidden size ``d``; a factorized step ``A ~= (trunk * n + (head * nc + link * E) * B) * d``
-for ``nc`` configurable nodes and ``E`` links; ``--node-budget`` caps the rows
+**Memory model** (per step, CPU float32, ``benchmarks/gnn_memory.json``): a copy step keeps
+``A ~= (alpha0 + alpha1 * L) * n * B * d`` bytes for ``B`` copies of ``n`` kept nodes, ``L`` layers
+at width ``d``; a factorized step ``A ~= (trunk * n + (head * nc + link * E) * B) * d`` for ``nc``
+configurable nodes and ``E`` links; ``--node-budget`` caps the rows
 (:meth:`GnnConfig.configs_per_step_for`).
 """
 
@@ -22,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +87,6 @@ class Trainer:
     scaler: torch.amp.GradScaler
     stopper: EarlyStopping
     horizon: StepHorizon
-    args: ModelArgs
     history: list[dict[str, float]] = field(default_factory=list)
     stopped_by: str = ""  # set when a run ended for good (a resumed run then trains no more)
 
@@ -98,13 +94,13 @@ class Trainer:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
                 "early_stopping": self.stopper.state_dict(), "step": step,
-                "model_args": self.args.to_dict(), "history": self.history,
+                "model_args": asdict(self.model.args), "history": self.history,
                 "stopped_by": self.stopped_by}
 
     def restore(self, path: Path) -> int:
         """Load everything saved in ``last.pt``; returns the next step."""
         state = load_checkpoint(path, self.device)
-        if state["model_args"] != self.args.to_dict():
+        if state["model_args"] != asdict(self.model.args):
             raise RuntimeError(f"{path}: saved model shape differs from this config; "
                                f"use --resume false or another --tag")
         self.model.load_state_dict(state["model"])
@@ -116,6 +112,10 @@ class Trainer:
         self.stopped_by = str(state.get("stopped_by", ""))
         return int(state["step"])
 
+    def save_best(self, out: Path, step: int) -> None:
+        save_checkpoint(out / "best.pt", {"model": self.model.state_dict(),
+                                          "model_args": asdict(self.model.args), "step": step})
+
     def no_sync(self, last: bool) -> contextlib.AbstractContextManager:
         """Skip DDP's gradient all-reduce on all but the last backward of a step."""
         if last or not hasattr(self.step_model, "no_sync"):
@@ -125,8 +125,7 @@ class Trainer:
 
 def make_trainer(cfg: GnnConfig, ctx: DistContext, device: torch.device,
                  example: ProcessedGraph) -> Trainer:
-    args = model_args_for(cfg, example)
-    model = RankerGNN(args).to(device)
+    model = RankerGNN(model_args_for(cfg, example)).to(device)
     if cfg.activation_checkpointing:
         checkpoint_module_lists(model, "layers")
     step_model: nn.Module = StepModule(model)
@@ -142,7 +141,7 @@ def make_trainer(cfg: GnnConfig, ctx: DistContext, device: torch.device,
                    optimizer=optimizer,
                    scheduler=make_horizon_scheduler(optimizer, horizon, cfg.warmup_steps),
                    scaler=make_grad_scaler(device, cfg.amp), stopper=EarlyStopping(cfg.patience),
-                   horizon=horizon, args=args)
+                   horizon=horizon)
 
 
 def train_step(tr: Trainer, graphs: list[ProcessedGraph], cache: TensorCache, step: int,
@@ -373,8 +372,7 @@ def _evaluate_and_save(tr: Trainer, collection: Collection, valid: list[Processe
     bar.set_postfix(loss=f"{tr.history[-1]['loss']:.4f}", valid=f"{score:.4f}")
     if tr.ctx.is_main:
         if improved or cfg.keep == "last":
-            save_checkpoint(out / "best.pt", {"model": tr.model.state_dict(),
-                                              "model_args": tr.args.to_dict(), "step": step})
+            tr.save_best(out, step)
         save_checkpoint(out / "last.pt", tr.state(step))
 
 
@@ -382,8 +380,7 @@ def _final_report(tr: Trainer, collection: Collection, valid: list[ProcessedGrap
                   loop: LoopResult, n_train: int) -> dict[str, Any]:
     cfg = tr.cfg
     if not (out / "best.pt").is_file():  # no evaluation ran (e.g. steps == 0): keep current weights
-        save_checkpoint(out / "best.pt", {"model": tr.model.state_dict(),
-                                          "model_args": tr.args.to_dict(), "step": loop.last_step})
+        tr.save_best(out, loop.last_step)
     model, _ = load_trained_dir(out, tr.device)
     t_eval = time.monotonic()
     report = evaluate(model, collection, valid, cfg, TensorCache(tr.device),

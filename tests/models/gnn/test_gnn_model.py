@@ -106,8 +106,8 @@ def test_fixed_context_makes_a_config_independent_of_the_others(graph_factory):
     t = graph_tensors(g, torch.device("cpu"))
     feats = config_rows(g, np.arange(10), torch.device("cpu"))
     with torch.no_grad():
-        z = model.config_vectors(model.embed(t.node_feat, t.node_opcode, t.edge_index, feats,
-                                             t.config_node_pos), feats)
+        state = model.graph_state(t.node_feat, t.node_opcode, t.edge_index, t.config_node_pos)
+        z = model.config_vectors(model.embed_configs(state, feats), feats)
         ctx = z[:6]
         both = model.score(z, ctx)
         alone = model.score(z[8:9], ctx)

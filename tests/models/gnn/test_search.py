@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from models.gnn.candidates import NodeSpace
+from benchmarks.search_oracle import distance, legal
 from models.gnn.search import LayoutSpace, TileSpace, run_search
 
 _spec = importlib.util.spec_from_file_location("_rp", Path(__file__).with_name("real_pipeline.py"))
@@ -34,14 +35,14 @@ def test_layout_space_proposes_only_legal_layouts():
         for _ in range(5):
             space.mutate(rng, child)
         cfgs.append(space.crossover(rng, child, cfgs[0]))
-    assert all(space.legal(c) for c in cfgs) and space.legal(space.default)
+    assert all(legal(space, c) for c in cfgs) and legal(space, space.default)
     assert all((c[0, :18].reshape(3, 6)[:, 2:] == -1).all() for c in cfgs)  # conv: two minor dims
     bad = space.default.copy()
     bad[1, 0:2] = [0, 1]  # a dot output given only partly
-    assert not space.legal(bad)
+    assert not legal(space, bad)
     bad = space.default.copy()
     bad[2, 12] = 0  # a kernel slot the reshape has not
-    assert not space.legal(bad)
+    assert not legal(space, bad)
     full = LayoutSpace(SPACES, "full")
     assert len(full.choices[0][0]) == 25  # default + 4!
     with pytest.raises(ValueError, match="no configurable node"):
@@ -60,16 +61,16 @@ def test_tile_space_legal_bounds():
     cfgs = space.random(rng, 30)
     for c in cfgs:
         space.mutate(rng, c)
-    assert all(space.legal(c) for c in cfgs)
+    assert all(legal(space, c) for c in cfgs)
     assert cfgs[0][14] == cfgs[0][8] + cfgs[0][9] and cfgs[0][15] == cfgs[0][8] * cfgs[0][9]
     every = space.every()
-    assert space.size() == len(every) == 1 * 2 * 5 and all(space.legal(c) for c in every)
+    assert space.size() == len(every) == 1 * 2 * 5 and all(legal(space, c) for c in every)
     res = run_search(space, lambda c: np.abs(c[:, 8] - 2) + np.abs(c[:, 9] - 3), given, k=3,
                      time_budget=5)
     assert res.evals == 10 and res.configs[0][8:10].tolist() == [2, 3] and res.changed is None
     bad = cfgs[0].copy()
     bad[9] = 16  # beyond the kernel's largest bound
-    assert not space.legal(TileSpace.encode(bad))
+    assert not legal(space, TileSpace.encode(bad))
 
 
 def _separable_cost(cfgs: np.ndarray) -> np.ndarray:
@@ -85,7 +86,7 @@ def test_search_budgets_and_proposals():
     assert res.evals == 300  # the evaluation budget, exactly
     assert len(res.configs) == 5 and list(res.costs) == sorted(res.costs)
     assert len({c.tobytes() for c in res.configs}) == 5
-    assert all(space.legal(c) for c in res.configs)
+    assert all(legal(space, c) for c in res.configs)
     assert res.costs[0] < min(_separable_cost(start)) and res.costs[0] < res.default_cost
     assert [h[0] for h in res.history] == sorted(h[0] for h in res.history)
 
@@ -114,9 +115,9 @@ def test_search_ladder_one_proposal_per_trust_radius():
     res = run_search(space, far, space.default[None], k=4, time_budget=0, max_evals=400, batch=32)
     assert sorted(res.changed) == [0, 1, 2, 3]  # the default, the best at <= 1, <= 2, anywhere
     assert list(res.costs) == sorted(res.costs) and res.changed[0] == 3
-    assert all(space.distance(c) == d for c, d in zip(res.configs, res.changed))
+    assert all(distance(c) == d for c, d in zip(res.configs, res.changed))
     plain = run_search(space, far, start, k=4, time_budget=0, max_evals=400, batch=32, ladder=False)
-    assert plain.changed is None and all(space.distance(c) == 3 for c in plain.configs)
+    assert plain.changed is None and all(distance(c) == 3 for c in plain.configs)
     anchored = run_search(space, far, start, k=4, time_budget=0, max_evals=400, batch=32)
     codes = LayoutSpace.node_codes(np.concatenate([space.default[None], start]))
     for c, d in zip(anchored.configs, anchored.changed):  # nodes away from the nearest anchor
