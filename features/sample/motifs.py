@@ -1,9 +1,5 @@
 """Model motifs (part of the sample generator, see ``features.sample``): ResNet, UNet and BERT
 graphs and fused tile kernels, built op by op with :class:`features.sample.hlo.HloBuilder`.
-
-Over 400 lines on purpose: each motif is a short builder function, and they share small helpers
-(batch norm, dense layers, attention, their backward passes); splitting them would scatter one
-recipe book over several files without making any builder shorter.
 """
 
 from __future__ import annotations
@@ -20,18 +16,23 @@ def _pick(rng: np.random.Generator, options: Sequence):
     return options[int(rng.integers(len(options)))]
 
 
+def _normalize(b: HloBuilder, x: int, axes: Sequence[int], keep: tuple[int, ...]) -> tuple[int, int]:
+    """(x - mean, 1 / sqrt(var + eps)) over ``axes``; the statistics keep the dims ``keep``."""
+    s = b.shape(x)
+    kept = tuple(s[d] for d in keep)
+    n = b.scalar_bcast(kept)
+    mean = b.ew("divide", b.reduce(x, axes), n)
+    cen = b.ew("subtract", x, b.bcast(mean, s, keep))
+    var = b.ew("divide", b.reduce(b.ew("multiply", cen, cen), axes), n)
+    return cen, b.ew("rsqrt", b.ew("add", var, b.scalar_bcast(kept)))
+
+
 def _batch_norm(b: HloBuilder, x: int, train: bool) -> int:
     s = b.shape(x)
-    c = s[-1]
     r = len(s)
-    scale, shift = b.param((c,)), b.param((c,))
+    scale, shift = b.param((s[-1],)), b.param((s[-1],))
     if train:
-        axes = list(range(r - 1))
-        cnt = b.scalar_bcast((c,))
-        mean = b.ew("divide", b.reduce(x, axes), cnt)
-        cen = b.ew("subtract", x, b.bcast(mean, s, (r - 1,)))
-        var = b.ew("divide", b.reduce(b.ew("multiply", cen, cen), axes), cnt)
-        inv = b.ew("rsqrt", b.ew("add", var, b.scalar_bcast((c,))))
+        cen, inv = _normalize(b, x, list(range(r - 1)), (r - 1,))
         x = b.ew("multiply", cen, b.bcast(b.ew("multiply", inv, scale), s, (r - 1,)))
         return b.ew("add", x, b.bcast(shift, s, (r - 1,)))
     y = b.ew("multiply", x, b.bcast(scale, s, (r - 1,)))
@@ -54,6 +55,16 @@ def _conv_bn_relu(b: HloBuilder, x: int, cout: int, k: int, stride: int, train: 
     return y
 
 
+def _incoming_grad(b: HloBuilder, seed_grad: int, dy: int | None, s: tuple[int, ...],
+                   dt: str) -> int:
+    """``dy`` when it has shape ``s``; else (a gradient from another branch) its rescaled total."""
+    if dy is not None and b.shape(dy) == s:
+        return dy
+    src = seed_grad if dy is None else dy
+    total = b.reduce(src, tuple(range(len(b.shape(src)))))
+    return b.ew("multiply", b.bcast(total, s, ()), b.scalar_bcast(s, dt))
+
+
 def _backward(b: HloBuilder, seed_grad: int, target: int) -> list[int]:
     """Backward pass of the traced convolutions, last first, as JAX lowers it: ReLU masks
     (select), weight-gradient convs (``f01b_i01o->01bf``), input-gradient convs with a reversed
@@ -65,10 +76,7 @@ def _backward(b: HloBuilder, seed_grad: int, target: int) -> list[int]:
             break
         s, dt = b.shape(conv), b.dtype(conv)
         nsp = len(s) - 2
-        if dy is None or b.shape(dy) != s:  # gradient from another branch: rescaled total
-            src = seed_grad if dy is None else dy
-            total = b.reduce(src, tuple(range(len(b.shape(src)))))
-            dy = b.ew("multiply", b.bcast(total, s, ()), b.scalar_bcast(s, dt))
+        dy = _incoming_grad(b, seed_grad, dy, s, dt)
         if act is not None:
             mask = b.ew("compare", act, b.scalar_bcast(s, dt), dtype="pred")
             dy = b.add("select", s, (mask, dy, b.scalar_bcast(s, dt)), dt)
@@ -196,11 +204,7 @@ def _layer_norm(b: HloBuilder, x: int) -> int:
     s = b.shape(x)
     r = len(s)
     keep = tuple(range(r - 1))
-    n = b.scalar_bcast(s[:-1])
-    mean = b.ew("divide", b.reduce(x, (r - 1,)), n)
-    cen = b.ew("subtract", x, b.bcast(mean, s, keep))
-    var = b.ew("divide", b.reduce(b.ew("multiply", cen, cen), (r - 1,)), n)
-    inv = b.ew("rsqrt", b.ew("add", var, b.scalar_bcast(s[:-1])))
+    cen, inv = _normalize(b, x, (r - 1,), keep)
     y = b.ew("multiply", cen, b.bcast(inv, s, keep))
     y = b.ew("multiply", y, b.bcast(b.param((s[-1],)), s, (r - 1,)))
     return b.ew("add", y, b.bcast(b.param((s[-1],)), s, (r - 1,)))
@@ -230,10 +234,7 @@ def _dense_backward(b: HloBuilder, seed_grad: int, target: int) -> list[int]:
         if b.num_nodes() >= target - 20:
             break
         s, dt = b.shape(y), b.dtype(y)
-        if dy is None or b.shape(dy) != s:  # gradient from another branch: rescaled total
-            src = seed_grad if dy is None else dy
-            total = b.reduce(src, tuple(range(len(b.shape(src)))))
-            dy = b.ew("multiply", b.bcast(total, s, ()), b.scalar_bcast(s, dt))
+        dy = _incoming_grad(b, seed_grad, dy, s, dt)
         dw = b.dot(x2, dy, (0,), (0,))
         updates.append(b.ew("subtract", w, b.ew("multiply", dw, b.scalar_bcast(b.shape(w), dt))))
         dy = b.dot(dy, w, (1,), (1,))

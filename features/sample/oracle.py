@@ -13,7 +13,6 @@ rebuilds the same graph and kernel exactly; the scale, seed and physics come fro
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -21,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from features.sample.constants import SCALES
-from features.sample.files import _rng
+from features.sample.files import _rng, _stem
 from features.sample.layout_cost import PERM_ID, complete_layout
 from features.sample.physics_alt import cost_models
 from features.sample.tile_cost import sample_tile_configs_default
@@ -77,11 +76,10 @@ class Oracle:
 
 
 def _index(stem: str, seed: int, source: str, split: str) -> int:
-    parts = stem.split("_")
-    i = int(parts[-2])
-    if f"{zlib.crc32(f'{seed}{source}{split}{i}'.encode()):08x}" != parts[-1]:
+    name, i, _ = stem.rsplit("_", 2)
+    if _stem(name, int(i), len(i), seed, source, split) != stem:
         raise ValueError(f"{stem}: name does not match seed {seed} / {source} / {split}")
-    return i
+    return int(i)
 
 
 def load_oracle(npz_path: str | Path, configurable_ops: frozenset[str] = OPS) -> Oracle:
