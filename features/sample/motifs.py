@@ -84,7 +84,7 @@ def _backward(b: HloBuilder, seed_grad: int, target: int) -> list[int]:
         k = ks[0]
         wgrad_dn = dict(ib=nsp + 1, if_=0, isp=list(range(1, nsp + 1)), ki=0, ko=nsp + 1,
                         ksp=list(range(1, nsp + 1)), ob=nsp, of=nsp + 1)
-        dw = b.conv_general(x, dy, ks, s[1:-1], k // 2, wgrad_dn, wdil=stride)
+        dw = b.conv_general(x, dy, ks, s[1:-1], [k // 2] * nsp, wgrad_dn, wdil=stride)
         updates.append(b.ew("subtract", w, b.ew("multiply", dw, b.scalar_bcast(ks, dt))))
         if lhs_dil != 1:
             dy = None
@@ -92,7 +92,7 @@ def _backward(b: HloBuilder, seed_grad: int, target: int) -> list[int]:
         xs = b.shape(x)
         dgrad_dn = dict(ib=0, if_=nsp + 1, isp=list(range(1, nsp + 1)), ki=nsp + 1, ko=nsp,
                         ksp=list(range(nsp)), ob=0, of=nsp + 1)
-        dy = b.conv_general(dy, b.reverse(w, range(nsp)), xs, ks[:nsp], k - 1 - k // 2,
+        dy = b.conv_general(dy, b.reverse(w, range(nsp)), xs, ks[:nsp], [k - 1 - k // 2] * nsp,
                             dgrad_dn, bdil=stride)
     return updates
 

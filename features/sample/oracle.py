@@ -84,6 +84,7 @@ def _index(stem: str, seed: int, source: str, split: str) -> int:
 
 def load_oracle(npz_path: str | Path, configurable_ops: frozenset[str] = OPS) -> Oracle:
     """The oracle of one generated npz (data root = the folder above ``npz_all``)."""
+    from features.sample.layout_search import _slot_spaces
     from features.sample.motifs import build_tile_kernel
     from features.sample.writer import _sized_layout_graph
 
@@ -104,11 +105,7 @@ def load_oracle(npz_path: str | Path, configurable_ops: frozenset[str] = OPS) ->
     node_range = spec.nlp_nodes if source == "nlp" else spec.xla_nodes
     fg, _ = _sized_layout_graph(source, rng, node_range, spec, configurable_ops)
     ids = np.load(path)["node_config_ids"].astype(np.int64)
-    ranks = []
-    for u in ids.tolist():
-        ops = fg.operands(u)
-        k = len(fg.nodes[ops[1]].shape) if fg.nodes[u].op == "convolution" and len(ops) > 1 else 0
-        ranks.append((len(fg.nodes[u].shape), len(fg.nodes[ops[0]].shape), k))
+    ranks = [s.ranks for s in _slot_spaces(fg, ids)]
     model = layout_model(fg, ids)
 
     def layout_runtimes(configs: np.ndarray) -> np.ndarray:
