@@ -63,23 +63,17 @@ def kaggle_jobs(graph_fraction: float, spec: KaggleSpec = KAGGLE) -> list[Kaggle
     return jobs
 
 
-def _num_nodes(rng: np.random.Generator, source: str, spec: KaggleSpec) -> int:
-    mean, sd = next((m, s) for name, m, s in spec.node_moments if name == source)
-    shape = (mean / sd) ** 2
-    return int(np.clip(rng.gamma(shape, mean / shape), *spec.node_range))
-
-
 def _program(rng: np.random.Generator, source: str, spec: KaggleSpec,
              ops: frozenset[str]) -> tuple[FlatGraph, str]:
-    """A layout program of about the drawn size (redrawn a few times when a family misses)."""
-    target = _num_nodes(rng, source, spec)
-    fg, family = None, ""
+    """A layout program of a gamma-drawn size (rebuilt a few times when a family misses it)."""
+    mean, sd = next((m, s) for name, m, s in spec.node_moments if name == source)
+    shape = (mean / sd) ** 2
+    target = int(np.clip(rng.gamma(shape, mean / shape), *spec.node_range))
     for _ in range(6):
         b, family = build_layout_graph(source, rng, target)
         fg = b.finalize()
         if 0.6 * target <= len(fg.nodes) <= 1.5 * target and len(_candidates(fg, ops)) >= 20:
             break
-    assert fg is not None
     return fg, family
 
 

@@ -261,9 +261,7 @@ def _memory_op(nd: Node, operands: list[Node], lays: list, out) -> np.ndarray:
 
 
 def _dot_cost(nd: Node, sx: Node, sw: Node, x, w, out) -> np.ndarray:
-    dims = nd.attrs.get("dot", {})
-    lc, rc = tuple(dims.get("lc", (len(sx.shape) - 1,))), tuple(dims.get("rc", (0,)))
-    lb, rb = tuple(dims.get("lb", ())), tuple(dims.get("rb", ()))
+    lc, rc, lb, rb = (nd.attrs["dot"][k] for k in ("lc", "rc", "lb", "rb"))
     m_dims = [d for d in range(len(sx.shape)) if d not in lc and d not in lb]
     n_dims = [d for d in range(len(sw.shape)) if d not in rc and d not in rb]
     batch = math.prod(sx.shape[d] for d in lb)
@@ -306,12 +304,9 @@ def _contract_minor_id(rank: int, lc: tuple[int, ...]) -> int:
 
 
 def _conv_cost(nd: Node, sx: Node, sw: Node, x, w, out) -> np.ndarray:
-    dn = nd.attrs.get("conv", {})
     r = len(nd.shape)
-    ib, i_f = dn.get("ib", 0), dn.get("if_", len(sx.shape) - 1)
-    ki, ko = dn.get("ki", len(sw.shape) - 2), dn.get("ko", len(sw.shape) - 1)
-    ob, of = dn.get("ob", 0), dn.get("of", r - 1)
-    ksp = dn.get("ksp", [d for d in range(len(sw.shape)) if d not in (ki, ko)])
+    ib, i_f, ki, ko, ob, of, ksp = (nd.attrs["conv"][k]
+                                    for k in ("ib", "if_", "ki", "ko", "ob", "of", "ksp"))
     cin, cout = sx.shape[i_f], max(1, nd.shape[of])
     spatial = math.prod(nd.shape) / cout
     work = 2.0 * spatial * _pad_array(cout) * _ceil(cin, 64) * math.prod(sw.shape[d] for d in ksp)
@@ -343,7 +338,7 @@ def _reshape_cost(nd: Node, sx: Node, x, out) -> np.ndarray:
 
 def _transpose_cost(nd: Node, sx: Node, x, out) -> np.ndarray:
     r = len(nd.shape)
-    perm = tuple(nd.attrs.get("dimensions", range(r)))
+    perm = nd.attrs["dimensions"]
 
     def one(a: int, b: int) -> float:
         if r < 2:
@@ -357,7 +352,7 @@ def _transpose_cost(nd: Node, sx: Node, x, out) -> np.ndarray:
 
 
 def _reduce_cost(nd: Node, sx: Node, x, out) -> np.ndarray:
-    dims = tuple(nd.attrs.get("dimensions", ()))
+    dims = nd.attrs["dimensions"]
     ri = len(sx.shape)
     f = 1.0
     if ri >= 2:  # minor dim reduced: lane tree x1.1; else second-minor reduced: strided x1.3

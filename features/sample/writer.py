@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -121,13 +120,11 @@ def generate_dataset(out_dir: str | os.PathLike, scale: str = "tiny", seed: int 
             "".join(f"{sid},{top}\n" for sid, top in [("ID", "TopConfigs"), *sorted(rows)]))
         (tmp / ".complete").write_text(f"scale={scale} seed={seed}"
                                        + (f" physics={physics}" if physics != "tpu" else "") + "\n")
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
         if out.exists():
-            old = out.with_name(f".{out.name}.old-{os.getpid()}")
             os.replace(out, old)
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
+        os.replace(tmp, out)
+        shutil.rmtree(old, ignore_errors=True)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -159,7 +156,3 @@ def main(argv: list[str] | None = None) -> int:
     n = sum(1 for _ in npz_dir(out).rglob("*.npz"))
     print(f"wrote {n} graph files to {out} ({a.scale}, seed {a.seed}) in {time.time() - t0:.1f}s")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
