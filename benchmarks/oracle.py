@@ -1,5 +1,6 @@
-"""The true runtime of *any* config of a generated graph (part of the sample generator, see
-``features.sample``): an oracle that judges an autotuner (``models.gnn.search``), never one it uses.
+"""The true runtime of *any* config of a graph of the sample generator (``features.sample``): an
+oracle that judges an autotuner (``models.gnn.search``, in ``benchmarks/search_oracle.py``), never
+one it uses.
 
 A generated file stores only the runtimes of the configs the generator drew; the cost models
 (``layout_cost``/``tile_cost`` or ``physics_alt``) can price any other config. Every graph draws
