@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -180,10 +181,8 @@ class HloBuilder:
             order.append(c)
 
         visit(self.entry)
-        offset, start = {}, 0
-        for c in order:
-            offset[c] = start
-            start += len(self.comps[c])
+        sizes = [len(self.comps[c]) for c in order]
+        offset = dict(zip(order, itertools.accumulate(sizes, initial=0)))
         nodes: list[Node] = []
         edges: list[tuple[int, int]] = []
         roots: list[int] = []
@@ -228,7 +227,6 @@ def node_facts(fg: FlatGraph, i: int) -> InstructionFacts:
     win = a.get("window")
     dn = a.get("conv")
     sl = a.get("slice", {})
-    pad = a.get("pad", {})
     return InstructionFacts(
         is_root=i in fg.roots,
         element_slot=ELEMENT_TYPES.index(nd.dtype),
@@ -244,9 +242,6 @@ def node_facts(fg: FlatGraph, i: int) -> InstructionFacts:
         batch_group_count=a.get("batch_group_count", 1) if dn else 0,
         slice_start=sl.get("start", ()), slice_stride=sl.get("stride", ()),
         slice_limit=sl.get("limit", ()),
-        dynamic_slice_sizes=a.get("dyn_sizes", ()),
-        pad_low=pad.get("lo", ()), pad_high=pad.get("hi", ()),
-        is_stable=bool(a.get("is_stable", 0)),
         minor_to_major=(nd.layout or row_major(len(nd.shape))) if nd.shape else (),
     )
 

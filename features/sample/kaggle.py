@@ -111,7 +111,7 @@ def _write_member(zf: zipfile.ZipFile, key: str, array: np.ndarray) -> None:
 
 
 def _write_layout_file(path: Path, base: dict[str, np.ndarray], ids: np.ndarray,
-                       splits: np.ndarray, rng: np.random.Generator, fg: FlatGraph, spaces,
+                       splits: np.ndarray, rng: np.random.Generator, spaces,
                        model: LayoutCostModel, n: int, search: str, dup_heavy: bool,
                        chunk: int, test: bool) -> np.ndarray:
     """Stream one layout npz (deflate members); returns the true runtimes (float64)."""
@@ -138,7 +138,7 @@ def _write_layout_file(path: Path, base: dict[str, np.ndarray], ids: np.ndarray,
 
 
 def _layout_job(job: KaggleJob, root: Path, seed: int, fraction: float, spec: KaggleSpec,
-                ops: frozenset[str]) -> tuple[dict[str, np.ndarray], list[tuple[str, str]], int]:
+                ops: frozenset[str]) -> tuple[dict[str, np.ndarray], list[tuple[str, str]]]:
     rng = _rng(seed, "kaggle-layout", job.source, job.split, job.index)
     fg, family = _program(rng, job.source, spec, ops)
     stem = _stem(family, job.index, 3, seed, job.source, job.split)
@@ -150,7 +150,6 @@ def _layout_job(job: KaggleJob, root: Path, seed: int, fraction: float, spec: Ka
     splits = fg.splits.astype(np.int64)
     hidden: dict[str, np.ndarray] = {}
     rows: list[tuple[str, str]] = []
-    configs = 0
     for search in job.searches:
         coll = BY_NAME[f"layout:{job.source}:{search}"]
         srng = _rng(seed, "kaggle", coll.name, job.split, job.index)
@@ -158,17 +157,16 @@ def _layout_job(job: KaggleJob, root: Path, seed: int, fraction: float, spec: Ka
         dup_heavy = job.split == "train" and srng.random() < spec.dup_heavy_share
         test = job.split == "test"
         target = _write_layout_file(coll.split_dir(root, job.split) / f"{stem}.npz", base, ids,
-                                    splits, srng, fg, spaces, model, n, search, dup_heavy,
+                                    splits, srng, spaces, model, n, search, dup_heavy,
                                     spec.chunk_configs, test)
-        configs += n
         if test:
             hidden[coll.submission_id(stem)] = target
             rows.append((coll.submission_id(stem), ";".join(map(str, range(n)))))
-    return hidden, rows, configs
+    return hidden, rows
 
 
 def _tile_job(job: KaggleJob, root: Path, seed: int, fraction: float, spec: KaggleSpec
-              ) -> tuple[dict[str, np.ndarray], list[tuple[str, str]], int]:
+              ) -> tuple[dict[str, np.ndarray], list[tuple[str, str]]]:
     rng = _rng(seed, "kaggle-tile", job.split, job.index)
     lo, hi = spec.tile_configs[0], max(spec.tile_configs[0] + 1, int(spec.tile_configs[1] * fraction))
     n = int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
@@ -179,13 +177,12 @@ def _tile_job(job: KaggleJob, root: Path, seed: int, fraction: float, spec: Kagg
     rows: list[tuple[str, str]] = []
     _save(root, BY_NAME["tile:xla"], job.split, _stem(kind, job.index, 4, seed, "", job.split),
           arrays, target, hidden, rows, "0;1;2;3;4")
-    return hidden, rows, n
+    return hidden, rows
 
 
 def run_job(args: tuple[KaggleJob, str, int, float, tuple[str, ...], KaggleSpec]
-            ) -> tuple[dict[str, np.ndarray], list[tuple[str, str]], int]:
-    """Write the files of one job under ``root``; returns (hidden targets, submission rows,
-    configs written)."""
+            ) -> tuple[dict[str, np.ndarray], list[tuple[str, str]]]:
+    """Write the files of one job under ``root``; returns (hidden targets, submission rows)."""
     job, root, seed, fraction, ops, spec = args
     if job.kind == "tile":
         return _tile_job(job, Path(root), seed, fraction, spec)
@@ -212,7 +209,7 @@ def write_kaggle(root: Path, seed: int, config_fraction: float, graph_fraction: 
         pool = ProcessPoolExecutor(max_workers=jobs)
         results = pool.map(run_job, work, chunksize=1)
     try:
-        for h, r, _ in results:
+        for h, r in results:
             hidden.update(h)
             rows += r
             bar.update()

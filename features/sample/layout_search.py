@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from functools import lru_cache
 import numpy as np
 
 from features.sample.hlo import FlatGraph
@@ -50,27 +51,26 @@ def _random_layouts(rng: np.random.Generator, rank: int, two_minor: bool, n: int
     return np.where(rng.random(n) < 0.1, -1, ids)
 
 
-_NEAR_CACHE: dict[tuple, list[int]] = {}
+@lru_cache(maxsize=None)
+def _near_layouts(shape: tuple[int, ...], dtype: str, two_minor: bool, keep_minor: bool) -> list[int]:
+    """Layouts other than row-major that pad the tensor at most 25 % more; ``keep_minor``: only
+    those keeping the row-major minor dim, when there are any."""
+    rank = len(shape)
+    pad = padded_bytes_table(shape, dtype)
+    ok = [i for i, p in enumerate(PERMS[rank])
+          if i != desc_id(rank) and pad[i] <= 1.25 * pad[desc_id(rank)]
+          and (not two_minor or rank <= 2 or p == complete_layout(p[:2], rank))]
+    kept = [i for i in ok if PERMS[rank][i][0] == rank - 1]
+    return kept if keep_minor and kept else ok
 
 
 def _near_default_layout(rng: np.random.Generator, shape: tuple[int, ...], dtype: str,
                          two_minor: bool) -> int:
-    """A layout the compiler's own search would try: mostly the row-major minor dim kept and the
-    others reordered; never one that pads the tensor by more than 25 % over row-major."""
-    rank = len(shape)
-    if rank < 2:
-        return -1 if rank == 0 else 0
-    keep_minor = bool(rng.random() < 0.8)  # mostly the minor dim is kept
-    key = (shape, dtype, two_minor, keep_minor)
-    if key not in _NEAR_CACHE:
-        pad = padded_bytes_table(shape, dtype)
-        limit = 1.25 * pad[desc_id(rank)]
-        ok = [i for i, p in enumerate(PERMS[rank])
-              if i != desc_id(rank) and pad[i] <= limit
-              and (not two_minor or rank <= 2 or p == complete_layout(p[:2], rank))]
-        kept = [i for i in ok if PERMS[rank][i][0] == rank - 1]
-        _NEAR_CACHE[key] = kept if keep_minor and kept else ok
-    cands = _NEAR_CACHE[key]
+    """A layout the compiler's own search would try: mostly (80 %) the row-major minor dim kept and
+    the others reordered; never one that pads the tensor by more than 25 % over row-major."""
+    if len(shape) < 2:
+        return -1 if not shape else 0
+    cands = _near_layouts(shape, dtype, two_minor, bool(rng.random() < 0.8))
     return int(cands[int(rng.integers(len(cands)))]) if cands else -1
 
 

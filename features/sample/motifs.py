@@ -116,13 +116,19 @@ def _classifier_head(b: HloBuilder, x: int, classes: int) -> int:
     return _softmax(b, logits)
 
 
+def _train_step(b: HloBuilder, rng: np.random.Generator, prob: float, target: int,
+                share: float) -> tuple[bool, int]:
+    """Whether the graph is a training step (probability ``prob``) and its forward pass's node
+    target: ``share`` of ``target``, the rest left to the backward pass of the traced layers."""
+    if rng.random() >= prob:
+        return False, target
+    b.trace, b.dense_trace = [], []
+    return True, int(target * share)
+
+
 def build_resnet(b: HloBuilder, rng: np.random.Generator, target: int) -> list[int]:
     """ResNet/EfficientNet-like 2-D conv net; stops adding blocks near ``target`` nodes."""
-    train = bool(rng.random() < 0.5)
-    full_target = target
-    if train:  # a training step: forward in about half the nodes, then the backward pass
-        b.trace = []
-        target = int(target * 0.6)
+    train, fwd = _train_step(b, rng, 0.5, target, 0.6)
     batch = int(_pick(rng, [1, 2, 4, 8, 16, 32, 64]))
     size = int(_pick(rng, [32, 64, 96, 128, 224]))
     widths = _pick(rng, [(64, 128, 256, 512), (32, 64, 128, 256), (24, 40, 80, 112, 192),
@@ -133,9 +139,9 @@ def build_resnet(b: HloBuilder, rng: np.random.Generator, target: int) -> list[i
     if rng.random() < 0.7 and b.shape(x)[1] >= 8:
         x = b.reduce_window(x, 3, 2)
     stage = 0
-    per_stage = max(1, int(target / (len(widths) * 30)))
+    per_stage = max(1, int(fwd / (len(widths) * 30)))
     blocks_in_stage = 0
-    while b.num_nodes() < target - 60:
+    while b.num_nodes() < fwd - 60:
         cout = widths[min(stage, len(widths) - 1)]
         stride = 2 if blocks_in_stage == 0 and stage > 0 and b.shape(x)[1] >= 4 else 1
         y = _conv_bn_relu(b, x, cout, 3, stride, train)
@@ -149,16 +155,12 @@ def build_resnet(b: HloBuilder, rng: np.random.Generator, target: int) -> list[i
     probs = _classifier_head(b, x, int(_pick(rng, [10, 100, 1000])))
     if not train:
         return [probs]
-    return [probs, *_backward(b, x, full_target)]
+    return [probs, *_backward(b, x, target)]
 
 
 def build_unet(b: HloBuilder, rng: np.random.Generator, target: int, nsp: int) -> list[int]:
     """UNet-like encoder/decoder (2-D or 3-D) with transposed convs and concatenated skips."""
-    train = bool(rng.random() < 0.6)
-    full_target = target
-    if train:
-        b.trace = []
-        target = int(target * 0.6)
+    train, fwd = _train_step(b, rng, 0.6, target, 0.6)
     batch = int(_pick(rng, [1, 2, 4] if nsp == 3 else [2, 4, 8, 16]))
     size = int(_pick(rng, [16, 24, 32, 48, 64] if nsp == 3 else [64, 128, 160, 256]))
     base = int(_pick(rng, [16, 32, 48, 64]))
@@ -171,7 +173,7 @@ def build_unet(b: HloBuilder, rng: np.random.Generator, target: int, nsp: int) -
     while True:
         x = _conv_bn_relu(b, x, width, 3, 1, train)
         x = _conv_bn_relu(b, x, width, 3, 1, train)
-        if len(skips) >= depth_budget or b.num_nodes() > target * 0.45:
+        if len(skips) >= depth_budget or b.num_nodes() > fwd * 0.45:
             break
         skips.append(x)
         if rng.random() < 0.5:
@@ -189,7 +191,7 @@ def build_unet(b: HloBuilder, rng: np.random.Generator, target: int, nsp: int) -
         x = b.concat([x, skip], len(b.shape(x)) - 1)
         x = _conv_bn_relu(b, x, width, 3, 1, train)
         x = _conv_bn_relu(b, x, width, 3, 1, train)
-    while b.num_nodes() < target - 30:  # refinement convs until the size target
+    while b.num_nodes() < fwd - 30:  # refinement convs until the size target
         x = _conv_bn_relu(b, x, b.shape(x)[-1], 3, 1, train)
     w = b.param([1] * nsp + [b.shape(x)[-1], b.shape(label)[-1]], dtype)
     out = b.conv(x, w, 1)
@@ -197,7 +199,7 @@ def build_unet(b: HloBuilder, rng: np.random.Generator, target: int, nsp: int) -
     loss = b.reduce(b.ew("multiply", diff, diff), tuple(range(len(b.shape(diff)))))
     if not train:
         return [out, loss]
-    return [out, loss, *_backward(b, x, full_target)]
+    return [out, loss, *_backward(b, x, target)]
 
 
 def _layer_norm(b: HloBuilder, x: int) -> int:
@@ -285,11 +287,7 @@ def build_bert(b: HloBuilder, rng: np.random.Generator, target: int, shared: boo
     """BERT/ALBERT-like encoder stack; adds layers until ``target`` nodes. ``shared``: ALBERT's
     cross-layer weight sharing; a training step (probability ``train_prob``) adds the backward
     pass of the dense layers."""
-    train = bool(rng.random() < train_prob)
-    full_target = target
-    if train:
-        b.dense_trace = []
-        target = int(target * 0.65)
+    train, fwd = _train_step(b, rng, train_prob, target, 0.65)
     if shared:
         b.shared = {}
     batch = int(_pick(rng, [1, 2, 4, 8, 16, 32]))
@@ -320,7 +318,7 @@ def build_bert(b: HloBuilder, rng: np.random.Generator, target: int, shared: boo
         else:
             x = _layer_norm(b, b.ew("add", x, _attention(b, x, heads, fused, masked)))
             x = _layer_norm(b, b.ew("add", x, ffn_block(x)))
-        if b.num_nodes() >= target - 110:
+        if b.num_nodes() >= fwd - 110:
             break
     b.layer_slot = 100
     cls = b.reshape(b.slice(x, (0, 0, 0), (batch, 1, hid)), (batch, hid))
@@ -328,7 +326,7 @@ def build_bert(b: HloBuilder, rng: np.random.Generator, target: int, shared: boo
     probs = _softmax(b, _dense(b, pooled, int(_pick(rng, [2, 3, 10]))))
     if not train:
         return [probs]
-    return [probs, *_dense_backward(b, probs, full_target)]
+    return [probs, *_dense_backward(b, probs, target)]
 
 
 def build_layout_graph(source: str, rng: np.random.Generator, target: int) -> tuple[HloBuilder, str]:

@@ -16,7 +16,7 @@ import numpy as np
 
 from features.sample.constants import NO_COST as FREE, PROPAGATING as ELEMENTWISE, TYPE_BYTES
 from features.sample.hlo import FlatGraph, Node
-from features.sample.layout_cost import PERM_ID, PERMS, LayoutCostModel, desc_id
+from features.sample.layout_cost import PERM_ID, PERMS, LayoutCostModel, complete_layout, desc_id
 from features.sample.tile_cost import tile_runtime
 
 # ---- the alt machine -------------------------------------------------------------------------
@@ -276,7 +276,7 @@ def _dot_cost(nd: Node, sx: Node, sw: Node, x, w, out) -> np.ndarray:
         second_ok = _factor_table(rx, lc, (), 1.15, 0.0, pos=1)
         f_x = np.where(minor_ok[np.asarray(x)] > 0, 1.0, second_ok[np.asarray(x)])
         needs = f_x == 0.0
-        target = _contract_minor_id(rx, lc)
+        target = PERM_ID[rx][complete_layout(lc[-1:], rx)]  # last contracting dim minor
         extra = np.where(needs, copy_cost(sx.shape, sx.dtype, x, target), 0.0)
         f_x = np.where(needs, 1.0, f_x)
     else:
@@ -294,13 +294,6 @@ def _dot_cost(nd: Node, sx: Node, sw: Node, x, w, out) -> np.ndarray:
     xb, wb, ob = _table(sx.shape, sx.dtype, x), _table(sw.shape, sw.dtype, w), _table(nd.shape, nd.dtype, out)
     memory = (xb + wb + ob * f_o) / _bandwidth(xb + wb + ob)
     return _overlap(work * f_x * f_w, memory) + LAUNCH_NS + extra
-
-
-@lru_cache(maxsize=None)
-def _contract_minor_id(rank: int, lc: tuple[int, ...]) -> int:
-    """The layout a dot relayouts its LHS to: the last contracting dim minor, others row-major."""
-    minor = lc[-1]
-    return PERM_ID[rank][(minor,) + tuple(d for d in range(rank - 1, -1, -1) if d != minor)]
 
 
 def _conv_cost(nd: Node, sx: Node, sw: Node, x, w, out) -> np.ndarray:
