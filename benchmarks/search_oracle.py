@@ -2,7 +2,7 @@
 
 For every held-out (test) graph of generated samples, the trained GNN of the graph's collection
 (trained on the sample's train graphs) searches (``models.gnn.search``) and proposes K configs;
-the generator's cost model (``features.sample.oracle``, noise-free) then prices, per graph:
+the generator's cost model (``benchmarks/oracle.py``, noise-free) then prices, per graph:
 the best of the K proposed (one per trust radius, the default among them: ``proposed``; without
 the default: ``proposed_without_default``; the single best-predicted: ``top1``); the best of the K
 predicted fastest anywhere (``search --plain``: ``plain_topk``); the best of K random configs of
@@ -30,7 +30,7 @@ import numpy as np
 
 
 from features.io import load_npz
-from features.sample.oracle import load_oracle
+from benchmarks.oracle import load_oracle
 from models.gnn.rank import load_pipeline
 from models.gnn.search import HeadScorer, LayoutSpace, TileSpace, npz_spaces, run_search
 from tpurank.collections import COLLECTIONS

@@ -3,22 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
+from features.columns import opcode_ids
 
-_OPCODE_TSV = Path(__file__).resolve().parent.parent / "data" / "hlo_opcodes.tsv"
-
-
-def _load_opcodes() -> dict[str, int]:
-    ids: dict[str, int] = {}
-    for line in _OPCODE_TSV.read_text().splitlines()[1:]:
-        parts = line.split("\t")
-        if len(parts) >= 2 and parts[0].strip().isdigit():
-            ids[parts[1].strip()] = int(parts[0])
-    return ids
-
-
-OPCODE_IDS = _load_opcodes()
+OPCODE_IDS = opcode_ids()
 ELEMENT_TYPES = ("invalid", "pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "f16",
                  "f32", "f64", "bf16", "c64", "c128", "tuple", "opaque", "token")
 TYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4,

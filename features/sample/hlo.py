@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -55,9 +56,6 @@ class HloBuilder:
                           tuple(calls), tuple(layout) if layout is not None else None))
         return len(nodes) - 1
 
-    def node(self, i: int) -> Node:
-        return self.comps[self.cur][i]
-
     def shape(self, i: int) -> tuple[int, ...]:
         return self.comps[self.cur][i].shape
 
@@ -105,29 +103,24 @@ class HloBuilder:
         return self.add("dot", out, (a, b), self.dtype(a),
                         dot=dict(lc=tuple(lc), rc=tuple(rc), lb=tuple(lb), rb=tuple(rb)))
 
-    def conv(self, x: int, w: int, stride: int = 1, pad: int | None = None,
-             lhs_dilation: int = 1) -> int:
-        """NHWC / NDHWC convolution with an HWIO kernel (``b01f_01io->b01f``)."""
+    def conv(self, x: int, w: int, stride: int = 1, lhs_dilation: int = 1) -> int:
+        """NHWC / NDHWC 'same' convolution with an HWIO kernel (``b01f_01io->b01f``)."""
         sx, sw = self.shape(x), self.shape(w)
         nsp = len(sx) - 2
         ks = sw[:nsp]
-        pads = [k // 2 if pad is None else pad for k in ks]
-        spatial = []
-        for d in range(nsp):
-            size = (sx[1 + d] - 1) * lhs_dilation + 1
-            spatial.append((size + 2 * pads[d] - ks[d]) // stride + 1)
-        win = dict(size=list(ks), stride=[stride] * nsp, pad_lo=pads, pad_hi=pads,
-                   wdil=[1] * nsp, bdil=[lhs_dilation] * nsp)
+        spatial = [((sx[1 + d] - 1) * lhs_dilation + 1 + 2 * (ks[d] // 2) - ks[d]) // stride + 1
+                   for d in range(nsp)]
         dn = dict(ib=0, if_=nsp + 1, isp=list(range(1, nsp + 1)), ki=nsp, ko=nsp + 1,
                   ksp=list(range(nsp)), ob=0, of=nsp + 1)
-        return self.add("convolution", [sx[0], *spatial, sw[-1]], (x, w), self.dtype(x),
-                        window=win, conv=dn, feature_group_count=1, batch_group_count=1)
+        return self.conv_general(x, w, [sx[0], *spatial, sw[-1]], ks, [k // 2 for k in ks], dn,
+                                 stride=stride, bdil=lhs_dilation)
 
     def conv_general(self, x: int, w: int, out_shape: Sequence[int], size: Sequence[int],
-                     pad: int, dn: dict, wdil: int = 1, bdil: int = 1) -> int:
-        """A convolution with explicit dimension numbers (backward-pass convolutions)."""
+                     pads: Sequence[int], dn: dict, stride: int = 1, wdil: int = 1,
+                     bdil: int = 1) -> int:
+        """A convolution with explicit dimension numbers and per-dim padding."""
         nsp = len(size)
-        win = dict(size=list(size), stride=[1] * nsp, pad_lo=[pad] * nsp, pad_hi=[pad] * nsp,
+        win = dict(size=list(size), stride=[stride] * nsp, pad_lo=list(pads), pad_hi=list(pads),
                    wdil=[wdil] * nsp, bdil=[bdil] * nsp)
         return self.add("convolution", out_shape, (x, w), self.dtype(x), window=win, conv=dn,
                         feature_group_count=1, batch_group_count=1)
@@ -188,10 +181,8 @@ class HloBuilder:
             order.append(c)
 
         visit(self.entry)
-        offset, start = {}, 0
-        for c in order:
-            offset[c] = start
-            start += len(self.comps[c])
+        sizes = [len(self.comps[c]) for c in order]
+        offset = dict(zip(order, itertools.accumulate(sizes, initial=0)))
         nodes: list[Node] = []
         edges: list[tuple[int, int]] = []
         roots: list[int] = []
@@ -236,7 +227,6 @@ def node_facts(fg: FlatGraph, i: int) -> InstructionFacts:
     win = a.get("window")
     dn = a.get("conv")
     sl = a.get("slice", {})
-    pad = a.get("pad", {})
     return InstructionFacts(
         is_root=i in fg.roots,
         element_slot=ELEMENT_TYPES.index(nd.dtype),
@@ -252,9 +242,6 @@ def node_facts(fg: FlatGraph, i: int) -> InstructionFacts:
         batch_group_count=a.get("batch_group_count", 1) if dn else 0,
         slice_start=sl.get("start", ()), slice_stride=sl.get("stride", ()),
         slice_limit=sl.get("limit", ()),
-        dynamic_slice_sizes=a.get("dyn_sizes", ()),
-        pad_low=pad.get("lo", ()), pad_high=pad.get("hi", ()),
-        is_stable=bool(a.get("is_stable", 0)),
         minor_to_major=(nd.layout or row_major(len(nd.shape))) if nd.shape else (),
     )
 

@@ -11,7 +11,6 @@ import math
 import os
 import sys
 import zipfile
-import zlib
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,20 +19,17 @@ from typing import Iterator
 import numpy as np
 from tqdm import tqdm
 
-from tpurank.collections import COLLECTIONS, Collection
-from features.sample.constants import KAGGLE, LAYOUT_NOISE, KaggleSpec, ScaleSpec
+from tpurank.collections import BY_NAME, SPLITS
+from features.sample.constants import KAGGLE, LAYOUT_NOISE, KaggleSpec
 from features.sample.hlo import FlatGraph
 from features.sample.layout_cost import LayoutCostModel
 from features.sample.layout_search import _slot_spaces, encode_node_config_feat, sample_layout_configs
 from features.sample.motifs import build_layout_graph
-from features.sample.files import _choose_configurable, _graph_arrays, _rng, make_tile_file
-
-__all__ = ["KaggleJob", "kaggle_jobs", "run_job", "write_kaggle", "DEFAULT_CONFIG_FRACTION",
-           "DEFAULT_GRAPH_FRACTION"]
+from features.sample.files import (_candidates, _choose_configurable, _graph_arrays, _int_dtype,
+                                   _rng, _save, _stem, make_tile_file)
 
 DEFAULT_CONFIG_FRACTION = 1 / 32  # see "Cost" above: F = 1/8 is ~5x slower
 DEFAULT_GRAPH_FRACTION = 0.25  # 1.0 = the real counts (7,868 files), ~20x the G = 0.05 time
-SPLITS = ("train", "valid", "test")
 
 
 @dataclass(frozen=True)
@@ -67,34 +63,17 @@ def kaggle_jobs(graph_fraction: float, spec: KaggleSpec = KAGGLE) -> list[Kaggle
     return jobs
 
 
-def _collection(source: str, search: str | None) -> Collection:
-    if search is None:
-        return next(c for c in COLLECTIONS if c.is_tile)
-    return next(c for c in COLLECTIONS if c.source == source and c.search == search)
-
-
-def _num_nodes(rng: np.random.Generator, source: str, spec: KaggleSpec) -> int:
-    mean, sd = next((m, s) for name, m, s in spec.node_moments if name == source)
-    shape = (mean / sd) ** 2
-    return int(np.clip(rng.gamma(shape, mean / shape), *spec.node_range))
-
-
-def _candidates(fg: FlatGraph, ops: frozenset[str]) -> int:
-    return sum(1 for u in range(fg.entry_start, len(fg.nodes))
-               if fg.nodes[u].op in ops and fg.nodes[u].shape)
-
-
 def _program(rng: np.random.Generator, source: str, spec: KaggleSpec,
              ops: frozenset[str]) -> tuple[FlatGraph, str]:
-    """A layout program of about the drawn size (redrawn a few times when a family misses)."""
-    target = _num_nodes(rng, source, spec)
-    fg, family = None, ""
+    """A layout program of a gamma-drawn size (rebuilt a few times when a family misses it)."""
+    mean, sd = next((m, s) for name, m, s in spec.node_moments if name == source)
+    shape = (mean / sd) ** 2
+    target = int(np.clip(rng.gamma(shape, mean / shape), *spec.node_range))
     for _ in range(6):
         b, family = build_layout_graph(source, rng, target)
         fg = b.finalize()
-        if 0.6 * target <= len(fg.nodes) <= 1.5 * target and _candidates(fg, ops) >= 20:
+        if 0.6 * target <= len(fg.nodes) <= 1.5 * target and len(_candidates(fg, ops)) >= 20:
             break
-    assert fg is not None
     return fg, family
 
 
@@ -132,7 +111,7 @@ def _write_member(zf: zipfile.ZipFile, key: str, array: np.ndarray) -> None:
 
 
 def _write_layout_file(path: Path, base: dict[str, np.ndarray], ids: np.ndarray,
-                       splits: np.ndarray, rng: np.random.Generator, fg: FlatGraph, spaces,
+                       splits: np.ndarray, rng: np.random.Generator, spaces,
                        model: LayoutCostModel, n: int, search: str, dup_heavy: bool,
                        chunk: int, test: bool) -> np.ndarray:
     """Stream one layout npz (deflate members); returns the true runtimes (float64)."""
@@ -143,8 +122,7 @@ def _write_layout_file(path: Path, base: dict[str, np.ndarray], ids: np.ndarray,
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as zf:
         for key, arr in base.items():
             _write_member(zf, key, arr)
-        it = np.int32 if rng.random() < 0.3 else np.int64
-        _write_member(zf, "node_config_ids", ids.astype(it))
+        _write_member(zf, "node_config_ids", ids.astype(_int_dtype(rng)))
         _write_member(zf, "node_splits", splits.reshape(1, -1) if rng.random() < 0.5 else splits)
         pos = 0
         with zf.open("node_config_feat.npy", "w", force_zip64=True) as fp:
@@ -160,10 +138,10 @@ def _write_layout_file(path: Path, base: dict[str, np.ndarray], ids: np.ndarray,
 
 
 def _layout_job(job: KaggleJob, root: Path, seed: int, fraction: float, spec: KaggleSpec,
-                ops: frozenset[str]) -> tuple[dict[str, np.ndarray], list[tuple[str, str]], int]:
+                ops: frozenset[str]) -> tuple[dict[str, np.ndarray], list[tuple[str, str]]]:
     rng = _rng(seed, "kaggle-layout", job.source, job.split, job.index)
     fg, family = _program(rng, job.source, spec, ops)
-    stem = f"{family}_{job.index:03d}_{zlib.crc32(f'{seed}{job.source}{job.split}{job.index}'.encode()):08x}"
+    stem = _stem(family, job.index, 3, seed, job.source, job.split)
     base = _graph_arrays(fg, rng)
     lo = int(np.clip(rng.normal(spec.configurable_mean, spec.configurable_sd), 20, 2000))
     ids = _choose_configurable(fg, rng, lo, lo, ops)
@@ -172,52 +150,39 @@ def _layout_job(job: KaggleJob, root: Path, seed: int, fraction: float, spec: Ka
     splits = fg.splits.astype(np.int64)
     hidden: dict[str, np.ndarray] = {}
     rows: list[tuple[str, str]] = []
-    configs = 0
     for search in job.searches:
-        coll = _collection(job.source, search)
+        coll = BY_NAME[f"layout:{job.source}:{search}"]
         srng = _rng(seed, "kaggle", coll.name, job.split, job.index)
         n = _config_count(srng, job.split, spec, fraction)
         dup_heavy = job.split == "train" and srng.random() < spec.dup_heavy_share
         test = job.split == "test"
         target = _write_layout_file(coll.split_dir(root, job.split) / f"{stem}.npz", base, ids,
-                                    splits, srng, fg, spaces, model, n, search, dup_heavy,
+                                    splits, srng, spaces, model, n, search, dup_heavy,
                                     spec.chunk_configs, test)
-        configs += n
         if test:
             hidden[coll.submission_id(stem)] = target
             rows.append((coll.submission_id(stem), ";".join(map(str, range(n)))))
-    return hidden, rows, configs
+    return hidden, rows
 
 
 def _tile_job(job: KaggleJob, root: Path, seed: int, fraction: float, spec: KaggleSpec
-              ) -> tuple[dict[str, np.ndarray], list[tuple[str, str]], int]:
+              ) -> tuple[dict[str, np.ndarray], list[tuple[str, str]]]:
     rng = _rng(seed, "kaggle-tile", job.split, job.index)
     lo, hi = spec.tile_configs[0], max(spec.tile_configs[0] + 1, int(spec.tile_configs[1] * fraction))
     n = int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
     if job.split == "test" and job.index < spec.tiny_test_tiles:
         n = int(rng.integers(2, 5))
-    scale = ScaleSpec((0, 0, 0), spec.tile_nodes, (n, n), (0, 0, 0), (0, 0), (0, 0), (0, 0),
-                      (0, 0), None)
-    kind, arrays, target = make_tile_file(rng, scale)
-    coll = _collection("xla", None)
-    stem = f"{kind}_{job.index:04d}_{zlib.crc32(f'{seed}{job.split}{job.index}'.encode()):08x}"
+    kind, arrays, target = make_tile_file(rng, spec.tile_nodes, (n, n))
     hidden: dict[str, np.ndarray] = {}
     rows: list[tuple[str, str]] = []
-    if job.split == "test":
-        hidden[coll.submission_id(stem)] = target.astype(np.float64)
-        arrays["config_runtime"] = np.zeros_like(arrays["config_runtime"])
-        rows.append((coll.submission_id(stem), "0;1;2;3;4"))
-    path = coll.split_dir(root, job.split) / f"{stem}.npz"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as fh:
-        np.savez_compressed(fh, **arrays)
-    return hidden, rows, n
+    _save(root, BY_NAME["tile:xla"], job.split, _stem(kind, job.index, 4, seed, "", job.split),
+          arrays, target, hidden, rows, "0;1;2;3;4")
+    return hidden, rows
 
 
 def run_job(args: tuple[KaggleJob, str, int, float, tuple[str, ...], KaggleSpec]
-            ) -> tuple[dict[str, np.ndarray], list[tuple[str, str]], int]:
-    """Write the files of one job under ``root``; returns (hidden targets, submission rows,
-    configs written)."""
+            ) -> tuple[dict[str, np.ndarray], list[tuple[str, str]]]:
+    """Write the files of one job under ``root``; returns (hidden targets, submission rows)."""
     job, root, seed, fraction, ops, spec = args
     if job.kind == "tile":
         return _tile_job(job, Path(root), seed, fraction, spec)
@@ -244,7 +209,7 @@ def write_kaggle(root: Path, seed: int, config_fraction: float, graph_fraction: 
         pool = ProcessPoolExecutor(max_workers=jobs)
         results = pool.map(run_job, work, chunksize=1)
     try:
-        for h, r, _ in results:
+        for h, r in results:
             hidden.update(h)
             rows += r
             bar.update()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from functools import lru_cache
 from typing import Sequence
 import numpy as np
 
@@ -31,9 +32,6 @@ def _sublanes(dtype: str) -> int:
     return {1: 32, 2: 16}.get(TYPE_BYTES.get(dtype, 4), 8)
 
 
-_PAD_CACHE: dict[tuple, np.ndarray] = {}
-
-
 def _major_disorder(p: tuple[int, ...]) -> float:
     """Fraction of out-of-order pairs among the major dims (row-major = 0)."""
     major = p[2:]
@@ -44,28 +42,24 @@ def _major_disorder(p: tuple[int, ...]) -> float:
     return inv / (k * (k - 1) / 2)
 
 
+@lru_cache(maxsize=None)
 def padded_bytes_table(shape: tuple[int, ...], dtype: str) -> np.ndarray:
     """Effective bytes of ``shape`` stored in TPU tiles, for every layout (perm id) of its rank.
 
     Padding of the two most-minor dims to (sublanes, 128); major dims out of row-major order
     cost up to 6 % more (strided DMA descriptors, worse HBM locality)."""
-    key = (shape, dtype)
-    if key not in _PAD_CACHE:
-        r = len(shape)
-        nbytes = TYPE_BYTES.get(dtype, 4)
-        if r == 0:
-            _PAD_CACHE[key] = np.array([float(nbytes)])
-        else:
-            sub = _sublanes(dtype)
-            vals = []
-            for p in PERMS[r]:
-                minor = -(-shape[p[0]] // 128) * 128
-                second = -(-shape[p[1]] // sub) * sub if r >= 2 else 1
-                rest = math.prod(shape[d] for d in p[2:])
-                vals.append(float(minor * second * rest * nbytes)
-                            * (1.0 + 0.06 * _major_disorder(p)))
-            _PAD_CACHE[key] = np.array(vals)
-    return _PAD_CACHE[key]
+    r = len(shape)
+    nbytes = TYPE_BYTES.get(dtype, 4)
+    if r == 0:
+        return np.array([float(nbytes)])
+    sub = _sublanes(dtype)
+    vals = []
+    for p in PERMS[r]:
+        minor = -(-shape[p[0]] // 128) * 128
+        second = -(-shape[p[1]] // sub) * sub if r >= 2 else 1
+        rest = math.prod(shape[d] for d in p[2:])
+        vals.append(float(minor * second * rest * nbytes) * (1.0 + 0.06 * _major_disorder(p)))
+    return np.array(vals)
 
 
 def _minor_table(rank: int, pos: int) -> np.ndarray:
@@ -95,8 +89,7 @@ class LayoutCostModel:
 
     def __init__(self, fg: FlatGraph, config_ids: np.ndarray) -> None:
         self.fg = fg
-        self.config_ids = [int(i) for i in config_ids]
-        self.slot_of = {n: j for j, n in enumerate(self.config_ids)}
+        self.slot_of = {int(n): j for j, n in enumerate(config_ids)}
 
     def runtimes(self, out_ids: np.ndarray, in_ids: np.ndarray, k_ids: np.ndarray) -> np.ndarray:
         """``*_ids``: (c, nc) perm ids; -1 = compiler default. Returns (c,) float ns."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from functools import lru_cache
 import numpy as np
 
 from features.sample.hlo import FlatGraph
@@ -14,26 +15,22 @@ from features.sample.layout_cost import PERMS, PERM_ID, complete_layout, desc_id
 class SlotSpace:
     """The layout choices of one configurable node."""
 
-    node: int
-    op: str
-    out_rank: int
-    in_rank: int
-    k_rank: int  # 0 when the node has no kernel slot
+    shapes: tuple[tuple[int, ...], ...]  # (out, in, kernel); kernel () when there is no slot
+    dtype: str
     two_minor: bool  # conv: only the two most-minor dims are specified
-    shapes: tuple[tuple[int, ...], ...] = ()  # (out, in, kernel) shapes
-    dtype: str = "f32"
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        return tuple(len(s) for s in self.shapes)
 
 
 def _slot_spaces(fg: FlatGraph, ids: np.ndarray) -> list[SlotSpace]:
     spaces = []
     for u in ids.tolist():
-        nd = fg.nodes[u]
-        ops = fg.operands(u)
+        nd, ops = fg.nodes[u], fg.operands(u)
         conv = nd.op == "convolution"
         k_shape = fg.nodes[ops[1]].shape if conv else ()
-        spaces.append(SlotSpace(u, nd.op, len(nd.shape), len(fg.nodes[ops[0]].shape),
-                                len(k_shape), conv,
-                                (nd.shape, fg.nodes[ops[0]].shape, k_shape), nd.dtype))
+        spaces.append(SlotSpace((nd.shape, fg.nodes[ops[0]].shape, k_shape), nd.dtype, conv))
     return spaces
 
 
@@ -54,27 +51,26 @@ def _random_layouts(rng: np.random.Generator, rank: int, two_minor: bool, n: int
     return np.where(rng.random(n) < 0.1, -1, ids)
 
 
-_NEAR_CACHE: dict[tuple, list[int]] = {}
+@lru_cache(maxsize=None)
+def _near_layouts(shape: tuple[int, ...], dtype: str, two_minor: bool, keep_minor: bool) -> list[int]:
+    """Layouts other than row-major that pad the tensor at most 25 % more; ``keep_minor``: only
+    those keeping the row-major minor dim, when there are any."""
+    rank = len(shape)
+    pad = padded_bytes_table(shape, dtype)
+    ok = [i for i, p in enumerate(PERMS[rank])
+          if i != desc_id(rank) and pad[i] <= 1.25 * pad[desc_id(rank)]
+          and (not two_minor or rank <= 2 or p == complete_layout(p[:2], rank))]
+    kept = [i for i in ok if PERMS[rank][i][0] == rank - 1]
+    return kept if keep_minor and kept else ok
 
 
 def _near_default_layout(rng: np.random.Generator, shape: tuple[int, ...], dtype: str,
                          two_minor: bool) -> int:
-    """A layout the compiler's own search would try: mostly the row-major minor dim kept and the
-    others reordered; never one that pads the tensor by more than 25 % over row-major."""
-    rank = len(shape)
-    if rank < 2:
-        return -1 if rank == 0 else 0
-    keep_minor = bool(rng.random() < 0.8)  # mostly the minor dim is kept
-    key = (shape, dtype, two_minor, keep_minor)
-    if key not in _NEAR_CACHE:
-        pad = padded_bytes_table(shape, dtype)
-        limit = 1.25 * pad[desc_id(rank)]
-        ok = [i for i, p in enumerate(PERMS[rank])
-              if i != desc_id(rank) and pad[i] <= limit
-              and (not two_minor or rank <= 2 or p == complete_layout(p[:2], rank))]
-        kept = [i for i in ok if PERMS[rank][i][0] == rank - 1]
-        _NEAR_CACHE[key] = kept if keep_minor and kept else ok
-    cands = _NEAR_CACHE[key]
+    """A layout the compiler's own search would try: mostly (80 %) the row-major minor dim kept and
+    the others reordered; never one that pads the tensor by more than 25 % over row-major."""
+    if len(shape) < 2:
+        return -1 if not shape else 0
+    cands = _near_layouts(shape, dtype, two_minor, bool(rng.random() < 0.8))
     return int(cands[int(rng.integers(len(cands)))]) if cands else -1
 
 
@@ -83,17 +79,16 @@ def sample_layout_configs(rng: np.random.Generator, spaces: list[SlotSpace], n: 
     """(n, nc, 3) perm ids (out, in, kernel), -1 = default; includes duplicate configs."""
     nc = len(spaces)
     cfg = np.full((n, nc, 3), -1, np.int64)
-    ranks = [(s.out_rank, s.in_rank, s.k_rank) for s in spaces]
     if search == "random":
         for j, s in enumerate(spaces):
-            for t in range(3):
-                if ranks[j][t]:
-                    cfg[:, j, t] = _random_layouts(rng, ranks[j][t], s.two_minor, n)
+            for t, rank in enumerate(s.ranks):
+                if rank:
+                    cfg[:, j, t] = _random_layouts(rng, rank, s.two_minor, n)
     else:  # default search: config 0 is the pure default, the others a few changes from it
         for c in range(1, n):
             for j in rng.permutation(nc)[:int(rng.geometric(0.55))]:
                 s = spaces[int(j)]
-                t = int(rng.integers(3 if s.k_rank else 2))
+                t = int(rng.integers(3 if s.ranks[2] else 2))
                 cfg[c, j, t] = _near_default_layout(rng, s.shapes[t], s.dtype, s.two_minor)
     # duplicates: re-measured copies of earlier configs (identical features)
     n_dup = max(1, int(round(n * float(rng.uniform(0.03, 0.1))))) if n >= 10 else 0
@@ -115,14 +110,13 @@ def encode_node_config_feat(cfg: np.ndarray, spaces: list[SlotSpace]) -> np.ndar
     out = np.full((n, nc, 18), -1, np.float32)
     cache: dict[tuple, list[int]] = {}
     for j, s in enumerate(spaces):
-        ranks = (s.out_rank, s.in_rank, s.k_rank)
-        for t in range(3):
-            if not ranks[t]:
+        for t, rank in enumerate(s.ranks):
+            if not rank:
                 continue
             col = cfg[:, j, t]
             for v in np.unique(col).tolist():
-                key = (v, ranks[t], s.two_minor)
+                key = (v, rank, s.two_minor)
                 if key not in cache:
-                    cache[key] = encode_layout(v, ranks[t], s.two_minor)
+                    cache[key] = encode_layout(v, rank, s.two_minor)
                 out[col == v, j, 6 * t:6 * t + 6] = cache[key]
     return out

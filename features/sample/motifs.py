@@ -1,9 +1,5 @@
 """Model motifs (part of the sample generator, see ``features.sample``): ResNet, UNet and BERT
 graphs and fused tile kernels, built op by op with :class:`features.sample.hlo.HloBuilder`.
-
-Over 400 lines on purpose: each motif is a short builder function, and they share small helpers
-(batch norm, dense layers, attention, their backward passes); splitting them would scatter one
-recipe book over several files without making any builder shorter.
 """
 
 from __future__ import annotations
@@ -20,18 +16,23 @@ def _pick(rng: np.random.Generator, options: Sequence):
     return options[int(rng.integers(len(options)))]
 
 
+def _normalize(b: HloBuilder, x: int, axes: Sequence[int], keep: tuple[int, ...]) -> tuple[int, int]:
+    """(x - mean, 1 / sqrt(var + eps)) over ``axes``; the statistics keep the dims ``keep``."""
+    s = b.shape(x)
+    kept = tuple(s[d] for d in keep)
+    n = b.scalar_bcast(kept)
+    mean = b.ew("divide", b.reduce(x, axes), n)
+    cen = b.ew("subtract", x, b.bcast(mean, s, keep))
+    var = b.ew("divide", b.reduce(b.ew("multiply", cen, cen), axes), n)
+    return cen, b.ew("rsqrt", b.ew("add", var, b.scalar_bcast(kept)))
+
+
 def _batch_norm(b: HloBuilder, x: int, train: bool) -> int:
     s = b.shape(x)
-    c = s[-1]
     r = len(s)
-    scale, shift = b.param((c,)), b.param((c,))
+    scale, shift = b.param((s[-1],)), b.param((s[-1],))
     if train:
-        axes = list(range(r - 1))
-        cnt = b.scalar_bcast((c,))
-        mean = b.ew("divide", b.reduce(x, axes), cnt)
-        cen = b.ew("subtract", x, b.bcast(mean, s, (r - 1,)))
-        var = b.ew("divide", b.reduce(b.ew("multiply", cen, cen), axes), cnt)
-        inv = b.ew("rsqrt", b.ew("add", var, b.scalar_bcast((c,))))
+        cen, inv = _normalize(b, x, list(range(r - 1)), (r - 1,))
         x = b.ew("multiply", cen, b.bcast(b.ew("multiply", inv, scale), s, (r - 1,)))
         return b.ew("add", x, b.bcast(shift, s, (r - 1,)))
     y = b.ew("multiply", x, b.bcast(scale, s, (r - 1,)))
@@ -54,6 +55,16 @@ def _conv_bn_relu(b: HloBuilder, x: int, cout: int, k: int, stride: int, train: 
     return y
 
 
+def _incoming_grad(b: HloBuilder, seed_grad: int, dy: int | None, s: tuple[int, ...],
+                   dt: str) -> int:
+    """``dy`` when it has shape ``s``; else (a gradient from another branch) its rescaled total."""
+    if dy is not None and b.shape(dy) == s:
+        return dy
+    src = seed_grad if dy is None else dy
+    total = b.reduce(src, tuple(range(len(b.shape(src)))))
+    return b.ew("multiply", b.bcast(total, s, ()), b.scalar_bcast(s, dt))
+
+
 def _backward(b: HloBuilder, seed_grad: int, target: int) -> list[int]:
     """Backward pass of the traced convolutions, last first, as JAX lowers it: ReLU masks
     (select), weight-gradient convs (``f01b_i01o->01bf``), input-gradient convs with a reversed
@@ -65,10 +76,7 @@ def _backward(b: HloBuilder, seed_grad: int, target: int) -> list[int]:
             break
         s, dt = b.shape(conv), b.dtype(conv)
         nsp = len(s) - 2
-        if dy is None or b.shape(dy) != s:  # gradient from another branch: rescaled total
-            src = seed_grad if dy is None else dy
-            total = b.reduce(src, tuple(range(len(b.shape(src)))))
-            dy = b.ew("multiply", b.bcast(total, s, ()), b.scalar_bcast(s, dt))
+        dy = _incoming_grad(b, seed_grad, dy, s, dt)
         if act is not None:
             mask = b.ew("compare", act, b.scalar_bcast(s, dt), dtype="pred")
             dy = b.add("select", s, (mask, dy, b.scalar_bcast(s, dt)), dt)
@@ -76,7 +84,7 @@ def _backward(b: HloBuilder, seed_grad: int, target: int) -> list[int]:
         k = ks[0]
         wgrad_dn = dict(ib=nsp + 1, if_=0, isp=list(range(1, nsp + 1)), ki=0, ko=nsp + 1,
                         ksp=list(range(1, nsp + 1)), ob=nsp, of=nsp + 1)
-        dw = b.conv_general(x, dy, ks, s[1:-1], k // 2, wgrad_dn, wdil=stride)
+        dw = b.conv_general(x, dy, ks, s[1:-1], [k // 2] * nsp, wgrad_dn, wdil=stride)
         updates.append(b.ew("subtract", w, b.ew("multiply", dw, b.scalar_bcast(ks, dt))))
         if lhs_dil != 1:
             dy = None
@@ -84,7 +92,7 @@ def _backward(b: HloBuilder, seed_grad: int, target: int) -> list[int]:
         xs = b.shape(x)
         dgrad_dn = dict(ib=0, if_=nsp + 1, isp=list(range(1, nsp + 1)), ki=nsp + 1, ko=nsp,
                         ksp=list(range(nsp)), ob=0, of=nsp + 1)
-        dy = b.conv_general(dy, b.reverse(w, range(nsp)), xs, ks[:nsp], k - 1 - k // 2,
+        dy = b.conv_general(dy, b.reverse(w, range(nsp)), xs, ks[:nsp], [k - 1 - k // 2] * nsp,
                             dgrad_dn, bdil=stride)
     return updates
 
@@ -108,13 +116,19 @@ def _classifier_head(b: HloBuilder, x: int, classes: int) -> int:
     return _softmax(b, logits)
 
 
+def _train_step(b: HloBuilder, rng: np.random.Generator, prob: float, target: int,
+                share: float) -> tuple[bool, int]:
+    """Whether the graph is a training step (probability ``prob``) and its forward pass's node
+    target: ``share`` of ``target``, the rest left to the backward pass of the traced layers."""
+    if rng.random() >= prob:
+        return False, target
+    b.trace, b.dense_trace = [], []
+    return True, int(target * share)
+
+
 def build_resnet(b: HloBuilder, rng: np.random.Generator, target: int) -> list[int]:
     """ResNet/EfficientNet-like 2-D conv net; stops adding blocks near ``target`` nodes."""
-    train = bool(rng.random() < 0.5)
-    full_target = target
-    if train:  # a training step: forward in about half the nodes, then the backward pass
-        b.trace = []
-        target = int(target * 0.6)
+    train, fwd = _train_step(b, rng, 0.5, target, 0.6)
     batch = int(_pick(rng, [1, 2, 4, 8, 16, 32, 64]))
     size = int(_pick(rng, [32, 64, 96, 128, 224]))
     widths = _pick(rng, [(64, 128, 256, 512), (32, 64, 128, 256), (24, 40, 80, 112, 192),
@@ -125,9 +139,9 @@ def build_resnet(b: HloBuilder, rng: np.random.Generator, target: int) -> list[i
     if rng.random() < 0.7 and b.shape(x)[1] >= 8:
         x = b.reduce_window(x, 3, 2)
     stage = 0
-    per_stage = max(1, int(target / (len(widths) * 30)))
+    per_stage = max(1, int(fwd / (len(widths) * 30)))
     blocks_in_stage = 0
-    while b.num_nodes() < target - 60:
+    while b.num_nodes() < fwd - 60:
         cout = widths[min(stage, len(widths) - 1)]
         stride = 2 if blocks_in_stage == 0 and stage > 0 and b.shape(x)[1] >= 4 else 1
         y = _conv_bn_relu(b, x, cout, 3, stride, train)
@@ -141,16 +155,12 @@ def build_resnet(b: HloBuilder, rng: np.random.Generator, target: int) -> list[i
     probs = _classifier_head(b, x, int(_pick(rng, [10, 100, 1000])))
     if not train:
         return [probs]
-    return [probs, *_backward(b, x, full_target)]
+    return [probs, *_backward(b, x, target)]
 
 
 def build_unet(b: HloBuilder, rng: np.random.Generator, target: int, nsp: int) -> list[int]:
     """UNet-like encoder/decoder (2-D or 3-D) with transposed convs and concatenated skips."""
-    train = bool(rng.random() < 0.6)
-    full_target = target
-    if train:
-        b.trace = []
-        target = int(target * 0.6)
+    train, fwd = _train_step(b, rng, 0.6, target, 0.6)
     batch = int(_pick(rng, [1, 2, 4] if nsp == 3 else [2, 4, 8, 16]))
     size = int(_pick(rng, [16, 24, 32, 48, 64] if nsp == 3 else [64, 128, 160, 256]))
     base = int(_pick(rng, [16, 32, 48, 64]))
@@ -163,7 +173,7 @@ def build_unet(b: HloBuilder, rng: np.random.Generator, target: int, nsp: int) -
     while True:
         x = _conv_bn_relu(b, x, width, 3, 1, train)
         x = _conv_bn_relu(b, x, width, 3, 1, train)
-        if len(skips) >= depth_budget or b.num_nodes() > target * 0.45:
+        if len(skips) >= depth_budget or b.num_nodes() > fwd * 0.45:
             break
         skips.append(x)
         if rng.random() < 0.5:
@@ -181,7 +191,7 @@ def build_unet(b: HloBuilder, rng: np.random.Generator, target: int, nsp: int) -
         x = b.concat([x, skip], len(b.shape(x)) - 1)
         x = _conv_bn_relu(b, x, width, 3, 1, train)
         x = _conv_bn_relu(b, x, width, 3, 1, train)
-    while b.num_nodes() < target - 30:  # refinement convs until the size target
+    while b.num_nodes() < fwd - 30:  # refinement convs until the size target
         x = _conv_bn_relu(b, x, b.shape(x)[-1], 3, 1, train)
     w = b.param([1] * nsp + [b.shape(x)[-1], b.shape(label)[-1]], dtype)
     out = b.conv(x, w, 1)
@@ -189,18 +199,14 @@ def build_unet(b: HloBuilder, rng: np.random.Generator, target: int, nsp: int) -
     loss = b.reduce(b.ew("multiply", diff, diff), tuple(range(len(b.shape(diff)))))
     if not train:
         return [out, loss]
-    return [out, loss, *_backward(b, x, full_target)]
+    return [out, loss, *_backward(b, x, target)]
 
 
 def _layer_norm(b: HloBuilder, x: int) -> int:
     s = b.shape(x)
     r = len(s)
     keep = tuple(range(r - 1))
-    n = b.scalar_bcast(s[:-1])
-    mean = b.ew("divide", b.reduce(x, (r - 1,)), n)
-    cen = b.ew("subtract", x, b.bcast(mean, s, keep))
-    var = b.ew("divide", b.reduce(b.ew("multiply", cen, cen), (r - 1,)), n)
-    inv = b.ew("rsqrt", b.ew("add", var, b.scalar_bcast(s[:-1])))
+    cen, inv = _normalize(b, x, (r - 1,), keep)
     y = b.ew("multiply", cen, b.bcast(inv, s, keep))
     y = b.ew("multiply", y, b.bcast(b.param((s[-1],)), s, (r - 1,)))
     return b.ew("add", y, b.bcast(b.param((s[-1],)), s, (r - 1,)))
@@ -230,10 +236,7 @@ def _dense_backward(b: HloBuilder, seed_grad: int, target: int) -> list[int]:
         if b.num_nodes() >= target - 20:
             break
         s, dt = b.shape(y), b.dtype(y)
-        if dy is None or b.shape(dy) != s:  # gradient from another branch: rescaled total
-            src = seed_grad if dy is None else dy
-            total = b.reduce(src, tuple(range(len(b.shape(src)))))
-            dy = b.ew("multiply", b.bcast(total, s, ()), b.scalar_bcast(s, dt))
+        dy = _incoming_grad(b, seed_grad, dy, s, dt)
         dw = b.dot(x2, dy, (0,), (0,))
         updates.append(b.ew("subtract", w, b.ew("multiply", dw, b.scalar_bcast(b.shape(w), dt))))
         dy = b.dot(dy, w, (1,), (1,))
@@ -284,11 +287,7 @@ def build_bert(b: HloBuilder, rng: np.random.Generator, target: int, shared: boo
     """BERT/ALBERT-like encoder stack; adds layers until ``target`` nodes. ``shared``: ALBERT's
     cross-layer weight sharing; a training step (probability ``train_prob``) adds the backward
     pass of the dense layers."""
-    train = bool(rng.random() < train_prob)
-    full_target = target
-    if train:
-        b.dense_trace = []
-        target = int(target * 0.65)
+    train, fwd = _train_step(b, rng, train_prob, target, 0.65)
     if shared:
         b.shared = {}
     batch = int(_pick(rng, [1, 2, 4, 8, 16, 32]))
@@ -319,7 +318,7 @@ def build_bert(b: HloBuilder, rng: np.random.Generator, target: int, shared: boo
         else:
             x = _layer_norm(b, b.ew("add", x, _attention(b, x, heads, fused, masked)))
             x = _layer_norm(b, b.ew("add", x, ffn_block(x)))
-        if b.num_nodes() >= target - 110:
+        if b.num_nodes() >= fwd - 110:
             break
     b.layer_slot = 100
     cls = b.reshape(b.slice(x, (0, 0, 0), (batch, 1, hid)), (batch, hid))
@@ -327,7 +326,7 @@ def build_bert(b: HloBuilder, rng: np.random.Generator, target: int, shared: boo
     probs = _softmax(b, _dense(b, pooled, int(_pick(rng, [2, 3, 10]))))
     if not train:
         return [probs]
-    return [probs, *_dense_backward(b, probs, full_target)]
+    return [probs, *_dense_backward(b, probs, target)]
 
 
 def build_layout_graph(source: str, rng: np.random.Generator, target: int) -> tuple[HloBuilder, str]:

@@ -1,22 +1,23 @@
 """A second, independently written cost physics for the sample generator (``--physics alt``).
 
 Why: a ranker tuned on runtimes from one cost model can learn that model rather than anything that
-carries over to a TPU; a modelling change is kept only when it helps under both physics. Written
-without looking at ``layout_cost``/``tile_cost`` or ``features.heuristic``; it draws no random
-numbers, so the graphs and configs of a seed are the same under both physics. One module on
-purpose: the layout and tile models are one machine and share its constants. The machine it
+carries over to a TPU; a modelling change is kept only when it helps under both physics. It shares
+only the config encoding and opcode classes with ``layout_cost``/``tile_cost`` and draws no random
+numbers, so the graphs and configs of a seed are the same under both physics. The machine it
 models: docs/data.md, "A second cost physics".
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from functools import lru_cache
 
 import numpy as np
 
+from features.sample.constants import NO_COST as FREE, PROPAGATING as ELEMENTWISE, TYPE_BYTES
 from features.sample.hlo import FlatGraph, Node
+from features.sample.layout_cost import PERM_ID, PERMS, LayoutCostModel, complete_layout, desc_id
+from features.sample.tile_cost import tile_runtime
 
 # ---- the alt machine -------------------------------------------------------------------------
 LANES = 64
@@ -40,27 +41,9 @@ STEP_NS = 250.0
 TILE_LAUNCH_NS = 2000.0
 TILE_BURST = 512
 
-BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4,
-         "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
-ELEMENTWISE = frozenset({"add", "subtract", "multiply", "divide", "maximum", "minimum",
-                         "exponential", "tanh", "rsqrt", "sqrt", "negate", "abs", "log", "convert",
-                         "select", "compare", "power", "logistic", "clamp"})
-FREE = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast"})
-
-
-@lru_cache(maxsize=None)
-def perms(rank: int) -> tuple[tuple[int, ...], ...]:
-    """Layouts of a rank in the config encoding's order: minor_to_major tuples (id = index)."""
-    return tuple(itertools.permutations(range(rank)))
-
-
-@lru_cache(maxsize=None)
-def row_major_id(rank: int) -> int:
-    return perms(rank).index(tuple(range(rank - 1, -1, -1))) if rank else 0
-
 
 def _nbytes(dtype: str) -> int:
-    return BYTES.get(dtype, 4)
+    return TYPE_BYTES.get(dtype, 4)
 
 
 def _ceil(x: float, m: int) -> int:
@@ -75,7 +58,7 @@ def stored_bytes(shape: tuple[int, ...], dtype: str) -> np.ndarray:
         return np.array([float(b)])
     rows = max(1, ROW_BYTES // b)
     out = []
-    for p in perms(len(shape)):
+    for p in PERMS[len(shape)]:
         minor = _ceil(shape[p[0]], LANES)
         run = minor * b
         transferred = _ceil(run, BURST)
@@ -109,13 +92,19 @@ def _pairwise(fn, a, b) -> np.ndarray:
     return vals[inv.reshape(-1)].reshape(a.shape)
 
 
-def _copy_one(shape: tuple[int, ...], dtype: str, a: int, b: int) -> float:
-    if a == b or len(shape) < 2:
-        return 0.0
-    pa, pb = perms(len(shape))[a], perms(len(shape))[b]
-    factor = 1.0 if pa[0] == pb[0] else 1.25 if (pa[0], pa[1]) == (pb[1], pb[0]) else 2.0
-    moved = stored_bytes(shape, dtype)[a] + stored_bytes(shape, dtype)[b]
+def _copy_ns(factor: float, src: tuple[tuple[int, ...], str], a: int,
+             dst: tuple[tuple[int, ...], str], b: int) -> float:
+    """A relayouting copy from ``src`` (shape, dtype) in layout ``a`` to ``dst`` in ``b``:
+    ``factor`` x the stored bytes read and written, plus a launch."""
+    moved = stored_bytes(*src)[a] + stored_bytes(*dst)[b]
     return float(factor * moved / _bandwidth(moved) + COPY_LAUNCH_NS)
+
+
+def _copy_one(shape: tuple[int, ...], dtype: str, a: int, b: int) -> float:
+    if len(shape) < 2:
+        return 0.0
+    factor = _relayout_factor(PERMS[len(shape)][a], PERMS[len(shape)][b])
+    return _copy_ns(factor, (shape, dtype), a, (shape, dtype), b) if factor else 0.0
 
 
 def copy_cost(shape: tuple[int, ...], dtype: str, a, b) -> np.ndarray:
@@ -138,7 +127,7 @@ def _factor_table(rank: int, best: tuple[int, ...], good: tuple[int, ...], good_
     """Per layout: 1 when the dim at physical position ``pos`` (0 = minor) is in ``best``,
     ``good_f`` when in ``good``, else ``other_f``."""
     out = []
-    for p in perms(rank):
+    for p in PERMS[rank]:
         d = p[pos] if pos < len(p) else -1
         out.append(1.0 if d in best else good_f if d in good else other_f)
     return np.array(out)
@@ -148,8 +137,8 @@ def _factor_table(rank: int, best: tuple[int, ...], good: tuple[int, ...], good_
 def _default_id(nd: Node) -> int:
     r = len(nd.shape)
     if nd.layout is not None and len(nd.layout) == r:
-        return perms(r).index(tuple(nd.layout))
-    return row_major_id(r)
+        return PERM_ID[r][tuple(nd.layout)]
+    return desc_id(r)
 
 
 def _relayout_factor(pa: tuple[int, ...], pb: tuple[int, ...]) -> float:
@@ -260,7 +249,7 @@ class AltLayoutCostModel:
         for v in outs:
             nd = fg.nodes[v]
             if len(nd.shape) >= 2:
-                cost = cost + copy_cost(nd.shape, nd.dtype, lay[v], row_major_id(len(nd.shape)))
+                cost = cost + copy_cost(nd.shape, nd.dtype, lay[v], desc_id(len(nd.shape)))
         return cost
 
 
@@ -272,9 +261,7 @@ def _memory_op(nd: Node, operands: list[Node], lays: list, out) -> np.ndarray:
 
 
 def _dot_cost(nd: Node, sx: Node, sw: Node, x, w, out) -> np.ndarray:
-    dims = nd.attrs.get("dot", {})
-    lc, rc = tuple(dims.get("lc", (len(sx.shape) - 1,))), tuple(dims.get("rc", (0,)))
-    lb, rb = tuple(dims.get("lb", ())), tuple(dims.get("rb", ()))
+    lc, rc, lb, rb = (nd.attrs["dot"][k] for k in ("lc", "rc", "lb", "rb"))
     m_dims = [d for d in range(len(sx.shape)) if d not in lc and d not in lb]
     n_dims = [d for d in range(len(sw.shape)) if d not in rc and d not in rb]
     batch = math.prod(sx.shape[d] for d in lb)
@@ -289,7 +276,7 @@ def _dot_cost(nd: Node, sx: Node, sw: Node, x, w, out) -> np.ndarray:
         second_ok = _factor_table(rx, lc, (), 1.15, 0.0, pos=1)
         f_x = np.where(minor_ok[np.asarray(x)] > 0, 1.0, second_ok[np.asarray(x)])
         needs = f_x == 0.0
-        target = _contract_minor_id(rx, lc)
+        target = PERM_ID[rx][complete_layout(lc[-1:], rx)]  # last contracting dim minor
         extra = np.where(needs, copy_cost(sx.shape, sx.dtype, x, target), 0.0)
         f_x = np.where(needs, 1.0, f_x)
     else:
@@ -297,7 +284,7 @@ def _dot_cost(nd: Node, sx: Node, sw: Node, x, w, out) -> np.ndarray:
     f_w = 1.0
     if rw >= 2:
         best = np.array([1.0 if p[0] in n_dims and p[1] in rc else 1.1 if p[0] in rc else 1.4
-                         for p in perms(rw)])
+                         for p in PERMS[rw]])
         f_w = best[np.asarray(w)]
     f_o = 1.0
     if ro >= 1:
@@ -309,20 +296,10 @@ def _dot_cost(nd: Node, sx: Node, sw: Node, x, w, out) -> np.ndarray:
     return _overlap(work * f_x * f_w, memory) + LAUNCH_NS + extra
 
 
-@lru_cache(maxsize=None)
-def _contract_minor_id(rank: int, lc: tuple[int, ...]) -> int:
-    """The layout a dot relayouts its LHS to: the last contracting dim minor, others row-major."""
-    minor = lc[-1]
-    return perms(rank).index((minor,) + tuple(d for d in range(rank - 1, -1, -1) if d != minor))
-
-
 def _conv_cost(nd: Node, sx: Node, sw: Node, x, w, out) -> np.ndarray:
-    dn = nd.attrs.get("conv", {})
     r = len(nd.shape)
-    ib, i_f = dn.get("ib", 0), dn.get("if_", len(sx.shape) - 1)
-    ki, ko = dn.get("ki", len(sw.shape) - 2), dn.get("ko", len(sw.shape) - 1)
-    ob, of = dn.get("ob", 0), dn.get("of", r - 1)
-    ksp = dn.get("ksp", [d for d in range(len(sw.shape)) if d not in (ki, ko)])
+    ib, i_f, ki, ko, ob, of, ksp = (nd.attrs["conv"][k]
+                                    for k in ("ib", "if_", "ki", "ko", "ob", "of", "ksp"))
     cin, cout = sx.shape[i_f], max(1, nd.shape[of])
     spatial = math.prod(nd.shape) / cout
     work = 2.0 * spatial * _pad_array(cout) * _ceil(cin, 64) * math.prod(sw.shape[d] for d in ksp)
@@ -330,7 +307,7 @@ def _conv_cost(nd: Node, sx: Node, sw: Node, x, w, out) -> np.ndarray:
     batch_in, batch_out = sx.shape[ib], nd.shape[ob]
     f_x = _factor_table(len(sx.shape), (i_f,), (ib,), 1.3 if batch_in >= 64 else 2.5, 1.8)[np.asarray(x)]
     kt = np.array([1.0 if p[0] == ko and p[1] == ki else 1.2 if p[0] == ki else 1.6
-                   for p in perms(len(sw.shape))])
+                   for p in PERMS[len(sw.shape)]])
     f_w = kt[np.asarray(w)]
     f_o = _factor_table(r, (of,), (ob,), 1.2 if batch_out >= 64 else 2.0, 1.7)[np.asarray(out)]
     xb, wb, obytes = _table(sx.shape, sx.dtype, x), _table(sw.shape, sw.dtype, w), _table(nd.shape, nd.dtype, out)
@@ -343,38 +320,32 @@ def _reshape_cost(nd: Node, sx: Node, x, out) -> np.ndarray:
     rows = max(1, ROW_BYTES // _nbytes(nd.dtype))
 
     def one(a: int, b: int) -> float:
-        bitcast = (a == row_major_id(ri) and b == row_major_id(ro)
+        bitcast = (a == desc_id(ri) and b == desc_id(ro)
                    and (ri == 0 or ro == 0 or sx.shape[-1] == nd.shape[-1])
                    and (min(ri, ro) < 2 or sx.shape[-2] == nd.shape[-2]
                         or (sx.shape[-2] % rows == 0 and nd.shape[-2] % rows == 0)))
-        if bitcast:
-            return 0.0
-        moved = stored_bytes(sx.shape, sx.dtype)[a] + stored_bytes(nd.shape, nd.dtype)[b]
-        return float(1.5 * moved / _bandwidth(moved) + COPY_LAUNCH_NS)
+        return 0.0 if bitcast else _copy_ns(1.5, (sx.shape, sx.dtype), a, (nd.shape, nd.dtype), b)
 
     return _pairwise(one, x, out)
 
 
 def _transpose_cost(nd: Node, sx: Node, x, out) -> np.ndarray:
     r = len(nd.shape)
-    perm = tuple(nd.attrs.get("dimensions", range(r)))
+    perm = nd.attrs["dimensions"]
 
     def one(a: int, b: int) -> float:
         if r < 2:
             return 0.0
-        p_in = perms(r)[a]
-        q = tuple(perm[d] for d in perms(r)[b])  # output's physical order, in input dims
+        p_in = PERMS[r][a]
+        q = tuple(perm[d] for d in PERMS[r][b])  # output's physical order, in input dims
         factor = _relayout_factor(p_in, q)
-        if factor == 0.0:
-            return 0.0
-        moved = stored_bytes(sx.shape, sx.dtype)[a] + stored_bytes(nd.shape, nd.dtype)[b]
-        return float(factor * moved / _bandwidth(moved) + COPY_LAUNCH_NS)
+        return _copy_ns(factor, (sx.shape, sx.dtype), a, (nd.shape, nd.dtype), b) if factor else 0.0
 
     return _pairwise(one, x, out)
 
 
 def _reduce_cost(nd: Node, sx: Node, x, out) -> np.ndarray:
-    dims = tuple(nd.attrs.get("dimensions", ()))
+    dims = nd.attrs["dimensions"]
     ri = len(sx.shape)
     f = 1.0
     if ri >= 2:  # minor dim reduced: lane tree x1.1; else second-minor reduced: strided x1.3
@@ -446,17 +417,13 @@ def alt_tile_runtime(info: dict, feats: np.ndarray) -> np.ndarray:
 
 
 # ---- choosing a physics ----------------------------------------------------------------------
-PHYSICS: tuple[str, ...] = ("tpu", "alt")
+_MODELS = {"tpu": (LayoutCostModel, tile_runtime), "alt": (AltLayoutCostModel, alt_tile_runtime)}
+PHYSICS: tuple[str, ...] = tuple(_MODELS)
 
 
 def cost_models(physics: str = "tpu") -> tuple[type, object]:
     """(layout cost model class, tile runtime function) of a physics: ``tpu`` (the generator's
     own, ``layout_cost``/``tile_cost``) or ``alt`` (this module)."""
-    if physics == "alt":
-        return AltLayoutCostModel, alt_tile_runtime
-    if physics == "tpu":
-        from features.sample.layout_cost import LayoutCostModel
-        from features.sample.tile_cost import tile_runtime
-
-        return LayoutCostModel, tile_runtime
-    raise ValueError(f"unknown physics {physics!r}; expected one of {PHYSICS}")
+    if physics not in _MODELS:
+        raise ValueError(f"unknown physics {physics!r}; expected one of {PHYSICS}")
+    return _MODELS[physics]

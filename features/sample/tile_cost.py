@@ -38,22 +38,28 @@ def _default_tile(info: dict) -> tuple[list[int], list[int]]:
         ob[d] = best
         elems *= best * units[d]
     ks = info["kernel_shape"]
-    kb = []
-    for d, s in enumerate(ks[:6]):
-        unit = 128 if d == len(ks) - 1 else (8 if d == len(ks) - 2 else 1)
-        cap = max(1, -(-s // unit))
-        kb.append(min(cap, 32) if d == len(ks) - 2 else min(cap, 2) if d == len(ks) - 1 else cap)
-    return ob, kb
+    limit = {len(ks) - 2: 32, len(ks) - 1: 2}
+    return ob, [min(cap, limit.get(d, cap)) for d, cap in enumerate(_kernel_caps(ks))]
+
+
+def _kernel_caps(ks: tuple[int, ...]) -> list[int]:
+    """Most bound units of each kernel dim (units: 128 for the last, 8 for the second-last)."""
+    return [max(1, -(-s // (128 if d == len(ks) - 1 else 8 if d == len(ks) - 2 else 1)))
+            for d, s in enumerate(ks[:6])]
+
+
+def _encode_tile(row: np.ndarray, ob: list[int], kb: list[int]) -> None:
+    """A config_feat row: kernel bounds from 0, output bounds from 8, each with sum and product."""
+    for start, vals in ((0, kb), (8, ob)):
+        row[start:start + len(vals)] = vals
+        row[start + 6] = sum(vals)
+        row[start + 7] = math.prod(vals) if vals else 0
 
 
 def sample_tile_configs_default(info: dict) -> np.ndarray:
     """(1, 24) config_feat of the compiler's default tile (what normalizers are measured with)."""
-    ob, kb = _default_tile(info)
     feats = np.zeros((1, 24), np.float32)
-    for start, vals in ((0, kb), (8, ob)):
-        feats[0, start:start + len(vals)] = vals
-        feats[0, start + 6] = sum(vals)
-        feats[0, start + 7] = math.prod(vals) if vals else 0
+    _encode_tile(feats[0], *_default_tile(info))
     return feats
 
 
@@ -62,11 +68,9 @@ def sample_tile_configs(rng: np.random.Generator, info: dict, n: int) -> np.ndar
     shape = info["out_shape"]
     units = _tile_units(info)
     feats = np.zeros((n, 24), np.float32)
-    kshape = info["kernel_shape"]
     ob0, kb0 = _default_tile(info)
     ocap = [max(1, -(-s // units[d])) for d, s in enumerate(shape[:6])]
-    kcap = [max(1, -(-s // (128 if d == len(kshape) - 1 else 8 if d == len(kshape) - 2 else 1)))
-            for d, s in enumerate(kshape[:6])]
+    kcap = _kernel_caps(info["kernel_shape"])
 
     steps = (-3, -2, -2, -1, -1, 0, 0, 0, 1, 1, 2, 2)
 
@@ -83,10 +87,7 @@ def sample_tile_configs(rng: np.random.Generator, info: dict, n: int) -> np.ndar
             if tuple(ob + kb) not in seen:
                 break
         seen.add(tuple(ob + kb))
-        for start, vals in ((0, kb), (8, ob)):
-            feats[c, start:start + len(vals)] = vals
-            feats[c, start + 6] = sum(vals)
-            feats[c, start + 7] = math.prod(vals) if vals else 0
+        _encode_tile(feats[c], ob, kb)
     n_dup = int(round(n * float(rng.uniform(0.0, 0.08))))
     for c in rng.choice(np.arange(1, n), size=min(n_dup, n - 1), replace=False):
         feats[c] = feats[int(rng.integers(c))]

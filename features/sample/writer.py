@@ -3,49 +3,32 @@
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import os
 import shutil
-import sys
 import tempfile
 import time
-import zlib
 from pathlib import Path
 from typing import Sequence
 import numpy as np
-from tpurank.collections import COLLECTIONS, hidden_runtimes_path, npz_dir
+from tpurank.collections import BY_NAME, SPLITS, hidden_runtimes_path, npz_dir
 
 from features.sample.constants import SCALES, ScaleSpec
-from features.sample.files import LayoutGraph, _graph_arrays, _rng, make_layout_file, make_tile_file
+from features.sample.files import (_candidates, _graph_arrays, _rng, _save, _stem,
+                                   make_layout_file, make_tile_file)
 from features.sample.hlo import FlatGraph
 from features.sample.motifs import build_layout_graph
 from features.sample.physics_alt import PHYSICS
 
 
-def _save(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as fh:
-        np.savez_compressed(fh, **arrays)
-
-
-def _split_counts(counts: tuple[int, int, int]) -> dict[str, int]:
-    return dict(zip(("train", "valid", "test"), counts))
-
-
 def _write_tile(root: Path, spec: ScaleSpec, seed: int, hidden: dict, rows: list,
                 physics: str = "tpu") -> None:
-    coll = next(c for c in COLLECTIONS if c.is_tile)
-    for split, count in _split_counts(spec.tile_counts).items():
+    coll = BY_NAME["tile:xla"]
+    for split, count in zip(SPLITS, spec.tile_counts):
         for i in range(count):
             rng = _rng(seed, coll.name, split, i)
-            kind, arrays, target = make_tile_file(rng, spec, physics)
-            stem = f"{kind}_{i:04d}_{zlib.crc32(f'{seed}{split}{i}'.encode()):08x}"
-            if split == "test":
-                hidden[coll.submission_id(stem)] = target.astype(np.float64)
-                arrays["config_runtime"] = np.zeros_like(arrays["config_runtime"])
-                rows.append((coll.submission_id(stem), "0;1;2;3;4"))
-            _save(coll.split_dir(root, split) / f"{stem}.npz", arrays)
+            kind, arrays, target = make_tile_file(rng, spec.tile_nodes, spec.tile_configs, physics)
+            _save(root, coll, split, _stem(kind, i, 4, seed, "", split), arrays, target, hidden,
+                  rows, "0;1;2;3;4")
 
 
 def _sized_layout_graph(source: str, rng: np.random.Generator, node_range: tuple[int, int],
@@ -57,9 +40,8 @@ def _sized_layout_graph(source: str, rng: np.random.Generator, node_range: tuple
         target = int(rng.integers(lo, hi + 1))
         b, family = build_layout_graph(source, rng, target)
         fg = b.finalize()
-        n_cands = sum(1 for u in range(fg.entry_start, len(fg.nodes))
-                      if fg.nodes[u].op in configurable_ops and fg.nodes[u].shape)
-        if lo <= len(fg.nodes) <= 1.2 * hi and n_cands >= spec.configurable[0]:
+        if (lo <= len(fg.nodes) <= 1.2 * hi
+                and len(_candidates(fg, configurable_ops)) >= spec.configurable[0]):
             return fg, family
     return fg, family
 
@@ -68,27 +50,22 @@ def _write_layout(root: Path, spec: ScaleSpec, seed: int, hidden: dict, rows: li
                   configurable_ops: frozenset[str], physics: str = "tpu") -> None:
     for source in ("xla", "nlp"):
         node_range = spec.nlp_nodes if source == "nlp" else spec.xla_nodes
-        for split, count in _split_counts(spec.layout_counts).items():
+        for split, count in zip(SPLITS, spec.layout_counts):
             for i in range(count):
                 rng = _rng(seed, "layout", source, split, i)
                 fg, family = _sized_layout_graph(source, rng, node_range, spec, configurable_ops)
-                stem = f"{family}_{i:03d}_{zlib.crc32(f'{seed}{source}{split}{i}'.encode()):08x}"
-                lg = LayoutGraph(stem, fg, _graph_arrays(fg, rng))
+                stem = _stem(family, i, 3, seed, source, split)
+                base = _graph_arrays(fg, rng)
                 for search in ("default", "random"):
-                    coll = next(c for c in COLLECTIONS
-                                if c.source == source and c.search == search)
+                    coll = BY_NAME[f"layout:{source}:{search}"]
                     srng = _rng(seed, coll.name, split, i)
                     lo, hi = spec.layout_configs
                     n = spec.test_configs if split == "test" and spec.test_configs else \
                         int(srng.integers(lo, hi + 1))
-                    arrays, target_rt = make_layout_file(lg, search, n, spec, srng,
-                                                         configurable_ops, physics)
-                    if split == "test":
-                        sid = coll.submission_id(stem)
-                        hidden[sid] = target_rt
-                        arrays["config_runtime"] = np.zeros_like(arrays["config_runtime"])
-                        rows.append((sid, ";".join(map(str, range(n)))))
-                    _save(coll.split_dir(root, split) / f"{stem}.npz", arrays)
+                    arrays, target = make_layout_file(fg, base, search, n, spec, srng,
+                                                      configurable_ops, physics)
+                    _save(root, coll, split, stem, arrays, target, hidden, rows,
+                          ";".join(map(str, range(n))))
 
 
 ALL_SCALES = (*sorted(SCALES), "kaggle")
@@ -139,20 +116,15 @@ def generate_dataset(out_dir: str | os.PathLike, scale: str = "tiny", seed: int 
         hp.parent.mkdir(parents=True, exist_ok=True)
         with open(hp, "wb") as fh:
             np.savez(fh, **hidden)
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["ID", "TopConfigs"])
-        w.writerows(sorted(rows))
-        (tmp / "sample_submission.csv").write_text(buf.getvalue())
+        (tmp / "sample_submission.csv").write_text(
+            "".join(f"{sid},{top}\n" for sid, top in [("ID", "TopConfigs"), *sorted(rows)]))
         (tmp / ".complete").write_text(f"scale={scale} seed={seed}"
                                        + (f" physics={physics}" if physics != "tpu" else "") + "\n")
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
         if out.exists():
-            old = out.with_name(f".{out.name}.old-{os.getpid()}")
             os.replace(out, old)
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
+        os.replace(tmp, out)
+        shutil.rmtree(old, ignore_errors=True)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -184,7 +156,3 @@ def main(argv: list[str] | None = None) -> int:
     n = sum(1 for _ in npz_dir(out).rglob("*.npz"))
     print(f"wrote {n} graph files to {out} ({a.scale}, seed {a.seed}) in {time.time() - t0:.1f}s")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

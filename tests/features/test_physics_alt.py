@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 
 from features.sample.hlo import HloBuilder
+from features.sample.layout_cost import PERM_ID, PERMS, desc_id
 from features.sample.physics_alt import (AltLayoutCostModel, alt_tile_runtime, copy_cost,
-                                         cost_models, perms, row_major_id, stored_bytes)
+                                         cost_models, stored_bytes)
 
 
 def test_stored_bytes_pad_to_64_lanes_and_row_tiles():
-    rm = row_major_id(2)
+    rm = desc_id(2)
     assert stored_bytes((16, 64), "f32")[rm] == 16 * 64 * 4  # exact tiles, full bursts
     assert stored_bytes((16, 3), "f32")[rm] == 16 * 64 * 4  # minor 3 padded to 64 lanes
     # bf16: 64 lanes are 128 bytes, half a 256-byte burst
@@ -21,7 +22,7 @@ def test_stored_bytes_pad_to_64_lanes_and_row_tiles():
 
 def test_copy_cost_rules():
     shape = (64, 128, 256)
-    ids = {p: i for i, p in enumerate(perms(3))}
+    ids = {p: i for i, p in enumerate(PERMS[3])}
     a = ids[(2, 1, 0)]
     assert copy_cost(shape, "f32", a, a) == 0.0
     major = copy_cost(shape, "f32", a, ids[(2, 0, 1)])  # minor kept
@@ -44,7 +45,7 @@ def test_layout_runtimes_follow_the_dot_rules():
     fg = _dot_graph()
     dot = next(u for u, nd in enumerate(fg.nodes) if nd.op == "dot")
     model = AltLayoutCostModel(fg, np.array([dot]))
-    rm, cm = row_major_id(2), perms(2).index((0, 1))
+    rm, cm = desc_id(2), PERM_ID[2][(0, 1)]
     # (default, default), input column-major (contraction dim 1 second-minor: x1.15),
     # output M-minor (write x1.3, but then the transpose becomes a bitcast)
     out = np.array([[-1], [-1], [cm]])

@@ -1,5 +1,5 @@
 """``python -m models.gnn search`` (issue 42): legal proposals, the budgets, the proposals file,
-and the oracle (``features.sample.oracle``) on a tiny generated graph."""
+and the oracle (``benchmarks/oracle.py``) on a tiny generated graph."""
 
 from __future__ import annotations
 
@@ -132,7 +132,7 @@ def test_search_exhausts_a_tiny_space():
 
 
 def test_oracle_reprices_the_generated_runtimes(tiny_root):
-    from features.sample.oracle import check_oracle, load_oracle
+    from benchmarks.oracle import check_oracle, load_oracle
 
     npz = tiny_root / "npz_all" / "npz"
     layout = sorted((npz / "layout" / "nlp" / "random" / "train").glob("*.npz"))[0]

@@ -1,5 +1,6 @@
-"""The true runtime of *any* config of a generated graph (part of the sample generator, see
-``features.sample``): an oracle that judges an autotuner (``models.gnn.search``), never one it uses.
+"""The true runtime of *any* config of a graph of the sample generator (``features.sample``): an
+oracle that judges an autotuner (``models.gnn.search``, in ``benchmarks/search_oracle.py``), never
+one it uses.
 
 A generated file stores only the runtimes of the configs the generator drew; the cost models
 (``layout_cost``/``tile_cost`` or ``physics_alt``) can price any other config. Every graph draws
@@ -13,7 +14,6 @@ rebuilds the same graph and kernel exactly; the scale, seed and physics come fro
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -21,7 +21,7 @@ from typing import Any, Callable
 import numpy as np
 
 from features.sample.constants import SCALES
-from features.sample.files import _rng
+from features.sample.files import _rng, _stem
 from features.sample.layout_cost import PERM_ID, complete_layout
 from features.sample.physics_alt import cost_models
 from features.sample.tile_cost import sample_tile_configs_default
@@ -77,15 +77,15 @@ class Oracle:
 
 
 def _index(stem: str, seed: int, source: str, split: str) -> int:
-    parts = stem.split("_")
-    i = int(parts[-2])
-    if f"{zlib.crc32(f'{seed}{source}{split}{i}'.encode()):08x}" != parts[-1]:
+    name, i, _ = stem.rsplit("_", 2)
+    if _stem(name, int(i), len(i), seed, source, split) != stem:
         raise ValueError(f"{stem}: name does not match seed {seed} / {source} / {split}")
-    return i
+    return int(i)
 
 
 def load_oracle(npz_path: str | Path, configurable_ops: frozenset[str] = OPS) -> Oracle:
     """The oracle of one generated npz (data root = the folder above ``npz_all``)."""
+    from features.sample.layout_search import _slot_spaces
     from features.sample.motifs import build_tile_kernel
     from features.sample.writer import _sized_layout_graph
 
@@ -106,11 +106,7 @@ def load_oracle(npz_path: str | Path, configurable_ops: frozenset[str] = OPS) ->
     node_range = spec.nlp_nodes if source == "nlp" else spec.xla_nodes
     fg, _ = _sized_layout_graph(source, rng, node_range, spec, configurable_ops)
     ids = np.load(path)["node_config_ids"].astype(np.int64)
-    ranks = []
-    for u in ids.tolist():
-        ops = fg.operands(u)
-        k = len(fg.nodes[ops[1]].shape) if fg.nodes[u].op == "convolution" and len(ops) > 1 else 0
-        ranks.append((len(fg.nodes[u].shape), len(fg.nodes[ops[0]].shape), k))
+    ranks = [s.ranks for s in _slot_spaces(fg, ids)]
     model = layout_model(fg, ids)
 
     def layout_runtimes(configs: np.ndarray) -> np.ndarray:
