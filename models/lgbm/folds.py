@@ -31,14 +31,12 @@ from tpurank.atomic import remove_dead_temporaries, save_npz, write_json
 from tpurank.collections import Collection
 from features.processed import tabular_path
 from models.cv import LABELLED_SPLITS as LABELLED, Key, check_manifest, fold_manifest, fold_plan
-from models.lgbm import ledger
-from models.lgbm.budget import Slicer
 from models.lgbm.config import LgbmConfig
 from models.lgbm.data import Rows, by_config, concat_rows, feature_columns, load_rows, read_keys
 from models.lgbm.fit import fit_model
 from models.lgbm.model import RankerModel
-from models.lgbm.runstate import (DONE_FILE, candidates, choose, fingerprint, read_done, save_model,
-                                  write_done)
+from models.lgbm.runstate import (DONE_FILE, LEDGER_FILE, Slicer, candidates, choose, fingerprint,
+                                  is_current, read_done, record, save_model, write_done)
 from models.metrics import score_collection
 from models.predictions import (fold_split, predictions_path, read_predictions, write_fold_average,
                                 write_predictions)
@@ -149,11 +147,11 @@ def train_fold(cfg: LgbmConfig, collection: Collection, plan, k: int, names: lis
     held = plan.held_out(k)
     labelled_paths = [tabular_path(cfg.features_dir(), collection, s) for s in LABELLED]
     held_costs = predict_graphs(model, cfg, collection, held)
-    ledger.record(out_dir, out_dir / HELD_OUT_FILE, held_costs, labelled_paths,
+    record(out_dir, out_dir / HELD_OUT_FILE, held_costs, labelled_paths,
                   sorted(s for _, s in held))
     test_path = tabular_path(cfg.features_dir(), collection, "test")
     if test_path.is_file():
-        ledger.record(out_dir, test_fold_path(cfg, collection, k),
+        record(out_dir, test_fold_path(cfg, collection, k),
                       model.predict_file(test_path, cfg.predict_batch_rows), [test_path])
     metrics = {"fold": k, "mode": chosen, "results": results,
                "best_iteration": results[chosen]["best_iteration"],
@@ -256,7 +254,7 @@ def train_folds(cfg: LgbmConfig, collection: Collection, seconds: float = float(
                "total_s": round(time.perf_counter() - start, 2)}
     # a --folds 0 model left by an earlier run: its predictions (same run name) were just
     # replaced, and readers globbing seed*/model.txt would take it for this run's model
-    for name in ("model.txt", "model.json", ledger.LEDGER_FILE):
+    for name in ("model.txt", "model.json", LEDGER_FILE):
         (cfg.model_dir(collection) / name).unlink(missing_ok=True)
     write_json(cfg.model_dir(collection) / "metrics.json", metrics)
     write_done(cfg.model_dir(collection), cfg, metrics)
@@ -297,10 +295,10 @@ def predict_folds(cfg: LgbmConfig, collection: Collection) -> dict[str, dict]:
     refreshed = 0
     for k in range(cfg.folds):
         out = test_fold_path(cfg, collection, k)
-        if test_path.is_file() and not ledger.is_current(fold_dir(cfg, collection, k), out,
+        if test_path.is_file() and not is_current(fold_dir(cfg, collection, k), out,
                                                          [test_path]):
             model = RankerModel.load(fold_dir(cfg, collection, k))
-            ledger.record(fold_dir(cfg, collection, k), out,
+            record(fold_dir(cfg, collection, k), out,
                           model.predict_file(test_path, cfg.predict_batch_rows), [test_path])
             refreshed += 1
     if refreshed or not predictions_path(cfg.preds_dir(), cfg.run_name(), collection, "test").is_file():

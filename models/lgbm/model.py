@@ -1,4 +1,5 @@
-"""A trained LightGBM ranker: the booster (LightGBM text file) plus what is needed to score.
+"""A trained LightGBM ranker: the booster (LightGBM text file) plus what is needed to score, and
+its gain feature importance (CSV, JSON and a bar plot).
 
 Saved as ``<dir>/model.txt`` (plain LightGBM text model, loadable by any LightGBM) and
 ``<dir>/model.json`` (mode, feature names, scoring settings).
@@ -16,13 +17,14 @@ import lightgbm as lgb
 import numpy as np
 from tqdm.auto import tqdm
 
-from tpurank.atomic import atomic_path, write_json
+from tpurank.atomic import atomic_path, write_json, write_text
 from models.lgbm.data import (Keys, assemble_costs, by_config, feature_columns, graph_runs,
                               iter_slices, read_keys, read_rows, subset_keys)
 from models.lgbm.pairwise import choose_refs, pairwise_scores
 
 MODEL_FILE = "model.txt"
 META_FILE = "model.json"
+TOP_PLOTTED = 30  # features in the importance plot
 
 
 @dataclass
@@ -141,3 +143,51 @@ class RankerModel:
         X[order] = read_rows(path, flat[order], self.info.feature_names)
         bounds = np.cumsum([0] + [len(c) for c in chosen])
         return {code: X[bounds[code]:bounds[code + 1]] for code in range(len(chosen))}
+
+
+
+def gain_importance(model: RankerModel) -> list[dict]:
+    """Total gain (and split count) per *original* feature, sorted descending, with its share of
+    the total gain; a pairwise model's ``diff__f`` and ``mean__f`` are summed into ``f``. Names
+    come from the model info (the booster may hold sanitised names)."""
+    names = model.info.feature_names
+    gains = model.booster.feature_importance(importance_type="gain")
+    splits = model.booster.feature_importance(importance_type="split")
+    if len(gains) != len(names) * (2 if model.is_pairwise else 1):
+        raise ValueError(f"model has {len(gains)} features but its info lists {len(names)}")
+    gains = gains.reshape(-1, len(names)).sum(axis=0)  # pair matrix = [diff, mean] of the columns
+    splits = splits.reshape(-1, len(names)).sum(axis=0)
+    grand = sum(gains.tolist()) or 1.0
+    rows = [{"feature": f, "gain": float(g), "share": float(g) / grand, "splits": int(n)}
+            for f, g, n in zip(names, gains, splits)]
+    return sorted(rows, key=lambda r: (-r["gain"], r["feature"]))
+
+
+def save_importance(model: RankerModel, out_dir: str | os.PathLike, title: str = "") -> list[dict]:
+    """Write ``importance.csv``, ``importance.json`` and ``importance.png``; returns the rows."""
+    out_dir = Path(out_dir)
+    rows = gain_importance(model)
+    lines = ["feature,gain,share,splits"] + [
+        f"{r['feature']},{r['gain']:.6g},{r['share']:.6f},{r['splits']}" for r in rows]
+    write_text(out_dir / "importance.csv", "\n".join(lines) + "\n")
+    write_json(out_dir / "importance.json", rows)
+    plot_importance(rows, out_dir / "importance.png", title)
+    return rows
+
+
+def plot_importance(rows: list[dict], path: str | os.PathLike, title: str = "",
+                    top: int = TOP_PLOTTED) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = rows[:top][::-1]
+    fig, ax = plt.subplots(figsize=(8, 0.28 * max(len(shown), 4) + 1.2))
+    ax.barh(np.arange(len(shown)), [100 * r["share"] for r in shown], color="#3b75af")
+    ax.set_yticks(np.arange(len(shown)), [r["feature"] for r in shown], fontsize=8)
+    ax.set_xlabel("share of total gain (%)")
+    ax.set_title(f"LightGBM gain importance — {title}" if title else "LightGBM gain importance")
+    fig.tight_layout()
+    with atomic_path(path, suffix=".png") as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)

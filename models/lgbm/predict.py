@@ -18,7 +18,7 @@ from models.lgbm.config import LgbmConfig
 from models.lgbm.model import RankerModel
 from models.lgbm.data import truth_by_graph
 from models.metrics import score_collection
-from models.lgbm import ledger
+from models.lgbm.runstate import is_current, record
 from models.predictions import predictions_path, read_predictions
 
 
@@ -26,7 +26,7 @@ def predict_collection(cfg: LgbmConfig, collection: Collection) -> dict[str, dic
     """Write ``WORK/preds/lgbm[-tag]@seed<k>/<slug>/{valid,test}.npz``; returns a summary per split.
 
     A file already written by the same model from the same tabular input (``train`` writes the
-    valid split; see :mod:`models.lgbm.ledger`) is reused, not predicted again. With
+    valid split; the ledger of :mod:`models.lgbm.runstate`) is reused, not predicted again. With
     ``--folds K`` the fold models' files are checked/completed by :mod:`models.lgbm.folds`.
     """
     if cfg.folds >= 2:
@@ -41,13 +41,13 @@ def predict_collection(cfg: LgbmConfig, collection: Collection) -> dict[str, dic
             print(f"[lgbm] {collection.name} {split}: no tabular file at {path}; skipped", flush=True)
             continue
         out = predictions_path(cfg.preds_dir(), cfg.run_name(), collection, split)
-        reused = ledger.is_current(model_dir, out, [path])
+        reused = is_current(model_dir, out, [path])
         if reused:
             costs = read_predictions(out)
         else:
             model = model or RankerModel.load(model_dir)
             costs = model.predict_file(path, cfg.predict_batch_rows)
-            ledger.record(model_dir, out, costs, [path])
+            record(model_dir, out, costs, [path])
         summary[split] = summarise(cfg, collection, split, path, out, costs) | {"reused": reused}
     return summary
 

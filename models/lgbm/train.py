@@ -2,10 +2,10 @@
 (docs/lgbm.md, "Training" and "Outputs"; with ``--folds K >= 2`` see :mod:`models.lgbm.folds`).
 
 Per collection: fit each candidate mode on the sampled train rows, early-stopped on the valid
-rows (:mod:`models.lgbm.fit`, deadline from :mod:`models.lgbm.budget`, booster checkpoints
-``checkpoint-<mode>.json`` resumed after a kill); score every valid config, write those
-predictions once (:mod:`models.lgbm.ledger`, so ``predict`` reuses them); save the model and,
-last, ``done.json``: a rerun skips every collection whose marker matches the settings.
+rows (:mod:`models.lgbm.fit`; booster checkpoints ``checkpoint-<mode>.json`` resumed after a
+kill); score every valid config and write those predictions once (the ledger of
+:mod:`models.lgbm.runstate`: ``predict`` reuses them); save the model and, last, ``done.json``:
+a rerun skips every collection whose marker matches the settings.
 """
 
 from __future__ import annotations
@@ -13,21 +13,21 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import polars as pl
 
 from tpurank.atomic import remove_dead_temporaries, write_json
 from tpurank.collections import Collection
 from features.processed import tabular_path
 from models.budget import TimeBudget
-from models.lgbm import ledger
-from models.lgbm.budget import Slicer, training_weight
 from models.lgbm.config import LgbmConfig
 from models.lgbm.data import feature_columns, load_rows, truth_by_graph
 from models.lgbm.fit import fit_model
 from models.lgbm.model import RankerModel
-from models.lgbm.runstate import (DONE_FILE, candidates, choose, fingerprint, read_done, save_model,
-                                  write_done)
+from models.lgbm.runstate import (DONE_FILE, Slicer, candidates, choose, fingerprint, read_done,
+                                  record, save_model, write_done)
 from models.metrics import score_collection
 from models.predictions import predictions_path
+
 
 def evaluate_model(model: RankerModel, cfg: LgbmConfig,
                    collection: Collection) -> tuple[dict | None, dict[str, np.ndarray] | None]:
@@ -90,8 +90,8 @@ def train_collection(cfg: LgbmConfig, collection: Collection,
     model.info.extra["candidates"] = {m: r["valid_score"] for m, r in results.items()}
     importance = save_model(model, out_dir, cfg, f"{collection.name} ({chosen})")
     if costs is not None:  # predicted once here; `predict` reuses it
-        ledger.record(out_dir, predictions_path(cfg.preds_dir(), cfg.run_name(), collection, "valid"),
-                      costs, [tabular_path(cfg.features_dir(), collection, "valid")])
+        record(out_dir, predictions_path(cfg.preds_dir(), cfg.run_name(), collection, "valid"),
+               costs, [tabular_path(cfg.features_dir(), collection, "valid")])
     metrics = {"collection": collection.name, "mode": chosen, "seed": cfg.seed, "folds": 0,
                "train_rows": len(train), "train_graphs": len(train.graphs),
                "valid_rows_early_stopping": 0 if valid is None else len(valid),
@@ -109,10 +109,17 @@ def train_collection(cfg: LgbmConfig, collection: Collection,
 
 
 def collection_weight(cfg: LgbmConfig, collection: Collection) -> float:
-    """Training rows of ``collection`` (for sharing the time budget)."""
-    splits = ("train", "valid") if cfg.folds >= 2 else ("train",)
-    return sum(training_weight(tabular_path(cfg.features_dir(), collection, s),
-                               cfg.max_train_configs_per_graph) for s in splits)
+    """Rows that training will read of ``collection`` (per graph at most
+    ``max_train_configs_per_graph``), for sharing the time budget."""
+    total = 0.0
+    for split in ("train", "valid") if cfg.folds >= 2 else ("train",):
+        path = tabular_path(cfg.features_dir(), collection, split)
+        if path.is_file():
+            sizes = pl.scan_parquet(path).group_by("graph").len().collect()["len"].to_numpy()
+            if cfg.max_train_configs_per_graph > 0:
+                sizes = sizes.clip(max=cfg.max_train_configs_per_graph)
+            total += float(sizes.sum())
+    return total
 
 
 def train_all(cfg: LgbmConfig) -> dict[str, dict]:
@@ -121,7 +128,7 @@ def train_all(cfg: LgbmConfig) -> dict[str, dict]:
     done = {c.name: read_done(cfg.model_dir(c), cfg) for c in collections}
     todo = [c for c in collections if done[c.name] is None]
     budget = TimeBudget(cfg.time_budget, weights={c.name: collection_weight(cfg, c) for c in todo}
-                        if cfg.time_budget > 0 else {c.name: 1.0 for c in todo})
+                        if cfg.time_budget > 0 else None)
     out = {}
     for collection in collections:
         metrics = done[collection.name]
