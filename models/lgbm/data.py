@@ -100,32 +100,21 @@ def graph_runs(graph_codes: np.ndarray) -> list[np.ndarray]:
 
 
 def chunk_groups(graph_codes: np.ndarray, max_group_size: int,
-                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Split each graph's rows into LightGBM query groups of at most ``max_group_size`` rows.
 
     A graph with ``n`` rows becomes ``ceil(n / max_group_size)`` groups of near-equal size; its
     rows are shuffled first so every chunk is a uniform random subset of the graph (grades are
     computed on the whole graph beforehand, so they keep their global meaning).
-
-    Returns ``(order, group_sizes, group_graph)``: rows of the Dataset in query order, the size
-    of each query, and the graph code of each query.
+    Returns ``(order, group_sizes)``: rows of the Dataset in query order and each query's size.
     """
     if max_group_size < 1:
         raise ValueError("max_group_size must be >= 1")
-    order, sizes, owners = [], [], []
-    for code, rows in enumerate(graph_runs(np.asarray(graph_codes))):
-        if len(rows) == 0:
-            continue
-        rows = rng.permutation(rows)
-        n_chunks = -(-len(rows) // max_group_size)
-        for chunk in np.array_split(rows, n_chunks):
-            order.append(chunk)
-            sizes.append(len(chunk))
-            owners.append(code)
+    order = [chunk for rows in graph_runs(np.asarray(graph_codes)) if len(rows)
+             for chunk in np.array_split(rng.permutation(rows), -(-len(rows) // max_group_size))]
     if not order:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return (np.concatenate(order).astype(np.int64), np.asarray(sizes, np.int64),
-            np.asarray(owners, np.int64))
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(order).astype(np.int64), np.array([len(c) for c in order], np.int64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -182,7 +171,7 @@ def sample_per_graph(keys: Keys, max_per_graph: int, rng: np.random.Generator,
         valid &= subset_keys(keys, graphs)[1]
     rows = np.flatnonzero(valid)
     kept = []
-    for run in graph_runs(keys.code[rows]) if len(rows) else []:
+    for run in graph_runs(keys.code[rows]):
         if len(run) > max_per_graph > 0:
             run = rng.choice(run, size=max_per_graph, replace=False)
         kept.append(rows[run])
@@ -259,7 +248,7 @@ def subset_keys(keys: Keys, graphs: set[str] | None) -> tuple[Keys, np.ndarray]:
 def assemble_costs(path: str | os.PathLike, keys: Keys, cost: np.ndarray) -> dict[str, np.ndarray]:
     """Per-graph cost arrays in source config order; every config 0..c-1 must appear once."""
     out: dict[str, np.ndarray] = {}
-    for code, rows in enumerate(graph_runs(keys.code) if len(keys) else []):
+    for code, rows in enumerate(graph_runs(keys.code)):
         cfg = keys.config[rows]
         n = len(rows)
         if n == 0:
@@ -280,7 +269,7 @@ def by_config(keys: Keys, values: np.ndarray) -> dict[str, tuple[np.ndarray, np.
     """Per graph ``(config indices ascending, values)`` of the rows present (train rows may be
     deduplicated or subsampled, so the configs need not be 0..c-1)."""
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for code, rows in enumerate(graph_runs(keys.code) if len(keys) else []):
+    for code, rows in enumerate(graph_runs(keys.code)):
         if len(rows):
             order = np.argsort(keys.config[rows], kind="stable")
             out[keys.graphs[code]] = (keys.config[rows][order], values[rows][order])

@@ -238,7 +238,7 @@ def fit_ranker(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: Col
     stop = stop or BoostControl()
     rng = np.random.default_rng(seed)
     grades = train.grades(N_GRADES)
-    order, sizes, _ = chunk_groups(train.graph_code, MAX_GROUP_SIZE, rng)
+    order, sizes = chunk_groups(train.graph_code, MAX_GROUP_SIZE, rng)
     train_set = lgb.Dataset(train.X[order], label=grades[order], group=sizes,
                             feature_name=safe_names(train.feature_names), free_raw_data=True)
     valid_set = None

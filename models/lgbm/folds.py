@@ -36,8 +36,8 @@ from models.lgbm.data import Rows, by_config, concat_rows, feature_columns, load
 from models.lgbm.fit import fit_model
 from models.lgbm.model import RankerModel
 from models.lgbm.runstate import (DONE_FILE, LEDGER_FILE, Slicer, candidates, choose, fingerprint,
-                                  is_current, read_done, record, save_model, write_done)
-from models.metrics import score_collection
+                                  is_current, read_done, record, save_model, score_common, summarise,
+                                  write_done)
 from models.predictions import (fold_split, predictions_path, read_predictions, write_fold_average,
                                 write_predictions)
 
@@ -103,14 +103,6 @@ def labelled_truth(cfg: LgbmConfig, collection: Collection) -> dict[str, np.ndar
     return {stem: target for stem, (_, target) in labelled_index(cfg, collection).items()}
 
 
-def _score(collection: Collection, costs: dict[str, np.ndarray],
-           truth: dict[str, np.ndarray]) -> float | None:
-    common = {s: c for s, c in costs.items() if s in truth}
-    if not common:
-        return None
-    return score_collection(collection, common, {s: truth[s] for s in common})["score"]
-
-
 def train_fold(cfg: LgbmConfig, collection: Collection, plan, k: int, names: list[str],
                truth: dict[str, np.ndarray], slicer: Slicer) -> dict:
     """Fit fold ``k``, write its held-out and test predictions; returns its metrics."""
@@ -134,8 +126,8 @@ def train_fold(cfg: LgbmConfig, collection: Collection, plan, k: int, names: lis
                           checkpoint=out_dir / f"checkpoint-{m}.json", key=fingerprint(cfg))
         inner_score = None
         if len(modes) > 1 and inner is not None:  # the mode choice: inner-valid graphs only
-            inner_score = _score(collection, predict_graphs(model, cfg, collection, inner_keys),
-                                 truth)
+            inner_costs = predict_graphs(model, cfg, collection, inner_keys)
+            inner_score = score_common(collection, inner_costs, truth)
         results[m] = {"best_iteration": model.info.best_iteration, "inner_score": inner_score,
                       "resumed_from_iteration": model.info.extra.get("resumed_from_iteration"),
                       "stopped_by_time_budget_at": model.info.extra.get("stopped_by_time_budget_at")}
@@ -147,15 +139,14 @@ def train_fold(cfg: LgbmConfig, collection: Collection, plan, k: int, names: lis
     held = plan.held_out(k)
     labelled_paths = [tabular_path(cfg.features_dir(), collection, s) for s in LABELLED]
     held_costs = predict_graphs(model, cfg, collection, held)
-    record(out_dir, out_dir / HELD_OUT_FILE, held_costs, labelled_paths,
-                  sorted(s for _, s in held))
+    record(out_dir, out_dir / HELD_OUT_FILE, held_costs, labelled_paths, sorted(s for _, s in held))
     test_path = tabular_path(cfg.features_dir(), collection, "test")
     if test_path.is_file():
         record(out_dir, test_fold_path(cfg, collection, k),
-                      model.predict_file(test_path, cfg.predict_batch_rows), [test_path])
+               model.predict_file(test_path, cfg.predict_batch_rows), [test_path])
     metrics = {"fold": k, "mode": chosen, "results": results,
                "best_iteration": results[chosen]["best_iteration"],
-               "held_out_score": _score(collection, held_costs, truth),
+               "held_out_score": score_common(collection, held_costs, truth),
                "held_out_graphs": len(held_costs), "train_rows": len(train),
                "train_graphs": len(train.graphs), "inner_graphs": len(inner_keys),
                "seen": sorted(f"{sp}/{st}" for sp, st in seen + list(inner_keys)),
@@ -244,11 +235,12 @@ def train_folds(cfg: LgbmConfig, collection: Collection, seconds: float = float(
     modes = [f["mode"] for f in folds]
     metrics = {"collection": collection.name, "seed": cfg.seed, "folds": cfg.folds,
                "mode": max(set(modes), key=modes.count), "modes": modes,
-               "oof_score": _score(collection, oof, truth), "oof_graphs": len(oof),
+               "oof_score": score_common(collection, oof, truth), "oof_graphs": len(oof),
                "fold_scores": fold_scores,
                "fold_mean": float(np.mean(fold_scores)) if fold_scores else None,
                "fold_sd": float(np.std(fold_scores)) if fold_scores else None,
-               "valid_score": _score(collection, oof, valid_truth), "valid_graphs": len(valid_truth),
+               "valid_score": score_common(collection, oof, valid_truth),
+               "valid_graphs": len(valid_truth),
                "best_iteration": [f["best_iteration"] for f in folds],
                "budget_s": None if seconds == float("inf") else round(seconds, 2),
                "total_s": round(time.perf_counter() - start, 2)}
@@ -295,11 +287,10 @@ def predict_folds(cfg: LgbmConfig, collection: Collection) -> dict[str, dict]:
     refreshed = 0
     for k in range(cfg.folds):
         out = test_fold_path(cfg, collection, k)
-        if test_path.is_file() and not is_current(fold_dir(cfg, collection, k), out,
-                                                         [test_path]):
+        if test_path.is_file() and not is_current(fold_dir(cfg, collection, k), out, [test_path]):
             model = RankerModel.load(fold_dir(cfg, collection, k))
             record(fold_dir(cfg, collection, k), out,
-                          model.predict_file(test_path, cfg.predict_batch_rows), [test_path])
+                   model.predict_file(test_path, cfg.predict_batch_rows), [test_path])
             refreshed += 1
     if refreshed or not predictions_path(cfg.preds_dir(), cfg.run_name(), collection, "test").is_file():
         write_test_average(cfg, collection)
@@ -309,12 +300,7 @@ def predict_folds(cfg: LgbmConfig, collection: Collection) -> dict[str, dict]:
         out = predictions_path(cfg.preds_dir(), cfg.run_name(), collection, split)
         if not out.is_file():
             continue
-        costs = read_predictions(out)
-        info = {"graphs": len(costs), "configs": int(sum(len(c) for c in costs.values())),
-                "path": str(out), "reused": not (split == "test" and refreshed)}
         truth = labelled_truth(cfg, collection) if split != "test" else {}
-        score = _score(collection, costs, truth) if truth else None
-        if score is not None:
-            info["score"] = score
-        summary[split] = info
+        summary[split] = summarise(collection, out, read_predictions(out), truth,
+                                   reused=not (split == "test" and refreshed))
     return summary

@@ -67,17 +67,12 @@ class RankerModel:
     def margin(self, X: np.ndarray) -> np.ndarray:
         return self.booster.predict(X, raw_score=True, num_threads=0)
 
-    def score_rows(self, X: np.ndarray) -> np.ndarray:
-        """Pointwise ranking score (higher = faster); not for pairwise models."""
+    def score_graph(self, X: np.ndarray, X_refs: np.ndarray | None = None) -> np.ndarray:
+        """Scores (higher = faster) of rows; a pairwise model scores one graph's rows against its
+        reference rows ``X_refs``."""
         if self.is_pairwise:
-            raise ValueError("pairwise models score a graph's rows against reference configs")
+            return pairwise_scores(self.margin, X, X_refs)
         return np.asarray(self.margin(X), np.float64)
-
-    def score_graph(self, X: np.ndarray, X_refs: np.ndarray) -> np.ndarray:
-        """Scores (higher = faster) of one graph's rows (pairwise: against ``X_refs``)."""
-        if not self.is_pairwise:
-            return self.score_rows(X)
-        return pairwise_scores(self.margin, X, X_refs)
 
     def predict_file(self, path: str | os.PathLike, batch_rows: int = 65536,
                      progress: bool = True, graphs: set[str] | None = None,
@@ -117,7 +112,7 @@ class RankerModel:
                     batch[run] = self.score_graph(X[run], refs[int(code)])
                 score[rows] = batch
             else:
-                score[rows] = self.score_rows(X)
+                score[rows] = self.score_graph(X)
             bar.update(len(X))
         bar.close()
         if not complete:
@@ -134,7 +129,7 @@ class RankerModel:
         Each graph's references are seeded by its name, so they do not depend on which other
         graphs are predicted with it.
         """
-        runs = graph_runs(keys.code) if len(keys) else []
+        runs = graph_runs(keys.code)
         chosen = [row_of[run[choose_refs(len(run), self.info.pair_refs, self._ref_rng(name))]]
                   for name, run in zip(keys.graphs, runs)]
         flat = np.concatenate(chosen) if chosen else np.zeros(0, np.int64)

@@ -17,8 +17,7 @@ from features.processed import tabular_path
 from models.lgbm.config import LgbmConfig
 from models.lgbm.model import RankerModel
 from models.lgbm.data import truth_by_graph
-from models.metrics import score_collection
-from models.lgbm.runstate import is_current, record
+from models.lgbm.runstate import is_current, record, summarise
 from models.predictions import predictions_path, read_predictions
 
 
@@ -48,24 +47,14 @@ def predict_collection(cfg: LgbmConfig, collection: Collection) -> dict[str, dic
             model = model or RankerModel.load(model_dir)
             costs = model.predict_file(path, cfg.predict_batch_rows)
             record(model_dir, out, costs, [path])
-        summary[split] = summarise(cfg, collection, split, path, out, costs) | {"reused": reused}
+        missing = missing_graphs(cfg, collection, split, costs)
+        if missing:
+            print(f"[lgbm] WARNING {collection.name} {split}: {len(missing)} source graph(s) of "
+                  f"{cfg.data} have no tabular rows (skipped as bad by the feature build?), e.g. "
+                  f"{missing[:3]}", flush=True)
+        truth = truth_by_graph(path) if split == "valid" else {}
+        summary[split] = summarise(collection, out, costs, truth, reused)
     return summary
-
-
-def summarise(cfg: LgbmConfig, collection: Collection, split: str, path: Path, out: Path,
-              costs: dict[str, np.ndarray]) -> dict:
-    """Counts (and the official score where the split has targets) of one prediction file."""
-    missing = missing_graphs(cfg, collection, split, costs)
-    if missing:
-        print(f"[lgbm] WARNING {collection.name} {split}: {len(missing)} source graph(s) of "
-              f"{cfg.data} have no tabular rows (skipped as bad by the feature build?), e.g. "
-              f"{missing[:3]}", flush=True)
-    info: dict = {"graphs": len(costs), "configs": int(sum(len(c) for c in costs.values())),
-                  "path": str(out)}
-    truth = truth_by_graph(path) if split == "valid" else {}
-    if truth:
-        info["score"] = score_collection(collection, costs, truth)["score"]
-    return info
 
 
 def missing_graphs(cfg: LgbmConfig, collection: Collection, split: str,

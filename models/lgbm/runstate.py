@@ -27,6 +27,7 @@ from tpurank.collections import Collection
 from tpurank.config import save_run_config
 from models.lgbm.config import LgbmConfig
 from models.lgbm.model import RankerModel, save_importance
+from models.metrics import score_collection
 from models.predictions import write_predictions
 
 DONE_FILE = "done.json"
@@ -83,6 +84,26 @@ def save_model(model: RankerModel, out_dir: Path, cfg: LgbmConfig, title: str) -
     importance = save_importance(model, out_dir, title=title)
     save_run_config(cfg, out_dir)
     return importance
+
+
+def score_common(collection: Collection, costs: dict[str, np.ndarray],
+                 truth: dict[str, np.ndarray]) -> float | None:
+    """Official score over the graphs both ``costs`` and ``truth`` hold (None when none)."""
+    common = {s: c for s, c in costs.items() if s in truth}
+    if not common:
+        return None
+    return score_collection(collection, common, {s: truth[s] for s in common})["score"]
+
+
+def summarise(collection: Collection, out: Path, costs: dict[str, np.ndarray],
+              truth: dict[str, np.ndarray], reused: bool) -> dict:
+    """Counts, whether reused and (where ``truth`` covers a graph) the score of a prediction file."""
+    info: dict = {"graphs": len(costs), "configs": int(sum(len(c) for c in costs.values())),
+                  "path": str(out), "reused": reused}
+    score = score_common(collection, costs, truth)
+    if score is not None:
+        info["score"] = score
+    return info
 
 
 @dataclass
