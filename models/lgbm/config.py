@@ -9,7 +9,6 @@ from typing import ClassVar
 from tpurank.collections import Collection, held_collections
 from models.ranker import RankerConfig
 
-MODEL_NAME = "lgbm"
 MODES = ("lambdarank", "pairwise")
 
 # Which mode ``--mode default`` uses per collection: out of fold on both physics, two seeds each
@@ -28,7 +27,7 @@ DEFAULT_MODE: dict[str, str] = {
 class LgbmConfig(RankerConfig):
     """LightGBM ranker on the per-config tabular features (``python -m models.lgbm train|predict``)."""
 
-    MODEL: ClassVar[str] = MODEL_NAME
+    MODEL: ClassVar[str] = "lgbm"
 
     mode: str = "default"  # default (the mode per collection in DEFAULT_MODE) | lambdarank | pairwise | auto (train both, keep the one with the better validation score) [measured: benchmarks/lgbm_mode.json "LightGBM's objective per collection"]
 

@@ -1,20 +1,14 @@
-"""Grouped K-fold cross-validation of the LightGBM ranker (``--folds K``, K >= 2).
-
-The folds are :func:`models.cv.fold_plan`'s (shared with every other model: grouped by stem,
-default/random twins together). For fold ``k`` of a collection:
-
-- train on ``plan.training(k)`` (rows of the train *and* valid tabular files), early-stop on
-  ``plan.inner_valid(k)``; with ``--mode auto`` both candidates are fitted and the one with the
-  better official score on the inner-valid graphs (every config) is kept — never on a
-  held-out graph;
-- predict every config of ``plan.held_out(k)`` (out-of-fold) and of the test split.
+"""Grouped K-fold cross-validation of the LightGBM ranker (``--folds K``, K >= 2) over
+:func:`models.cv.fold_plan`'s folds (shared with every other model). Fold model ``k`` trains on
+``plan.training(k)`` (rows of the train *and* valid tabular files) and early-stops on
+``plan.inner_valid(k)``; with ``--mode auto`` the candidate with the better official score on
+those inner-valid graphs is kept (never chosen on a held-out graph). It predicts every config of
+``plan.held_out(k)`` (out-of-fold) and of the test split.
 
 Files (``M`` = ``WORK/models/lgbm[-tag]/<slug>/seed<s>``): ``M/fold<k>/`` (``model.txt``,
-``model.json``, ``metrics.json``, ``held_out.npz``, ``done.json``: one per fold), ``M/folds.json``
-(per fold: the graphs the fold model saw, :func:`models.cv.fold_manifest`, and its mode),
-``M/metrics.json``, ``M/done.json``; the predictions under ``PREDS/lgbm[-tag]@seed<s>/<slug>/``
-are those of every cross-validated model (:mod:`models.predictions`).
-
+``model.json``, ``metrics.json``, ``held_out.npz``, ``done.json``), ``M/folds.json`` (per fold the
+graphs its model saw, :func:`models.cv.fold_manifest`, and its mode), ``M/metrics.json`` and
+``M/done.json``; predictions under ``PREDS/lgbm[-tag]@seed<s>/<slug>/`` (:mod:`models.predictions`).
 A killed run resumes fold by fold (``fold<k>/done.json``, written last).
 """
 

@@ -26,7 +26,7 @@ from tpurank.atomic import write_json
 from tpurank.collections import Collection
 from tpurank.config import save_run_config
 from models.lgbm.config import LgbmConfig
-from models.lgbm.model import RankerModel, save_importance
+from models.lgbm.model import MODEL_FILE, RankerModel, save_importance
 from models.metrics import score_collection
 from models.predictions import write_predictions
 
@@ -144,7 +144,7 @@ def _stamp(path: str | os.PathLike) -> dict:
 
 
 def _entry(model_dir: Path, inputs: list[Path], out: Path, graphs: list[str] | None) -> dict:
-    return {"model_sha256": _file_sha256(model_dir / "model.txt"),
+    return {"model_sha256": _file_sha256(model_dir / MODEL_FILE),
             "inputs": {str(p): _stamp(p) for p in inputs},
             "graphs": None if graphs is None else sorted(graphs), "out": _stamp(out)}
 
@@ -152,7 +152,7 @@ def _entry(model_dir: Path, inputs: list[Path], out: Path, graphs: list[str] | N
 def is_current(model_dir: Path, out: Path, inputs: list[Path],
                graphs: list[str] | None = None) -> bool:
     """True when ``out`` was written by ``model_dir``'s current model from unchanged ``inputs``."""
-    if not out.is_file() or not (model_dir / "model.txt").is_file():
+    if not out.is_file() or not (model_dir / MODEL_FILE).is_file():
         return False
     return _read_json(model_dir / LEDGER_FILE).get(str(out)) == _entry(model_dir, inputs, out, graphs)
 
