@@ -142,48 +142,42 @@ def read_model_predictions(preds_dir: str | os.PathLike, model: str, collection:
     return average_runs([read_predictions(p) for p in paths], norm, [str(p) for p in paths])
 
 
-def average_runs(runs: Sequence[Mapping[str, np.ndarray]], norm: str = "minmax",
-                 names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
-    """Several runs' (seeds') costs of the same graphs: each graph's costs normalised per run,
-    then averaged (what the blend reads of a model, :func:`read_model_predictions`). ``names``
-    name the runs in errors (ValueError when they disagree on the graphs or a config count)."""
-    names = list(names) if names is not None else [f"run {i}" for i in range(len(runs))]
+def _average(runs: Sequence[Mapping[str, np.ndarray]], norm: str,
+             names: Sequence[str]) -> dict[str, np.ndarray]:
+    """Each graph's costs normalised per run, then averaged over the runs; ValueError naming the
+    run when the runs disagree on the graphs or on a graph's config count."""
     total: dict[str, np.ndarray] = {}
     for name, preds in zip(names, runs):
         if total and set(preds) != set(total):
             diff = sorted(set(preds) ^ set(total))
-            raise ValueError(f"{name}: graphs differ from {names[0]} (e.g. {diff[:3]})")
+            raise ValueError(f"{name} predicts other graphs than {names[0]} (e.g. {diff[:3]})")
         for stem, cost in preds.items():
             normed = normalise_costs(cost, norm)
             if stem in total and total[stem].shape != normed.shape:
-                raise ValueError(f"{name}: graph {stem!r} has {normed.size} costs, "
-                                 f"{names[0]} has {total[stem].size}")
+                raise ValueError(f"{name}: graph {stem!r} has {normed.size} costs, {names[0]} has "
+                                 f"{total[stem].size} (different config counts)")
             total[stem] = total.get(stem, 0.0) + normed
+    return {stem: cost / len(runs) for stem, cost in total.items()}
+
+
+def average_runs(runs: Sequence[Mapping[str, np.ndarray]], norm: str = "minmax",
+                 names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+    """Several runs' (seeds') costs of the same graphs averaged (:func:`_average`; what the blend
+    reads of a model, :func:`read_model_predictions`); ``names`` name the runs in errors."""
+    names = list(names) if names is not None else [f"run {i}" for i in range(len(runs))]
     # rounded to float32 (the file precision) so that equal averages tie exactly, whatever the
     # order of float64 additions
-    return {stem: (cost / len(runs)).astype(np.float32).astype(np.float64)
-            for stem, cost in total.items()}
+    return {stem: cost.astype(np.float32).astype(np.float64)
+            for stem, cost in _average(runs, norm, names).items()}
 
 
-def average_folds(fold_costs: list[dict[str, np.ndarray]],
-                  norm: str = "zscore") -> dict[str, np.ndarray]:
-    """The fold ensemble of one run: each fold model's costs normalised per graph (``zscore``
-    by default), then averaged. All folds must predict the same graphs with the same config
-    counts (ValueError naming the first difference)."""
+def average_folds(fold_costs: list[dict[str, np.ndarray]], norm: str = "zscore") -> dict[str, np.ndarray]:
+    """The fold ensemble of one run: each fold model's costs normalised per graph (``zscore`` by
+    default), then averaged (:func:`_average`), by sorted graph stem."""
     if not fold_costs:
         raise ValueError("no fold predictions to average")
-    stems = set(fold_costs[0])
-    for k, preds in enumerate(fold_costs[1:], start=1):
-        if set(preds) != stems:
-            diff = sorted(set(preds) ^ stems)
-            raise ValueError(f"fold {k} predicts other graphs than fold 0 (e.g. {diff[:3]})")
-    out = {}
-    for stem in sorted(stems):
-        sizes = {np.asarray(p[stem]).size for p in fold_costs}
-        if len(sizes) != 1:
-            raise ValueError(f"graph {stem!r}: folds predict different config counts {sorted(sizes)}")
-        out[stem] = np.mean([normalise_costs(p[stem], norm) for p in fold_costs], axis=0)
-    return out
+    averaged = _average(fold_costs, norm, [f"fold {k}" for k in range(len(fold_costs))])
+    return {stem: averaged[stem] for stem in sorted(averaged)}
 
 
 def write_fold_average(preds_dir: str | os.PathLike, run: str, collection: Collection,
