@@ -27,11 +27,9 @@ from features.processed import tabular_path
 from models.cv import LABELLED_SPLITS as LABELLED, Key, check_manifest, fold_manifest, fold_plan
 from models.lgbm.config import LgbmConfig
 from models.lgbm.data import Rows, by_config, concat_rows, feature_columns, load_rows, read_keys
-from models.lgbm.fit import fit_model
 from models.lgbm.model import RankerModel
-from models.lgbm.runstate import (DONE_FILE, LEDGER_FILE, Slicer, candidates, choose, fingerprint,
-                                  is_current, read_done, record, save_model, score_common, summarise,
-                                  write_done)
+from models.lgbm.runstate import (DONE_FILE, LEDGER_FILE, Slicer, candidates, fit_candidates,
+                                  is_current, read_done, record, score_common, summarise, write_done)
 from models.predictions import (fold_split, predictions_path, read_predictions, write_fold_average,
                                 write_predictions)
 
@@ -112,24 +110,14 @@ def train_fold(cfg: LgbmConfig, collection: Collection, plan, k: int, names: lis
     inner_keys = plan.inner_valid(k)
     inner = load_graphs(cfg, collection, inner_keys, cfg.max_valid_configs_per_graph,
                         cfg.seed + 10, names)
-    modes = candidates(cfg, collection)
-    results: dict[str, dict] = {}
-    models: dict[str, RankerModel] = {}
-    for m in modes:
-        model = fit_model(m, train, inner, cfg, collection, deadline=slicer.deadline(),
-                          checkpoint=out_dir / f"checkpoint-{m}.json", key=fingerprint(cfg))
-        inner_score = None
-        if len(modes) > 1 and inner is not None:  # the mode choice: inner-valid graphs only
-            inner_costs = predict_graphs(model, cfg, collection, inner_keys)
-            inner_score = score_common(collection, inner_costs, truth)
-        results[m] = {"best_iteration": model.info.best_iteration, "inner_score": inner_score,
-                      "resumed_from_iteration": model.info.extra.get("resumed_from_iteration"),
-                      "stopped_by_time_budget_at": model.info.extra.get("stopped_by_time_budget_at")}
-        models[m] = model
-    chosen = choose(results, "inner_score")
-    model = models[chosen]
-    model.info.extra["candidates"] = {m: r["inner_score"] for m, r in results.items()}
-    save_model(model, out_dir, cfg, f"{collection.name} fold {k} ({chosen})")
+    choosing = len(candidates(cfg, collection)) > 1 and inner is not None
+
+    def evaluate(mode: str, model: RankerModel) -> dict:  # the mode choice: inner-valid graphs only
+        inner_costs = predict_graphs(model, cfg, collection, inner_keys) if choosing else {}
+        return {"inner_score": score_common(collection, inner_costs, truth)}
+
+    chosen, model, results, _ = fit_candidates(cfg, collection, train, inner, out_dir, slicer,
+                                               evaluate, "inner_score", f"{collection.name} fold {k}")
     held = plan.held_out(k)
     labelled_paths = [tabular_path(cfg.features_dir(), collection, s) for s in LABELLED]
     held_costs = predict_graphs(model, cfg, collection, held)

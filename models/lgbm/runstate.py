@@ -19,6 +19,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -26,6 +27,8 @@ from tpurank.atomic import write_json
 from tpurank.collections import Collection
 from tpurank.config import save_run_config
 from models.lgbm.config import LgbmConfig
+from models.lgbm.data import Rows
+from models.lgbm.fit import fit_model
 from models.lgbm.model import MODEL_FILE, RankerModel, save_importance
 from models.metrics import score_collection
 from models.predictions import write_predictions
@@ -84,6 +87,30 @@ def save_model(model: RankerModel, out_dir: Path, cfg: LgbmConfig, title: str) -
     importance = save_importance(model, out_dir, title=title)
     save_run_config(cfg, out_dir)
     return importance
+
+
+def fit_candidates(cfg: LgbmConfig, collection: Collection, train: Rows, valid: Rows | None,
+                   out_dir: Path, slicer: "Slicer", evaluate: Callable[[str, RankerModel], dict],
+                   key: str, title: str) -> tuple[str, RankerModel, dict[str, dict], list]:
+    """Fit every candidate mode (booster checkpoints ``out_dir/checkpoint-<mode>.json``), keep the
+    one with the best ``key`` of ``evaluate(mode, model)`` (more result fields) and save it in
+    ``out_dir``; returns its mode, the model, every candidate's results and its importance rows."""
+    results: dict[str, dict] = {}
+    models: dict[str, RankerModel] = {}
+    for m in candidates(cfg, collection):
+        t0 = time.perf_counter()
+        model = fit_model(m, train, valid, cfg, collection, deadline=slicer.deadline(),
+                          checkpoint=out_dir / f"checkpoint-{m}.json", key=fingerprint(cfg))
+        results[m] = {"fit_s": round(time.perf_counter() - t0, 2),
+                      "best_iteration": model.info.best_iteration,
+                      "stopped_by_time_budget_at": model.info.extra.get("stopped_by_time_budget_at"),
+                      "resumed_from_iteration": model.info.extra.get("resumed_from_iteration"),
+                      **evaluate(m, model)}
+        models[m] = model
+    chosen = choose(results, key)
+    model = models[chosen]
+    model.info.extra["candidates"] = {m: r[key] for m, r in results.items()}
+    return chosen, model, results, save_model(model, out_dir, cfg, f"{title} ({chosen})")
 
 
 def score_common(collection: Collection, costs: dict[str, np.ndarray],

@@ -21,10 +21,9 @@ from features.processed import tabular_path
 from models.budget import TimeBudget
 from models.lgbm.config import LgbmConfig
 from models.lgbm.data import feature_columns, load_rows, truth_by_graph
-from models.lgbm.fit import fit_model
 from models.lgbm.model import RankerModel
-from models.lgbm.runstate import (DONE_FILE, Slicer, candidates, choose, fingerprint, read_done,
-                                  record, save_model, write_done)
+from models.lgbm.runstate import (DONE_FILE, Slicer, candidates, fit_candidates, read_done, record,
+                                  write_done)
 from models.metrics import score_collection
 from models.predictions import predictions_path
 
@@ -69,26 +68,18 @@ def train_collection(cfg: LgbmConfig, collection: Collection,
         raise ValueError(f"{train_path}: no train rows with a target")
     valid = _load_valid(cfg, collection, train.feature_names)
     load_s = time.perf_counter() - start
+    valid_costs: dict[str, dict[str, np.ndarray] | None] = {}
+
+    def evaluate(mode: str, model: RankerModel) -> dict:
+        scored, valid_costs[mode] = evaluate_model(model, cfg, collection)
+        return {"valid_score": None if scored is None else scored["score"],
+                "valid_per_graph": None if scored is None else scored["per_graph"]}
+
     modes = candidates(cfg, collection)
-    slicer = Slicer(max(0.0, seconds - load_s), len(modes))
-    results: dict[str, dict] = {}
-    models: dict[str, tuple[RankerModel, dict | None]] = {}
-    for m in modes:
-        t0 = time.perf_counter()
-        model = fit_model(m, train, valid, cfg, collection, deadline=slicer.deadline(),
-                          checkpoint=out_dir / f"checkpoint-{m}.json", key=fingerprint(cfg))
-        fit_s = time.perf_counter() - t0
-        scored, costs = evaluate_model(model, cfg, collection)
-        results[m] = {"fit_s": round(fit_s, 2), "best_iteration": model.info.best_iteration,
-                      "stopped_by_time_budget_at": model.info.extra.get("stopped_by_time_budget_at"),
-                      "resumed_from_iteration": model.info.extra.get("resumed_from_iteration"),
-                      "valid_score": None if scored is None else scored["score"],
-                      "valid_per_graph": None if scored is None else scored["per_graph"]}
-        models[m] = (model, costs)
-    chosen = choose(results)
-    model, costs = models[chosen]
-    model.info.extra["candidates"] = {m: r["valid_score"] for m, r in results.items()}
-    importance = save_model(model, out_dir, cfg, f"{collection.name} ({chosen})")
+    chosen, _, results, importance = fit_candidates(
+        cfg, collection, train, valid, out_dir, Slicer(max(0.0, seconds - load_s), len(modes)),
+        evaluate, "valid_score", collection.name)
+    costs = valid_costs[chosen]
     if costs is not None:  # predicted once here; `predict` reuses it
         record(out_dir, predictions_path(cfg.preds_dir(), cfg.run_name(), collection, "valid"),
                costs, [tabular_path(cfg.features_dir(), collection, "valid")])
