@@ -335,9 +335,8 @@ def check_manifest(manifest: dict | str | os.PathLike, plan: FoldPlan) -> None:
     if missing:
         raise ValueError(f"{where}no entry for fold(s) {missing} of {plan.collection}")
     for k in range(plan.folds):
-        held = {_key(sp, st) for sp, st in plan.held_out(k)}
-        held_stems = {st for _, st in plan.held_out(k)}
-        leak = sorted(s for s in seen[str(k)] if s in held or _unkey(s)[1] in held_stems)
+        held_stems = {st for _, st in plan.held_out(k)}  # a twin or the other split's graph too
+        leak = sorted(s for s in seen[str(k)] if _unkey(s)[1] in held_stems)
         if leak:
             raise ValueError(f"{where}fold {k} model of {plan.collection} saw {len(leak)} of its "
                              f"held-out graph(s), e.g. {leak[:3]}: its OOF predictions are in-sample")

@@ -245,26 +245,6 @@ def subset_keys(keys: Keys, graphs: set[str] | None) -> tuple[Keys, np.ndarray]:
                 config=keys.config[mask], target=keys.target[mask]), mask
 
 
-def assemble_costs(path: str | os.PathLike, keys: Keys, cost: np.ndarray) -> dict[str, np.ndarray]:
-    """Per-graph cost arrays in source config order; every config 0..c-1 must appear once."""
-    out: dict[str, np.ndarray] = {}
-    for code, rows in enumerate(graph_runs(keys.code)):
-        cfg = keys.config[rows]
-        n = len(rows)
-        if n == 0:
-            continue
-        distinct = len(np.unique(cfg))
-        if cfg.min() != 0 or cfg.max() != n - 1 or distinct != n:
-            raise TabularFormatError(
-                f"{path}: graph {keys.graphs[code]!r} has configs that are not exactly 0..{n - 1} "
-                f"(min {cfg.min()}, max {cfg.max()}, {distinct} distinct of {n} rows); "
-                "valid/test tabular rows must not be deduplicated")
-        arr = np.empty(n, dtype=np.float64)
-        arr[cfg] = cost[rows]
-        out[keys.graphs[code]] = arr
-    return out
-
-
 def by_config(keys: Keys, values: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per graph ``(config indices ascending, values)`` of the rows present (train rows may be
     deduplicated or subsampled, so the configs need not be 0..c-1)."""
@@ -273,6 +253,20 @@ def by_config(keys: Keys, values: np.ndarray) -> dict[str, tuple[np.ndarray, np.
         if len(rows):
             order = np.argsort(keys.config[rows], kind="stable")
             out[keys.graphs[code]] = (keys.config[rows][order], values[rows][order])
+    return out
+
+
+def assemble_costs(path: str | os.PathLike, keys: Keys, cost: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-graph cost arrays in source config order; every config 0..c-1 must appear once."""
+    out: dict[str, np.ndarray] = {}
+    for graph, (cfg, values) in by_config(keys, np.asarray(cost, np.float64)).items():
+        n, distinct = len(cfg), len(np.unique(cfg))
+        if cfg[0] != 0 or cfg[-1] != n - 1 or distinct != n:
+            raise TabularFormatError(
+                f"{path}: graph {graph!r} has configs that are not exactly 0..{n - 1} "
+                f"(min {cfg[0]}, max {cfg[-1]}, {distinct} distinct of {n} rows); "
+                "valid/test tabular rows must not be deduplicated")
+        out[graph] = values
     return out
 
 
