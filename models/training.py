@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
 import math
 import os
 import random
@@ -80,20 +79,11 @@ def reuse_freed_memory(kept_bytes: int = KEPT_FREE_BYTES) -> bool:
     At most ``kept_bytes`` of free memory stays mapped at the heap's top. A no-op (False) where
     the C library is not glibc (macOS, musl).
     """
-    libc = _glibc()
-    return libc is not None and bool(libc.mallopt(M_MMAP_THRESHOLD, int(kept_bytes))
-                                     and libc.mallopt(M_TRIM_THRESHOLD, int(kept_bytes)))
-
-
-@functools.cache
-def _glibc() -> ctypes.CDLL | None:
-    """The process's glibc (loaded once), or None where there is none with ``mallopt``."""
     try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt  # noqa: B018 - musl and others lack it
-        return libc
+        mallopt = ctypes.CDLL("libc.so.6").mallopt  # musl and others lack it
     except (OSError, AttributeError):
-        return None
+        return False
+    return bool(mallopt(M_MMAP_THRESHOLD, int(kept_bytes)) and mallopt(M_TRIM_THRESHOLD, int(kept_bytes)))
 
 
 def autocast(device: torch.device, enabled: bool) -> contextlib.AbstractContextManager:

@@ -55,22 +55,18 @@ def booster_params(cfg: LgbmConfig, seed: int) -> dict:
     }
 
 
-def ranking_params(cfg: LgbmConfig, collection: Collection, objective: str) -> dict:
-    """Objective-specific settings: label gain and truncation follow what the metric rewards.
+def ranking_params(collection: Collection) -> dict:
+    """LambdaRank settings: label gain and truncation follow what the metric rewards.
 
     Tile is scored on the top 5 only: exponential gain (LightGBM's default 2^g - 1) and a short
     truncation focus the model on the fastest configs. Layout is scored by Kendall τ over all
     configs: linear gain and no truncation weigh every pair of a group alike.
     """
-    params = {"objective": objective}
-    if objective == "lambdarank":
-        if collection.is_tile:
-            params["label_gain"] = [float(2 ** g - 1) for g in range(N_GRADES)]
-            params["lambdarank_truncation_level"] = 20
-        else:
-            params["label_gain"] = [float(g) for g in range(N_GRADES)]
-            params["lambdarank_truncation_level"] = MAX_GROUP_SIZE
-    return params
+    if collection.is_tile:
+        gain, truncation = [float(2 ** g - 1) for g in range(N_GRADES)], 20
+    else:
+        gain, truncation = [float(g) for g in range(N_GRADES)], MAX_GROUP_SIZE
+    return {"objective": "lambdarank", "label_gain": gain, "lambdarank_truncation_level": truncation}
 
 
 def _warmup_value(calls: int, higher_is_better: bool) -> float:
@@ -233,7 +229,7 @@ def _train(params: dict, train_set: lgb.Dataset, valid_set: lgb.Dataset | None, 
 
 
 def fit_ranker(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: Collection,
-               objective: str, seed: int, stop: BoostControl | None = None) -> lgb.Booster:
+               seed: int, stop: BoostControl | None = None) -> lgb.Booster:
     """LambdaRank with one query group per graph chunk (see ``chunk_groups``)."""
     stop = stop or BoostControl()
     rng = np.random.default_rng(seed)
@@ -244,10 +240,10 @@ def fit_ranker(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: Col
     valid_set = None
     if valid is not None and len(valid):
         valid_set = lgb.Dataset(valid.X, label=valid.grades(N_GRADES), reference=train_set)
-    params = booster_params(cfg, seed) | ranking_params(cfg, collection, objective)
+    params = booster_params(cfg, seed) | ranking_params(collection)
     feval = (official_feval(collection, valid, cfg.eval_every, cfg.min_rounds, stop.start_iteration)
              if valid_set is not None else None)
-    return _train(params, train_set, valid_set, cfg, f"{collection.name} {objective}", feval, stop)
+    return _train(params, train_set, valid_set, cfg, f"{collection.name} lambdarank", feval, stop)
 
 
 def _pair_dataset(rows: Rows, pairs_per_graph: int, max_total: int, rng: np.random.Generator,
@@ -290,7 +286,7 @@ def fit_model(mode: str, train: Rows, valid: Rows | None, cfg: LgbmConfig,
     if mode == "pairwise":
         booster = fit_pairwise(train, valid, cfg, collection, cfg.seed, stop)
     else:
-        booster = fit_ranker(train, valid, cfg, collection, mode, cfg.seed, stop)
+        booster = fit_ranker(train, valid, cfg, collection, cfg.seed, stop)
     info = ModelInfo(mode=mode, feature_names=list(train.feature_names), collection=collection.name,
                      seed=cfg.seed, pair_refs=cfg.pair_refs,
                      best_iteration=int(booster.best_iteration or booster.current_iteration()))

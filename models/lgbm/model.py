@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 from tpurank.atomic import atomic_path, write_json, write_text
 from models.lgbm.data import (Keys, assemble_costs, by_config, feature_columns, graph_runs,
                               iter_slices, read_keys, read_rows, subset_keys)
-from models.lgbm.pairwise import choose_refs, pairwise_scores
+from models.lgbm.pairwise import pairwise_scores
 
 MODEL_FILE = "model.txt"
 META_FILE = "model.json"
@@ -119,9 +119,6 @@ class RankerModel:
             return {g: cost for g, (_, cost) in by_config(keys, -score).items()}
         return assemble_costs(path, keys, -score)
 
-    def _ref_rng(self, graph: str) -> np.random.Generator:
-        return np.random.default_rng([self.info.seed + 7919, zlib.crc32(graph.encode())])
-
     def _reference_rows(self, path: Path, keys: Keys, row_of: np.ndarray) -> dict[int, np.ndarray]:
         """``pair_refs`` seeded random rows of each graph (by graph code) for pairwise scoring.
 
@@ -129,9 +126,11 @@ class RankerModel:
         Each graph's references are seeded by its name, so they do not depend on which other
         graphs are predicted with it.
         """
-        runs = graph_runs(keys.code)
-        chosen = [row_of[run[choose_refs(len(run), self.info.pair_refs, self._ref_rng(name))]]
-                  for name, run in zip(keys.graphs, runs)]
+        chosen = []
+        for name, run in zip(keys.graphs, graph_runs(keys.code)):
+            rng = np.random.default_rng([self.info.seed + 7919, zlib.crc32(name.encode())])
+            refs = rng.choice(len(run), size=min(len(run), self.info.pair_refs), replace=False)
+            chosen.append(row_of[run[np.sort(refs)]])
         flat = np.concatenate(chosen) if chosen else np.zeros(0, np.int64)
         order = np.argsort(flat, kind="stable")
         X = np.empty((len(flat), len(self.info.feature_names)), np.float32)
