@@ -26,7 +26,7 @@ def train_main(argv: list[str]) -> int:
 
 
 def predict_main(argv: list[str]) -> int:
-    from models.lgbm.predict import predict_all
+    from models.lgbm.train import predict_all
 
     predict_all(parse_config(LgbmConfig, argv, prog="python -m models.lgbm predict"))
     return 0

@@ -66,8 +66,7 @@ class LgbmConfig(RankerConfig):
     PRESETS = {
         "quick": {"num_boost_round": 300, "early_stopping_rounds": 30, "min_rounds": 30,
                   "learning_rate": 0.1, "num_leaves": 31, "max_train_configs_per_graph": 1000,
-                  "eval_every": 5,
-                  "max_valid_configs_per_graph": 1000, "pairs_per_graph": 4000,
+                  "eval_every": 5, "max_valid_configs_per_graph": 1000, "pairs_per_graph": 4000,
                   "valid_pairs_per_graph": 2000, "pair_refs": 16, "folds": 3,
                   "time_budget": 240.0},
         "full": {"num_boost_round": 5000, "early_stopping_rounds": 200, "min_rounds": 100,

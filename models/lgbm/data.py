@@ -83,8 +83,6 @@ def runtime_grades(target: np.ndarray, n_grades: int) -> np.ndarray:
     """
     target = np.asarray(target, dtype=np.float64)
     n = len(target)
-    if n == 0:
-        return np.zeros(0, dtype=np.int32)
     if n == 1:
         return np.full(1, n_grades - 1, dtype=np.int32)
     pct = (rankdata(target, method="average") - 1.0) / (n - 1)  # 0 = fastest, 1 = slowest

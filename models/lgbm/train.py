@@ -1,31 +1,38 @@
-"""Training orchestration: every selected collection, resumable, within a time budget
-(docs/lgbm.md, "Training" and "Outputs"; with ``--folds K >= 2`` see :mod:`models.lgbm.folds`).
+"""Training and prediction orchestration: every selected collection, resumable, within a time
+budget (docs/lgbm.md, "Training" and "Outputs"; with ``--folds K >= 2`` see :mod:`models.lgbm.folds`).
 
 Per collection: fit each candidate mode on the sampled train rows, early-stopped on the valid
 rows (:mod:`models.lgbm.fit`; booster checkpoints ``checkpoint-<mode>.json`` resumed after a
 kill); score every valid config and write those predictions once (the ledger of
 :mod:`models.lgbm.runstate`: ``predict`` reuses them); save the model and, last, ``done.json``:
 a rerun skips every collection whose marker matches the settings.
+
+Prediction covers every config of every valid and test graph, in the common format (model
+``lgbm``): costs are the negated ranking scores (LightGBM's are higher = faster). Valid/test rows
+are never deduplicated: each graph's array has one entry per config of the source file (checked
+in :func:`models.lgbm.data.assemble_costs`).
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from tpurank.atomic import remove_dead_temporaries, write_json
 from tpurank.collections import Collection
+from features.io import discover
 from features.processed import tabular_path
 from models.budget import TimeBudget
 from models.lgbm.config import LgbmConfig
 from models.lgbm.data import feature_columns, load_rows, truth_by_graph
 from models.lgbm.model import RankerModel
-from models.lgbm.runstate import (DONE_FILE, Slicer, candidates, fit_candidates, read_done, record,
-                                  write_done)
+from models.lgbm.runstate import (DONE_FILE, Slicer, candidates, fit_candidates, is_current, read_done,
+                                  record, summarise, write_done)
 from models.metrics import score_collection
-from models.predictions import predictions_path
+from models.predictions import predictions_path, read_predictions
 
 
 def evaluate_model(model: RankerModel, cfg: LgbmConfig,
@@ -133,4 +140,62 @@ def train_all(cfg: LgbmConfig) -> dict[str, dict]:
               + (f" (done before: {cfg.model_dir(collection) / DONE_FILE})" if resumed else ""),
               flush=True)
         out[collection.name] = metrics
+    return out
+
+
+def predict_collection(cfg: LgbmConfig, collection: Collection) -> dict[str, dict]:
+    """Write ``WORK/preds/lgbm[-tag]@seed<k>/<slug>/{valid,test}.npz``; returns a summary per split.
+
+    A file already written by the same model from the same tabular input (``train`` writes the
+    valid split; the ledger of :mod:`models.lgbm.runstate`) is reused, not predicted again. With
+    ``--folds K`` the fold models' files are checked/completed by :mod:`models.lgbm.folds`.
+    """
+    if cfg.folds >= 2:
+        from models.lgbm.folds import predict_folds
+        return predict_folds(cfg, collection)
+    model_dir = cfg.model_dir(collection)
+    model: RankerModel | None = None
+    summary: dict[str, dict] = {}
+    for split in ("valid", "test"):
+        path = tabular_path(cfg.features_dir(), collection, split)
+        if not path.is_file():
+            print(f"[lgbm] {collection.name} {split}: no tabular file at {path}; skipped", flush=True)
+            continue
+        out = predictions_path(cfg.preds_dir(), cfg.run_name(), collection, split)
+        reused = is_current(model_dir, out, [path])
+        if reused:
+            costs = read_predictions(out)
+        else:
+            model = model or RankerModel.load(model_dir)
+            costs = model.predict_file(path, cfg.predict_batch_rows)
+            record(model_dir, out, costs, [path])
+        missing = missing_graphs(cfg, collection, split, costs)
+        if missing:
+            print(f"[lgbm] WARNING {collection.name} {split}: {len(missing)} source graph(s) of "
+                  f"{cfg.data} have no tabular rows (skipped as bad by the feature build?), e.g. "
+                  f"{missing[:3]}", flush=True)
+        truth = truth_by_graph(path) if split == "valid" else {}
+        summary[split] = summarise(collection, out, costs, truth, reused)
+    return summary
+
+
+def missing_graphs(cfg: LgbmConfig, collection: Collection, split: str,
+                   costs: dict[str, np.ndarray]) -> list[str]:
+    """Source graphs under ``cfg.data`` without a prediction (empty when the data root is absent)."""
+    if not Path(cfg.data).is_dir():
+        return []
+    stems = [f.stem for f in discover(cfg.data, [collection], [split])]
+    return sorted(set(stems) - set(costs))
+
+
+def predict_all(cfg: LgbmConfig) -> dict[str, dict]:
+    out = {}
+    for collection in cfg.selected_collections():
+        summary = predict_collection(cfg, collection)
+        for split, info in summary.items():
+            extra = f" score {info['score']:.4f}" if "score" in info else ""
+            extra += " (reused, not predicted again)" if info.get("reused") else ""
+            print(f"[lgbm] {collection.name:20s} {split:5s}: {info['graphs']} graphs, "
+                  f"{info['configs']} configs -> {info['path']}{extra}", flush=True)
+        out[collection.name] = summary
     return out

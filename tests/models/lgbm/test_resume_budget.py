@@ -17,9 +17,8 @@ from tpurank.collections import get_collection
 from tpurank.config import with_preset
 from models.lgbm.config import LgbmConfig
 from models.lgbm.model import RankerModel
-from models.lgbm.predict import predict_all
 from models.lgbm.runstate import DONE_FILE, Slicer
-from models.lgbm.train import train_all
+from models.lgbm.train import predict_all, train_all
 from models.predictions import predictions_path
 
 TILE = get_collection("tile:xla")
