@@ -157,32 +157,13 @@ def concat_rows(parts: list[Rows]) -> Rows:
                 graphs=graphs, feature_names=list(parts[0].feature_names))
 
 
-def sample_per_graph(keys: Keys, max_per_graph: int, rng: np.random.Generator,
-                     graphs: set[str] | None = None) -> np.ndarray:
-    """Row numbers of a uniform random subsample of at most ``max_per_graph`` rows per graph.
-
-    Rows without a finite target are dropped (they cannot be graded); with ``graphs``, rows of
-    other graphs too. Returned sorted (file order).
-    """
-    valid = np.isfinite(keys.target)
-    if graphs is not None:
-        valid &= subset_keys(keys, graphs)[1]
-    rows = np.flatnonzero(valid)
-    kept = []
-    for run in graph_runs(keys.code[rows]):
-        if len(run) > max_per_graph > 0:
-            run = rng.choice(run, size=max_per_graph, replace=False)
-        kept.append(rows[run])
-    return np.sort(np.concatenate(kept)) if kept else np.zeros(0, np.int64)
-
-
 def load_rows(path: str | os.PathLike, max_per_graph: int = 0, seed: int = 0,
               feature_names: list[str] | None = None, chunk_rows: int = 65536,
               graphs: set[str] | None = None) -> Rows:
-    """Read (a per-graph subsample of) the graded rows of a tabular parquet file.
+    """Read (a uniform random per-graph subsample of) the graded rows of a tabular parquet file.
 
-    ``max_per_graph <= 0`` keeps every row with a target; ``graphs`` (stems) keeps only the
-    rows of those graphs (cross-validation folds). Features are read in row slices of
+    Rows without a finite target cannot be graded and are dropped; ``max_per_graph <= 0`` keeps
+    every other row; ``graphs`` (stems) keeps only the rows of those graphs (cross-validation). Features are read in row slices of
     ``chunk_rows`` and only the kept rows of each slice are retained, so a file with 100k-config
     graphs never has to fit in memory (peak: the key columns, one slice and the kept rows).
     """
@@ -191,7 +172,17 @@ def load_rows(path: str | os.PathLike, max_per_graph: int = 0, seed: int = 0,
         raise FileNotFoundError(f"{path}: tabular features not found (run `python -m features build`)")
     names = feature_names or feature_columns(path)
     keys = read_keys(path)
-    kept = sample_per_graph(keys, max_per_graph, np.random.default_rng(seed), graphs=graphs)
+    wanted = np.isfinite(keys.target)
+    if graphs is not None:
+        wanted &= subset_keys(keys, graphs)[1]
+    rows = np.flatnonzero(wanted)
+    rng = np.random.default_rng(seed)
+    parts = []
+    for run in graph_runs(keys.code[rows]):
+        if len(run) > max_per_graph > 0:
+            run = rng.choice(run, size=max_per_graph, replace=False)
+        parts.append(rows[run])
+    kept = np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
     X = read_rows(path, kept, names, chunk_rows)
     used, code = np.unique(keys.code[kept], return_inverse=True)
     target = keys.target[kept]
