@@ -121,26 +121,23 @@ class FoldPlan:
                 "inner_valid": {str(k): v for k, v in sorted(self.inner.items())},
                 "families": {s: family_of(s) for s in self.universe}}
 
-    @classmethod
-    def from_json(cls, data: dict, path: Path | None = None) -> FoldPlan:
-        try:
-            return cls(collection=data["collection"], folds=int(data["folds"]),
-                       seed=int(data["seed"]),
-                       assignment={k: int(v) for k, v in data["assignment"].items()},
-                       inner={int(k): list(v) for k, v in data["inner_valid"].items()},
-                       inner_fraction=float(data["inner_fraction"]),
-                       universe=list(data["universe"]), path=path)
-        except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"{path}: not a fold plan ({e!r}); delete it to recreate") from None
-
 
 def load_plan(path: str | os.PathLike) -> FoldPlan:
+    """A saved plan (:meth:`FoldPlan.to_json`); ValueError naming the file when it is not one."""
     path = Path(path)
     try:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise ValueError(f"{path}: cannot read fold plan ({e})") from None
-    return FoldPlan.from_json(data, path)
+    try:
+        return FoldPlan(collection=data["collection"], folds=int(data["folds"]),
+                        seed=int(data["seed"]),
+                        assignment={k: int(v) for k, v in data["assignment"].items()},
+                        inner={int(k): list(v) for k, v in data["inner_valid"].items()},
+                        inner_fraction=float(data["inner_fraction"]),
+                        universe=list(data["universe"]), path=path)
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{path}: not a fold plan ({e!r}); delete it to recreate") from None
 
 
 # -------------------------------------------------------------------------------------------

@@ -47,12 +47,11 @@ class RankerModel:
     def is_pairwise(self) -> bool:
         return self.info.mode == "pairwise"
 
-    def save(self, out_dir: str | os.PathLike) -> Path:
+    def save(self, out_dir: str | os.PathLike) -> None:
         out_dir = Path(out_dir)
         with atomic_path(out_dir / MODEL_FILE, suffix=".txt") as tmp:
             self.booster.save_model(str(tmp), num_iteration=self.info.best_iteration or None)
         write_json(out_dir / META_FILE, asdict(self.info))
-        return out_dir / MODEL_FILE
 
     @classmethod
     def load(cls, model_dir: str | os.PathLike) -> "RankerModel":

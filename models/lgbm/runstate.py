@@ -153,14 +153,6 @@ class Slicer:
         return now + FIT_FRACTION * slice_s
 
 
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _stamp(path: str | os.PathLike) -> dict:
     """Size and modification time of a file (``{}`` when absent)."""
     try:
@@ -171,7 +163,9 @@ def _stamp(path: str | os.PathLike) -> dict:
 
 
 def _entry(model_dir: Path, inputs: list[Path], out: Path, graphs: list[str] | None) -> dict:
-    return {"model_sha256": _file_sha256(model_dir / MODEL_FILE),
+    with open(model_dir / MODEL_FILE, "rb") as fh:
+        model_sha = hashlib.file_digest(fh, "sha256").hexdigest()
+    return {"model_sha256": model_sha,
             "inputs": {str(p): _stamp(p) for p in inputs},
             "graphs": None if graphs is None else sorted(graphs), "out": _stamp(out)}
 
