@@ -116,22 +116,17 @@ def logloss_feval(warmup: int = 0, start: int = 0) -> Callable:
     return feval
 
 
-class TqdmCallback:
-    """Boosting progress bar showing the latest validation metric."""
+def progress_callback(bar: tqdm, every: int = 10) -> Callable:
+    """A LightGBM callback advancing ``bar`` and showing the latest validation metric."""
 
-    def __init__(self, total: int, desc: str, every: int = 10) -> None:
-        self.bar = tqdm(total=total, desc=desc, unit="it", leave=False, mininterval=1.0)
-        self.every = every
-
-    def __call__(self, env: lgb.callback.CallbackEnv) -> None:
-        self.bar.update(1)
-        if env.evaluation_result_list and env.iteration % self.every == 0:
+    def callback(env: lgb.callback.CallbackEnv) -> None:
+        bar.update(1)
+        if env.evaluation_result_list and env.iteration % every == 0:
             _, metric, value, *_ = env.evaluation_result_list[0]
             shown = "warm-up" if abs(value) >= 1e8 else f"{value:.4f}"  # see _warmup_value
-            self.bar.set_postfix({metric: shown}, refresh=False)
+            bar.set_postfix({metric: shown}, refresh=False)
 
-    def close(self) -> None:
-        self.bar.close()
+    return callback
 
 
 class BoostControl:
@@ -218,14 +213,12 @@ def _train(params: dict, train_set: lgb.Dataset, valid_set: lgb.Dataset | None, 
            desc: str, feval: Callable | None, stop: BoostControl) -> lgb.Booster:
     stop.patience = cfg.early_stopping_rounds
     rounds = max(1, cfg.num_boost_round - stop.start_iteration)
-    bar = TqdmCallback(rounds, desc)
     valid_sets = [valid_set] if valid_set is not None else []
-    try:
+    with tqdm(total=rounds, desc=desc, unit="it", leave=False, mininterval=1.0) as bar:
         return lgb.train(params, train_set, num_boost_round=rounds, init_model=stop.init_model,
                          valid_sets=valid_sets, valid_names=["valid"] * len(valid_sets),
-                         feval=feval if valid_sets else None, callbacks=[bar, stop])
-    finally:
-        bar.close()
+                         feval=feval if valid_sets else None,
+                         callbacks=[progress_callback(bar), stop])
 
 
 def fit_ranker(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: Collection,

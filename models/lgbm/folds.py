@@ -18,6 +18,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -45,21 +46,23 @@ def get_plan(cfg: LgbmConfig, collection: Collection):
     return fold_plan(cfg.work, cfg.features_dir(), collection, folds=cfg.folds, seed=cfg.seed)
 
 
-def _stems_by_split(keys: list[Key]) -> dict[str, set[str]]:
-    out: dict[str, set[str]] = {}
+def _files(cfg: LgbmConfig, collection: Collection,
+           keys: list[Key]) -> Iterator[tuple[str, Path, set[str]]]:
+    """``(split, tabular file, stems)`` of the graphs ``keys`` ((split, stem) pairs), per file."""
+    by_split: dict[str, set[str]] = {}
     for split, stem in keys:
-        out.setdefault(split, set()).add(stem)
-    return out
+        by_split.setdefault(split, set()).add(stem)
+    for split, stems in sorted(by_split.items()):
+        path = tabular_path(cfg.features_dir(), collection, split)
+        if path.is_file():
+            yield split, path, stems
 
 
 def load_graphs(cfg: LgbmConfig, collection: Collection, keys: list[Key], max_per_graph: int,
                 seed: int, names: list[str]) -> Rows | None:
     """Graded rows of the graphs ``keys`` ((split, stem) pairs) of ``collection``."""
     parts = []
-    for split, stems in sorted(_stems_by_split(keys).items()):
-        path = tabular_path(cfg.features_dir(), collection, split)
-        if not path.is_file():
-            continue
+    for split, path, stems in _files(cfg, collection, keys):
         rows = load_rows(path, max_per_graph, seed + LABELLED.index(split), names, graphs=stems)
         if len(rows) and rows.target is not None:
             parts.append(rows)
@@ -70,11 +73,9 @@ def predict_graphs(model: RankerModel, cfg: LgbmConfig, collection: Collection,
                    keys: list[Key]) -> dict[str, np.ndarray]:
     """Costs of every config of the graphs ``keys`` (streamed, only their slices are read)."""
     out: dict[str, np.ndarray] = {}
-    for split, stems in sorted(_stems_by_split(keys).items()):
-        path = tabular_path(cfg.features_dir(), collection, split)
-        if path.is_file():
-            out.update(model.predict_file(path, cfg.predict_batch_rows, graphs=stems,
-                                          complete=split != "train"))
+    for split, path, stems in _files(cfg, collection, keys):
+        out.update(model.predict_file(path, cfg.predict_batch_rows, graphs=stems,
+                                      complete=split != "train"))
     return out
 
 
