@@ -1,31 +1,22 @@
-"""Grouped, stratified K-fold plans over a collection's labelled graphs (train + valid).
+"""Grouped, stratified K-fold plans over a collection's labelled graphs (train + valid), shared by
+every model that cross-validates: ``fold_plan(work, features_dir, collection, folds=K, seed=s)``
+gives ``plan.held_out(k)`` (predicted out-of-fold by fold model k), ``plan.training(k)`` and
+``plan.inner_valid(k)`` (its early-stopping slice of the training folds). The plan is saved
+atomically as ``WORK/folds/<slug>/K<K>-seed<s>.json`` and recreated (identically) only when the
+labelled graphs change.
 
-Every model that cross-validates asks for the same plan::
+Grouping: the group key is the graph *stem*. The ``default`` and ``random`` twins of a layout
+graph share a stem (one program searched two ways), so folds are assigned over the union of the
+stems of both searches of a source: ``layout:X:default`` and ``layout:X:random`` get the same
+fold (and inner-validation choice) for every stem. A stem in both ``train`` and ``valid`` is one
+group too.
 
-    from models.cv import fold_plan
-    plan = fold_plan(work, features_dir, collection, folds=K, seed=s)
-    plan.held_out(k)      # graphs predicted out-of-fold by fold model k
-    plan.training(k)      # graphs fold model k trains on
-    plan.inner_valid(k)   # graphs fold model k early-stops on (a slice of the training folds)
-
-The plan is created once and saved atomically as ``WORK/folds/<slug>/K<K>-seed<s>.json``; later
-calls load it (and recreate it, identically, only when the labelled graphs changed).
-
-Grouping. The group key is the graph *stem*: the ``default`` and ``random`` twins of a layout
-graph share a stem (the same program searched two ways), so a model trained on one twin would
-have seen the other's graph. Folds are therefore assigned over the sorted union of the stems of
-both searches of a source, and ``layout:X:default`` / ``layout:X:random`` get the same fold (and
-the same inner-validation choice) for every stem. A stem in both ``train`` and ``valid`` of a
-collection is one group too.
-
-Stratification. Stems are dealt round-robin into folds family by family, so every model family
-(``resnet``, ``bert``, ``unet``... :func:`family_of`) spreads over the folds and fold sizes differ
-by at most one. Within a family the order is a seeded permutation: the plan is deterministic per
-seed and changes with it.
+Stratification: stems are dealt round-robin into folds family by family (:func:`family_of`), so
+every model family spreads over the folds and fold sizes differ by at most one; within a family
+the order is a seeded permutation.
 
 Graphs are discovered from the raw data root the features were built from (``build.json``), minus
-files the build skipped as bad; without a data root, from the processed graphs
-(:func:`features.processed.iter_processed`).
+files the build skipped as bad; without a data root, from the processed graphs.
 """
 
 from __future__ import annotations
@@ -42,7 +33,7 @@ from typing import Iterable
 import numpy as np
 
 from tpurank.atomic import write_json
-from tpurank.collections import COLLECTIONS, Collection, get_collection
+from tpurank.collections import COLLECTIONS, Collection
 
 LABELLED_SPLITS: tuple[str, ...] = ("train", "valid")
 DEFAULT_INNER_FRACTION = 0.15
@@ -130,26 +121,23 @@ class FoldPlan:
                 "inner_valid": {str(k): v for k, v in sorted(self.inner.items())},
                 "families": {s: family_of(s) for s in self.universe}}
 
-    @classmethod
-    def from_json(cls, data: dict, path: Path | None = None) -> FoldPlan:
-        try:
-            return cls(collection=data["collection"], folds=int(data["folds"]),
-                       seed=int(data["seed"]),
-                       assignment={k: int(v) for k, v in data["assignment"].items()},
-                       inner={int(k): list(v) for k, v in data["inner_valid"].items()},
-                       inner_fraction=float(data["inner_fraction"]),
-                       universe=list(data["universe"]), path=path)
-        except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"{path}: not a fold plan ({e!r}); delete it to recreate") from None
-
 
 def load_plan(path: str | os.PathLike) -> FoldPlan:
+    """A saved plan (:meth:`FoldPlan.to_json`); ValueError naming the file when it is not one."""
     path = Path(path)
     try:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise ValueError(f"{path}: cannot read fold plan ({e})") from None
-    return FoldPlan.from_json(data, path)
+    try:
+        return FoldPlan(collection=data["collection"], folds=int(data["folds"]),
+                        seed=int(data["seed"]),
+                        assignment={k: int(v) for k, v in data["assignment"].items()},
+                        inner={int(k): list(v) for k, v in data["inner_valid"].items()},
+                        inner_fraction=float(data["inner_fraction"]),
+                        universe=list(data["universe"]), path=path)
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{path}: not a fold plan ({e!r}); delete it to recreate") from None
 
 
 # -------------------------------------------------------------------------------------------
@@ -279,7 +267,7 @@ def labelled_graphs(features_dir: str | os.PathLike, collection: Collection,
     return sorted(graphs), sorted(universe | {s for _, s in graphs})
 
 
-def fold_plan(work: str | os.PathLike, features_dir: str | os.PathLike, collection: Collection | str,
+def fold_plan(work: str | os.PathLike, features_dir: str | os.PathLike, collection: Collection,
               folds: int = 3, seed: int = 0, data: str | os.PathLike | None = None) -> FoldPlan:
     """The saved plan ``WORK/folds/<slug>/K<folds>-seed<seed>.json``, created on first use.
 
@@ -287,14 +275,13 @@ def fold_plan(work: str | os.PathLike, features_dir: str | os.PathLike, collecti
     otherwise it is recreated (deterministically) and a note goes to stderr. When no graph can be
     discovered (no data root, no processed graphs) a saved plan is loaded as it is.
     """
-    coll = get_collection(collection) if isinstance(collection, str) else collection
-    path = plan_path(work, coll, folds, seed)
-    graphs, universe = labelled_graphs(features_dir, coll, data)
+    path = plan_path(work, collection, folds, seed)
+    graphs, universe = labelled_graphs(features_dir, collection, data)
     saved = load_plan(path) if path.is_file() else None
     if not graphs:
         if saved is None:
             raise FileNotFoundError(
-                f"{coll.name}: no labelled graphs under {features_dir} (nor a data root in its "
+                f"{collection.name}: no labelled graphs under {features_dir} (nor a data root in its "
                 f"build.json) and no saved fold plan {path}; build the features first")
         return saved
     if saved is not None:
@@ -305,7 +292,7 @@ def fold_plan(work: str | os.PathLike, features_dir: str | os.PathLike, collecti
             return saved
         print(f"{path}: labelled graphs or options changed; recreating the fold plan",
               file=sys.stderr)
-    plan = make_plan(coll, graphs, universe, folds, seed)
+    plan = make_plan(collection, graphs, universe, folds, seed)
     write_json(path, plan.to_json())
     plan.path = path
     return plan
@@ -345,9 +332,8 @@ def check_manifest(manifest: dict | str | os.PathLike, plan: FoldPlan) -> None:
     if missing:
         raise ValueError(f"{where}no entry for fold(s) {missing} of {plan.collection}")
     for k in range(plan.folds):
-        held = {_key(sp, st) for sp, st in plan.held_out(k)}
-        held_stems = {st for _, st in plan.held_out(k)}
-        leak = sorted(s for s in seen[str(k)] if s in held or _unkey(s)[1] in held_stems)
+        held_stems = {st for _, st in plan.held_out(k)}  # a twin or the other split's graph too
+        leak = sorted(s for s in seen[str(k)] if _unkey(s)[1] in held_stems)
         if leak:
             raise ValueError(f"{where}fold {k} model of {plan.collection} saw {len(leak)} of its "
                              f"held-out graph(s), e.g. {leak[:3]}: its OOF predictions are in-sample")

@@ -20,11 +20,9 @@ def tile_score(pred_cost: np.ndarray, runtime: np.ndarray, k: int = TILE_TOP_K) 
     runtime = np.asarray(runtime, dtype=np.float64)
     if np.shape(pred_cost) != runtime.shape:
         raise ValueError(f"shape mismatch: {np.shape(pred_cost)} predictions vs {runtime.shape} runtimes")
-    order = np.argsort(np.asarray(pred_cost), kind="stable")[:k]
-    best = runtime.min()
-    if best <= 0:
+    if runtime.min() <= 0:
         raise ValueError("tile score needs positive runtimes")
-    return float(2.0 - runtime[order].min() / best)
+    return tile_score_from_ranking(np.argsort(np.asarray(pred_cost), kind="stable"), runtime, k)
 
 
 def tile_score_from_ranking(top: np.ndarray, runtime: np.ndarray, k: int = TILE_TOP_K) -> float:

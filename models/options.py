@@ -59,11 +59,6 @@ def evidence(cls: type, name: str) -> list[str]:
     return found
 
 
-def missing_evidence(cls: type) -> list[str]:
-    """Options of ``cls`` with no evidence at all (a pending mark counts: the test limits those)."""
-    return [f.name for f in dataclasses.fields(cls) if not evidence(cls, f.name)]
-
-
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 

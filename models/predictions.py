@@ -1,40 +1,25 @@
 """The common prediction format every model writes and the ensemble reads.
 
-One file per (model, collection, split)::
+One file per (run, collection, split), ``PREDS/<run>/<collection-slug>/<split>.npz``: keys are
+graph stems, values float32 *costs*, one per config in the config order of the source npz file
+(**lower cost = predicted faster**; a graph's ranking is ``np.argsort(cost, kind="stable")``).
+Valid/test arrays always have one entry per config of the original file (training-split
+deduplication never applies to them).
 
-    PREDS/<model>/<collection-slug>/<split>.npz     # keys: graph stems; values: float32 (c,)
+**Seeds.** A model trained with several seeds writes one run per seed, ``<model>@seed<k>``
+(:func:`run_name`); a plain ``PREDS/<model>/`` run (e.g. the seed-free ``baseline``) is accepted
+too. Reading model ``gnn`` (:func:`read_model_predictions`) takes *every* run of it, normalises
+each graph's costs (:func:`normalise_costs`) and averages them: seeds average first, then models
+blend. To blend a single seed, name the run itself (``gnn@seed0``).
 
-Each value holds one *cost* per config, in the config order of the source npz file:
-**lower cost = predicted faster**. A graph's ranking is ``np.argsort(cost, kind="stable")``.
-Training-split deduplication never applies to valid/test predictions: their arrays always have
-one entry per config of the original file.
-
-**Seeds.** A model trained with several seeds writes one *run* per seed, named
-``<model>@seed<k>`` (:func:`run_name`)::
-
-    PREDS/gnn@seed0/<slug>/<split>.npz
-    PREDS/gnn@seed1/<slug>/<split>.npz
-
-A plain ``PREDS/<model>/`` run (no seed suffix; e.g. the seed-free heuristic ``baseline``) is
-also accepted. Whoever reads model ``gnn`` (:func:`read_model_predictions`, the blend) takes
-*every* run of it — ``gnn`` and all ``gnn@seed*`` — normalises each graph's costs
-(:func:`normalise_costs`) and averages them: seeds average first, then models blend. To
-blend a single seed, pass the run name itself (``gnn@seed0``) as the model.
-
-**Cross-validation** (``--folds K``, :mod:`models.cv`). A run trained on K folds also writes::
-
-    PREDS/<run>/<slug>/oof.npz          # every labelled graph (train + valid), by stem, each
-                                        #   predicted by the one fold model that did not see it
-    PREDS/<run>/<slug>/oof-config.npz   # optional: per stem, the source config index of each
-                                        #   oof entry (train rows may be deduplicated or
-                                        #   subsampled); absent = every config, in order
-    PREDS/<run>/<slug>/oof-target.npz   # the processed target of each oof entry
-    PREDS/<run>/<slug>/valid.npz        # the official valid graphs' OOF predictions
-    PREDS/<run>/<slug>/test-fold<k>.npz # fold model k on the test graphs
-    PREDS/<run>/<slug>/test.npz         # their fold average (:func:`average_folds`)
-
-The ensemble fits its blend on ``oof`` (:mod:`ensemble.oof`), aligning runs and models on the
-configs they all predicted (:func:`read_oof`).
+**Cross-validation** (``--folds K``, :mod:`models.cv`). A run trained on K folds also writes
+``oof.npz`` (every labelled graph, predicted by the one fold model that did not see it),
+``oof-config.npz`` (optional: per stem the source config index of each oof entry, as train rows
+may be deduplicated or subsampled; absent = every config, in order), ``oof-target.npz`` (the
+processed target of each oof entry), ``valid.npz`` (the official valid graphs' OOF predictions),
+``test-fold<k>.npz`` (fold model k on the test graphs) and ``test.npz`` (their fold average,
+:func:`average_folds`). The ensemble fits its blend on ``oof`` (:mod:`ensemble.oof`), aligned on
+the configs every run predicted (:func:`read_oof`).
 """
 
 from __future__ import annotations
@@ -82,7 +67,6 @@ def ranking(cost: np.ndarray) -> np.ndarray:
 SEED_SEPARATOR = "@seed"
 OOF_SPLIT = "oof"
 OOF_CONFIG_SPLIT = "oof-config"
-FOLD_AVERAGE_NORM = "zscore"
 
 
 def fold_split(k: int) -> str:
@@ -133,8 +117,7 @@ def normalise_costs(cost: np.ndarray, method: str = "minmax") -> np.ndarray:
 
         return (rankdata(cost) - 1.0) / (n - 1)
     if method == "minmax":
-        span = cost.max() - cost.min() if n else 0.0
-        return (cost - cost.min()) / span if span > 0 else np.zeros(n)
+        return (cost - cost.min()) / (cost.max() - cost.min()) if n else np.zeros(0)
     if method == "zscore":
         std = cost.std() if n else 0.0
         return (cost - cost.mean()) / std if std > 0 else np.zeros(n)
@@ -159,48 +142,42 @@ def read_model_predictions(preds_dir: str | os.PathLike, model: str, collection:
     return average_runs([read_predictions(p) for p in paths], norm, [str(p) for p in paths])
 
 
-def average_runs(runs: Sequence[Mapping[str, np.ndarray]], norm: str = "minmax",
-                 names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
-    """Several runs' (seeds') costs of the same graphs: each graph's costs normalised per run,
-    then averaged (what the blend reads of a model, :func:`read_model_predictions`). ``names``
-    name the runs in errors (ValueError when they disagree on the graphs or a config count)."""
-    names = list(names) if names is not None else [f"run {i}" for i in range(len(runs))]
+def _average(runs: Sequence[Mapping[str, np.ndarray]], norm: str,
+             names: Sequence[str]) -> dict[str, np.ndarray]:
+    """Each graph's costs normalised per run, then averaged over the runs; ValueError naming the
+    run when the runs disagree on the graphs or on a graph's config count."""
     total: dict[str, np.ndarray] = {}
     for name, preds in zip(names, runs):
         if total and set(preds) != set(total):
             diff = sorted(set(preds) ^ set(total))
-            raise ValueError(f"{name}: graphs differ from {names[0]} (e.g. {diff[:3]})")
+            raise ValueError(f"{name} predicts other graphs than {names[0]} (e.g. {diff[:3]})")
         for stem, cost in preds.items():
             normed = normalise_costs(cost, norm)
             if stem in total and total[stem].shape != normed.shape:
-                raise ValueError(f"{name}: graph {stem!r} has {normed.size} costs, "
-                                 f"{names[0]} has {total[stem].size}")
+                raise ValueError(f"{name}: graph {stem!r} has {normed.size} costs, {names[0]} has "
+                                 f"{total[stem].size} (different config counts)")
             total[stem] = total.get(stem, 0.0) + normed
+    return {stem: cost / len(runs) for stem, cost in total.items()}
+
+
+def average_runs(runs: Sequence[Mapping[str, np.ndarray]], norm: str = "minmax",
+                 names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+    """Several runs' (seeds') costs of the same graphs averaged (:func:`_average`; what the blend
+    reads of a model, :func:`read_model_predictions`); ``names`` name the runs in errors."""
+    names = list(names) if names is not None else [f"run {i}" for i in range(len(runs))]
     # rounded to float32 (the file precision) so that equal averages tie exactly, whatever the
     # order of float64 additions
-    return {stem: (cost / len(runs)).astype(np.float32).astype(np.float64)
-            for stem, cost in total.items()}
+    return {stem: cost.astype(np.float32).astype(np.float64)
+            for stem, cost in _average(runs, norm, names).items()}
 
 
-def average_folds(fold_costs: list[dict[str, np.ndarray]],
-                  norm: str = FOLD_AVERAGE_NORM) -> dict[str, np.ndarray]:
-    """The fold ensemble of one run: each fold model's costs normalised per graph (``zscore``
-    by default), then averaged. All folds must predict the same graphs with the same config
-    counts (ValueError naming the first difference)."""
+def average_folds(fold_costs: list[dict[str, np.ndarray]], norm: str = "zscore") -> dict[str, np.ndarray]:
+    """The fold ensemble of one run: each fold model's costs normalised per graph (``zscore`` by
+    default), then averaged (:func:`_average`), by sorted graph stem."""
     if not fold_costs:
         raise ValueError("no fold predictions to average")
-    stems = set(fold_costs[0])
-    for k, preds in enumerate(fold_costs[1:], start=1):
-        if set(preds) != stems:
-            diff = sorted(set(preds) ^ stems)
-            raise ValueError(f"fold {k} predicts other graphs than fold 0 (e.g. {diff[:3]})")
-    out = {}
-    for stem in sorted(stems):
-        sizes = {np.asarray(p[stem]).size for p in fold_costs}
-        if len(sizes) != 1:
-            raise ValueError(f"graph {stem!r}: folds predict different config counts {sorted(sizes)}")
-        out[stem] = np.mean([normalise_costs(p[stem], norm) for p in fold_costs], axis=0)
-    return out
+    averaged = _average(fold_costs, norm, [f"fold {k}" for k in range(len(fold_costs))])
+    return {stem: averaged[stem] for stem in sorted(averaged)}
 
 
 def write_fold_average(preds_dir: str | os.PathLike, run: str, collection: Collection,

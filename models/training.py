@@ -1,10 +1,6 @@
-"""Shared training utilities: seeding, device choice, LR schedule, early stopping, checkpoints,
-torchrun process groups (:func:`init_distributed`), the clock of time budgets (:func:`budget_clock`;
-the budget itself: :mod:`models.budget`), the LR horizon (:class:`StepHorizon`) and activation
-checkpointing (:func:`checkpoint_module_lists`).
-
-Used by the GNN (``models.gnn``) and reusable by any other torch or non-torch model
-(:func:`seed_everything` also seeds ``random`` and NumPy).
+"""Shared torch training utilities (used by :mod:`models.gnn`): seeding, device choice, LR
+schedule and horizon, early stopping, checkpoints, torchrun process groups, the clock of time
+budgets (the budget itself: :mod:`models.budget`) and activation checkpointing.
 
 Checkpoints hold only tensors and plain Python values so that they load with
 ``torch.load(..., weights_only=True)`` (no pickled code is ever executed on load).
@@ -14,17 +10,17 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
 import math
 import os
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
 from tpurank.atomic import atomic_path
 
@@ -77,29 +73,17 @@ KEPT_FREE_BYTES = 1 << 30
 def reuse_freed_memory(kept_bytes: int = KEPT_FREE_BYTES) -> bool:
     """Let glibc's malloc keep freed blocks of up to ``kept_bytes`` for reuse (True when set).
 
-    Torch on CPU allocates every tensor with malloc. By default glibc serves a block over 32 MB
-    with a fresh ``mmap`` and unmaps it when freed, so each such tensor (a config head's messages
-    of 64 configs over 2,300 links are 38 MB) faults its pages in again, and the kernel zeroes
-    them: a training step or a prediction chunk spends more time in page faults than in
-    arithmetic (``benchmarks/gnn_head_cpu.json``). Blocks up to ``kept_bytes`` come from
-    the heap instead, and at most ``kept_bytes`` of free memory stays mapped at its top, so the
-    resident size is bounded by the peak plus that. A no-op (False) where the C library is not
-    glibc (macOS, musl): their allocators behave differently and need no help here.
+    By default glibc serves a block over 32 MB with a fresh ``mmap`` and unmaps it when freed, so
+    each such CPU tensor faults its (zeroed) pages in again: a GNN training step or prediction
+    chunk spent more time in page faults than in arithmetic (``benchmarks/gnn_head_cpu.json``).
+    At most ``kept_bytes`` of free memory stays mapped at the heap's top. A no-op (False) where
+    the C library is not glibc (macOS, musl).
     """
-    libc = _glibc()
-    return libc is not None and bool(libc.mallopt(M_MMAP_THRESHOLD, int(kept_bytes))
-                                     and libc.mallopt(M_TRIM_THRESHOLD, int(kept_bytes)))
-
-
-@functools.cache
-def _glibc() -> ctypes.CDLL | None:
-    """The process's glibc (loaded once), or None where there is none with ``mallopt``."""
     try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt  # noqa: B018 - musl and others lack it
-        return libc
+        mallopt = ctypes.CDLL("libc.so.6").mallopt  # musl and others lack it
     except (OSError, AttributeError):
-        return None
+        return False
+    return bool(mallopt(M_MMAP_THRESHOLD, int(kept_bytes)) and mallopt(M_TRIM_THRESHOLD, int(kept_bytes)))
 
 
 def autocast(device: torch.device, enabled: bool) -> contextlib.AbstractContextManager:
@@ -139,23 +123,17 @@ def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float) -> to
 
 @dataclass
 class EarlyStopping:
-    """Tracks the best validation value (higher is better) and says when to stop.
-
-    ``patience`` counts evaluations without an improvement larger than ``min_delta``;
-    ``patience <= 0`` never stops early.
-    """
+    """Tracks the best validation value (higher is better); stops after ``patience`` evaluations
+    without an improvement (``patience <= 0``: never)."""
 
     patience: int
-    min_delta: float = 0.0
     best: float = -math.inf
     best_step: int = -1
     bad_evals: int = 0
-    history: list[dict[str, float]] = field(default_factory=list)
 
     def update(self, value: float, step: int) -> bool:
         """Record ``value`` at ``step``; True when it is a new best."""
-        self.history.append({"step": float(step), "value": float(value)})
-        if value > self.best + self.min_delta:
+        if value > self.best:
             self.best, self.best_step, self.bad_evals = float(value), int(step), 0
             return True
         self.bad_evals += 1
@@ -166,14 +144,12 @@ class EarlyStopping:
         return self.patience > 0 and self.bad_evals >= self.patience
 
     def state_dict(self) -> dict[str, Any]:
-        return {"best": self.best, "best_step": self.best_step, "bad_evals": self.bad_evals,
-                "history": list(self.history)}
+        return {"best": self.best, "best_step": self.best_step, "bad_evals": self.bad_evals}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.best = float(state["best"])
         self.best_step = int(state["best_step"])
         self.bad_evals = int(state["bad_evals"])
-        self.history = [dict(h) for h in state.get("history", [])]
 
 
 def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> Path:
@@ -243,8 +219,6 @@ def torchrun_env() -> DistContext:
 def init_distributed(preference: str = "auto") -> tuple[DistContext, torch.device]:
     """Join the torchrun process group (``nccl`` on CUDA, ``gloo`` on CPU) when the torchrun
     environment says so; returns the context and this rank's device (``cuda:LOCAL_RANK``)."""
-    import torch.distributed as dist
-
     ctx = torchrun_env()
     device = choose_device(preference)
     if not ctx.active:
@@ -261,8 +235,6 @@ def broadcast_floats(values: list[float], ctx: DistContext, device: torch.device
     """Rank 0's ``values`` on every rank (identity in a single process)."""
     if not ctx.active:
         return list(values)
-    import torch.distributed as dist
-
     tensor = torch.tensor(values, dtype=torch.float64, device=device)
     dist.broadcast(tensor, src=0)
     return [float(v) for v in tensor.cpu()]
@@ -272,8 +244,6 @@ def mean_over_ranks(value: float, ctx: DistContext, device: torch.device) -> flo
     """Average of ``value`` over all ranks (identity in a single process)."""
     if not ctx.active:
         return float(value)
-    import torch.distributed as dist
-
     tensor = torch.tensor([value], dtype=torch.float64, device=device)
     dist.all_reduce(tensor)
     return float(tensor.item()) / ctx.world_size
@@ -283,8 +253,6 @@ def broadcast_object(obj: Any, ctx: DistContext) -> Any:
     """Rank 0's picklable ``obj`` on every rank (identity in a single process)."""
     if not ctx.active:
         return obj
-    import torch.distributed as dist
-
     box = [obj]
     dist.broadcast_object_list(box, src=0)
     return box[0]
@@ -292,19 +260,14 @@ def broadcast_object(obj: Any, ctx: DistContext) -> Any:
 
 def barrier(ctx: DistContext) -> None:
     if ctx.active:
-        import torch.distributed as dist
-
         dist.barrier()
 
 
 def shutdown_distributed(ctx: DistContext) -> None:
     """Barrier, then leave the process group (so no rank exits while another still writes)."""
-    if ctx.active:
-        import torch.distributed as dist
-
-        if dist.is_initialized():
-            dist.barrier()
-            dist.destroy_process_group()
+    if ctx.active and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 # --- time budget ------------------------------------------------------------------------------

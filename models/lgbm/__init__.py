@@ -12,8 +12,6 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-import numpy as np  # noqa: E402
-
 from models.lgbm.config import LgbmConfig  # noqa: E402
 from models.lgbm.model import RankerModel  # noqa: E402
 from models.ranker import Ranker  # noqa: E402

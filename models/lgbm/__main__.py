@@ -15,10 +15,10 @@ import sys
 
 from tpurank.cli import dispatch
 from tpurank.config import parse_config
+from models.lgbm.config import LgbmConfig
 
 
 def train_main(argv: list[str]) -> int:
-    from models.lgbm.config import LgbmConfig
     from models.lgbm.train import train_all
 
     train_all(parse_config(LgbmConfig, argv, prog="python -m models.lgbm train"))
@@ -26,8 +26,7 @@ def train_main(argv: list[str]) -> int:
 
 
 def predict_main(argv: list[str]) -> int:
-    from models.lgbm.config import LgbmConfig
-    from models.lgbm.predict import predict_all
+    from models.lgbm.train import predict_all
 
     predict_all(parse_config(LgbmConfig, argv, prog="python -m models.lgbm predict"))
     return 0

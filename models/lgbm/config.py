@@ -9,7 +9,6 @@ from typing import ClassVar
 from tpurank.collections import Collection, held_collections
 from models.ranker import RankerConfig
 
-MODEL_NAME = "lgbm"
 MODES = ("lambdarank", "pairwise")
 
 # Which mode ``--mode default`` uses per collection: out of fold on both physics, two seeds each
@@ -28,7 +27,7 @@ DEFAULT_MODE: dict[str, str] = {
 class LgbmConfig(RankerConfig):
     """LightGBM ranker on the per-config tabular features (``python -m models.lgbm train|predict``)."""
 
-    MODEL: ClassVar[str] = MODEL_NAME
+    MODEL: ClassVar[str] = "lgbm"
 
     mode: str = "default"  # default (the mode per collection in DEFAULT_MODE) | lambdarank | pairwise | auto (train both, keep the one with the better validation score) [measured: benchmarks/lgbm_mode.json "LightGBM's objective per collection"]
 
@@ -67,8 +66,7 @@ class LgbmConfig(RankerConfig):
     PRESETS = {
         "quick": {"num_boost_round": 300, "early_stopping_rounds": 30, "min_rounds": 30,
                   "learning_rate": 0.1, "num_leaves": 31, "max_train_configs_per_graph": 1000,
-                  "eval_every": 5,
-                  "max_valid_configs_per_graph": 1000, "pairs_per_graph": 4000,
+                  "eval_every": 5, "max_valid_configs_per_graph": 1000, "pairs_per_graph": 4000,
                   "valid_pairs_per_graph": 2000, "pair_refs": 16, "folds": 3,
                   "time_budget": 240.0},
         "full": {"num_boost_round": 5000, "early_stopping_rounds": 200, "min_rounds": 100,

@@ -83,8 +83,6 @@ def runtime_grades(target: np.ndarray, n_grades: int) -> np.ndarray:
     """
     target = np.asarray(target, dtype=np.float64)
     n = len(target)
-    if n == 0:
-        return np.zeros(0, dtype=np.int32)
     if n == 1:
         return np.full(1, n_grades - 1, dtype=np.int32)
     pct = (rankdata(target, method="average") - 1.0) / (n - 1)  # 0 = fastest, 1 = slowest
@@ -100,32 +98,21 @@ def graph_runs(graph_codes: np.ndarray) -> list[np.ndarray]:
 
 
 def chunk_groups(graph_codes: np.ndarray, max_group_size: int,
-                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Split each graph's rows into LightGBM query groups of at most ``max_group_size`` rows.
 
     A graph with ``n`` rows becomes ``ceil(n / max_group_size)`` groups of near-equal size; its
     rows are shuffled first so every chunk is a uniform random subset of the graph (grades are
     computed on the whole graph beforehand, so they keep their global meaning).
-
-    Returns ``(order, group_sizes, group_graph)``: rows of the Dataset in query order, the size
-    of each query, and the graph code of each query.
+    Returns ``(order, group_sizes)``: rows of the Dataset in query order and each query's size.
     """
     if max_group_size < 1:
         raise ValueError("max_group_size must be >= 1")
-    order, sizes, owners = [], [], []
-    for code, rows in enumerate(graph_runs(np.asarray(graph_codes))):
-        if len(rows) == 0:
-            continue
-        rows = rng.permutation(rows)
-        n_chunks = -(-len(rows) // max_group_size)
-        for chunk in np.array_split(rows, n_chunks):
-            order.append(chunk)
-            sizes.append(len(chunk))
-            owners.append(code)
+    order = [chunk for rows in graph_runs(np.asarray(graph_codes)) if len(rows)
+             for chunk in np.array_split(rng.permutation(rows), -(-len(rows) // max_group_size))]
     if not order:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return (np.concatenate(order).astype(np.int64), np.asarray(sizes, np.int64),
-            np.asarray(owners, np.int64))
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(order).astype(np.int64), np.array([len(c) for c in order], np.int64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -170,32 +157,13 @@ def concat_rows(parts: list[Rows]) -> Rows:
                 graphs=graphs, feature_names=list(parts[0].feature_names))
 
 
-def sample_per_graph(keys: Keys, max_per_graph: int, rng: np.random.Generator,
-                     graphs: set[str] | None = None) -> np.ndarray:
-    """Row numbers of a uniform random subsample of at most ``max_per_graph`` rows per graph.
-
-    Rows without a finite target are dropped (they cannot be graded); with ``graphs``, rows of
-    other graphs too. Returned sorted (file order).
-    """
-    valid = np.isfinite(keys.target)
-    if graphs is not None:
-        valid &= subset_keys(keys, graphs)[1]
-    rows = np.flatnonzero(valid)
-    kept = []
-    for run in graph_runs(keys.code[rows]) if len(rows) else []:
-        if len(run) > max_per_graph > 0:
-            run = rng.choice(run, size=max_per_graph, replace=False)
-        kept.append(rows[run])
-    return np.sort(np.concatenate(kept)) if kept else np.zeros(0, np.int64)
-
-
 def load_rows(path: str | os.PathLike, max_per_graph: int = 0, seed: int = 0,
               feature_names: list[str] | None = None, chunk_rows: int = 65536,
               graphs: set[str] | None = None) -> Rows:
-    """Read (a per-graph subsample of) the graded rows of a tabular parquet file.
+    """Read (a uniform random per-graph subsample of) the graded rows of a tabular parquet file.
 
-    ``max_per_graph <= 0`` keeps every row with a target; ``graphs`` (stems) keeps only the
-    rows of those graphs (cross-validation folds). Features are read in row slices of
+    Rows without a finite target cannot be graded and are dropped; ``max_per_graph <= 0`` keeps
+    every other row; ``graphs`` (stems) keeps only the rows of those graphs (cross-validation). Features are read in row slices of
     ``chunk_rows`` and only the kept rows of each slice are retained, so a file with 100k-config
     graphs never has to fit in memory (peak: the key columns, one slice and the kept rows).
     """
@@ -204,7 +172,17 @@ def load_rows(path: str | os.PathLike, max_per_graph: int = 0, seed: int = 0,
         raise FileNotFoundError(f"{path}: tabular features not found (run `python -m features build`)")
     names = feature_names or feature_columns(path)
     keys = read_keys(path)
-    kept = sample_per_graph(keys, max_per_graph, np.random.default_rng(seed), graphs=graphs)
+    wanted = np.isfinite(keys.target)
+    if graphs is not None:
+        wanted &= subset_keys(keys, graphs)[1]
+    rows = np.flatnonzero(wanted)
+    rng = np.random.default_rng(seed)
+    parts = []
+    for run in graph_runs(keys.code[rows]):
+        if len(run) > max_per_graph > 0:
+            run = rng.choice(run, size=max_per_graph, replace=False)
+        parts.append(rows[run])
+    kept = np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
     X = read_rows(path, kept, names, chunk_rows)
     used, code = np.unique(keys.code[kept], return_inverse=True)
     target = keys.target[kept]
@@ -256,34 +234,28 @@ def subset_keys(keys: Keys, graphs: set[str] | None) -> tuple[Keys, np.ndarray]:
                 config=keys.config[mask], target=keys.target[mask]), mask
 
 
-def assemble_costs(path: str | os.PathLike, keys: Keys, cost: np.ndarray) -> dict[str, np.ndarray]:
-    """Per-graph cost arrays in source config order; every config 0..c-1 must appear once."""
-    out: dict[str, np.ndarray] = {}
-    for code, rows in enumerate(graph_runs(keys.code) if len(keys) else []):
-        cfg = keys.config[rows]
-        n = len(rows)
-        if n == 0:
-            continue
-        distinct = len(np.unique(cfg))
-        if cfg.min() != 0 or cfg.max() != n - 1 or distinct != n:
-            raise TabularFormatError(
-                f"{path}: graph {keys.graphs[code]!r} has configs that are not exactly 0..{n - 1} "
-                f"(min {cfg.min()}, max {cfg.max()}, {distinct} distinct of {n} rows); "
-                "valid/test tabular rows must not be deduplicated")
-        arr = np.empty(n, dtype=np.float64)
-        arr[cfg] = cost[rows]
-        out[keys.graphs[code]] = arr
-    return out
-
-
 def by_config(keys: Keys, values: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per graph ``(config indices ascending, values)`` of the rows present (train rows may be
     deduplicated or subsampled, so the configs need not be 0..c-1)."""
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for code, rows in enumerate(graph_runs(keys.code) if len(keys) else []):
+    for code, rows in enumerate(graph_runs(keys.code)):
         if len(rows):
             order = np.argsort(keys.config[rows], kind="stable")
             out[keys.graphs[code]] = (keys.config[rows][order], values[rows][order])
+    return out
+
+
+def assemble_costs(path: str | os.PathLike, keys: Keys, cost: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-graph cost arrays in source config order; every config 0..c-1 must appear once."""
+    out: dict[str, np.ndarray] = {}
+    for graph, (cfg, values) in by_config(keys, np.asarray(cost, np.float64)).items():
+        n, distinct = len(cfg), len(np.unique(cfg))
+        if cfg[0] != 0 or cfg[-1] != n - 1 or distinct != n:
+            raise TabularFormatError(
+                f"{path}: graph {graph!r} has configs that are not exactly 0..{n - 1} "
+                f"(min {cfg[0]}, max {cfg[-1]}, {distinct} distinct of {n} rows); "
+                "valid/test tabular rows must not be deduplicated")
+        out[graph] = values
     return out
 
 

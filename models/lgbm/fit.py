@@ -3,14 +3,16 @@ classifier (:mod:`models.lgbm.pairwise`).
 
 Ranking modes early-stop on the *official* metric (tile top-5 score / layout Kendall τ, mean
 over the early-stopping graphs); the pairwise mode on the binary log-loss of sampled pairs of
-those graphs. :class:`models.lgbm.budget.BoostControl` does the early stopping, stops boosting
-when the time budget is spent (keeping the best iteration so far) and checkpoints the booster
-so that a killed fit resumes (``init_model``) instead of starting over.
+those graphs. :class:`BoostControl` does the early stopping, stops boosting when the time budget
+is spent (keeping the best iteration so far) and checkpoints the booster so that a killed fit
+resumes (``init_model``) instead of starting over.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -18,8 +20,8 @@ import lightgbm as lgb
 import numpy as np
 from tqdm.auto import tqdm
 
+from tpurank.atomic import write_json
 from tpurank.collections import Collection
-from models.lgbm.budget import BoostControl
 from models.lgbm.config import LgbmConfig
 from models.lgbm.data import Rows, chunk_groups, graph_runs
 from models.lgbm.model import ModelInfo, RankerModel
@@ -53,22 +55,18 @@ def booster_params(cfg: LgbmConfig, seed: int) -> dict:
     }
 
 
-def ranking_params(cfg: LgbmConfig, collection: Collection, objective: str) -> dict:
-    """Objective-specific settings: label gain and truncation follow what the metric rewards.
+def ranking_params(collection: Collection) -> dict:
+    """LambdaRank settings: label gain and truncation follow what the metric rewards.
 
     Tile is scored on the top 5 only: exponential gain (LightGBM's default 2^g - 1) and a short
     truncation focus the model on the fastest configs. Layout is scored by Kendall τ over all
     configs: linear gain and no truncation weigh every pair of a group alike.
     """
-    params = {"objective": objective}
-    if objective == "lambdarank":
-        if collection.is_tile:
-            params["label_gain"] = [float(2 ** g - 1) for g in range(N_GRADES)]
-            params["lambdarank_truncation_level"] = 20
-        else:
-            params["label_gain"] = [float(g) for g in range(N_GRADES)]
-            params["lambdarank_truncation_level"] = MAX_GROUP_SIZE
-    return params
+    if collection.is_tile:
+        gain, truncation = [float(2 ** g - 1) for g in range(N_GRADES)], 20
+    else:
+        gain, truncation = [float(g) for g in range(N_GRADES)], MAX_GROUP_SIZE
+    return {"objective": "lambdarank", "label_gain": gain, "lambdarank_truncation_level": truncation}
 
 
 def _warmup_value(calls: int, higher_is_better: bool) -> float:
@@ -118,55 +116,127 @@ def logloss_feval(warmup: int = 0, start: int = 0) -> Callable:
     return feval
 
 
-class TqdmCallback:
-    """Boosting progress bar showing the latest validation metric."""
+def progress_callback(bar: tqdm, every: int = 10) -> Callable:
+    """A LightGBM callback advancing ``bar`` and showing the latest validation metric."""
 
-    def __init__(self, total: int, desc: str, every: int = 10) -> None:
-        self.bar = tqdm(total=total, desc=desc, unit="it", leave=False, mininterval=1.0)
-        self.every = every
-
-    def __call__(self, env: lgb.callback.CallbackEnv) -> None:
-        self.bar.update(1)
-        if env.evaluation_result_list and env.iteration % self.every == 0:
+    def callback(env: lgb.callback.CallbackEnv) -> None:
+        bar.update(1)
+        if env.evaluation_result_list and env.iteration % every == 0:
             _, metric, value, *_ = env.evaluation_result_list[0]
             shown = "warm-up" if abs(value) >= 1e8 else f"{value:.4f}"  # see _warmup_value
-            self.bar.set_postfix({metric: shown}, refresh=False)
+            bar.set_postfix({metric: shown}, refresh=False)
 
-    def close(self) -> None:
-        self.bar.close()
+    return callback
+
+
+class BoostControl:
+    """One LightGBM callback for early stopping, the deadline and resumable checkpoints.
+
+    Early stopping (``patience`` rounds without improvement of the first validation metric, as
+    ``lightgbm.early_stopping(first_metric_only=True)``) and the deadline (``time.monotonic()``)
+    both stop at the best iteration so far. With ``checkpoint`` (a JSON path), the booster text
+    and the early-stopping state are saved there in one atomic write every ``checkpoint_every``
+    seconds, tagged with ``key``; a new control for the same path and key resumes from it
+    (:attr:`init_model`, :attr:`start_iteration`, the best iteration to beat). A resumed fit is
+    not bit-identical to an uninterrupted one (bagging draws restart), only equivalent.
+    """
+
+    def __init__(self, deadline: float = float("inf"), patience: int = 0,
+                 checkpoint: Path | None = None, checkpoint_every: float = 60.0,
+                 key: str = "") -> None:
+        # an instance attribute: lightgbm.train gives callbacks without one in their __dict__ a
+        # negative order; 40 = after the other callbacks
+        self.order = 40
+        self.deadline, self.patience = deadline, patience
+        self.checkpoint, self.every, self.key = checkpoint, checkpoint_every, key
+        self.best_value: float | None = None
+        self.best_iter = -1
+        self.best_list: list = []
+        self.stopped_at: int | None = None
+        self.start_iteration = 0
+        self.init_model: lgb.Booster | None = None
+        self._saved_at = time.monotonic()
+        self._resume()
+
+    def _resume(self) -> None:
+        if self.checkpoint is None or not self.checkpoint.is_file():
+            return
+        try:
+            saved = json.loads(self.checkpoint.read_text())
+        except json.JSONDecodeError:
+            return
+        if saved.get("key") != self.key:
+            return
+        self.start_iteration = int(saved["iteration"])
+        self.best_iter, self.best_value = int(saved["best_iter"]), saved["best_value"]
+        self.best_list = [tuple(r) for r in saved["best_list"]]
+        self.init_model = lgb.Booster(model_str=saved["model"])
+
+    def _save(self, env: lgb.callback.CallbackEnv) -> None:
+        # one atomic file (model text + early-stopping state): a kill never leaves them apart
+        write_json(self.checkpoint, {"key": self.key, "iteration": env.iteration + 1,
+                                     "best_iter": self.best_iter, "best_value": self.best_value,
+                                     "best_list": [list(r) for r in self.best_list],
+                                     "model": env.model.model_to_string()})
+        self._saved_at = time.monotonic()
+
+    def clear(self) -> None:
+        """Remove the checkpoint (the fit's result is saved elsewhere)."""
+        if self.checkpoint is not None:
+            self.checkpoint.unlink(missing_ok=True)
+
+    def _stop(self) -> None:
+        raise lgb.callback.EarlyStopException(self.best_iter, self.best_list)
+
+    def __call__(self, env: lgb.callback.CallbackEnv) -> None:
+        results = env.evaluation_result_list or []
+        if results:
+            _, _, value, higher = results[0][:4]
+            better = self.best_value is None or (value > self.best_value if higher
+                                                 else value < self.best_value)
+            if better:
+                self.best_value, self.best_iter, self.best_list = value, env.iteration, list(results)
+            if self.patience > 0 and env.iteration - self.best_iter >= self.patience:
+                self._stop()
+        else:
+            self.best_iter = env.iteration
+        if time.monotonic() >= self.deadline:
+            self.stopped_at = env.iteration + 1
+            self._stop()
+        if env.iteration == env.end_iteration - 1:
+            self._stop()
+        if self.checkpoint is not None and time.monotonic() - self._saved_at >= self.every:
+            self._save(env)
 
 
 def _train(params: dict, train_set: lgb.Dataset, valid_set: lgb.Dataset | None, cfg: LgbmConfig,
-           desc: str, feval: Callable | None = None,
-           stop: BoostControl | None = None) -> lgb.Booster:
-    stop = stop or BoostControl()
+           desc: str, feval: Callable | None, stop: BoostControl) -> lgb.Booster:
     stop.patience = cfg.early_stopping_rounds
     rounds = max(1, cfg.num_boost_round - stop.start_iteration)
-    bar = TqdmCallback(rounds, desc)
     valid_sets = [valid_set] if valid_set is not None else []
-    try:
+    with tqdm(total=rounds, desc=desc, unit="it", leave=False, mininterval=1.0) as bar:
         return lgb.train(params, train_set, num_boost_round=rounds, init_model=stop.init_model,
                          valid_sets=valid_sets, valid_names=["valid"] * len(valid_sets),
-                         feval=feval if valid_sets else None, callbacks=[bar, stop])
-    finally:
-        bar.close()
+                         feval=feval if valid_sets else None,
+                         callbacks=[progress_callback(bar), stop])
 
 
 def fit_ranker(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: Collection,
-               objective: str, seed: int, stop: BoostControl | None = None) -> lgb.Booster:
+               seed: int, stop: BoostControl | None = None) -> lgb.Booster:
     """LambdaRank with one query group per graph chunk (see ``chunk_groups``)."""
+    stop = stop or BoostControl()
     rng = np.random.default_rng(seed)
     grades = train.grades(N_GRADES)
-    order, sizes, _ = chunk_groups(train.graph_code, MAX_GROUP_SIZE, rng)
+    order, sizes = chunk_groups(train.graph_code, MAX_GROUP_SIZE, rng)
     train_set = lgb.Dataset(train.X[order], label=grades[order], group=sizes,
                             feature_name=safe_names(train.feature_names), free_raw_data=True)
     valid_set = None
     if valid is not None and len(valid):
         valid_set = lgb.Dataset(valid.X, label=valid.grades(N_GRADES), reference=train_set)
-    params = booster_params(cfg, seed) | ranking_params(cfg, collection, objective)
-    feval = (official_feval(collection, valid, cfg.eval_every, cfg.min_rounds, _start(stop))
+    params = booster_params(cfg, seed) | ranking_params(collection)
+    feval = (official_feval(collection, valid, cfg.eval_every, cfg.min_rounds, stop.start_iteration)
              if valid_set is not None else None)
-    return _train(params, train_set, valid_set, cfg, f"{collection.name} {objective}", feval, stop)
+    return _train(params, train_set, valid_set, cfg, f"{collection.name} lambdarank", feval, stop)
 
 
 def _pair_dataset(rows: Rows, pairs_per_graph: int, max_total: int, rng: np.random.Generator,
@@ -182,6 +252,7 @@ def _pair_dataset(rows: Rows, pairs_per_graph: int, max_total: int, rng: np.rand
 def fit_pairwise(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: Collection,
                  seed: int, stop: BoostControl | None = None) -> lgb.Booster:
     """Binary classifier ``a faster than b`` on sampled same-graph pairs (see ``pairwise``)."""
+    stop = stop or BoostControl()
     rng = np.random.default_rng(seed)
     train_set = _pair_dataset(train, cfg.pairs_per_graph, MAX_PAIRS_TOTAL, rng)
     valid_set = None
@@ -191,11 +262,7 @@ def fit_pairwise(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: C
     params = booster_params(cfg, seed) | {"objective": "binary",
                                           "bin_construct_sample_cnt": PAIR_BIN_SAMPLE}
     return _train(params, train_set, valid_set, cfg, f"{collection.name} pairwise",
-                  logloss_feval(cfg.min_rounds, _start(stop)), stop)
-
-
-def _start(stop: BoostControl | None) -> int:
-    return stop.start_iteration if stop is not None else 0
+                  logloss_feval(cfg.min_rounds, stop.start_iteration), stop)
 
 
 def fit_model(mode: str, train: Rows, valid: Rows | None, cfg: LgbmConfig,
@@ -212,7 +279,7 @@ def fit_model(mode: str, train: Rows, valid: Rows | None, cfg: LgbmConfig,
     if mode == "pairwise":
         booster = fit_pairwise(train, valid, cfg, collection, cfg.seed, stop)
     else:
-        booster = fit_ranker(train, valid, cfg, collection, mode, cfg.seed, stop)
+        booster = fit_ranker(train, valid, cfg, collection, cfg.seed, stop)
     info = ModelInfo(mode=mode, feature_names=list(train.feature_names), collection=collection.name,
                      seed=cfg.seed, pair_refs=cfg.pair_refs,
                      best_iteration=int(booster.best_iteration or booster.current_iteration()))

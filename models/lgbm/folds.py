@@ -1,20 +1,14 @@
-"""Grouped K-fold cross-validation of the LightGBM ranker (``--folds K``, K >= 2).
-
-The folds are :func:`models.cv.fold_plan`'s (shared with every other model: grouped by stem,
-default/random twins together). For fold ``k`` of a collection:
-
-- train on ``plan.training(k)`` (rows of the train *and* valid tabular files), early-stop on
-  ``plan.inner_valid(k)``; with ``--mode auto`` both candidates are fitted and the one with the
-  better official score on the inner-valid graphs (every config) is kept — never on a
-  held-out graph;
-- predict every config of ``plan.held_out(k)`` (out-of-fold) and of the test split.
+"""Grouped K-fold cross-validation of the LightGBM ranker (``--folds K``, K >= 2) over
+:func:`models.cv.fold_plan`'s folds (shared with every other model). Fold model ``k`` trains on
+``plan.training(k)`` (rows of the train *and* valid tabular files) and early-stops on
+``plan.inner_valid(k)``; with ``--mode auto`` the candidate with the better official score on
+those inner-valid graphs is kept (never chosen on a held-out graph). It predicts every config of
+``plan.held_out(k)`` (out-of-fold) and of the test split.
 
 Files (``M`` = ``WORK/models/lgbm[-tag]/<slug>/seed<s>``): ``M/fold<k>/`` (``model.txt``,
-``model.json``, ``metrics.json``, ``held_out.npz``, ``done.json``: one per fold), ``M/folds.json``
-(per fold: the graphs the fold model saw, :func:`models.cv.fold_manifest`, and its mode),
-``M/metrics.json``, ``M/done.json``; the predictions under ``PREDS/lgbm[-tag]@seed<s>/<slug>/``
-are those of every cross-validated model (:mod:`models.predictions`).
-
+``model.json``, ``metrics.json``, ``held_out.npz``, ``done.json``), ``M/folds.json`` (per fold the
+graphs its model saw, :func:`models.cv.fold_manifest`, and its mode), ``M/metrics.json`` and
+``M/done.json``; predictions under ``PREDS/lgbm[-tag]@seed<s>/<slug>/`` (:mod:`models.predictions`).
 A killed run resumes fold by fold (``fold<k>/done.json``, written last).
 """
 
@@ -24,6 +18,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -31,15 +26,11 @@ from tpurank.atomic import remove_dead_temporaries, save_npz, write_json
 from tpurank.collections import Collection
 from features.processed import tabular_path
 from models.cv import LABELLED_SPLITS as LABELLED, Key, check_manifest, fold_manifest, fold_plan
-from models.lgbm import ledger
-from models.lgbm.budget import Slicer
 from models.lgbm.config import LgbmConfig
 from models.lgbm.data import Rows, by_config, concat_rows, feature_columns, load_rows, read_keys
-from models.lgbm.fit import fit_model
 from models.lgbm.model import RankerModel
-from models.lgbm.runstate import (DONE_FILE, candidates, choose, fingerprint, read_done, save_model,
-                                  write_done)
-from models.metrics import score_collection
+from models.lgbm.runstate import (DONE_FILE, LEDGER_FILE, Slicer, candidates, fit_candidates,
+                                  is_current, read_done, record, score_common, summarise, write_done)
 from models.predictions import (fold_split, predictions_path, read_predictions, write_fold_average,
                                 write_predictions)
 
@@ -55,21 +46,23 @@ def get_plan(cfg: LgbmConfig, collection: Collection):
     return fold_plan(cfg.work, cfg.features_dir(), collection, folds=cfg.folds, seed=cfg.seed)
 
 
-def _stems_by_split(keys: list[Key]) -> dict[str, set[str]]:
-    out: dict[str, set[str]] = {}
+def _files(cfg: LgbmConfig, collection: Collection,
+           keys: list[Key]) -> Iterator[tuple[str, Path, set[str]]]:
+    """``(split, tabular file, stems)`` of the graphs ``keys`` ((split, stem) pairs), per file."""
+    by_split: dict[str, set[str]] = {}
     for split, stem in keys:
-        out.setdefault(split, set()).add(stem)
-    return out
+        by_split.setdefault(split, set()).add(stem)
+    for split, stems in sorted(by_split.items()):
+        path = tabular_path(cfg.features_dir(), collection, split)
+        if path.is_file():
+            yield split, path, stems
 
 
 def load_graphs(cfg: LgbmConfig, collection: Collection, keys: list[Key], max_per_graph: int,
                 seed: int, names: list[str]) -> Rows | None:
     """Graded rows of the graphs ``keys`` ((split, stem) pairs) of ``collection``."""
     parts = []
-    for split, stems in sorted(_stems_by_split(keys).items()):
-        path = tabular_path(cfg.features_dir(), collection, split)
-        if not path.is_file():
-            continue
+    for split, path, stems in _files(cfg, collection, keys):
         rows = load_rows(path, max_per_graph, seed + LABELLED.index(split), names, graphs=stems)
         if len(rows) and rows.target is not None:
             parts.append(rows)
@@ -80,11 +73,9 @@ def predict_graphs(model: RankerModel, cfg: LgbmConfig, collection: Collection,
                    keys: list[Key]) -> dict[str, np.ndarray]:
     """Costs of every config of the graphs ``keys`` (streamed, only their slices are read)."""
     out: dict[str, np.ndarray] = {}
-    for split, stems in sorted(_stems_by_split(keys).items()):
-        path = tabular_path(cfg.features_dir(), collection, split)
-        if path.is_file():
-            out.update(model.predict_file(path, cfg.predict_batch_rows, graphs=stems,
-                                          complete=split != "train"))
+    for split, path, stems in _files(cfg, collection, keys):
+        out.update(model.predict_file(path, cfg.predict_batch_rows, graphs=stems,
+                                      complete=split != "train"))
     return out
 
 
@@ -105,14 +96,6 @@ def labelled_truth(cfg: LgbmConfig, collection: Collection) -> dict[str, np.ndar
     return {stem: target for stem, (_, target) in labelled_index(cfg, collection).items()}
 
 
-def _score(collection: Collection, costs: dict[str, np.ndarray],
-           truth: dict[str, np.ndarray]) -> float | None:
-    common = {s: c for s, c in costs.items() if s in truth}
-    if not common:
-        return None
-    return score_collection(collection, common, {s: truth[s] for s in common})["score"]
-
-
 def train_fold(cfg: LgbmConfig, collection: Collection, plan, k: int, names: list[str],
                truth: dict[str, np.ndarray], slicer: Slicer) -> dict:
     """Fit fold ``k``, write its held-out and test predictions; returns its metrics."""
@@ -128,36 +111,25 @@ def train_fold(cfg: LgbmConfig, collection: Collection, plan, k: int, names: lis
     inner_keys = plan.inner_valid(k)
     inner = load_graphs(cfg, collection, inner_keys, cfg.max_valid_configs_per_graph,
                         cfg.seed + 10, names)
-    modes = candidates(cfg, collection)
-    results: dict[str, dict] = {}
-    models: dict[str, RankerModel] = {}
-    for m in modes:
-        model = fit_model(m, train, inner, cfg, collection, deadline=slicer.deadline(),
-                          checkpoint=out_dir / f"checkpoint-{m}.json", key=fingerprint(cfg))
-        inner_score = None
-        if len(modes) > 1 and inner is not None:  # the mode choice: inner-valid graphs only
-            inner_score = _score(collection, predict_graphs(model, cfg, collection, inner_keys),
-                                 truth)
-        results[m] = {"best_iteration": model.info.best_iteration, "inner_score": inner_score,
-                      "resumed_from_iteration": model.info.extra.get("resumed_from_iteration"),
-                      "stopped_by_time_budget_at": model.info.extra.get("stopped_by_time_budget_at")}
-        models[m] = model
-    chosen = choose(results, "inner_score")
-    model = models[chosen]
-    model.info.extra["candidates"] = {m: r["inner_score"] for m, r in results.items()}
-    save_model(model, out_dir, cfg, f"{collection.name} fold {k} ({chosen})")
+    choosing = len(candidates(cfg, collection)) > 1 and inner is not None
+
+    def evaluate(mode: str, model: RankerModel) -> dict:  # the mode choice: inner-valid graphs only
+        inner_costs = predict_graphs(model, cfg, collection, inner_keys) if choosing else {}
+        return {"inner_score": score_common(collection, inner_costs, truth)}
+
+    chosen, model, results, _ = fit_candidates(cfg, collection, train, inner, out_dir, slicer,
+                                               evaluate, "inner_score", f"{collection.name} fold {k}")
     held = plan.held_out(k)
     labelled_paths = [tabular_path(cfg.features_dir(), collection, s) for s in LABELLED]
     held_costs = predict_graphs(model, cfg, collection, held)
-    ledger.record(out_dir, out_dir / HELD_OUT_FILE, held_costs, labelled_paths,
-                  sorted(s for _, s in held))
+    record(out_dir, out_dir / HELD_OUT_FILE, held_costs, labelled_paths, sorted(s for _, s in held))
     test_path = tabular_path(cfg.features_dir(), collection, "test")
     if test_path.is_file():
-        ledger.record(out_dir, test_fold_path(cfg, collection, k),
-                      model.predict_file(test_path, cfg.predict_batch_rows), [test_path])
+        record(out_dir, test_fold_path(cfg, collection, k),
+               model.predict_file(test_path, cfg.predict_batch_rows), [test_path])
     metrics = {"fold": k, "mode": chosen, "results": results,
                "best_iteration": results[chosen]["best_iteration"],
-               "held_out_score": _score(collection, held_costs, truth),
+               "held_out_score": score_common(collection, held_costs, truth),
                "held_out_graphs": len(held_costs), "train_rows": len(train),
                "train_graphs": len(train.graphs), "inner_graphs": len(inner_keys),
                "seen": sorted(f"{sp}/{st}" for sp, st in seen + list(inner_keys)),
@@ -246,17 +218,18 @@ def train_folds(cfg: LgbmConfig, collection: Collection, seconds: float = float(
     modes = [f["mode"] for f in folds]
     metrics = {"collection": collection.name, "seed": cfg.seed, "folds": cfg.folds,
                "mode": max(set(modes), key=modes.count), "modes": modes,
-               "oof_score": _score(collection, oof, truth), "oof_graphs": len(oof),
+               "oof_score": score_common(collection, oof, truth), "oof_graphs": len(oof),
                "fold_scores": fold_scores,
                "fold_mean": float(np.mean(fold_scores)) if fold_scores else None,
                "fold_sd": float(np.std(fold_scores)) if fold_scores else None,
-               "valid_score": _score(collection, oof, valid_truth), "valid_graphs": len(valid_truth),
+               "valid_score": score_common(collection, oof, valid_truth),
+               "valid_graphs": len(valid_truth),
                "best_iteration": [f["best_iteration"] for f in folds],
                "budget_s": None if seconds == float("inf") else round(seconds, 2),
                "total_s": round(time.perf_counter() - start, 2)}
     # a --folds 0 model left by an earlier run: its predictions (same run name) were just
     # replaced, and readers globbing seed*/model.txt would take it for this run's model
-    for name in ("model.txt", "model.json", ledger.LEDGER_FILE):
+    for name in ("model.txt", "model.json", LEDGER_FILE):
         (cfg.model_dir(collection) / name).unlink(missing_ok=True)
     write_json(cfg.model_dir(collection) / "metrics.json", metrics)
     write_done(cfg.model_dir(collection), cfg, metrics)
@@ -297,11 +270,10 @@ def predict_folds(cfg: LgbmConfig, collection: Collection) -> dict[str, dict]:
     refreshed = 0
     for k in range(cfg.folds):
         out = test_fold_path(cfg, collection, k)
-        if test_path.is_file() and not ledger.is_current(fold_dir(cfg, collection, k), out,
-                                                         [test_path]):
+        if test_path.is_file() and not is_current(fold_dir(cfg, collection, k), out, [test_path]):
             model = RankerModel.load(fold_dir(cfg, collection, k))
-            ledger.record(fold_dir(cfg, collection, k), out,
-                          model.predict_file(test_path, cfg.predict_batch_rows), [test_path])
+            record(fold_dir(cfg, collection, k), out,
+                   model.predict_file(test_path, cfg.predict_batch_rows), [test_path])
             refreshed += 1
     if refreshed or not predictions_path(cfg.preds_dir(), cfg.run_name(), collection, "test").is_file():
         write_test_average(cfg, collection)
@@ -311,12 +283,7 @@ def predict_folds(cfg: LgbmConfig, collection: Collection) -> dict[str, dict]:
         out = predictions_path(cfg.preds_dir(), cfg.run_name(), collection, split)
         if not out.is_file():
             continue
-        costs = read_predictions(out)
-        info = {"graphs": len(costs), "configs": int(sum(len(c) for c in costs.values())),
-                "path": str(out), "reused": not (split == "test" and refreshed)}
         truth = labelled_truth(cfg, collection) if split != "test" else {}
-        score = _score(collection, costs, truth) if truth else None
-        if score is not None:
-            info["score"] = score
-        summary[split] = info
+        summary[split] = summarise(collection, out, read_predictions(out), truth,
+                                   reused=not (split == "test" and refreshed))
     return summary

@@ -87,11 +87,6 @@ class PairSequence(lgb.Sequence):
         raise TypeError(f"PairSequence index must be int, slice or list, got {type(idx).__name__}")
 
 
-def choose_refs(n: int, n_refs: int, rng: np.random.Generator) -> np.ndarray:
-    """Indices of the reference configs of a graph with ``n`` configs."""
-    return np.sort(rng.choice(n, size=min(n, n_refs), replace=False))
-
-
 def pairwise_scores(predict_margin, X: np.ndarray, X_refs: np.ndarray,
                     batch_pairs: int = 0, max_bytes: int = SCORE_BATCH_BYTES) -> np.ndarray:
     """Score each row of ``X`` (one graph) against ``X_refs``; higher = predicted faster.
@@ -101,9 +96,7 @@ def pairwise_scores(predict_margin, X: np.ndarray, X_refs: np.ndarray,
     backward pair features, at least one row's ``len(X_refs)`` pairs) are evaluated at once.
     """
     n, r = len(X), len(X_refs)
-    if n == 0:
-        return np.zeros(0, np.float64)
-    if r == 0:
+    if n == 0 or r == 0:
         return np.zeros(n, np.float64)
     scores = np.empty(n, np.float64)
     if batch_pairs <= 0:

@@ -1,33 +1,39 @@
-"""Training orchestration: every selected collection, resumable, within a time budget
-(docs/lgbm.md, "Training" and "Outputs"; with ``--folds K >= 2`` see :mod:`models.lgbm.folds`).
+"""Training and prediction orchestration: every selected collection, resumable, within a time
+budget (docs/lgbm.md, "Training" and "Outputs"; with ``--folds K >= 2`` see :mod:`models.lgbm.folds`).
 
 Per collection: fit each candidate mode on the sampled train rows, early-stopped on the valid
-rows (:mod:`models.lgbm.fit`, deadline from :mod:`models.lgbm.budget`, booster checkpoints
-``checkpoint-<mode>.json`` resumed after a kill); score every valid config, write those
-predictions once (:mod:`models.lgbm.ledger`, so ``predict`` reuses them); save the model and,
-last, ``done.json``: a rerun skips every collection whose marker matches the settings.
+rows (:mod:`models.lgbm.fit`; booster checkpoints ``checkpoint-<mode>.json`` resumed after a
+kill); score every valid config and write those predictions once (the ledger of
+:mod:`models.lgbm.runstate`: ``predict`` reuses them); save the model and, last, ``done.json``:
+a rerun skips every collection whose marker matches the settings.
+
+Prediction covers every config of every valid and test graph, in the common format (model
+``lgbm``): costs are the negated ranking scores (LightGBM's are higher = faster). Valid/test rows
+are never deduplicated: each graph's array has one entry per config of the source file (checked
+in :func:`models.lgbm.data.assemble_costs`).
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
+import polars as pl
 
 from tpurank.atomic import remove_dead_temporaries, write_json
 from tpurank.collections import Collection
+from features.io import discover
 from features.processed import tabular_path
 from models.budget import TimeBudget
-from models.lgbm import ledger
-from models.lgbm.budget import Slicer, training_weight
 from models.lgbm.config import LgbmConfig
 from models.lgbm.data import feature_columns, load_rows, truth_by_graph
-from models.lgbm.fit import fit_model
 from models.lgbm.model import RankerModel
-from models.lgbm.runstate import (DONE_FILE, candidates, choose, fingerprint, read_done, save_model,
-                                  write_done)
+from models.lgbm.runstate import (DONE_FILE, Slicer, candidates, fit_candidates, is_current, read_done,
+                                  record, summarise, write_done)
 from models.metrics import score_collection
-from models.predictions import predictions_path
+from models.predictions import predictions_path, read_predictions
+
 
 def evaluate_model(model: RankerModel, cfg: LgbmConfig,
                    collection: Collection) -> tuple[dict | None, dict[str, np.ndarray] | None]:
@@ -69,29 +75,21 @@ def train_collection(cfg: LgbmConfig, collection: Collection,
         raise ValueError(f"{train_path}: no train rows with a target")
     valid = _load_valid(cfg, collection, train.feature_names)
     load_s = time.perf_counter() - start
+    valid_costs: dict[str, dict[str, np.ndarray] | None] = {}
+
+    def evaluate(mode: str, model: RankerModel) -> dict:
+        scored, valid_costs[mode] = evaluate_model(model, cfg, collection)
+        return {"valid_score": None if scored is None else scored["score"],
+                "valid_per_graph": None if scored is None else scored["per_graph"]}
+
     modes = candidates(cfg, collection)
-    slicer = Slicer(max(0.0, seconds - load_s), len(modes))
-    results: dict[str, dict] = {}
-    models: dict[str, tuple[RankerModel, dict | None]] = {}
-    for m in modes:
-        t0 = time.perf_counter()
-        model = fit_model(m, train, valid, cfg, collection, deadline=slicer.deadline(),
-                          checkpoint=out_dir / f"checkpoint-{m}.json", key=fingerprint(cfg))
-        fit_s = time.perf_counter() - t0
-        scored, costs = evaluate_model(model, cfg, collection)
-        results[m] = {"fit_s": round(fit_s, 2), "best_iteration": model.info.best_iteration,
-                      "stopped_by_time_budget_at": model.info.extra.get("stopped_by_time_budget_at"),
-                      "resumed_from_iteration": model.info.extra.get("resumed_from_iteration"),
-                      "valid_score": None if scored is None else scored["score"],
-                      "valid_per_graph": None if scored is None else scored["per_graph"]}
-        models[m] = (model, costs)
-    chosen = choose(results)
-    model, costs = models[chosen]
-    model.info.extra["candidates"] = {m: r["valid_score"] for m, r in results.items()}
-    importance = save_model(model, out_dir, cfg, f"{collection.name} ({chosen})")
+    chosen, _, results, importance = fit_candidates(
+        cfg, collection, train, valid, out_dir, Slicer(max(0.0, seconds - load_s), len(modes)),
+        evaluate, "valid_score", collection.name)
+    costs = valid_costs[chosen]
     if costs is not None:  # predicted once here; `predict` reuses it
-        ledger.record(out_dir, predictions_path(cfg.preds_dir(), cfg.run_name(), collection, "valid"),
-                      costs, [tabular_path(cfg.features_dir(), collection, "valid")])
+        record(out_dir, predictions_path(cfg.preds_dir(), cfg.run_name(), collection, "valid"),
+               costs, [tabular_path(cfg.features_dir(), collection, "valid")])
     metrics = {"collection": collection.name, "mode": chosen, "seed": cfg.seed, "folds": 0,
                "train_rows": len(train), "train_graphs": len(train.graphs),
                "valid_rows_early_stopping": 0 if valid is None else len(valid),
@@ -109,10 +107,17 @@ def train_collection(cfg: LgbmConfig, collection: Collection,
 
 
 def collection_weight(cfg: LgbmConfig, collection: Collection) -> float:
-    """Training rows of ``collection`` (for sharing the time budget)."""
-    splits = ("train", "valid") if cfg.folds >= 2 else ("train",)
-    return sum(training_weight(tabular_path(cfg.features_dir(), collection, s),
-                               cfg.max_train_configs_per_graph) for s in splits)
+    """Rows that training will read of ``collection`` (per graph at most
+    ``max_train_configs_per_graph``), for sharing the time budget."""
+    total = 0.0
+    for split in ("train", "valid") if cfg.folds >= 2 else ("train",):
+        path = tabular_path(cfg.features_dir(), collection, split)
+        if path.is_file():
+            sizes = pl.scan_parquet(path).group_by("graph").len().collect()["len"].to_numpy()
+            if cfg.max_train_configs_per_graph > 0:
+                sizes = sizes.clip(max=cfg.max_train_configs_per_graph)
+            total += float(sizes.sum())
+    return total
 
 
 def train_all(cfg: LgbmConfig) -> dict[str, dict]:
@@ -121,7 +126,7 @@ def train_all(cfg: LgbmConfig) -> dict[str, dict]:
     done = {c.name: read_done(cfg.model_dir(c), cfg) for c in collections}
     todo = [c for c in collections if done[c.name] is None]
     budget = TimeBudget(cfg.time_budget, weights={c.name: collection_weight(cfg, c) for c in todo}
-                        if cfg.time_budget > 0 else {c.name: 1.0 for c in todo})
+                        if cfg.time_budget > 0 else None)
     out = {}
     for collection in collections:
         metrics = done[collection.name]
@@ -135,4 +140,62 @@ def train_all(cfg: LgbmConfig) -> dict[str, dict]:
               + (f" (done before: {cfg.model_dir(collection) / DONE_FILE})" if resumed else ""),
               flush=True)
         out[collection.name] = metrics
+    return out
+
+
+def predict_collection(cfg: LgbmConfig, collection: Collection) -> dict[str, dict]:
+    """Write ``WORK/preds/lgbm[-tag]@seed<k>/<slug>/{valid,test}.npz``; returns a summary per split.
+
+    A file already written by the same model from the same tabular input (``train`` writes the
+    valid split; the ledger of :mod:`models.lgbm.runstate`) is reused, not predicted again. With
+    ``--folds K`` the fold models' files are checked/completed by :mod:`models.lgbm.folds`.
+    """
+    if cfg.folds >= 2:
+        from models.lgbm.folds import predict_folds
+        return predict_folds(cfg, collection)
+    model_dir = cfg.model_dir(collection)
+    model: RankerModel | None = None
+    summary: dict[str, dict] = {}
+    for split in ("valid", "test"):
+        path = tabular_path(cfg.features_dir(), collection, split)
+        if not path.is_file():
+            print(f"[lgbm] {collection.name} {split}: no tabular file at {path}; skipped", flush=True)
+            continue
+        out = predictions_path(cfg.preds_dir(), cfg.run_name(), collection, split)
+        reused = is_current(model_dir, out, [path])
+        if reused:
+            costs = read_predictions(out)
+        else:
+            model = model or RankerModel.load(model_dir)
+            costs = model.predict_file(path, cfg.predict_batch_rows)
+            record(model_dir, out, costs, [path])
+        missing = missing_graphs(cfg, collection, split, costs)
+        if missing:
+            print(f"[lgbm] WARNING {collection.name} {split}: {len(missing)} source graph(s) of "
+                  f"{cfg.data} have no tabular rows (skipped as bad by the feature build?), e.g. "
+                  f"{missing[:3]}", flush=True)
+        truth = truth_by_graph(path) if split == "valid" else {}
+        summary[split] = summarise(collection, out, costs, truth, reused)
+    return summary
+
+
+def missing_graphs(cfg: LgbmConfig, collection: Collection, split: str,
+                   costs: dict[str, np.ndarray]) -> list[str]:
+    """Source graphs under ``cfg.data`` without a prediction (empty when the data root is absent)."""
+    if not Path(cfg.data).is_dir():
+        return []
+    stems = [f.stem for f in discover(cfg.data, [collection], [split])]
+    return sorted(set(stems) - set(costs))
+
+
+def predict_all(cfg: LgbmConfig) -> dict[str, dict]:
+    out = {}
+    for collection in cfg.selected_collections():
+        summary = predict_collection(cfg, collection)
+        for split, info in summary.items():
+            extra = f" score {info['score']:.4f}" if "score" in info else ""
+            extra += " (reused, not predicted again)" if info.get("reused") else ""
+            print(f"[lgbm] {collection.name:20s} {split:5s}: {info['graphs']} graphs, "
+                  f"{info['configs']} configs -> {info['path']}{extra}", flush=True)
+        out[collection.name] = summary
     return out

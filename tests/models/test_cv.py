@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from models.cv import (FoldPlan, assign_stems, check_manifest, family_of, fold_plan,
-                       load_plan, plan_path, write_fold_manifest)
+from models.cv import (assign_stems, check_manifest, family_of, fold_plan, load_plan, plan_path,
+                       write_fold_manifest)
+from tpurank.atomic import write_json
 from tpurank.collections import get_collection
 
 XD = get_collection("layout:xla:default")
@@ -131,4 +132,5 @@ def test_manifest_detects_leak(root: Path, tmp_path: Path) -> None:
     leaky = {k: plan.training(k) + plan.held_out(k)[:1] for k in range(3)}
     with pytest.raises(ValueError, match="in-sample"):
         check_manifest(write_fold_manifest(path, plan, leaky), plan)
-    assert isinstance(FoldPlan.from_json(plan.to_json()), FoldPlan)
+    write_json(tmp_path / "plan.json", plan.to_json())
+    assert load_plan(tmp_path / "plan.json").assignment == plan.assignment

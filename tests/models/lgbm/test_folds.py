@@ -19,9 +19,8 @@ from models.lgbm.config import LgbmConfig
 from models.lgbm.folds import FOLDS_FILE, HELD_OUT_FILE, fold_dir
 from models.lgbm.model import RankerModel
 from toy_features import write_toy_features
-from models.lgbm.predict import predict_all
 from models.lgbm.runstate import DONE_FILE
-from models.lgbm.train import train_all
+from models.lgbm.train import predict_all, train_all
 from models.predictions import normalise_costs, predictions_path, read_predictions
 
 LAYOUT = get_collection("layout:xla:random")

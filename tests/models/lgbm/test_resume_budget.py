@@ -15,12 +15,10 @@ import pytest
 
 from tpurank.collections import get_collection
 from tpurank.config import with_preset
-from models.lgbm.budget import Slicer
 from models.lgbm.config import LgbmConfig
 from models.lgbm.model import RankerModel
-from models.lgbm.predict import predict_all
-from models.lgbm.runstate import DONE_FILE
-from models.lgbm.train import train_all
+from models.lgbm.runstate import DONE_FILE, Slicer
+from models.lgbm.train import predict_all, train_all
 from models.predictions import predictions_path
 
 TILE = get_collection("tile:xla")
@@ -38,9 +36,9 @@ def _args(work: Path, budget: float) -> list[str]:
 
 
 def test_fits_slice_a_collection_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    from models.lgbm import budget as budget_module
+    from models.lgbm import runstate
 
-    monkeypatch.setattr(budget_module.time, "monotonic", lambda: 1000.0)  # a clock that stands still
+    monkeypatch.setattr(runstate.time, "monotonic", lambda: 1000.0)  # a clock that stands still
     slicer = Slicer(10.0, fits=2, start=1000.0)
     assert slicer.deadline() == pytest.approx(1000.0 + 0.75 * 5.0)
 

@@ -159,7 +159,7 @@ def test_early_stopping_never_picks_a_round_before_min_rounds(toy_work: Path, mo
 
 
 def test_source_graphs_without_rows_are_reported(toy_work: Path, tmp_path: Path) -> None:
-    from models.lgbm.predict import missing_graphs
+    from models.lgbm.train import missing_graphs
 
     data = tmp_path / "data"
     split_dir = LAYOUT.split_dir(data, "test")
