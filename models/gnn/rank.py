@@ -1,11 +1,10 @@
-"""``python -m models.gnn rank --hlo MODULE.pb --candidates N``: the cost model as an autotuner.
+"""``python -m models.gnn rank --hlo MODULE.pb --candidates N``: rank sampled layouts of a new program.
 
-For a new program (an HloModuleProto, e.g. from ``jax.jit(f).lower(...).compiler_ir('hlo')
-.as_serialized_hlo_module_proto()``, or the module inside a tuning record): find its
-configurable nodes (convolution, dot, reshape by default, plus ``--nodes``), sample N candidate
-layouts (candidate 0 = the compiler's default, all -1), featurize them with the trained
-pipeline's own feature settings and normalisation stats, score them with the trained GNN and
-print the best ones. Lower predicted cost = predicted faster.
+For an HloModuleProto (e.g. from ``jax.jit(f).lower(...).compiler_ir('hlo')
+.as_serialized_hlo_module_proto()``) or the module inside a tuning record: sample N candidate
+layouts of its configurable nodes (convolution, dot, reshape by default, plus ``--nodes``;
+candidate 0 = the compiler's default), featurize them with the trained pipeline's settings and
+stats, score them with the trained GNN and print the best ones (lower cost = predicted faster).
 
 Example::
 
@@ -18,7 +17,6 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -27,23 +25,6 @@ import numpy as np
 from tpurank.collections import Collection, get_collection
 
 DEFAULT_COLLECTION = "layout:xla:random"
-
-
-@dataclass
-class RankResult:
-    """Candidates and their predicted costs; ``order`` = candidate indices, best first."""
-
-    module_name: str
-    config_node_ids: np.ndarray
-    spaces: list[Any]
-    candidates: np.ndarray  # (c, nc, 18) float32
-    costs: np.ndarray  # (c,) float64, lower = predicted faster
-    order: np.ndarray
-    collection: str
-
-    def default_rank(self) -> int:
-        """1-based position of the compiler's default config (candidate 0) in the ranking."""
-        return int(np.flatnonzero(self.order == 0)[0]) + 1
 
 
 def load_pipeline(work: str | Path, collection: Collection, seed: int | None = None,
@@ -65,93 +46,6 @@ def load_pipeline(work: str | Path, collection: Collection, seed: int | None = N
     build_cfg = load_run_config(BuildConfig, build_json)
     norm = load_norm(features_dir, collection)
     return model, gnn_cfg, build_cfg, norm
-
-
-def score_graph(graph: Any, pipeline: tuple[Any, Any, Any, Any], collection: Collection,
-                stem: str, exact_dot: dict | None = None) -> np.ndarray:
-    """Predicted cost of every config of ``graph`` (a :class:`features.io.Graph`)."""
-    from features.stages import process_graph
-    from models.gnn import predict_costs
-
-    model, gnn_cfg, build_cfg, norm = pipeline
-    pg = process_graph(graph, collection, "test", stem, norm, build_cfg, exact_dot)
-    return predict_costs(model, pg, batch_size=gnn_cfg.predict_batch)
-
-
-def rank_module(module: Any, work: str | Path, n_candidates: int, collection: str = DEFAULT_COLLECTION,
-                extra_nodes: Sequence[int] = (), opcodes: Sequence[str] | None = None,
-                space: str = "minor2", seed: int = 0, p_change: float = 0.5,
-                model_seed: int | None = None, device: str = "cpu",
-                config_nodes: Sequence[int] | None = None) -> RankResult:
-    """Sample candidate layouts of ``module`` and rank them with the trained GNN (configurable
-    nodes: see :func:`module_spaces`)."""
-    from features.hlo import module_dot_dims, module_to_graph
-    from models.gnn.candidates import sample_candidates
-
-    coll = get_collection(collection)
-    if coll.is_tile:
-        raise ValueError(f"rank --hlo ranks layouts: choose a layout collection, not {coll.name}")
-    ids, spaces, index = module_spaces(module, extra_nodes, opcodes, config_nodes)
-    candidates = sample_candidates(spaces, n_candidates, seed=seed, space=space, p_change=p_change)
-    graph = module_to_graph(module, ids, candidates)
-    pipeline = load_pipeline(work, coll, seed=model_seed, device=device)
-    costs = score_graph(graph, pipeline, coll, stem=module.name or "module",
-                        exact_dot=module_dot_dims(module, index))
-    return RankResult(module.name, ids, spaces, candidates, costs, np.argsort(costs, kind="stable"),
-                      coll.name)
-
-
-def module_spaces(module: Any, extra_nodes: Sequence[int] = (), opcodes: Sequence[str] | None = None,
-                  config_nodes: Sequence[int] | None = None) -> tuple[np.ndarray, list[Any], Any]:
-    """``(ids, spaces, index)``: the configurable nodes of ``module``, the tensor ranks each can lay
-    out (:class:`models.gnn.candidates.NodeSpace`) and the module index. The nodes are
-    ``config_nodes`` when given (a tuning record's ``config_index_to_node``: docs/competition.md §3
-    says to take the set from the data, not the opcode), else those with ``opcodes``; plus
-    ``extra_nodes``."""
-    from features.hlo import DEFAULT_CONFIGURABLE, configurable_nodes
-    from features.hlo.convert import index_module, operand_shapes
-    from models.gnn.candidates import node_spaces
-
-    if config_nodes is not None:
-        ids = configurable_nodes(module, (), list(config_nodes) + list(extra_nodes))
-    else:
-        ids = configurable_nodes(module, opcodes or DEFAULT_CONFIGURABLE, extra_nodes)
-    if len(ids) == 0:
-        raise ValueError(f"module {module.name!r} has no configurable node (opcodes "
-                         f"{list(opcodes or DEFAULT_CONFIGURABLE)}); pass --nodes")
-    index = index_module(module)
-    wanted = set(ids.tolist())
-    op_ranks = [[len(s) for s in operand_shapes(index, n)] if n in wanted else []
-                for n in range(len(index.instructions))]
-    return ids, node_spaces(index.instructions, op_ranks, ids.tolist()), index
-
-
-def format_table(result: RankResult, top: int = 10) -> str:
-    """The ``top`` best candidates as a text table (plus the default's position)."""
-    from models.gnn.candidates import describe
-
-    default_cost = result.costs[0]
-    lines = [f"module {result.module_name!r}: {len(result.config_node_ids)} configurable nodes, "
-             f"{len(result.candidates)} candidates scored with the {result.collection} GNN",
-             f"{'rank':>4}  {'cand':>5}  {'pred. cost':>11}  {'vs default':>10}  layouts (minor-to-major)"]
-    for pos, c in enumerate(result.order[:top], start=1):
-        lines.append(f"{pos:4d}  {c:5d}  {result.costs[c]:11.4f}  {result.costs[c] - default_cost:+10.4f}"
-                     f"  {describe(result.candidates[c], result.spaces)}")
-    lines.append(f"compiler default (candidate 0) ranks {result.default_rank()} of {len(result.costs)}")
-    return "\n".join(lines)
-
-
-def write_csv(result: RankResult, path: str | Path) -> None:
-    """All candidates, best first: rank, candidate, cost, and the 18 values of every node."""
-    from tpurank.atomic import atomic_path
-
-    with atomic_path(path, suffix=".csv") as tmp, open(tmp, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["rank", "candidate", "pred_cost"]
-                   + [f"{s.name}[{i}]" for s in result.spaces for i in range(18)])
-        for pos, c in enumerate(result.order, start=1):
-            w.writerow([pos, int(c), f"{result.costs[c]:.6g}"]
-                       + [int(v) for v in result.candidates[c].reshape(-1)])
 
 
 def read_target(path: str, name: str | None = None) -> tuple[Any, list[int]]:
@@ -193,24 +87,48 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from features.hlo import HloProtoError
+    from features.hlo import HloProtoError, module_dot_dims, module_to_graph
+    from features.stages import process_graph
+    from models.gnn import predict_costs
+    from models.gnn.candidates import LayoutSpace, module_spaces
+    from tpurank.atomic import atomic_path
 
     args = _parse(sys.argv[1:] if argv is None else argv)
     try:
         module, record_nodes = read_target(args.hlo, args.module_name)
+        coll = get_collection(args.collection)
+        if coll.is_tile:
+            raise ValueError(f"rank --hlo ranks layouts: choose a layout collection, not {coll.name}")
         extra = [int(v) for v in args.nodes.split(",") if v.strip()]
         opcodes = [o.strip() for o in (args.opcodes or "").split(",") if o.strip()]
-        config_nodes = record_nodes if record_nodes and args.opcodes is None else None
-        result = rank_module(module, args.work, args.candidates, args.collection, extra, opcodes,
-                             args.space, args.seed, args.p_change, args.model_seed, args.device,
-                             config_nodes=config_nodes)
+        ids, spaces, index = module_spaces(module, extra, opcodes, record_nodes
+                                           if record_nodes and args.opcodes is None else None)
+        space = LayoutSpace(spaces, args.space)
+        cands = space.distinct(args.candidates, args.seed, args.p_change)
+        graph = module_to_graph(module, ids, cands)
+        model, gnn_cfg, build_cfg, norm = load_pipeline(args.work, coll, args.model_seed, args.device)
+        pg = process_graph(graph, coll, "test", module.name or "module", norm, build_cfg,
+                           module_dot_dims(module, index))
+        costs = predict_costs(model, pg, batch_size=gnn_cfg.predict_batch)
     except (HloProtoError, FileNotFoundError, ValueError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(format_table(result, args.top))
-    if args.csv:
-        write_csv(result, args.csv)
-        print(f"all {len(result.costs)} candidates -> {args.csv}")
+    order = np.argsort(costs, kind="stable")
+    print(f"module {module.name!r}: {len(ids)} configurable nodes, {len(cands)} candidates scored "
+          f"with the {coll.name} GNN")
+    print(f"{'rank':>4}  {'cand':>5}  {'pred. cost':>11}  {'vs default':>10}  layouts (minor-to-major)")
+    for pos, c in enumerate(order[:args.top], start=1):
+        print(f"{pos:4d}  {c:5d}  {costs[c]:11.4f}  {costs[c] - costs[0]:+10.4f}  "
+              f"{space.describe(cands[c])}")
+    print(f"compiler default (candidate 0) ranks {int(np.flatnonzero(order == 0)[0]) + 1} of {len(costs)}")
+    if args.csv:  # every candidate, best first: rank, candidate, cost, every node's 18 values
+        with atomic_path(args.csv, suffix=".csv") as tmp, open(tmp, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["rank", "candidate", "pred_cost"] + [f"{s.name}[{i}]" for s in spaces
+                                                               for i in range(18)])
+            for pos, c in enumerate(order, start=1):
+                w.writerow([pos, int(c), f"{costs[c]:.6g}"] + [int(v) for v in cands[c].reshape(-1)])
+        print(f"all {len(costs)} candidates -> {args.csv}")
     return 0
 
 

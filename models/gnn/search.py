@@ -1,17 +1,12 @@
 """``python -m models.gnn search``: the cost model as an autotuner, proposing configs, not only
-ranking given ones.
+ranking given ones (docs/gnn.md, "Search").
 
 For a graph of the data (``GRAPH.npz``) or a new program (``--hlo MODULE.pb``, read like ``rank
 --hlo``): score a start pool (the graph's own configs, or ``--candidates`` sampled layouts, plus
-the compiler default) with the trained GNN, then evolve it: children of the best-predicted
-configs, each changing one configurable node's layout (or one tile bound) at a time, sometimes two
-parents crossed node by node, scored in batches by the head (the trunk runs once per graph; every
-batch attends to the start pool, so costs stay comparable) until ``--time-budget`` seconds or
-``--max-evals`` configs. Only legal values are proposed: each tensor's layouts from its rank
-(convolutions: the two most-minor dims, as the data encodes them; others: whole permutations;
-``--space`` overrides), or the default; tile bounds from powers of two up to the largest bound the
-kernel's given configs use. The K best-predicted configs go to ``--out``, per node its layout next
-to the default's.
+the compiler default) with the trained GNN, then evolve it (children of the best-predicted
+configs, one node's layout or one tile bound changed at a time), scoring legal configs only, until
+``--time-budget`` seconds or ``--max-evals`` configs. The K best-predicted configs go to
+``--out``, per node its layout next to the default's.
 
     python -m models.gnn search data/sample-small/npz_all/npz/layout/xla/random/test/G.npz \\
         --work work/sample-small-quick --k 10 --time-budget 20 --out proposals.txt
@@ -22,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import itertools
+import functools
 import math
 import sys
 import time
@@ -32,131 +27,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from models.gnn.candidates import NodeSpace
+from models.gnn.candidates import (SPACES, TENSORS, LayoutSpace, NodeSpace, TileSpace, layout_text,
+                                   npz_spaces)
 
-SPACES = ("auto", "minor2", "full")
 EXHAUSTIVE = 20000  # a tile space at most this large (or than --max-evals) is scored whole
 POPULATION = 32  # parents: the best-predicted configs so far
 MAX_ANCHORS = 1024  # trust radii count from the default and the best-predicted start configs
-TENSORS = ("out", "in", "ker")
-
-
-class LayoutSpace:
-    """Legal layouts of every configurable node: per tensor, its minor-to-major choices (the
-    empty tuple = compiler default, all -1)."""
-
-    kind = "layout"
-
-    def __init__(self, spaces: Sequence[NodeSpace], space: str = "auto") -> None:
-        if space not in SPACES:
-            raise ValueError(f"unknown space {space!r}; expected one of {SPACES}")
-        self.spaces = list(spaces)
-        self.choices = []
-        for ns in self.spaces:  # minor2: the two most-minor dims, the rest left to the compiler
-            minor2 = space == "minor2" or (space == "auto" and ns.opcode == "convolution")
-            self.choices.append([[(), *itertools.permutations(range(r), min(r, 2) if minor2 else r)]
-                                 if r else [()] for r in ns.ranks])
-        self.movable = [j for j, ch in enumerate(self.choices) if any(len(c) > 1 for c in ch)]
-        if not self.movable:
-            raise ValueError("no configurable node has a tensor to lay out")
-
-    @property
-    def default(self) -> np.ndarray:
-        return np.full((len(self.spaces), 18), -1, np.int8)
-
-    def _set(self, cfg: np.ndarray, j: int, t: int, rng: np.random.Generator) -> None:
-        ch = self.choices[j][t]
-        cfg[j, 6 * t:6 * t + 6] = -1
-        layout = ch[int(rng.integers(len(ch)))]
-        cfg[j, 6 * t:6 * t + len(layout)] = layout
-
-    def random(self, rng: np.random.Generator, n: int, p_change: float = 1.0) -> np.ndarray:
-        """``n`` configs: each node changed with ``p_change`` (at least one), each of its tensors
-        set to a uniform choice of its space (the default included)."""
-        out = np.repeat(self.default[None], n, axis=0)
-        for c in range(n):
-            picked = [j for j in self.movable if rng.random() < p_change] or \
-                [self.movable[int(rng.integers(len(self.movable)))]]
-            for j in picked:
-                for t in range(len(self.choices[j])):
-                    self._set(out[c], j, t, rng)
-        return out
-
-    def mutate(self, rng: np.random.Generator, cfg: np.ndarray) -> None:
-        """Change one node: one of its tensors, or (half the time) all of them."""
-        j = self.movable[int(rng.integers(len(self.movable)))]
-        tensors = [t for t, ch in enumerate(self.choices[j]) if len(ch) > 1]
-        for t in tensors if rng.random() < 0.5 else [tensors[int(rng.integers(len(tensors)))]]:
-            self._set(cfg, j, t, rng)
-
-    @staticmethod
-    def node_codes(cfgs: np.ndarray) -> np.ndarray:
-        """(c, nc) one integer per node's 18 values (-1..5: base 7), to count differing nodes."""
-        return ((np.asarray(cfgs, np.int64) + 1) * (7 ** np.arange(18, dtype=np.int64))).sum(-1)
-
-    def crossover(self, rng: np.random.Generator, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        take = rng.random(len(a)) < 0.5
-        return np.where(take[:, None], b, a)
-
-
-class TileSpace:
-    """Legal tile bounds: per used dimension (kernel 0–5, output 8–13, input 16–21) the powers of
-    two up to the largest bound the kernel's given configs use, and those configs' own values.
-    Such a space is small (a median of 72 configs on the samples): search scores it whole."""
-
-    kind = "tile"
-    BLOCKS = (0, 8, 16)
-
-    def __init__(self, given: np.ndarray) -> None:
-        given = np.asarray(given, np.float32)
-        self.values: dict[int, np.ndarray] = {}
-        for start in self.BLOCKS:
-            for d in range(start, start + 6):
-                top = float(given[:, d].max()) if len(given) else 0.0
-                if top >= 1:
-                    pows = 2.0 ** np.arange(int(math.log2(top)) + 1)
-                    self.values[d] = np.unique(np.concatenate([pows, given[:, d][given[:, d] >= 1]]))
-        if not self.values:
-            raise ValueError("the kernel's configs set no tile bound")
-        self.dims = sorted(self.values)
-        self.default = given[0].copy() if len(given) else np.zeros(24, np.float32)
-
-    @classmethod
-    def encode(cls, cfg: np.ndarray) -> np.ndarray:
-        for start in cls.BLOCKS:
-            vals = cfg[..., start:start + 6]
-            used = vals > 0
-            cfg[..., start + 6] = vals.sum(-1)
-            cfg[..., start + 7] = np.where(used.any(-1), np.where(used, vals, 1).prod(-1), 0)
-        return cfg
-
-    def size(self) -> int:
-        return math.prod(len(v) for v in self.values.values())
-
-    def every(self) -> np.ndarray:
-        """Every config of the space (one small enough to score whole)."""
-        out = np.zeros((self.size(), 24), np.float32)
-        out[:, self.dims] = np.array(list(itertools.product(*(self.values[d] for d in self.dims))))
-        return self.encode(out)
-
-    def random(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        out = np.zeros((n, 24), np.float32)
-        for d in self.dims:
-            out[:, d] = self.values[d][rng.integers(len(self.values[d]), size=n)]
-        return self.encode(out)
-
-    def mutate(self, rng: np.random.Generator, cfg: np.ndarray) -> None:
-        """Move one bound one or two steps along its legal values (or anywhere, 1 in 4)."""
-        d = self.dims[int(rng.integers(len(self.dims)))]
-        vals = self.values[d]
-        i = int(np.searchsorted(vals, cfg[d]))
-        i = int(rng.integers(len(vals))) if rng.random() < 0.25 else \
-            int(np.clip(i + rng.choice((-2, -1, 1, 2)), 0, len(vals) - 1))
-        cfg[d] = vals[i]
-        self.encode(cfg)
-
-    def crossover(self, rng: np.random.Generator, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return self.encode(np.where(rng.random(len(a)) < 0.5, b, a))
 
 
 class HeadScorer:
@@ -166,15 +42,17 @@ class HeadScorer:
     def __init__(self, graph: Any, pipeline: tuple, collection: Any, stem: str,
                  pool: np.ndarray, exact_dot: dict | None = None) -> None:
         import torch
-        from features.stages import node_stage
+        from features.stages import node_stage, process_graph
         from models.gnn.data import graph_tensors
         from models.gnn.infer import InferenceOptions, context_subset, graph_state
 
-        self.model, gnn_cfg, self.build_cfg, self.norm = pipeline
-        self.graph, self.coll, self.stem, self.exact_dot = graph, collection, stem, exact_dot
-        self.batch = max(1, int(gnn_cfg.predict_batch))
+        self.model, gnn_cfg, build_cfg, norm = pipeline
+        self.graph, self.batch = graph, max(1, int(gnn_cfg.predict_batch))
         self.device = next(self.model.parameters()).device
-        self.stage = node_stage(graph, self.build_cfg, exact_dot if self.build_cfg.dot_features else None)
+        stage = node_stage(graph, build_cfg, exact_dot if build_cfg.dot_features else None)
+        self.process = functools.partial(process_graph, collection=collection, split="test",
+                                         stem=stem, norm=norm, cfg=build_cfg, exact_dot=exact_dot,
+                                         stage=stage)
         options = getattr(self.model, "inference_options", None) or InferenceOptions()
         pg = self._processed(pool)
         self.tensors = graph_tensors(pg, self.device)
@@ -183,24 +61,18 @@ class HeadScorer:
             self.context = self._embed(pg, context_subset(len(pool), options.context, options.seed))
 
     def _processed(self, configs: np.ndarray) -> Any:
-        from features.stages import process_graph
-
         key = "config_feat" if self.graph.is_tile else "node_config_feat"
         n = len(configs)
-        g = dataclasses.replace(self.graph, **{key: np.asarray(configs, np.float32)},
-                                config_runtime=np.zeros(n, np.int64),
-                                config_runtime_normalizers=np.ones(n, np.int64)
-                                if self.graph.is_tile else None)
-        return process_graph(g, self.coll, "test", self.stem, self.norm, self.build_cfg,
-                             self.exact_dot, stage=self.stage)
+        return self.process(dataclasses.replace(
+            self.graph, **{key: np.asarray(configs, np.float32)}, config_runtime=np.zeros(n, np.int64),
+            config_runtime_normalizers=np.ones(n, np.int64) if self.graph.is_tile else None))
 
     def _embed(self, pg: Any, idx: np.ndarray) -> Any:
         import torch
         from models.gnn.infer import embed_configs
 
-        chunks = np.array_split(idx, math.ceil(len(idx) / self.batch))
         return torch.cat([embed_configs(self.model, pg, self.tensors, c, self.device, self.state)
-                          for c in chunks if len(c)])
+                          for c in np.array_split(idx, math.ceil(len(idx) / self.batch))])
 
     def __call__(self, configs: np.ndarray) -> np.ndarray:
         import torch
@@ -220,7 +92,6 @@ class SearchResult:
     default_cost: float  # predicted cost of the space's default config
     evals: int  # configs scored (distinct)
     seconds: float
-    history: list  # (evals, seconds, best cost) after each batch
     changed: list | None = None  # ladder: each proposal's nodes away from the nearest anchor
 
 
@@ -262,24 +133,23 @@ def run_search(space: Any, score: Callable[[np.ndarray], np.ndarray], start: np.
     if whole:
         evaluate(space.every())  # a small space (tile bounds): score it whole, no search
     default_cost = costs[0]
-    history = [(len(cfgs), time.perf_counter() - t0, min(costs))]
 
-    def budget_left() -> bool:
-        return ((time_budget <= 0 or time.perf_counter() - t0 < time_budget)
-                and (max_evals <= 0 or len(cfgs) < max_evals))
-
-    dist_fn = None
+    anchors = None
     if ladder and hasattr(space, "node_codes"):  # trust: nodes away from the nearest anchor
         keep = np.union1d([0], np.argsort(costs, kind="stable")[:MAX_ANCHORS])
         anchors = space.node_codes(np.stack([cfgs[i] for i in keep]))  # the default, the pool's best
+    dists: list[int] = []
+    rungs = trust_rungs(k) if anchors is not None else []
 
-        def dist_fn(new: list[np.ndarray]) -> list[int]:
-            codes = space.node_codes(np.stack(new))
-            return [int((row[None] != anchors).sum(-1).min()) for row in codes]
-    dists = dist_fn(cfgs) if dist_fn else []
-    rungs = trust_rungs(k) if dist_fn else []
+    def add_dists() -> None:
+        if anchors is not None and len(cfgs) > len(dists):
+            codes = space.node_codes(np.stack(cfgs[len(dists):]))
+            dists.extend(int((row[None] != anchors).sum(-1).min()) for row in codes)
+
+    add_dists()
     stale = 0
-    while not whole and budget_left() and stale < 20:
+    while (not whole and stale < 20 and (time_budget <= 0 or time.perf_counter() - t0 < time_budget)
+           and (max_evals <= 0 or len(cfgs) < max_evals)):
         pop = np.argsort(costs, kind="stable")[:POPULATION]
         bests = _rung_bests(costs, dists, rungs[:-1])  # the best within each trust radius
         children = []
@@ -297,13 +167,11 @@ def run_search(space: Any, score: Callable[[np.ndarray], np.ndarray], start: np.
             children.append(child)
         before = len(cfgs)
         evaluate(np.stack(children))
-        if dist_fn and len(cfgs) > len(dists):
-            dists.extend(dist_fn(cfgs[len(dists):]))
+        add_dists()
         stale = stale + 1 if len(cfgs) == before else 0  # the space is exhausted
-        history.append((len(cfgs), time.perf_counter() - t0, min(costs)))
         if progress:
-            progress(f"search: {len(cfgs):6d} configs scored, {history[-1][1]:6.1f} s, best "
-                     f"predicted {history[-1][2]:+.4f} (default {default_cost:+.4f})")
+            progress(f"search: {len(cfgs):6d} configs scored, {time.perf_counter() - t0:6.1f} s, "
+                     f"best predicted {min(costs):+.4f} (default {default_cost:+.4f})")
     if rungs:  # one proposal per trust radius: the best within 0 (the default), 1, 2, ... nodes
         order: list[int] = []
         for r in rungs:
@@ -312,7 +180,7 @@ def run_search(space: Any, score: Callable[[np.ndarray], np.ndarray], start: np.
     else:
         order = list(np.argsort(costs, kind="stable")[:k])
     return SearchResult(np.stack([cfgs[i] for i in order]), np.asarray(costs)[order], default_cost,
-                        len(cfgs), time.perf_counter() - t0, history,
+                        len(cfgs), time.perf_counter() - t0,
                         [dists[i] for i in order] if rungs else None)
 
 
@@ -336,38 +204,12 @@ def _rung_bests(costs: list[float], dists: list[int], rungs: Sequence[float],
     return out
 
 
-def _layout_text(m2m: Sequence[int]) -> str:
-    return "{" + ",".join(str(int(v)) for v in m2m) + "}" if len(m2m) else "default"
-
-
-def npz_spaces(graph: Any) -> list[NodeSpace]:
-    """Configurable nodes of a data graph: ranks from its shape features (21–26), operands in
-    edge order (edge [u, v]: u consumes v), opcode names from ``data/hlo_opcodes.tsv``."""
-    from features.sample.constants import OPCODE_IDS
-
-    names = {v: k for k, v in OPCODE_IDS.items()}
-    feat = np.asarray(graph.node_feat)
-    rank = (feat[:, 21:27] > 0).sum(1)
-    operands: dict[int, list[int]] = {}
-    for u, v in np.asarray(graph.edge_index).tolist():
-        operands.setdefault(u, []).append(v)
-    out = []
-    for u in np.asarray(graph.node_config_ids).tolist():
-        op = names.get(int(graph.node_opcode[u]), str(int(graph.node_opcode[u])))
-        ops = operands.get(u, [])
-        ranks = [int(rank[u])] + [int(rank[v]) for v in ops[:1]]
-        if op == "convolution" and len(ops) > 1:
-            ranks.append(int(rank[ops[1]]))
-        out.append(NodeSpace(int(u), f"{op}.{u}", op, tuple(ranks)))
-    return out
-
-
 def default_layouts(graph: Any, ns: NodeSpace) -> list[str]:
     """The layouts a config's -1 leaves: each tensor's own ``minor_to_major`` (features 134–139)."""
     feat = np.asarray(graph.node_feat)
     operands = [v for u, v in np.asarray(graph.edge_index).tolist() if u == ns.node]
     nodes = [ns.node] + operands[:len(ns.ranks) - 1]
-    return [_layout_text(feat[n, 134:134 + r].astype(int)) for n, r in zip(nodes, ns.ranks)]
+    return [layout_text(feat[n, 134:134 + r]) if r else "default" for n, r in zip(nodes, ns.ranks)]
 
 
 def format_proposals(result: SearchResult, space: Any, graph: Any, title: str) -> str:
@@ -388,8 +230,8 @@ def format_proposals(result: SearchResult, space: Any, graph: Any, title: str) -
         for j, ns in enumerate(space.spaces):
             dflt = default_layouts(graph, ns)
             for t in range(len(ns.ranks)):
-                vals = [int(v) for v in cfg[j, 6 * t:6 * t + 6] if v >= 0]
-                prop = _layout_text(vals) if vals else "(default)"
+                vals = cfg[j, 6 * t:6 * t + 6]
+                prop = layout_text(vals[vals >= 0]) if (vals >= 0).any() else "(default)"
                 lines.append(f"{ns.node:6d}  {ns.name[:24]:24s} {ns.opcode[:12]:12s} {TENSORS[t]:6s} "
                              f"{prop:>14}  {dflt[t]}")
     return "\n".join(lines) + "\n"
@@ -402,7 +244,8 @@ def prepare(args: argparse.Namespace) -> tuple[Any, Any, Any, str, np.ndarray, d
 
     if args.hlo:
         from features.hlo import module_dot_dims, module_to_graph
-        from models.gnn.rank import module_spaces, read_target
+        from models.gnn.candidates import module_spaces
+        from models.gnn.rank import read_target
 
         module, record_nodes = read_target(args.hlo, args.module_name)
         ids, spaces, index = module_spaces(module, config_nodes=record_nodes or None)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models.gnn.candidates import NodeSpace, describe, sample_candidates
+from models.gnn.candidates import LayoutSpace, NodeSpace
 
 _spec = importlib.util.spec_from_file_location("_rp", Path(__file__).with_name("real_pipeline.py"))
 _rp = importlib.util.module_from_spec(_spec)
@@ -21,7 +21,7 @@ SPACES = [NodeSpace(3, "conv.1", "convolution", (4, 4, 4)), NodeSpace(7, "dot.2"
 
 
 def test_candidates_default_first_distinct_and_valid():
-    c = sample_candidates(SPACES, 50, seed=1)
+    c = LayoutSpace(SPACES, "minor2").distinct(50, seed=1)
     assert c.shape == (50, 3, 18) and c.dtype == np.float32
     assert (c[0] == -1).all()
     assert len({row.tobytes() for row in c}) == 50
@@ -35,22 +35,23 @@ def test_candidates_default_first_distinct_and_valid():
             if rank:  # a set layout never repeats a dimension
                 rows = block[(block >= 0).any(axis=1)]
                 assert all(len(set(r[r >= 0].tolist())) == (r >= 0).sum() for r in rows)
-    full = sample_candidates(SPACES, 20, seed=2, space="full")
+    full = LayoutSpace(SPACES, "full").distinct(20, seed=2)
     assert ((full[:, 0, 0:6] >= 0).sum(axis=1) % 4 == 0).all()  # whole permutations of rank 4
 
 
 def test_candidates_small_space_stops():
     tiny = [NodeSpace(0, "r", "reshape", (1, 1))]
-    c = sample_candidates(tiny, 10)
+    c = LayoutSpace(tiny, "minor2").distinct(10)
     assert len(c) == 2  # default + the only other layout, no endless loop
     with pytest.raises(ValueError, match="unknown layout space"):
-        sample_candidates(tiny, 3, space="bogus")
+        LayoutSpace(tiny, "bogus")
 
 
 def test_describe():
-    c = sample_candidates(SPACES, 5, seed=0)
-    assert describe(c[0], SPACES) == "(compiler default)"
-    assert any(name in describe(c[1], SPACES) for name in ("conv.1", "dot.2", "reshape.3"))
+    space = LayoutSpace(SPACES, "minor2")
+    c = space.distinct(5, seed=0)
+    assert space.describe(c[0]) == "(compiler default)"
+    assert any(name in space.describe(c[1]) for name in ("conv.1", "dot.2", "reshape.3"))
 
 
 def test_rank_hlo_end_to_end(shared_data, tmp_path, capsys):
