@@ -48,7 +48,7 @@ def _files(cfg: BuildConfig, colls: list[Collection], splits: list[str]) -> list
     features.repair)."""
     files = discover(cfg.data, colls, splits)
     if cfg.skip_bad_report:
-        from features.validate_report import load_bad_files
+        from features.validate import load_bad_files
 
         bad = load_bad_files(cfg.skip_bad_report)
         skipped = [f for f in files if str(f.path.resolve()) in bad]
