@@ -17,6 +17,7 @@ from typing import Iterable, Iterator
 import numpy as np
 from scipy.stats import rankdata
 
+from features.columns import MINOR_TO_MAJOR as DEFAULT_LAYOUT, SHAPE_DIMS
 from features.io import Graph, iter_npz_rows
 from features.pruning import producers_csr
 from features.repair import repair_nodes
@@ -25,8 +26,6 @@ LANES, SUBLANES = 128, 8
 VMEM_BYTES = 16 * 2 ** 20  # on-chip vector memory a tile's working set must fit in
 BYTES_PER_ELEMENT = 4
 STEP_OVERHEAD_ELEMENTS = 4096  # fixed cost of one grid step, in elements streamed
-SHAPE_DIMS = slice(21, 27)
-DEFAULT_LAYOUT = slice(134, 140)
 CHUNK_CONFIGS = 2048
 
 
@@ -137,10 +136,6 @@ class LayoutHeuristic:
         self.tensors = [_tensor(node_feat, nodes), _tensor(node_feat, operands[:, 0]),
                         _tensor(node_feat, operands[:, 1])]
 
-    @classmethod
-    def from_graph(cls, graph: Graph) -> "LayoutHeuristic":
-        return cls(np.asarray(graph.node_feat), np.asarray(graph.node_config_ids), graph.edge_index)
-
     def costs(self, configs: np.ndarray) -> np.ndarray:
         """Padded elements summed over tensors, per config of a (b, nc, 18) chunk (linear scale)."""
         cost = np.zeros(len(configs))
@@ -184,7 +179,8 @@ def log_costs(graph: Graph, rows: int = CHUNK_CONFIGS) -> np.ndarray:
     read ``rows`` at a time)."""
     if graph.is_tile:
         return tile_costs(np.asarray(graph.config_feat), np.asarray(graph.node_feat))
-    heuristic = LayoutHeuristic.from_graph(graph)
+    heuristic = LayoutHeuristic(np.asarray(graph.node_feat), np.asarray(graph.node_config_ids),
+                                graph.edge_index)
     return np.log1p(heuristic.costs_of_chunks(array_chunks(graph.node_config_feat, rows)))
 
 

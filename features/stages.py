@@ -20,7 +20,7 @@ from tpurank.collections import Collection, get_collection
 from features.buildcode import code_digest
 from features.buildconfig import BuildConfig
 from features.columns import signed_log1p
-from features.configcodes import CodedConfigs, encode_array
+from features.configcodes import CodedConfigs, encode_blocks
 from features.configgraph import config_graph_of_npz, to_positions
 from features.dot_features import DOT_CONV_NAMES, dot_conv_features, dot_dims_for_graph
 from features.dotdims import DotDims
@@ -103,8 +103,6 @@ NODE_BLOCKS: tuple[NodeBlock, ...] = (
               tuple(STRUCTURE_NAMES)),
     NodeBlock(None, _is_configurable, ("is_configurable",)),
 )
-#: the BuildConfig fields that switch node blocks on or off
-NODE_FLAGS: tuple[str, ...] = tuple(dict.fromkeys(b.flag for b in NODE_BLOCKS if b.flag))
 
 
 def node_blocks(cfg: BuildConfig) -> list[NodeBlock]:
@@ -277,7 +275,8 @@ def _layout_configs(graph: Graph, rows: np.ndarray, cfg: BuildConfig,
     if isinstance(src, CodedConfigs):  # streamed from the npz: keep the table, slice the codes
         coded = CodedConfigs(np.asarray(src.codes)[rows], src.table)
     else:
-        coded = encode_array(_RowsView(graph, rows, cfg.config_chunk), cfg.config_chunk)
+        coded = encode_blocks((block for _, block in _config_chunks(graph, rows, cfg.config_chunk)),
+                              len(rows), src.shape[1], graph.path or "<array>")
     if tabular_sink is not None:
         for idx, block in _config_chunks(graph, rows, cfg.config_chunk):
             tabular_sink(idx, tab.layout_chunk_features(ctx, block))
@@ -291,16 +290,3 @@ def layout_context_of(graph: Graph, cfg: BuildConfig,
     dots = dot_dims_for_graph(np.asarray(graph.node_feat), graph.node_opcode, graph.edge_index,
                                  exact_dot) if cfg.dot_features else None
     return tab.layout_context(graph, dots, cfg.rewire_max_sources)
-
-
-class _RowsView:
-    """Rows ``rows`` of a graph's layout configs as an int8 array-like (for :func:`encode_array`)."""
-
-    def __init__(self, graph: Graph, rows: np.ndarray, chunk: int) -> None:
-        self.graph, self.rows, self.chunk = graph, rows, chunk
-        self.shape = (len(rows),) + tuple(graph.node_config_feat.shape[1:])
-
-    def __getitem__(self, sl: slice) -> np.ndarray:
-        idx = self.rows[sl]
-        return next(iter(_config_chunks(self.graph, idx, max(1, len(idx)))))[1] if len(idx) else \
-            np.zeros((0,) + self.shape[1:], np.int8)

@@ -363,11 +363,8 @@ def write_parquet(frame: pl.DataFrame, path: str | os.PathLike) -> None:
 
 
 def concat_parquet(parts: Iterable[Path], out: str | os.PathLike) -> int:
-    """Concatenate per-graph parquet parts (in the given order) into ``out`` atomically; row count."""
-    parts = [str(p) for p in parts]
+    """Concatenate per-graph parquet parts (in the given order, at least one) into ``out``
+    atomically; row count."""
     with atomic_path(out, suffix=".parquet") as tmp:
-        if parts:
-            pl.scan_parquet(parts).sink_parquet(tmp)
-        else:
-            make_frame("", np.zeros(0, np.int64), None, np.zeros((0, 0), np.float32), []).write_parquet(tmp)
+        pl.scan_parquet([str(p) for p in parts]).sink_parquet(tmp)
     return int(pl.scan_parquet(out).select(pl.len()).collect().item())

@@ -141,10 +141,8 @@ def _norm_cached(task: Task) -> dict[str, Any] | None:
 
 
 def _norm_task(task: Task) -> dict[str, Any]:
-    """Train graph -> moments of its (unnormalised) node / tile config features, cached."""
-    cached = _norm_cached(task)
-    if cached is not None:
-        return cached
+    """Train graph -> moments of its (unnormalised) node / tile config features (cache hits are
+    answered by :func:`_run`'s probe, :func:`_norm_cached`)."""
     cfg, coll, path, gf = _task_file(task)
     key, marker, npz = _norm_key(task)
     graph, _ = _load(cfg, path, task.split, configs=False)
@@ -164,15 +162,14 @@ def _stage_path(task: Task) -> Path:
     return _marker(task.features_dir, coll, task.split, task.stem, "norm_parts").with_suffix(".stage.npz")
 
 
+#: the arrays of a NodeStage saved by the norm pass (the optional ones only when present)
+STAGE_ARRAYS = ("node_feat", "node_opcode", "edge_index", "orig_node_ids", "config_node_pos",
+                "config_graph")
+
+
 def _save_stage(task: Task, key: str, ns: NodeStage) -> None:
-    arrays = {"node_feat": ns.node_feat, "node_opcode": ns.node_opcode, "edge_index": ns.edge_index,
-              "orig_node_ids": ns.orig_node_ids, "key": np.array(key),
-              "stats": np.array(json.dumps(ns.stats))}
-    if ns.config_node_pos is not None:
-        arrays["config_node_pos"] = ns.config_node_pos
-    if ns.config_graph is not None:
-        arrays["config_graph"] = ns.config_graph
-    save_npz(_stage_path(task), **arrays)
+    arrays = {k: getattr(ns, k) for k in STAGE_ARRAYS if getattr(ns, k) is not None}
+    save_npz(_stage_path(task), key=np.array(key), stats=np.array(json.dumps(ns.stats)), **arrays)
 
 
 def _load_stage(task: Task) -> NodeStage | None:
@@ -185,11 +182,8 @@ def _load_stage(task: Task) -> NodeStage | None:
         with np.load(path, allow_pickle=False) as d:
             if str(d["key"]) != key:
                 return None
-            return NodeStage(d["node_feat"], node_feature_names(task.cfg), d["node_opcode"],
-                             d["edge_index"], d["orig_node_ids"],
-                             d["config_node_pos"] if "config_node_pos" in d.files else None,
-                             json.loads(str(d["stats"])),
-                             d["config_graph"] if "config_graph" in d.files else None)
+            return NodeStage(names=node_feature_names(task.cfg), stats=json.loads(str(d["stats"])),
+                             **{k: d[k] if k in d.files else None for k in STAGE_ARRAYS})
     except (OSError, ValueError, KeyError):
         return None
 
@@ -212,10 +206,8 @@ def _graph_cached(task: Task) -> dict[str, Any] | None:
 
 
 def _graph_task(task: Task) -> dict[str, Any]:
-    """One graph: processed arrays + tabular part + done marker (written last)."""
-    cached = _graph_cached(task)
-    if cached is not None:
-        return cached
+    """One graph: processed arrays + tabular part + done marker (written last); cache hits are
+    answered by :func:`_run`'s probe, :func:`_graph_cached`."""
     cfg, coll, path, gf = _task_file(task)
     key, marker, out_dir, part = _graph_key(task)
     start = time.perf_counter()

@@ -17,8 +17,11 @@ from bigfile import write_mini_root
 from features.buildcode import build_modules
 from features.buildconfig import BuildConfig
 from features.io import load_npz
-from features.stages import NODE_BLOCKS, NODE_FLAGS, node_feature_names, node_stage
+from features.stages import NODE_BLOCKS, node_feature_names, node_stage
 from tpurank.collections import get_collection
+
+#: the BuildConfig fields that switch node blocks on or off
+NODE_FLAGS = tuple(dict.fromkeys(b.flag for b in NODE_BLOCKS if b.flag))
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYOUT = get_collection("layout:xla:random")
