@@ -86,16 +86,8 @@ EMPTY_ROW = _empty_row()
 
 def _put(f: list[float], start: int, values: Sequence[int], lead: int, aggregate: bool) -> None:
     """Write ``encode_dims(values, lead, aggregate)`` at ``start`` (an empty field is already there)."""
-    if not len(values):
-        return
-    vals = [int(v) for v in values]
-    f[start:start + min(lead, len(vals))] = [float(v) for v in vals[:lead]]
-    if aggregate:
-        prod = 1
-        for v in vals:
-            prod *= v
-        f[start + lead] = float(sum(vals))
-        f[start + lead + 1] = float(prod)
+    if len(values):
+        f[start:start + lead + (2 if aggregate else 0)] = encode_dims(values, lead, aggregate)
 
 
 def node_features(facts: InstructionFacts) -> list[float]:
