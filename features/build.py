@@ -1,18 +1,10 @@
 """``python -m features build``: prune, featurize and cache every graph; write tabular parquet
 (outputs, cache keys and resuming: docs/features.md).
 
-Pipeline per collection (files in parallel over a process pool, tqdm progress):
-
-1. **norm pass** — train graphs only: node features (and tile config features) are computed
-   unnormalised and their per-column sums are cached per graph; ``norm.npz`` = mean/std fitted
-   on train only. Its node stage is reused by the graph pass (computed once per train graph).
-2. **graph pass** — every graph: :func:`process_graph`, saved with
-   :func:`features.processed.save_processed`; its tabular rows go to a per-graph parquet part.
-3. **tabular** — parts concatenated into ``tabular/<split>.parquet``.
-
-Modules: :mod:`features.buildconfig` (parameters), :mod:`features.norm` (normalisation stats),
-:mod:`features.stages` (one graph's transforms, :func:`process_graph`), :mod:`features.tasks`
-(keys, markers, passes, worker pool); this module orchestrates them.
+Per collection, files in parallel (:func:`features.tasks._run`): a norm pass over the train graphs
+(per-graph moments of the unnormalised features, fitted into ``norm.npz``; its node stage is
+reused by the graph pass), a graph pass over every graph (:func:`features.stages.process_graph`,
+one tabular part per graph), then the parts concatenated into ``tabular/<split>.parquet``.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """Layout configs as small integer codes: the one compact copy of the configs in WORK.
 
-A layout config row is ``(nc, 18)`` values in −1..5 (docs/competition.md §5). Within one graph only a few
-distinct 18-vectors occur (a node's output/input/kernel layouts come from a small menu), so a
-graph's configs are stored as
-
-* ``table`` (t, 18) int8 — the distinct per-node layout vectors of the graph, and
-* ``codes`` (c, nc) uint8 (uint16 above 256 distinct vectors, int32 above 65,536) — for every
-  (config, configurable node) the row of ``table`` it uses,
-
-9–18× smaller than int8 (1 or 2 bytes instead of 18 per config and node) and decoded on row access:
-``CodedConfigs[idx]`` = ``table[codes[idx]]`` -> (k, nc, 18) int8. Each 18-vector is first
-packed into one int64 key (3 bits per value), so finding the distinct vectors and encoding a
-chunk are a few vectorised numpy calls.
-
-:func:`load_coded` streams ``node_config_feat`` out of an npz (stored or deflated) in
-row chunks, so a 100k-config float32 member never sits in RAM; only the codes do
-(``c × nc × 2`` bytes: 70 MB for 100k configs × 350 nodes).
+Within one graph only a few distinct per-node 18-vectors occur, so a graph's ``(c, nc, 18)``
+configs are stored as ``table`` (t, 18) int8, the distinct vectors, and ``codes`` (c, nc) uint8
+(uint16 / int32 for bigger tables), the row of ``table`` each (config, node) uses: 9–18× smaller
+than int8, decoded on row access (``CodedConfigs[idx]``). Each 18-vector is packed into one int64
+key (3 bits per value) so encoding a chunk is a few vectorised numpy calls; :func:`load_coded`
+streams ``node_config_feat`` out of the npz in row chunks, never the whole member in RAM.
 """
 
 from __future__ import annotations

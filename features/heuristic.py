@@ -1,11 +1,9 @@
 """Training-free heuristic costs of configs: wasted work from TPU (8 x 128) padding (the
 physics: docs/ensemble.md, "Baseline"). Lower cost = predicted faster.
 
-Used two ways: as the ``baseline`` model's ranking (:mod:`models.baseline`) and as per-config
-tabular features ``f_heur_cost`` / ``f_heur_rank`` (:mod:`features.tabular`), so a learned ranker
-can use or ignore the heuristic. Tile configs: :func:`tile_costs`; layout configs:
-:class:`LayoutHeuristic`, read in chunks (``CHUNK_CONFIGS`` at a time) streamed from the npz
-member, so a 100k-config graph never sits in memory as float32.
+The ``baseline`` model's ranking (:mod:`models.baseline`) and the tabular features
+``f_heur_cost`` / ``f_heur_rank`` (:mod:`features.tabular`). Layout configs are priced in chunks
+(``CHUNK_CONFIGS`` at a time), so a 100k-config graph never sits in memory as float32.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Discover and load TpuGraphs npz files (docs/competition.md §3).
 
-``discover(root)`` lists graph files in the Kaggle layout; ``load_npz(path)`` returns a
-:class:`Graph` (in RAM; :mod:`features.configcodes` streams layout configs into compact codes —
-it builds on this module, never the reverse).
-
 Conventions kept from the npz files: ``edge_index`` rows are ``[consumer, producer]``;
-``node_splits`` is always returned 1-D; integer arrays are int64 (float runtimes, as other
-generators may write, stay float64 instead of being truncated).
+``node_splits`` is always returned 1-D; integer arrays are int64 (float runtimes stay float64).
 
-Streaming access (no member ever fully in RAM): :func:`npz_headers` reads each member's npy
-header from the zip stream, :func:`iter_npz_chunks` yields a member's values in bounded
-chunks. Both work for stored and deflate-compressed members and turn zip/npy corruption into
-:class:`BadGraphError` naming the file.
+Streaming access (no member ever fully in RAM, stored or deflated): :func:`npz_headers` reads
+the npy headers, :func:`iter_npz_chunks` yields a member's values in bounded chunks; zip/npy
+corruption becomes :class:`BadGraphError` naming the file.
 """
 
 from __future__ import annotations

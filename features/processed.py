@@ -11,19 +11,12 @@ Layout of a feature directory (``FEATURES`` = ``<work>/features`` by default)::
             [config_node_pos.npy]  [target.npy]  config_index.npy  [config_graph.npy]
             tile:   config_feat.npy                       (c, Ft) float32
             layout: config_codes.npy  config_table.npy   (c, nc) codes into (t, 18) int8 vectors
-                    layout_context.npz   per-node lookup tables of the descriptive per-config
-                                         features (features.tabular.LayoutContext)
+                    layout_context.npz   (features.tabular.LayoutContext tables)
         tabular/<split>.parquet          # LightGBM rows: graph, config, target, f_* features
 
-Array conventions (see :class:`ProcessedGraph`).
-
 Open files stay bounded whatever the number of graphs: :func:`load_processed` reads the small
-arrays into RAM (their files closed at once) and leaves ``config_feat`` lazy — a
-:class:`LazyNpy` (tile) or a :class:`features.configcodes.CodedConfigs` over a :class:`LazyNpy`
-of codes (layout) that memory-maps its file on access through one process-wide LRU of at most
-:data:`MAX_OPEN_MAPS` maps (``TPURANK_MAX_OPEN_MAPS``). A memory map holds a file descriptor,
-so a process holding every graph of a 5.7k-graph split holds at most that many descriptors.
-Layout configs are stored once, as codes (:mod:`features.configcodes`, 9–18× smaller than int8).
+arrays into RAM and leaves ``config_feat`` lazy, memory-mapped on access through one process-wide
+LRU of at most :data:`MAX_OPEN_MAPS` maps (``TPURANK_MAX_OPEN_MAPS``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """One graph's transforms: node stage (features, pruning), config selection (dedup, subsample),
 config encoding and tabular rows — :func:`process_graph`.
 
-The node features are blocks of columns, one row of :data:`NODE_BLOCKS` each: the
-``BuildConfig`` flag that turns the block on, the function that computes it and its column
-names. That one table makes the node stage (:func:`node_stage`), the column names
-(:func:`node_feature_names`) and, through the flags, the cache key (``BuildConfig.transform_params``);
-a new block is one row. The cache key also holds a digest of this code (``features.tasks``)."""
+The node features are blocks of columns, one :data:`NODE_BLOCKS` row each (the ``BuildConfig``
+flag that turns it on, the function computing it, its column names): the node stage, the column
+names and, through the flags, the cache key all follow that table.
+"""
 
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
 """Build tasks: cache keys, done markers, the norm and graph passes of one graph, the worker pool.
 
-A graph's outputs are keyed by the input identity (path, size, mtime), the transform
-parameters, a digest of the build code (:mod:`features.buildcode`), the on-disk format and the
-norm stats; the ``done/<split>/<stem>.json`` marker
-holding the key is written *last* (after the atomically renamed graph directory and tabular
-part), so a killed run leaves nothing that looks complete and a rerun redoes only what is
-missing or stale. The norm pass saves each train graph's node stage
-(``norm_parts/<split>/<stem>.stage.npz``); the graph pass reuses it, then deletes it.
+A graph's key holds its input identity (path, size, mtime), the transform parameters, the build
+code digest (:mod:`features.buildcode`), the on-disk format and the norm stats. The
+``done/<split>/<stem>.json`` marker holding it is written *last*, so a killed run leaves nothing
+that looks complete and a rerun redoes only what is missing or stale.
 """
 
 from __future__ import annotations

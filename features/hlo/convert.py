@@ -280,8 +280,10 @@ class Converted:
     num_configs: int
 
 
-def convert_records(pb_path: str | os.PathLike) -> list[tuple[str, str, dict[str, np.ndarray]]]:
-    """``(kind, stem, arrays)`` of every usable record in ``pb_path``.
+def convert_file(pb_path: str | os.PathLike, out_dir: str | os.PathLike, split: str = "train",
+                 tile_collection: str = TILE_COLLECTION,
+                 layout_collection: str = LAYOUT_COLLECTION) -> list[Converted]:
+    """Write every usable record of ``pb_path`` as npz under ``out_dir/npz_all/npz/...`` (Kaggle layout).
 
     Stems: ``<file stem>`` for a layout record or a plain module, ``<file stem>__<kernel>`` for
     the records of a TuningData (as in ``real-tpu/reference``). A record without runs is just the
@@ -290,34 +292,27 @@ def convert_records(pb_path: str | os.PathLike) -> list[tuple[str, str, dict[str
     pf = read_proto(pb_path)
     name = Path(pb_path).name
     stem = name.split(".pb")[0] if name.endswith(".pb") else Path(pb_path).stem
-    out = []
+    records = []  # every record converted before the first file is written
     for rec in pf.modules():
         rec_stem = f"{stem}__{rec.module.name}" if pf.kind == "TuningData" else stem
         if len(rec.runs) == 0:
-            out.append(("layout", rec_stem, module_to_arrays(rec.module)))
+            records.append(("layout", rec_stem, module_to_arrays(rec.module)))
         elif any(r.HasField("op_config") for r in rec.runs):
-            arrays = tile_record_arrays(rec)
-            if arrays is not None:
-                out.append(("tile", rec_stem, arrays))
+            records.append(("tile", rec_stem, tile_record_arrays(rec)))
         elif any(r.HasField("module_config") for r in rec.runs):
-            out.append(("layout", rec_stem, layout_record_arrays(rec)))
+            records.append(("layout", rec_stem, layout_record_arrays(rec)))
         else:
             raise ValueError(f"{pb_path}: record {rec.module.name!r} has neither tile nor "
                              "layout runs")
-    return out
-
-
-def convert_file(pb_path: str | os.PathLike, out_dir: str | os.PathLike, split: str = "train",
-                 tile_collection: str = TILE_COLLECTION,
-                 layout_collection: str = LAYOUT_COLLECTION) -> list[Converted]:
-    """Write every record of ``pb_path`` as npz under ``out_dir/npz_all/npz/...`` (Kaggle layout)."""
     written = []
-    for kind, stem, arrays in convert_records(pb_path):
+    for kind, rec_stem, arrays in records:
+        if arrays is None:  # a skipped tile kernel
+            continue
         coll = get_collection(tile_collection if kind == "tile" else layout_collection)
         if coll.is_tile != (kind == "tile"):
             raise ValueError(f"collection {coll.name} does not hold {kind} records")
-        path = coll.split_dir(Path(out_dir), split) / f"{stem}.npz"
+        path = coll.split_dir(Path(out_dir), split) / f"{rec_stem}.npz"
         save_npz(path, **arrays)
-        written.append(Converted(path, kind, stem, int(arrays["node_feat"].shape[0]),
+        written.append(Converted(path, kind, rec_stem, int(arrays["node_feat"].shape[0]),
                                  int(arrays["config_runtime"].shape[0])))
     return written
