@@ -141,13 +141,9 @@ def graph_from_arrays(arrays: dict[str, np.ndarray], path: Path | None = None) -
 
 
 def load_npz(path: str | os.PathLike) -> Graph:
-    """Load a graph straight from its npz (everything in RAM); for layout configs as compact codes
-    streamed out of the npz use :func:`features.configcodes.load_coded` (data flows one way,
-    io -> configcodes -> build).
-
-    Raises :class:`BadGraphError` (``"<path>: <problem>"``) for an unreadable file or a
-    missing key instead of a zipfile/KeyError traceback.
-    """
+    """Load a graph straight from its npz (everything in RAM; layout configs as compact codes:
+    :func:`features.configcodes.load_coded`); an unreadable file or a missing key is a
+    :class:`BadGraphError` naming the file."""
     path = Path(path)
     try:
         with np.load(path, allow_pickle=False) as data:
@@ -161,11 +157,8 @@ def load_npz(path: str | os.PathLike) -> Graph:
 
 
 def read_hidden_runtimes(root: str | os.PathLike) -> dict[str, np.ndarray] | None:
-    """True test targets of a generated dataset, by submission ID (None when the root has none).
-
-    Values are what is ranked: runtime/normalizer for tile, runtime for layout (float64).
-    Kaggle data never has them; the sample generator writes them apart from the npz files.
-    """
+    """True test targets (what is ranked, float64) of a generated dataset by submission ID, None
+    when the root has none (Kaggle data never has; the sample generator writes them apart)."""
     from tpurank.collections import hidden_runtimes_path
 
     path = hidden_runtimes_path(root)
@@ -192,7 +185,6 @@ class NpyHeader:
     shape: tuple[int, ...]
     dtype: np.dtype
     fortran_order: bool
-    compressed: bool
 
     @property
     def size(self) -> int:
@@ -235,8 +227,7 @@ def _member_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo,
     if dtype.hasobject:
         raise BadGraphError(path, f"{key} has object dtype (pickled data is not accepted)")
     data_bytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    header = NpyHeader(key, tuple(int(s) for s in shape), dtype, bool(fortran),
-                       info.compress_type != zipfile.ZIP_STORED)
+    header = NpyHeader(key, tuple(int(s) for s in shape), dtype, bool(fortran))
     if header_end + data_bytes != info.file_size:
         raise BadGraphError(path, f"{key} is truncated or padded: header says shape "
                                   f"{header.shape} {dtype} = {data_bytes} bytes, member holds "
@@ -302,11 +293,8 @@ def read_npz_member(path: str | os.PathLike, key: str,
     """One member fully in RAM (for the small arrays), with corruption as BadGraphError."""
     with _zip(path, zf) as z:
         header = _header_of(z, path, key)[1]
-        flat = np.empty(header.size, dtype=header.dtype)
-        pos = 0
-        for chunk in iter_npz_chunks(path, key, zf=z):
-            flat[pos:pos + chunk.size] = chunk
-            pos += chunk.size
+        chunks = list(iter_npz_chunks(path, key, zf=z))
+        flat = np.concatenate(chunks) if chunks else np.empty(0, header.dtype)
         return flat.reshape(header.shape, order="F" if header.fortran_order else "C")
 
 

@@ -61,11 +61,6 @@ def _mapped(path: str) -> np.ndarray:
     return mm
 
 
-def close_open_maps() -> None:
-    """Drop every cached memory map (e.g. before deleting or replacing feature files)."""
-    _OPEN_MAPS.clear()
-
-
 class LazyNpz(Mapping):
     """The arrays of a small ``.npz`` (name -> ndarray), read on first access and then kept; the
     file is closed at once. Graphs whose consumer never asks for them cost no read and no RAM."""
@@ -216,28 +211,24 @@ def save_processed(g: ProcessedGraph, out_dir: str | os.PathLike) -> None:
             np.savez(tmp / "layout_context.npz", **g.layout_context)
     meta = dict(g.meta, collection=g.collection, split=g.split, stem=g.stem)
     write_json(tmp / "meta.json", meta)
-    close_open_maps()  # no stale map of a replaced entry
+    _OPEN_MAPS.clear()  # no stale map of a replaced entry
     if out_dir.exists():
         shutil.rmtree(out_dir)
     os.replace(tmp, out_dir)
 
 
-def _config_feat(in_dir: Path, lazy: bool) -> Any:
+def _config_feat(in_dir: Path) -> Any:
     codes, feat = in_dir / "config_codes.npy", in_dir / "config_feat.npy"
     if codes.is_file():
-        table = np.load(in_dir / "config_table.npy", allow_pickle=False)
-        return CodedConfigs(LazyNpy(codes) if lazy else np.load(codes), table)
+        return CodedConfigs(LazyNpy(codes), np.load(in_dir / "config_table.npy", allow_pickle=False))
     if feat.is_file():
-        return LazyNpy(feat) if lazy else np.load(feat)
+        return LazyNpy(feat)
     raise FileNotFoundError(f"{in_dir}: no config_feat.npy / config_codes.npy; rebuild features")
 
 
-def load_processed(in_dir: str | os.PathLike, mmap: bool = True) -> ProcessedGraph:
-    """Read a graph written by :func:`save_processed`.
-
-    Small arrays are read into RAM (files closed); ``config_feat`` is lazy (``mmap=True``: memory
-    maps through the bounded LRU, opened on access) or fully in RAM (``mmap=False``).
-    """
+def load_processed(in_dir: str | os.PathLike) -> ProcessedGraph:
+    """Read a graph written by :func:`save_processed`: small arrays into RAM (files closed),
+    ``config_feat`` lazy (memory maps through the bounded LRU, opened on access)."""
     in_dir = Path(in_dir)
     meta_file = in_dir / "meta.json"
     if not meta_file.is_file():
@@ -247,7 +238,7 @@ def load_processed(in_dir: str | os.PathLike, mmap: bool = True) -> ProcessedGra
     for name in SMALL_ARRAYS:
         p = in_dir / f"{name}.npy"
         arrays[name] = np.load(p, allow_pickle=False) if p.is_file() else None
-    arrays["config_feat"] = _config_feat(in_dir, mmap)
+    arrays["config_feat"] = _config_feat(in_dir)
     ctx_file = in_dir / "layout_context.npz"
     if ctx_file.is_file():  # read only by a consumer that uses it (the GNN's --tabular join)
         arrays["layout_context"] = LazyNpz(ctx_file)
@@ -255,11 +246,11 @@ def load_processed(in_dir: str | os.PathLike, mmap: bool = True) -> ProcessedGra
                           meta=meta, **arrays)  # type: ignore[arg-type]
 
 
-def iter_processed(features_dir: str | os.PathLike, collection: Collection, split: str,
-                   mmap: bool = True) -> Iterator[ProcessedGraph]:
+def iter_processed(features_dir: str | os.PathLike, collection: Collection, split: str
+                   ) -> Iterator[ProcessedGraph]:
     """All processed graphs of one collection/split, sorted by stem (O(1) open files each)."""
     base = Path(features_dir) / collection.slug / "graphs" / split
     if not base.is_dir():
         return
     for d in sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        yield load_processed(d, mmap=mmap)
+        yield load_processed(d)

@@ -16,8 +16,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from tpurank.collections import Collection, get_collection
-from features.buildcode import code_digest
-from features.buildconfig import BuildConfig
+from features.buildconfig import BuildConfig, code_digest
 from features.columns import signed_log1p
 from features.configcodes import CodedConfigs, encode_blocks
 from features.configgraph import config_graph_of_npz, to_positions

@@ -1,7 +1,7 @@
 """Build tasks: cache keys, done markers, the norm and graph passes of one graph, the worker pool.
 
 A graph's key holds its input identity (path, size, mtime), the transform parameters, the build
-code digest (:mod:`features.buildcode`), the on-disk format and the norm stats. The
+code digest (:mod:`features.buildconfig`), the on-disk format and the norm stats. The
 ``done/<split>/<stem>.json`` marker holding it is written *last*, so a killed run leaves nothing
 that looks complete and a rerun redoes only what is missing or stale.
 """
@@ -25,8 +25,7 @@ from tqdm import tqdm
 
 from tpurank.atomic import save_npz, write_json
 from tpurank.collections import Collection, get_collection, npz_dir, pb_dir
-from features.buildcode import code_digest
-from features.buildconfig import BuildConfig
+from features.buildconfig import BuildConfig, code_digest
 from features.configcodes import load_coded
 from features.dotdims import DotDims
 from features.io import BadGraphError, Graph, GraphFile
@@ -53,16 +52,12 @@ def _pb_path(data: str, gf: GraphFile) -> Path:
 
 
 def _exact_dims(cfg: BuildConfig, gf: GraphFile) -> dict[int, DotDims] | None:
-    """Exact dot dims from the raw proto when present (and the HLO reader is available)."""
-    if not (cfg.exact_dot and cfg.dot_features) or gf.collection.is_tile:
-        return None
+    """Exact dot dims from the raw proto when present."""
     pb = _pb_path(cfg.data, gf)
-    if not pb.is_file():
+    if not (cfg.exact_dot and cfg.dot_features) or gf.collection.is_tile or not pb.is_file():
         return None
-    try:
-        from features.hlo import exact_dot_dims
-    except ImportError:
-        return None
+    from features.hlo import exact_dot_dims
+
     return exact_dot_dims(pb)
 
 

@@ -248,7 +248,7 @@ def _snapshot(fd: Path) -> dict[str, object]:
     """Every processed array and tabular frame of a feature directory (paths made relative)."""
     snap: dict[str, object] = {}
     for meta in sorted(fd.glob("*/graphs/*/*/meta.json")):
-        pg = load_processed(meta.parent, mmap=False)
+        pg = load_processed(meta.parent)
         key = str(meta.parent.relative_to(fd))
         for name in ("node_feat", "node_opcode", "edge_index", "orig_node_ids", "config_index",
                      "config_node_pos", "target"):

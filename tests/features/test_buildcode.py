@@ -1,4 +1,4 @@
-"""The feature cache knows its code (features.buildcode) and one table of node blocks
+"""The feature cache knows its code (features.buildconfig) and one table of node blocks
 (features.stages.NODE_BLOCKS) makes the node features, their names and the key's flags."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from bigfile import write_mini_root
 
-from features.buildcode import build_modules
+from features.buildconfig import build_modules
 from features.buildconfig import BuildConfig
 from features.io import load_npz
 from features.stages import NODE_BLOCKS, node_feature_names, node_stage
