@@ -169,9 +169,6 @@ def load_coded(path: str | os.PathLike, chunk: int = 4096, configs: bool = True)
         arrays["node_config_feat"] = encode_blocks(
             iter_npz_rows(path, "node_config_feat", chunk, zf=zf), shape[0], shape[1], path) \
             if configs else CodedConfigs(np.zeros((0, shape[1]), np.uint8), np.zeros((0, WIDTH), np.int8))
-        try:
-            return graph_from_arrays(arrays, Path(path))
-        except KeyError as exc:
-            raise BadGraphError(path, f"missing required key {exc.args[0]!r}") from None
+        return graph_from_arrays(arrays, Path(path))
     finally:
         zf.close()

@@ -31,14 +31,6 @@ def empty_config_graph() -> np.ndarray:
     return np.zeros((0, len(COLUMNS)), np.int64)
 
 
-def consumers_csr(num_nodes: int, producer: np.ndarray, consumer: np.ndarray) -> sp.csr_matrix:
-    """Row ``p`` lists the consumers of node ``p`` (duplicate edges merged)."""
-    ones = np.ones(len(producer), np.int8)
-    adj = sp.csr_matrix((ones, (producer, consumer)), shape=(num_nodes, num_nodes))
-    adj.sum_duplicates()
-    return adj
-
-
 def config_graph(num_nodes: int, producer: np.ndarray, consumer: np.ndarray,
                  config_nodes: np.ndarray, max_hops: int,
                  max_links: int = 0) -> np.ndarray:
@@ -49,7 +41,10 @@ def config_graph(num_nodes: int, producer: np.ndarray, consumer: np.ndarray,
     config_nodes = np.asarray(config_nodes, np.int64)
     if max_hops < 1 or len(config_nodes) == 0:
         return empty_config_graph()
-    adj = consumers_csr(num_nodes, np.asarray(producer, np.int64), np.asarray(consumer, np.int64))
+    producer, consumer = np.asarray(producer, np.int64), np.asarray(consumer, np.int64)
+    # row p lists the consumers of node p (duplicate edges merged)
+    adj = sp.csr_matrix((np.ones(len(producer), np.int8), (producer, consumer)), shape=(num_nodes,) * 2)
+    adj.sum_duplicates()
     ordinal = np.full(num_nodes, -1, np.int64)
     ordinal[config_nodes] = np.arange(len(config_nodes))
     stamp = np.full(num_nodes, -1, np.int64)  # last source that visited a node

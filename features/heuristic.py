@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Iterable
 
 import numpy as np
 from scipy.stats import rankdata
@@ -148,12 +148,6 @@ class LayoutHeuristic:
         return np.concatenate(costs) if costs else np.zeros(0)
 
 
-def array_chunks(array: np.ndarray, rows: int = CHUNK_CONFIGS) -> Iterator[np.ndarray]:
-    """Row chunks of a (possibly memory-mapped) array, each materialised on its own."""
-    for start in range(0, array.shape[0], rows):
-        yield np.asarray(array[start:start + rows])
-
-
 def layout_costs(path: str | os.PathLike) -> np.ndarray:
     """Heuristic cost per layout config of an npz graph file (linear scale; lower = faster);
     ``node_config_feat`` is streamed from the npz ``CHUNK_CONFIGS`` rows at a time."""
@@ -179,7 +173,9 @@ def log_costs(graph: Graph, rows: int = CHUNK_CONFIGS) -> np.ndarray:
         return tile_costs(np.asarray(graph.config_feat), np.asarray(graph.node_feat))
     heuristic = LayoutHeuristic(np.asarray(graph.node_feat), np.asarray(graph.node_config_ids),
                                 graph.edge_index)
-    return np.log1p(heuristic.costs_of_chunks(array_chunks(graph.node_config_feat, rows)))
+    configs = graph.node_config_feat  # each chunk materialised on its own (memmap, codes)
+    chunks = (np.asarray(configs[s:s + rows]) for s in range(0, configs.shape[0], rows))
+    return np.log1p(heuristic.costs_of_chunks(chunks))
 
 
 def rank_fraction(costs: np.ndarray) -> np.ndarray:

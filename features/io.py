@@ -120,23 +120,26 @@ def _as_1d_number(a: np.ndarray) -> np.ndarray:
 
 
 def graph_from_arrays(arrays: dict[str, np.ndarray], path: Path | None = None) -> Graph:
-    """Build a :class:`Graph` from a mapping of npz arrays, normalising shapes and int dtypes."""
-    is_tile = "config_feat" in arrays
-    g = Graph(
-        node_feat=arrays["node_feat"],
-        node_opcode=_as_1d_int(arrays["node_opcode"]),
-        edge_index=np.asarray(arrays["edge_index"]).astype(np.int64, copy=False).reshape(-1, 2),
-        config_runtime=_as_1d_number(arrays["config_runtime"]),
-        node_splits=_as_1d_int(arrays["node_splits"]) if "node_splits" in arrays
-        else np.zeros(0, np.int64),
-        path=path,
-    )
-    if is_tile:
-        g.config_feat = arrays["config_feat"]
-        g.config_runtime_normalizers = _as_1d_number(arrays["config_runtime_normalizers"])
-    else:
-        g.node_config_ids = _as_1d_int(arrays["node_config_ids"])
-        g.node_config_feat = arrays["node_config_feat"]
+    """Build a :class:`Graph` from a mapping of npz arrays, normalising shapes and int dtypes; a
+    missing key is a :class:`BadGraphError` naming ``path``."""
+    try:
+        g = Graph(
+            node_feat=arrays["node_feat"],
+            node_opcode=_as_1d_int(arrays["node_opcode"]),
+            edge_index=np.asarray(arrays["edge_index"]).astype(np.int64, copy=False).reshape(-1, 2),
+            config_runtime=_as_1d_number(arrays["config_runtime"]),
+            node_splits=_as_1d_int(arrays["node_splits"]) if "node_splits" in arrays
+            else np.zeros(0, np.int64),
+            path=path,
+        )
+        if "config_feat" in arrays:
+            g.config_feat = arrays["config_feat"]
+            g.config_runtime_normalizers = _as_1d_number(arrays["config_runtime_normalizers"])
+        else:
+            g.node_config_ids = _as_1d_int(arrays["node_config_ids"])
+            g.node_config_feat = arrays["node_config_feat"]
+    except KeyError as exc:
+        raise BadGraphError(path or "<arrays>", f"missing required key {exc.args[0]!r}") from None
     return g
 
 
@@ -150,10 +153,7 @@ def load_npz(path: str | os.PathLike) -> Graph:
             arrays = {k: data[k] for k in data.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
         raise BadGraphError(path, f"cannot read npz: {type(exc).__name__}: {exc}") from exc
-    try:
-        return graph_from_arrays(arrays, path)
-    except KeyError as exc:
-        raise BadGraphError(path, f"missing required key {exc.args[0]!r}") from None
+    return graph_from_arrays(arrays, path)
 
 
 def read_hidden_runtimes(root: str | os.PathLike) -> dict[str, np.ndarray] | None:

@@ -105,18 +105,13 @@ class LayoutContext:
         return cls(**{f.name: np.asarray(arrays[f.name]) for f in fields(cls)})
 
 
-def _dim_tables(shapes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _dim_tables(shapes: np.ndarray) -> tuple[np.ndarray, ...]:
     """(k, 7) tables: is the dim the largest / lane-aligned / sublane-aligned (index 6: False)."""
-    k = len(shapes)
-    largest = np.zeros((k, 7), bool)
-    a128 = np.zeros((k, 7), bool)
-    a8 = np.zeros((k, 7), bool)
     valid = shapes > 0
     mx = np.where(valid, shapes, 0).max(axis=1, initial=0)
-    largest[:, :6] = valid & (shapes == mx[:, None]) & (mx[:, None] > 1)
-    a128[:, :6] = valid & (shapes % 128 == 0)
-    a8[:, :6] = valid & (shapes % 8 == 0)
-    return largest, a128, a8
+    tables = (valid & (shapes == mx[:, None]) & (mx[:, None] > 1), valid & (shapes % 128 == 0),
+              valid & (shapes % 8 == 0))
+    return tuple(np.pad(t, ((0, 0), (0, 1))) for t in tables)
 
 
 def config_dependency_pairs(graph: Graph, max_sources: int = 8) -> np.ndarray:
@@ -152,17 +147,14 @@ def layout_context(graph: Graph, dots: dict[int, tuple[DotDims, bool]] | None = 
     nc = len(cfg_ids)
     ranks = np.zeros((nc, 3), np.int64)
     log_size = np.zeros((nc, 3), np.float32)
-    largest, a128, a8 = (np.zeros((nc, 3, 7), bool) for _ in range(3))
-    contract = np.zeros((nc, 3, 7), bool)
+    largest, a128, a8, contract = (np.zeros((nc, 3, 7), bool) for _ in range(4))
     for t, node_ids in enumerate(tensors):
         shapes, ranks[:, t] = _shape_rows(nf, rank, node_ids)
         log_size[:, t] = np.log1p(np.prod(np.where(shapes > 0, shapes, 1), axis=1, dtype=np.float64))
         log_size[node_ids < 0, t] = 0.0
         largest[:, t], a128[:, t], a8[:, t] = _dim_tables(shapes)
-    if dots is None:
-        dots = {}
     for k, u in enumerate(cfg_ids.tolist()):
-        if u in dots:
+        if dots and u in dots:
             d = dots[u][0]
             contract[k, 1, [c for c in d.lhs_contracting if c < 6]] = True
             contract[k, 2, [c for c in d.rhs_contracting if c < 6]] = True

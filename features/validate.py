@@ -1,20 +1,11 @@
-"""Validate TpuGraphs npz files against docs/competition.md §3 (``python -m features validate``).
+"""Validate TpuGraphs npz files (``python -m features validate``; what is checked: docs/data.md,
+"Validation"): :func:`validate_file` returns the problems of a file, :func:`check_file` raises
+:class:`BadGraphError`. ``node_config_feat`` is checked in bounded chunks, never loaded whole.
 
-``validate_file(path)`` returns a list of problems (readable sentences, empty = ok);
-``check_file(path)`` raises :class:`BadGraphError` (``"<path>: <problem>"``).
-
-What is checked (docs/data.md, "Validation"): the file is a readable zip whose members match
-their npy headers, then required keys, dtypes, shapes and values, against docs/competition.md §3.
-``node_config_feat`` (several GB for a 100k-config graph) is never loaded whole: its values are
-checked in bounded chunks streamed from the member.
-
-Three problems have a documented repair (:mod:`features.repair`) and leave a *test* file usable
-(every test graph must be ranked): non-finite node features, opcode ids outside the table, and
-no configurable node. Each problem is a :class:`Problem` (a ``str``) whose ``repair`` names it;
-:func:`repairs_of` tells whether all of a file's problems can be repaired.
-
-Also here: the walk over a data root (:func:`validate_root`), its JSON report (read back by
-``features build --skip-bad-report``: :func:`load_bad_files`) and the CLI.
+A problem with a documented repair (:mod:`features.repair`) is a :class:`Problem` whose ``repair``
+names it: a *test* file with only such problems stays usable (every test graph must be ranked).
+Also here: the walk over a data root, its JSON report (:func:`load_bad_files` reads it back for
+``features build --skip-bad-report``) and the CLI.
 """
 
 from __future__ import annotations
