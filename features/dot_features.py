@@ -1,16 +1,31 @@
-"""Dot-general dimension numbers inferred from shapes (docs/competition.md §7) and the per-node dot/conv features."""
+"""Dot-general dimension numbers (:class:`DotDims`: inferred from shapes, docs/competition.md §7, or
+read exactly from raw HLO protos by ``features.hlo``) and the per-node dot/conv features."""
 
 from __future__ import annotations
 
 import functools
 import itertools
+from dataclasses import dataclass
 from typing import Iterable
 
 import numpy as np
 
 from features.columns import MAX_RANK, SHAPE_DIMS, opcode_id, signed_log1p, tensor_rank
-from features.dotdims import DotDims
 from features.pruning import producers_csr
+
+
+@dataclass(frozen=True)
+class DotDims:
+    """Contracting and batch dimensions of a ``dot`` node (indices into the operand's logical
+    shape, 0 = outermost, as in XLA's ``DotDimensionNumbers``), plus its operand shapes."""
+
+    lhs_contracting: tuple[int, ...]
+    rhs_contracting: tuple[int, ...]
+    lhs_batch: tuple[int, ...] = ()
+    rhs_batch: tuple[int, ...] = ()
+    lhs_shape: tuple[int, ...] = ()
+    rhs_shape: tuple[int, ...] = ()
+
 
 # ---- dot-general dimension inference ----------------------------------------------------------
 def _dot_output(lhs: tuple[int, ...], rhs: tuple[int, ...], lb: tuple[int, ...], rb: tuple[int, ...],

@@ -20,8 +20,7 @@ from features.buildconfig import BuildConfig, code_digest
 from features.columns import signed_log1p
 from features.configcodes import CodedConfigs, encode_blocks
 from features.configgraph import config_graph_of_npz, to_positions
-from features.dot_features import DOT_CONV_NAMES, dot_conv_features, dot_dims_for_graph
-from features.dotdims import DotDims
+from features.dot_features import DOT_CONV_NAMES, DotDims, dot_conv_features, dot_dims_for_graph
 from features.io import NODE_FEAT_DIM, Graph
 from features.norm import NormStats, _apply
 from features.processed import ProcessedGraph

@@ -22,7 +22,7 @@ from features.io import Graph
 from features.columns import MAX_RANK, SHAPE_DIMS, opcode_ids, tensor_rank
 from features.pruning import node_depths, producers_csr, prune_graph
 from features.transforms import repad_tile_config
-from features.dotdims import DotDims
+from features.dot_features import DotDims
 
 NODE_TYPES = ("conv", "dot", "reshape", "other")
 TENSORS = ("out", "in", "kernel")

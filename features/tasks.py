@@ -27,7 +27,7 @@ from tpurank.atomic import save_npz, write_json
 from tpurank.collections import Collection, get_collection, npz_dir, pb_dir
 from features.buildconfig import BuildConfig, code_digest
 from features.configcodes import load_coded
-from features.dotdims import DotDims
+from features.dot_features import DotDims
 from features.io import BadGraphError, Graph, GraphFile
 from features.norm import _moments, load_norm
 from features.processed import FORMAT_VERSION, graph_dir, save_processed

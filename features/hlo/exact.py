@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from features.dotdims import DotDims
+from features.dot_features import DotDims
 from features.hlo.convert import ModuleIndex, index_module, operand_shapes
 from features.hlo.reader import read_module
 
