@@ -5,9 +5,8 @@ and the CLI (``python -m features.hlo convert IN.pb OUT_DIR ...``): docs/hlo.md.
 """
 
 from features.hlo.convert import (DEFAULT_CONFIGURABLE, configurable_nodes, convert_file,
-                                  layout_record_arrays, module_arrays, module_to_graph,
-                                  tile_record_arrays)
-from features.hlo.exact import exact_dot_dims, module_dot_dims
+                                  exact_dot_dims, layout_record_arrays, module_arrays,
+                                  module_dot_dims, module_to_graph, tile_record_arrays)
 from features.hlo.reader import HloProtoError, read_module, read_proto
 
 __all__ = [

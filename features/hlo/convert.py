@@ -1,6 +1,7 @@
 """Turn raw proto files into the npz arrays of the TpuGraphs release (docs/competition.md §3–5, §8):
 npz files in the Kaggle layout (``python -m features.hlo convert``) and graphs for new programs
-(:func:`module_to_graph`).
+(:func:`module_to_graph`); and the exact per-node facts the npz files lose (docs/competition.md §7):
+dot-general dimension numbers and operand shapes, by flat node index (:func:`exact_dot_dims`).
 
 Node order: all computations in proto order, instructions in proto order (operands first).
 Edges ``[user, operand]`` over the unique operand ids of each instruction, plus
@@ -22,7 +23,8 @@ import numpy as np
 from tpurank.atomic import save_npz
 from tpurank.collections import get_collection
 from features.hlo.node_features import (WINDOW_FIELDS, InstructionFacts, encode_dims, node_features)
-from features.hlo.reader import read_proto
+from features.dot_features import DotDims
+from features.hlo.reader import read_module, read_proto
 from features.hlo.schema import ELEMENT_TYPE_SLOTS
 from features.io import TILE_CONFIG_DIM, LAYOUT_CONFIG_DIM, Graph, graph_from_arrays
 from features.columns import UNKNOWN_OPCODE_ID, opcode_ids  # name -> id from features/data/hlo_opcodes.tsv
@@ -316,3 +318,33 @@ def convert_file(pb_path: str | os.PathLike, out_dir: str | os.PathLike, split: 
         written.append(Converted(path, kind, rec_stem, int(arrays["node_feat"].shape[0]),
                                  int(arrays["config_runtime"].shape[0])))
     return written
+
+
+# ---------------------------------------------------------------- exact dot dims
+
+def _ints(values: Any) -> tuple[int, ...]:
+    return tuple(int(v) for v in values)
+
+
+def module_dot_dims(module: Any, index: ModuleIndex | None = None) -> dict[int, DotDims]:
+    """DotDims of every ``dot`` node of an HloModuleProto, by flat node index."""
+    index = index or index_module(module)
+    out: dict[int, DotDims] = {}
+    for node, inst in enumerate(index.instructions):
+        if inst.opcode != "dot":
+            continue
+        shapes = operand_shapes(index, node)
+        if len(shapes) < 2:
+            raise ValueError(f"dot {inst.name!r} has {len(shapes)} operands")
+        dn = inst.dot_dimension_numbers
+        out[node] = DotDims(lhs_contracting=_ints(dn.lhs_contracting_dimensions),
+                            rhs_contracting=_ints(dn.rhs_contracting_dimensions),
+                            lhs_batch=_ints(dn.lhs_batch_dimensions),
+                            rhs_batch=_ints(dn.rhs_batch_dimensions),
+                            lhs_shape=shapes[0], rhs_shape=shapes[1])
+    return out
+
+
+def exact_dot_dims(pb_path: str | os.PathLike, name: str | None = None) -> dict[int, DotDims]:
+    """DotDims of every ``dot`` node of the module in ``pb_path`` (any raw proto kind)."""
+    return module_dot_dims(read_module(pb_path, name=name))
