@@ -5,10 +5,8 @@ A *path* link (kind 0) joins ``u -> ... -> v`` through non-configurable nodes on
 (kind 1) joins ``a < b`` whose outputs meet at a non-configurable node: two layouts meeting at one
 op (say the operands of an add) decide whether it needs a copy, a cost no directed path shows.
 
-Computed once per graph by ``features build`` on the source graph (before pruning) and stored
-with the processed graph (``config_graph.npy``). :func:`config_graph` is also the fallback for
-processed graphs written without it (computed on the pruned graph: rewired edges then shorten
-some paths).
+Computed by ``features build`` on the source graph (before pruning), stored as ``config_graph.npy``;
+:func:`config_graph` on the pruned graph is the fallback for graphs written without it.
 
 Array: ``(E, 6)`` int64 rows ``[src, dst, hops, first_inner, last_inner, kind]``; ``src``/``dst``
 are ordinals of configurable nodes (positions in ``node_config_ids`` / ``config_node_pos``,

@@ -2,9 +2,9 @@
 contiguous ranges of the topological node order, ``n // size + 1`` parts (what the organisers'
 TpuGraphs loader does).
 
-A partition is returned as :class:`Segmentation` (each node in exactly one segment). Boundaries
-are cached on disk next to the features by :func:`cached_segmentation`, keyed by the graph's
-identity (collection, split, stem and a fingerprint of its nodes and edges) and the size, so a rebuilt graph never reuses a stale partition.
+Boundaries are cached next to the features (:func:`cached_segmentation`), keyed by the graph's
+identity (stem and a fingerprint of its nodes and edges) and the size: a rebuilt graph never
+reuses a stale partition.
 """
 
 from __future__ import annotations

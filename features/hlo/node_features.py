@@ -1,9 +1,7 @@
 """The 140 node features of one HLO instruction (docs/competition.md §4) — the one featurizer of tpurank.
 
-Both producers of node features call :func:`node_features`: ``features.hlo.convert`` (from an
-``HloInstructionProto``, which reproduces the official release's arrays exactly) and the sample
-generator ``features.sample.hlo.featurize`` (from its own graph nodes). Each fills an
-:class:`InstructionFacts` — plain sequences, no protobuf — so the encoding itself exists once.
+``features.hlo.convert`` (from an ``HloInstructionProto``) and the sample generator both fill an
+:class:`InstructionFacts` (plain sequences, no protobuf), so the encoding itself exists once.
 
 Encoding (the official fixed-length one): a per-dimension field keeps its ``lead`` leading values
 (0-padded) and, for most fields, the sum and the product of *all* its values (product 1 when the

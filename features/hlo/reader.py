@@ -2,11 +2,9 @@
 ``HloModuleProto`` files (e.g. from ``jax.jit(f).lower(...).compiler_ir('hlo')
 .as_serialized_hlo_module_proto()``).
 
-The three messages cannot be told apart from the wire format alone (all start with a
-length-delimited field 1), so :func:`read_proto` parses the file as each kind and keeps the one
-whose *content* makes sense (computations with named instructions and opcodes). Unknown fields
-are tolerated; truncated files and files of another type raise :class:`HloProtoError` naming the
-file.
+The three cannot be told apart on the wire (all start with a length-delimited field 1), so
+:func:`read_proto` keeps the kind whose *content* makes sense. Unknown fields are tolerated;
+truncated files and files of another type raise :class:`HloProtoError` naming the file.
 """
 
 from __future__ import annotations
