@@ -119,7 +119,7 @@ def heuristic_scores(graphs: Sequence[RealGraph], collection: str) -> Scores:
 
 def _features_pipeline(features_dir: Path, coll: Collection) -> tuple[Any, Any]:
     from features.buildconfig import BuildConfig
-    from features.norm import load_norm
+    from features.processed import load_norm
     from tpurank.config import load_run_config
 
     build_json = features_dir / coll.slug / "build.json"

@@ -23,8 +23,7 @@ from tpurank.collections import Collection, get_collection, parse_collections, n
 from tpurank.config import parse_config, save_run_config
 from features.buildconfig import BuildConfig
 from features.io import GraphFile, discover
-from features.norm import NormStats, _fit, load_norm
-from features.processed import norm_path, tabular_path
+from features.processed import NormStats, _fit, load_norm, norm_path, tabular_path
 from features.repair import NO_CONFIGURABLE_NODE, REPAIRED_SPLIT, has_no_configurable_node
 from features.stages import node_feature_names
 from features.tasks import (Task, _graph_cached, _graph_task, _key, _marker, _norm_cached, _norm_task,

@@ -22,8 +22,7 @@ from features.configcodes import CodedConfigs, encode_blocks
 from features.configgraph import config_graph_of_npz, to_positions
 from features.dot_features import DOT_CONV_NAMES, DotDims, dot_conv_features, dot_dims_for_graph
 from features.io import NODE_FEAT_DIM, Graph
-from features.norm import NormStats, _apply
-from features.processed import ProcessedGraph
+from features.processed import NormStats, ProcessedGraph, _apply
 from features.pruning import STRUCTURE_NAMES, prune_graph, structure_features
 from features import tabular as tab
 from features import transforms as tf

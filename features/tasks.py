@@ -29,8 +29,7 @@ from features.buildconfig import BuildConfig, code_digest
 from features.configcodes import load_coded
 from features.dot_features import DotDims
 from features.io import BadGraphError, Graph, GraphFile
-from features.norm import _moments, load_norm
-from features.processed import FORMAT_VERSION, graph_dir, save_processed
+from features.processed import FORMAT_VERSION, _moments, graph_dir, load_norm, save_processed
 from features.repair import REPAIRED_SPLIT, repair_graph
 from features.stages import (NodeStage, node_feature_names, node_stage, process_graph, subsample,
                              tile_config_feat)
