@@ -83,11 +83,6 @@ def collection_summary(stats: pl.DataFrame) -> pl.DataFrame:
             .sort("collection", "split"))
 
 
-def _count(values: np.ndarray) -> dict[int, int]:
-    uniq, counts = np.unique(values, return_counts=True)
-    return dict(zip(uniq.tolist(), counts.tolist()))
-
-
 def opcode_counts(root: str | os.PathLike, collections: str | None = "all",
                   splits: Iterable[str] = ("train",), max_per_group: int | None = None) -> pl.DataFrame:
     """How often each opcode occurs (all nodes, and configurable nodes only for layout)."""
@@ -98,10 +93,10 @@ def opcode_counts(root: str | os.PathLike, collections: str | None = "all",
     configurable: Counter[int] = Counter()
     for f in _sample_files(discover(root, parse_collections(collections), splits), max_per_group):
         ops = read_npz_member(f.path, "node_opcode").reshape(-1).astype(np.int64)
-        total.update(_count(ops))
+        total.update(ops.tolist())
         if not f.collection.is_tile:
             ids = read_npz_member(f.path, "node_config_ids").reshape(-1).astype(np.int64)
-            configurable.update(_count(ops[ids]))
+            configurable.update(ops[ids].tolist())
     rows = [{"opcode": int(op), "name": names.get(int(op), f"#{int(op)}"), "count": int(n),
              "configurable": int(configurable.get(op, 0))} for op, n in total.items()]
     schema = {"opcode": pl.Int64, "name": pl.Utf8, "count": pl.Int64, "configurable": pl.Int64}

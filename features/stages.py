@@ -265,8 +265,12 @@ def _layout_configs(graph: Graph, rows: np.ndarray, cfg: BuildConfig,
                     ) -> tuple[CodedConfigs, tab.LayoutContext]:
     """Layout configs of ``rows`` as codes (:mod:`features.configcodes`), chunk by chunk,
     feeding the tabular rows of each chunk to ``tabular_sink``; and the graph's layout context
-    (kept with the processed graph whether or not tabular rows are written)."""
-    ctx = layout_context_of(graph, cfg, exact_dot)
+    (kept with the processed graph whether or not tabular rows are written; LightGBM's layout rows
+    and the GNN's ``--tabular`` join both read it), dot contracting dims included when
+    ``cfg.dot_features``."""
+    dots = dot_dims_for_graph(np.asarray(graph.node_feat), graph.node_opcode, graph.edge_index,
+                              exact_dot) if cfg.dot_features else None
+    ctx = tab.layout_context(graph, dots, cfg.rewire_max_sources)
     src = graph.node_config_feat
     if isinstance(src, CodedConfigs):  # streamed from the npz: keep the table, slice the codes
         coded = CodedConfigs(np.asarray(src.codes)[rows], src.table)
@@ -277,12 +281,3 @@ def _layout_configs(graph: Graph, rows: np.ndarray, cfg: BuildConfig,
         for idx, block in _config_chunks(graph, rows, cfg.config_chunk):
             tabular_sink(idx, tab.layout_chunk_features(ctx, block))
     return coded, ctx
-
-
-def layout_context_of(graph: Graph, cfg: BuildConfig,
-                      exact_dot: dict[int, DotDims] | None = None) -> tab.LayoutContext:
-    """The graph's :class:`features.tabular.LayoutContext` (dot contracting dims included when
-    ``cfg.dot_features``): LightGBM's layout rows and the GNN's ``--tabular`` join both use it."""
-    dots = dot_dims_for_graph(np.asarray(graph.node_feat), graph.node_opcode, graph.edge_index,
-                                 exact_dot) if cfg.dot_features else None
-    return tab.layout_context(graph, dots, cfg.rewire_max_sources)
