@@ -83,8 +83,7 @@ def build_features(cfg: BuildConfig) -> Path:
                                 f"{cfg.collections} / {cfg.splits}")
     fd = str(features_dir)
     _sweep_dead_temporaries(features_dir, colls, splits)
-    train = [Task(cfg, fd, f.collection.name, f.split, f.stem, str(f.path))
-             for f in files if f.split == "train"]
+    train = [Task(cfg, fd, f) for f in files if f.split == "train"]
     norm_results = _run(_norm_task, train, jobs, "norm stats", cfg.progress, _norm_cached)
     norm_keys: dict[str, str] = {}
     for coll in colls:
@@ -100,9 +99,7 @@ def build_features(cfg: BuildConfig) -> Path:
                              "rebuild with --splits including train")
         stats.save(norm_path(fd, coll))
         norm_keys[coll.name] = stats.key()
-    tasks = [Task(cfg, fd, f.collection.name, f.split, f.stem, str(f.path),
-                  norm_keys.get(f.collection.name, ""))
-             for f in files]
+    tasks = [Task(cfg, fd, f, norm_keys.get(f.collection.name, "")) for f in files]
     start = time.perf_counter()
     results = _run(_graph_task, tasks, jobs, "features", cfg.progress, _graph_cached)
     elapsed = time.perf_counter() - start

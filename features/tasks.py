@@ -24,7 +24,7 @@ import numpy as np
 from tqdm import tqdm
 
 from tpurank.atomic import save_npz, write_json
-from tpurank.collections import Collection, get_collection, npz_dir, pb_dir
+from tpurank.collections import Collection, npz_dir, pb_dir
 from features.buildconfig import BuildConfig, code_digest
 from features.configcodes import load_coded
 from features.dot_features import DotDims
@@ -83,10 +83,7 @@ def _load(cfg: BuildConfig, path: Path, split: str, configs: bool = True) -> tup
 class Task:
     cfg: BuildConfig
     features_dir: str
-    collection: str
-    split: str
-    stem: str
-    path: str
+    file: GraphFile
     norm_key: str = ""
 
 
@@ -102,41 +99,35 @@ def _read_marker(path: Path, key: str) -> dict[str, Any] | None:
     return data if data.get("key") == key else None
 
 
-def _task_file(task: Task) -> tuple[BuildConfig, Collection, Path, GraphFile]:
-    """The build config, collection, source path and :class:`GraphFile` of a task."""
-    coll = get_collection(task.collection)
-    path = Path(task.path)
-    return task.cfg, coll, path, GraphFile(coll, task.split, task.stem, path)
-
-
 def _input_key(task: Task, kind: str, *extra: Any) -> str:
     """The cache key of a pass over one graph: its inputs (the npz, and the proto when it is
     read), the transform parameters, the build code, then ``extra``."""
-    cfg, _, path, gf = _task_file(task)
+    cfg, gf = task.cfg, task.file
     pb = _pb_path(cfg.data, gf)
-    return _key(kind, _identity(path), _identity(pb) if pb.is_file() and cfg.exact_dot else None,
+    return _key(kind, _identity(gf.path), _identity(pb) if pb.is_file() and cfg.exact_dot else None,
                 cfg.transform_params(), code_digest(), *extra)
 
 
 def _norm_key(task: Task) -> tuple[str, Path, Path]:
-    marker = _marker(task.features_dir, get_collection(task.collection), task.split, task.stem,
-                     "norm_parts")
+    gf = task.file
+    marker = _marker(task.features_dir, gf.collection, gf.split, gf.stem, "norm_parts")
     return _input_key(task, "norm"), marker, marker.with_suffix(".npz")
 
 
 def _norm_cached(task: Task) -> dict[str, Any] | None:
     key, marker, npz = _norm_key(task)
     if _read_marker(marker, key) and npz.is_file():
-        return {"stem": task.stem, "collection": task.collection, "cached": True, "npz": str(npz)}
+        return {"stem": task.file.stem, "collection": task.file.collection.name, "cached": True,
+                "npz": str(npz)}
     return None
 
 
 def _norm_task(task: Task) -> dict[str, Any]:
     """Train graph -> moments of its (unnormalised) node / tile config features (cache hits are
     answered by :func:`_run`'s probe, :func:`_norm_cached`)."""
-    cfg, coll, path, gf = _task_file(task)
+    cfg, gf = task.cfg, task.file
     key, marker, npz = _norm_key(task)
-    graph, _ = _load(cfg, path, task.split, configs=False)
+    graph, _ = _load(cfg, gf.path, gf.split, configs=False)
     exact = _exact_dims(cfg, gf)
     ns = node_stage(graph, cfg, exact)
     arrays = {"node": _moments(ns.node_feat)}
@@ -145,12 +136,12 @@ def _norm_task(task: Task) -> dict[str, Any]:
     _save_stage(task, key, ns)  # the graph pass reuses it: the node stage runs once per graph
     save_npz(npz, **arrays)
     write_json(marker, {"key": key})
-    return {"stem": task.stem, "collection": coll.name, "cached": False, "npz": str(npz)}
+    return {"stem": gf.stem, "collection": gf.collection.name, "cached": False, "npz": str(npz)}
 
 
 def _stage_path(task: Task) -> Path:
-    coll = get_collection(task.collection)
-    return _marker(task.features_dir, coll, task.split, task.stem, "norm_parts").with_suffix(".stage.npz")
+    gf = task.file
+    return _marker(task.features_dir, gf.collection, gf.split, gf.stem, "norm_parts").with_suffix(".stage.npz")
 
 
 #: the arrays of a NodeStage saved by the norm pass (the optional ones only when present)
@@ -180,11 +171,11 @@ def _load_stage(task: Task) -> NodeStage | None:
 
 
 def _graph_key(task: Task) -> tuple[str, Path, Path, Path]:
-    coll = get_collection(task.collection)
+    fd, gf = task.features_dir, task.file
     key = _input_key(task, "graph", FORMAT_VERSION, task.norm_key)
-    return (key, _marker(task.features_dir, coll, task.split, task.stem, "done"),
-            graph_dir(task.features_dir, coll, task.split, task.stem),
-            part_path(task.features_dir, coll, task.split, task.stem))
+    return (key, _marker(fd, gf.collection, gf.split, gf.stem, "done"),
+            graph_dir(fd, gf.collection, gf.split, gf.stem),
+            part_path(fd, gf.collection, gf.split, gf.stem))
 
 
 def _graph_cached(task: Task) -> dict[str, Any] | None:
@@ -199,10 +190,11 @@ def _graph_cached(task: Task) -> dict[str, Any] | None:
 def _graph_task(task: Task) -> dict[str, Any]:
     """One graph: processed arrays + tabular part + done marker (written last); cache hits are
     answered by :func:`_run`'s probe, :func:`_graph_cached`."""
-    cfg, coll, path, gf = _task_file(task)
+    cfg, gf = task.cfg, task.file
+    coll, split, stem = gf.collection, gf.split, gf.stem
     key, marker, out_dir, part = _graph_key(task)
     start = time.perf_counter()
-    graph, repairs = _load(cfg, path, task.split)
+    graph, repairs = _load(cfg, gf.path, split)
     exact = _exact_dims(cfg, gf)
     norm = load_norm(task.features_dir, coll) if task.norm_key else None
     frames: list[Any] = []
@@ -211,10 +203,10 @@ def _graph_task(task: Task) -> dict[str, Any]:
     def sink(idx: np.ndarray, feats: np.ndarray) -> None:
         frames.append((idx, feats))
 
-    stage = _load_stage(task) if task.split == "train" else None
-    pg = process_graph(graph, coll, task.split, task.stem, norm, cfg, exact,
+    stage = _load_stage(task) if split == "train" else None
+    pg = process_graph(graph, coll, split, stem, norm, cfg, exact,
                        tabular_sink=sink if cfg.tabular else None, stage=stage)
-    pg.meta["source"] = _identity(path)
+    pg.meta["source"] = _identity(gf.path)
     pg.meta["exact_dot"] = exact is not None
     pg.meta["node_stage_reused"] = stage is not None
     pg.meta["repairs"] = repairs
@@ -223,15 +215,14 @@ def _graph_task(task: Task) -> dict[str, Any]:
     if cfg.tabular:
         idx_all = np.concatenate([f[0] for f in frames]) if frames else np.zeros(0, np.int64)
         feats = np.concatenate([f[1] for f in frames]) if frames else np.zeros((0, len(names)), np.float32)
-        target = None if task.split == "test" else pg.target
-        if task.split == "train":
-            keep = tabular_train_positions(len(idx_all), cfg, coll.slug, task.stem)
+        target = None if split == "test" else pg.target
+        if split == "train":
+            keep = tabular_train_positions(len(idx_all), cfg, coll.slug, stem)
             idx_all, feats, target = idx_all[keep], feats[keep], target[keep]
-        tab.write_parquet(tab.make_frame(task.stem, idx_all, target, feats, names), part)
+        tab.write_parquet(tab.make_frame(stem, idx_all, target, feats, names), part)
     summary = dict(pg.meta["prune"], configs=int(len(pg.config_index)),
                    source_configs=int(pg.meta["num_source_configs"]),
-                   duplicates=int(pg.meta["num_duplicates"]), stem=task.stem, split=task.split,
-                   repairs=repairs,
+                   duplicates=int(pg.meta["num_duplicates"]), stem=stem, split=split, repairs=repairs,
                    collection=coll.name, seconds=round(time.perf_counter() - start, 3))
     write_json(marker, {"key": key, "summary": summary})
     _stage_path(task).unlink(missing_ok=True)  # used once: the graph is done
@@ -255,15 +246,13 @@ def part_path(features_dir: str | os.PathLike, coll: Collection, split: str, ste
 
 
 def _run(fn: Callable[[Task], dict[str, Any]], tasks: list[Task], jobs: int, desc: str,
-         progress: bool, probe: Callable[[Task], dict[str, Any] | None] | None = None
-         ) -> list[dict[str, Any]]:
-    """Run tasks (largest input first) on a process pool with a progress bar; errors name the file."""
-    tasks = sorted(tasks, key=lambda t: -Path(t.path).stat().st_size)
-    results: list[dict[str, Any]] = []
-    if probe is not None:  # cache hits are answered here, without starting workers
-        hits = [(t, probe(t)) for t in tasks]
-        results = [r for _, r in hits if r is not None]
-        tasks = [t for t, r in hits if r is None]
+         progress: bool, probe: Callable[[Task], dict[str, Any] | None]) -> list[dict[str, Any]]:
+    """Run tasks (largest input first) on a process pool with a progress bar; errors name the
+    file. Cache hits are answered by ``probe``, without starting workers."""
+    tasks = sorted(tasks, key=lambda t: -t.file.path.stat().st_size)
+    hits = [(t, probe(t)) for t in tasks]
+    results = [r for _, r in hits if r is not None]
+    tasks = [t for t, r in hits if r is None]
     bar = tqdm(total=len(tasks), desc=desc, unit="graph", disable=not progress or not tasks,
                file=sys.stderr)
     if jobs <= 1 or len(tasks) <= 1:
@@ -291,7 +280,8 @@ def _named(fn: Callable[[Task], dict[str, Any]], task: Task) -> dict[str, Any]:
     try:
         return fn(task)
     except Exception as exc:
-        msg = str(exc) if task.path in str(exc) else f"{task.path}: {type(exc).__name__}: {exc}"
+        path = str(task.file.path)
+        msg = str(exc) if path in str(exc) else f"{path}: {type(exc).__name__}: {exc}"
         raise GraphBuildError(f"feature build failed: {msg}\n{traceback.format_exc()}") from None
 
 
