@@ -10,6 +10,7 @@ backend); a notebook displays the returned figure.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections import Counter
 from typing import Iterable, Sequence
@@ -22,16 +23,14 @@ from tpurank.collections import COLLECTIONS, SPLITS, parse_collections
 from features.io import GraphFile, discover, npz_headers, ranked_target, read_npz_member
 
 def _sample_files(files: list[GraphFile], max_per_group: int | None) -> list[GraphFile]:
-    """At most ``max_per_group`` files per (collection, split), evenly spread over stems."""
+    """At most ``max_per_group`` files per (collection, split) (``discover`` lists them grouped),
+    evenly spread over stems."""
     if max_per_group is None:
         return files
-    groups: dict[tuple[str, str], list[GraphFile]] = {}
-    for f in files:
-        groups.setdefault((f.collection.name, f.split), []).append(f)
     out: list[GraphFile] = []
-    for group in groups.values():
-        step = max(1, len(group) // max_per_group)
-        out.extend(group[::step][:max_per_group])
+    for _, grouped in itertools.groupby(files, key=lambda f: (f.collection.name, f.split)):
+        group = list(grouped)
+        out.extend(group[::max(1, len(group) // max_per_group)][:max_per_group])
     return out
 
 
