@@ -10,7 +10,7 @@ from typing import Iterable
 
 import numpy as np
 
-from features.columns import MAX_RANK, SHAPE_DIMS, opcode_id, signed_log1p, tensor_rank
+from features.columns import MAX_RANK, SHAPE_DIMS, opcode_ids, signed_log1p, tensor_rank
 from features.pruning import producers_csr
 
 
@@ -119,7 +119,7 @@ def dot_dims_for_graph(node_feat: np.ndarray, node_opcode: np.ndarray, edge_inde
     csr = producers_csr(n, edge_index)
     rank = tensor_rank(node_feat)
     out: dict[int, tuple[DotDims, bool]] = {}
-    for u in np.flatnonzero(np.asarray(node_opcode) == opcode_id("dot")).tolist():
+    for u in np.flatnonzero(np.asarray(node_opcode) == opcode_ids()["dot"]).tolist():
         if exact and u in exact:
             out[u] = (exact[u], True)
             continue
@@ -146,11 +146,11 @@ def dot_conv_features(node_feat: np.ndarray, node_opcode: np.ndarray, edge_index
     feats = np.full((n, len(DOT_CONV_NAMES)), -1.0, np.float32)
     rank = tensor_rank(node_feat)
     csr = producers_csr(n, edge_index)
-    for u in np.flatnonzero(np.asarray(node_opcode) == opcode_id("convolution")).tolist():
+    for u in np.flatnonzero(np.asarray(node_opcode) == opcode_ids()["convolution"]).tolist():
         ops = csr.of(u).tolist()[:2]
         for j, shape in enumerate(shapes_of(node_feat, rank, ops)):
             feats[u, 24 + 6 * j:24 + 6 * j + len(shape)] = signed_log1p(np.array(shape[:6], np.float32))
-    dot_nodes = np.flatnonzero(np.asarray(node_opcode) == opcode_id("dot"))
+    dot_nodes = np.flatnonzero(np.asarray(node_opcode) == opcode_ids()["dot"])
     feats[dot_nodes, 36:38] = 0.0
     for u, (d, is_exact) in dot_dims_for_graph(node_feat, node_opcode, edge_index, exact).items():
         lr, rr = len(d.lhs_shape), len(d.rhs_shape)

@@ -126,11 +126,7 @@ class LayoutHeuristic:
     def __init__(self, node_feat: np.ndarray, node_config_ids: np.ndarray, edge_index: np.ndarray):
         nodes = np.asarray(node_config_ids).reshape(-1).astype(np.int64)
         edges = np.asarray(edge_index).reshape(-1, 2).astype(np.int64)
-        csr = producers_csr(len(node_feat), edges)  # operands in file edge order
-        operands = np.full((len(nodes), 2), -1, np.int64)
-        for k, node in enumerate(nodes.tolist()):
-            ops = csr.of(node)[:2]
-            operands[k, :len(ops)] = ops
+        operands = producers_csr(len(node_feat), edges).first_two(nodes)  # in file edge order
         self.tensors = [_tensor(node_feat, nodes), _tensor(node_feat, operands[:, 0]),
                         _tensor(node_feat, operands[:, 1])]
 

@@ -41,9 +41,9 @@ from features.io import _read_npy_header
 # layout_context.npz, 3 config_graph.npy, so entries written before are rebuilt rather than read
 # without them.
 FORMAT_VERSION = 3
-ARRAYS = ("node_feat", "node_opcode", "edge_index", "orig_node_ids", "config_feat",
-          "config_node_pos", "target", "config_index", "config_graph")
-SMALL_ARRAYS = tuple(a for a in ARRAYS if a != "config_feat")
+#: the arrays stored as plain .npy files (config_feat: codes + table, or lazy)
+SMALL_ARRAYS = ("node_feat", "node_opcode", "edge_index", "orig_node_ids", "config_node_pos", "target",
+                "config_index", "config_graph")
 MAX_OPEN_MAPS = int(os.environ.get("TPURANK_MAX_OPEN_MAPS", "32"))
 _OPEN_MAPS: "OrderedDict[str, np.ndarray]" = OrderedDict()
 

@@ -138,11 +138,7 @@ def layout_context(graph: Graph, dots: dict[int, tuple[DotDims, bool]] | None = 
                           op[cfg_ids] == ids["reshape"]], [0, 1, 2], 3)
     onehot = np.eye(len(NODE_TYPES), dtype=np.float32)[type_idx]
     rank = tensor_rank(nf)
-    csr = producers_csr(graph.num_nodes, graph.edge_index)
-    operand = np.full((len(cfg_ids), 2), -1, np.int64)
-    for k, u in enumerate(cfg_ids.tolist()):
-        ops = csr.of(u)[:2]
-        operand[k, :len(ops)] = ops
+    operand = producers_csr(graph.num_nodes, graph.edge_index).first_two(cfg_ids)
     tensors = [cfg_ids, operand[:, 0], operand[:, 1]]
     nc = len(cfg_ids)
     ranks = np.zeros((nc, 3), np.int64)
