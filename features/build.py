@@ -20,7 +20,7 @@ import numpy as np
 
 from tpurank.atomic import remove_dead_temporaries, write_json
 from tpurank.collections import Collection, get_collection, parse_collections, npz_dir
-from tpurank.config import parse_config, save_run_config
+from tpurank.config import load_run_config, parse_config, save_run_config
 from features.buildconfig import BuildConfig
 from features.io import GraphFile, discover
 from features.processed import NormStats, _fit, load_norm, norm_path, tabular_path
@@ -28,6 +28,7 @@ from features.repair import NO_CONFIGURABLE_NODE, REPAIRED_SPLIT, has_no_configu
 from features.stages import node_feature_names
 from features.tasks import (Task, _graph_cached, _graph_task, _key, _marker, _norm_cached, _norm_task,
                             _read_marker, _run, part_path)
+from features.validate import load_bad_files
 from features import tabular as tab
 
 __all__ = ["build_features", "load_build_config", "reduction_report", "main"]
@@ -39,8 +40,6 @@ def _files(cfg: BuildConfig, colls: list[Collection], splits: list[str]) -> list
     features.repair)."""
     files = discover(cfg.data, colls, splits)
     if cfg.skip_bad_report:
-        from features.validate import load_bad_files
-
         bad = load_bad_files(cfg.skip_bad_report)
         skipped = [f for f in files if str(f.path.resolve()) in bad]
         for f in skipped:
@@ -164,8 +163,6 @@ def _remove_stale(features_dir: Path, colls: list[Collection], splits: list[str]
 def load_build_config(features_dir: str | os.PathLike, collection: Collection | str) -> BuildConfig:
     """The :class:`BuildConfig` a feature directory was built with (to featurize new graphs the
     same way, e.g. ``process_graph(graph, coll, "test", stem, load_norm(...), cfg)``)."""
-    from tpurank.config import load_run_config
-
     coll = get_collection(collection) if isinstance(collection, str) else collection
     return load_run_config(BuildConfig, Path(features_dir) / coll.slug / "build.json")
 

@@ -20,7 +20,9 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from tpurank.collections import COLLECTIONS, SPLITS, parse_collections
+from features.columns import opcode_ids
 from features.io import GraphFile, discover, npz_headers, ranked_target, read_npz_member
+from features.pruning import prune_graph
 
 def _sample_files(files: list[GraphFile], max_per_group: int | None) -> list[GraphFile]:
     """At most ``max_per_group`` files per (collection, split) (``discover`` lists them grouped),
@@ -85,8 +87,6 @@ def collection_summary(stats: pl.DataFrame) -> pl.DataFrame:
 def opcode_counts(root: str | os.PathLike, collections: str | None = "all",
                   splits: Iterable[str] = ("train",), max_per_group: int | None = None) -> pl.DataFrame:
     """How often each opcode occurs (all nodes, and configurable nodes only for layout)."""
-    from features.columns import opcode_ids
-
     names = {v: k for k, v in opcode_ids().items()}
     total: Counter[int] = Counter()
     configurable: Counter[int] = Counter()
@@ -106,8 +106,6 @@ def pruning_effect(root: str | os.PathLike, hops: Sequence[int] = (1, 2, 3),
                    collections: str | None = "all",
                    splits: Iterable[str] = ("train",), max_per_group: int | None = 20) -> pl.DataFrame:
     """Nodes kept by :func:`features.transforms.prune_graph` for each ``hops`` (layout graphs)."""
-    from features.pruning import prune_graph
-
     layout = [c for c in parse_collections(collections) if not c.is_tile]
     rows = []
     for f in _sample_files(discover(root, layout, splits), max_per_group):

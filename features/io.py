@@ -20,7 +20,7 @@ from typing import IO, Iterable, Iterator
 
 import numpy as np
 
-from tpurank.collections import COLLECTIONS, SPLITS, Collection
+from tpurank.collections import COLLECTIONS, SPLITS, Collection, hidden_runtimes_path
 
 TILE_KEYS = ("node_feat", "node_opcode", "edge_index", "config_feat", "config_runtime",
              "config_runtime_normalizers")
@@ -159,8 +159,6 @@ def load_npz(path: str | os.PathLike) -> Graph:
 def read_hidden_runtimes(root: str | os.PathLike) -> dict[str, np.ndarray] | None:
     """True test targets (what is ranked, float64) of a generated dataset by submission ID, None
     when the root has none (Kaggle data never has; the sample generator writes them apart)."""
-    from tpurank.collections import hidden_runtimes_path
-
     path = hidden_runtimes_path(root)
     if not path.is_file():
         return None

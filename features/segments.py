@@ -18,6 +18,7 @@ import numpy as np
 from features.processed import ProcessedGraph
 from features.pruning import topo_order
 from tpurank.atomic import save_npz
+from tpurank.collections import get_collection
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,6 @@ def graph_fingerprint(g: ProcessedGraph) -> str:
 
 def segments_path(features_dir: str | Path, g: ProcessedGraph, size: int) -> Path:
     """``FEATURES/<slug>/segments/<split>/<fingerprint>/contiguous-<size>.npz``."""
-    from tpurank.collections import get_collection
-
     return (Path(features_dir) / get_collection(g.collection).slug / "segments" / g.split / graph_fingerprint(g)
             / f"contiguous-{size}.npz")
 
