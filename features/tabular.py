@@ -335,13 +335,12 @@ def make_frame(stem: str, config_index: np.ndarray, target: np.ndarray | None, f
     if feats.shape[1] != len(names):
         raise ValueError(f"{len(names)} names for {feats.shape[1]} feature columns")
     n = len(config_index)
-    cols: dict[str, pl.Series] = {
+    frame = pl.DataFrame({
         "graph": pl.Series("graph", [stem] * n, dtype=pl.String),
         "config": pl.Series("config", np.asarray(config_index, np.int64)),
         "target": pl.Series("target", np.asarray(target, np.float64)) if target is not None
         else pl.Series("target", [None] * n, dtype=pl.Float64),
-    }
-    frame = pl.DataFrame(cols)
+    })
     return frame.hstack(pl.DataFrame(feats.astype(np.float32, copy=False), schema=names, orient="row"))
 
 
