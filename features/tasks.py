@@ -141,7 +141,8 @@ def _norm_task(task: Task) -> dict[str, Any]:
 
 def _stage_path(task: Task) -> Path:
     gf = task.file
-    return _marker(task.features_dir, gf.collection, gf.split, gf.stem, "norm_parts").with_suffix(".stage.npz")
+    marker = _marker(task.features_dir, gf.collection, gf.split, gf.stem, "norm_parts")
+    return marker.with_suffix(".stage.npz")
 
 
 #: the arrays of a NodeStage saved by the norm pass (the optional ones only when present)
@@ -199,13 +200,9 @@ def _graph_task(task: Task) -> dict[str, Any]:
     norm = load_norm(task.features_dir, coll) if task.norm_key else None
     frames: list[Any] = []
     names = tab.tabular_feature_names(graph.is_tile, cfg.heuristic)
-
-    def sink(idx: np.ndarray, feats: np.ndarray) -> None:
-        frames.append((idx, feats))
-
     stage = _load_stage(task) if split == "train" else None
-    pg = process_graph(graph, coll, split, stem, norm, cfg, exact,
-                       tabular_sink=sink if cfg.tabular else None, stage=stage)
+    pg = process_graph(graph, coll, split, stem, norm, cfg, exact, stage=stage,
+                       tabular_sink=(lambda idx, feats: frames.append((idx, feats))) if cfg.tabular else None)
     pg.meta["source"] = _identity(gf.path)
     pg.meta["exact_dot"] = exact is not None
     pg.meta["node_stage_reused"] = stage is not None
