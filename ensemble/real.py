@@ -124,7 +124,7 @@ def _process(graphs: Sequence[RealGraph], coll: Collection, features_dir: Path,
     from features import tabular as tab
     from features.buildconfig import BuildConfig
     from features.io import load_npz
-    from features.norm import load_norm
+    from features.processed import load_norm
     from features.stages import process_graph
     from tpurank.config import load_run_config
 

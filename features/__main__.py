@@ -7,7 +7,7 @@ import sys
 from tpurank.cli import dispatch
 
 COMMANDS = {
-    "validate": ("features.validate_root:main", "check every npz file under a data root"),
+    "validate": ("features.validate:main", "check every npz file under a data root"),
     "build": ("features.build:main", "build pruned graph features and tabular features"),
     "sample": ("features.sample:main", "write the generated sample dataset"),
 }

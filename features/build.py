@@ -1,18 +1,10 @@
 """``python -m features build``: prune, featurize and cache every graph; write tabular parquet
 (outputs, cache keys and resuming: docs/features.md).
 
-Pipeline per collection (files in parallel over a process pool, tqdm progress):
-
-1. **norm pass** — train graphs only: node features (and tile config features) are computed
-   unnormalised and their per-column sums are cached per graph; ``norm.npz`` = mean/std fitted
-   on train only. Its node stage is reused by the graph pass (computed once per train graph).
-2. **graph pass** — every graph: :func:`process_graph`, saved with
-   :func:`features.processed.save_processed`; its tabular rows go to a per-graph parquet part.
-3. **tabular** — parts concatenated into ``tabular/<split>.parquet``.
-
-Modules: :mod:`features.buildconfig` (parameters), :mod:`features.norm` (normalisation stats),
-:mod:`features.stages` (one graph's transforms, :func:`process_graph`), :mod:`features.tasks`
-(keys, markers, passes, worker pool); this module orchestrates them.
+Per collection, files in parallel (:func:`features.tasks._run`): a norm pass over the train graphs
+(per-graph moments of the unnormalised features, fitted into ``norm.npz``; its node stage is
+reused by the graph pass), a graph pass over every graph (:func:`features.stages.process_graph`,
+one tabular part per graph), then the parts concatenated into ``tabular/<split>.parquet``.
 """
 
 from __future__ import annotations
@@ -28,15 +20,15 @@ import numpy as np
 
 from tpurank.atomic import remove_dead_temporaries, write_json
 from tpurank.collections import Collection, get_collection, parse_collections, npz_dir
-from tpurank.config import parse_config, save_run_config
+from tpurank.config import load_run_config, parse_config, save_run_config
 from features.buildconfig import BuildConfig
 from features.io import GraphFile, discover
-from features.norm import NormStats, _fit, load_norm
-from features.processed import norm_path, tabular_path
+from features.processed import NormStats, _fit, load_norm, norm_path, tabular_path
 from features.repair import NO_CONFIGURABLE_NODE, REPAIRED_SPLIT, has_no_configurable_node
 from features.stages import node_feature_names
 from features.tasks import (Task, _graph_cached, _graph_task, _key, _marker, _norm_cached, _norm_task,
                             _read_marker, _run, part_path)
+from features.validate import load_bad_files
 from features import tabular as tab
 
 __all__ = ["build_features", "load_build_config", "reduction_report", "main"]
@@ -48,8 +40,6 @@ def _files(cfg: BuildConfig, colls: list[Collection], splits: list[str]) -> list
     features.repair)."""
     files = discover(cfg.data, colls, splits)
     if cfg.skip_bad_report:
-        from features.validate_report import load_bad_files
-
         bad = load_bad_files(cfg.skip_bad_report)
         skipped = [f for f in files if str(f.path.resolve()) in bad]
         for f in skipped:
@@ -92,8 +82,7 @@ def build_features(cfg: BuildConfig) -> Path:
                                 f"{cfg.collections} / {cfg.splits}")
     fd = str(features_dir)
     _sweep_dead_temporaries(features_dir, colls, splits)
-    train = [Task(cfg, fd, f.collection.name, f.split, f.stem, str(f.path))
-             for f in files if f.split == "train"]
+    train = [Task(cfg, fd, f) for f in files if f.split == "train"]
     norm_results = _run(_norm_task, train, jobs, "norm stats", cfg.progress, _norm_cached)
     norm_keys: dict[str, str] = {}
     for coll in colls:
@@ -109,9 +98,7 @@ def build_features(cfg: BuildConfig) -> Path:
                              "rebuild with --splits including train")
         stats.save(norm_path(fd, coll))
         norm_keys[coll.name] = stats.key()
-    tasks = [Task(cfg, fd, f.collection.name, f.split, f.stem, str(f.path),
-                  norm_keys.get(f.collection.name, ""))
-             for f in files]
+    tasks = [Task(cfg, fd, f, norm_keys.get(f.collection.name, "")) for f in files]
     start = time.perf_counter()
     results = _run(_graph_task, tasks, jobs, "features", cfg.progress, _graph_cached)
     elapsed = time.perf_counter() - start
@@ -176,8 +163,6 @@ def _remove_stale(features_dir: Path, colls: list[Collection], splits: list[str]
 def load_build_config(features_dir: str | os.PathLike, collection: Collection | str) -> BuildConfig:
     """The :class:`BuildConfig` a feature directory was built with (to featurize new graphs the
     same way, e.g. ``process_graph(graph, coll, "test", stem, load_norm(...), cfg)``)."""
-    from tpurank.config import load_run_config
-
     coll = get_collection(collection) if isinstance(collection, str) else collection
     return load_run_config(BuildConfig, Path(features_dir) / coll.slug / "build.json")
 

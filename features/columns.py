@@ -44,10 +44,6 @@ def opcode_ids() -> dict[str, int]:
     return out
 
 
-def opcode_id(name: str) -> int:
-    return opcode_ids()[name]
-
-
 def signed_log1p(x: np.ndarray) -> np.ndarray:
     """``sign(x) * log1p(|x|)``: compresses large ranges, keeps ``-1`` padding negative and distinct."""
     x = np.asarray(x, dtype=np.float32)

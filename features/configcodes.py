@@ -1,35 +1,25 @@
 """Layout configs as small integer codes: the one compact copy of the configs in WORK.
 
-A layout config row is ``(nc, 18)`` values in −1..5 (docs/competition.md §5). Within one graph only a few
-distinct 18-vectors occur (a node's output/input/kernel layouts come from a small menu), so a
-graph's configs are stored as
-
-* ``table`` (t, 18) int8 — the distinct per-node layout vectors of the graph, and
-* ``codes`` (c, nc) uint8 (uint16 above 256 distinct vectors, int32 above 65,536) — for every
-  (config, configurable node) the row of ``table`` it uses,
-
-9–18× smaller than int8 (1 or 2 bytes instead of 18 per config and node) and decoded on row access:
-``CodedConfigs[idx]`` = ``table[codes[idx]]`` -> (k, nc, 18) int8. Each 18-vector is first
-packed into one int64 key (3 bits per value), so finding the distinct vectors and encoding a
-chunk are a few vectorised numpy calls.
-
-:func:`encode_npz_configs` streams ``node_config_feat`` out of an npz (stored or deflated) in
-row chunks, so a 100k-config float32 member never sits in RAM; only the codes do
-(``c × nc × 2`` bytes: 70 MB for 100k configs × 350 nodes).
+Within one graph only a few distinct per-node 18-vectors occur, so a graph's ``(c, nc, 18)``
+configs are stored as ``table`` (t, 18) int8, the distinct vectors, and ``codes`` (c, nc) uint8
+(uint16 / int32 for bigger tables), the row of ``table`` each (config, node) uses: 9–18× smaller
+than int8, decoded on row access (``CodedConfigs[idx]``). Each 18-vector is packed into one int64
+key (3 bits per value) so encoding a chunk is a few vectorised numpy calls; :func:`load_coded`
+streams ``node_config_feat`` out of the npz in row chunks, never the whole member in RAM.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
 from features.io import (BadGraphError, Graph, _member_header, graph_from_arrays, iter_npz_rows,
                          load_npz, open_npz, read_npz_member)
 
-__all__ = ["CodedConfigs", "CodeTable", "pack_keys", "unpack_keys", "encode_npz_configs",
+__all__ = ["CodedConfigs", "CodeTable", "pack_keys", "unpack_keys", "encode_blocks",
            "encode_array", "load_coded"]
 
 BITS = 3  # values -1..6 -> 0..7
@@ -137,10 +127,12 @@ def encode_array(configs: np.ndarray, chunk: int = 4096,
                  path: str | os.PathLike = "<array>") -> CodedConfigs:
     """Codes of an in-RAM or memory-mapped (c, nc, 18) array, ``chunk`` rows at a time."""
     c, nc = int(configs.shape[0]), int(configs.shape[1])
-    return _encode((np.asarray(configs[s:s + chunk]) for s in range(0, c, chunk)), c, nc, path)
+    return encode_blocks((np.asarray(configs[s:s + chunk]) for s in range(0, c, chunk)), c, nc, path)
 
 
-def _encode(blocks, c: int, nc: int, path: str | os.PathLike) -> CodedConfigs:
+def encode_blocks(blocks: Iterable[np.ndarray], c: int, nc: int,
+                  path: str | os.PathLike = "<array>") -> CodedConfigs:
+    """Codes of ``c`` configs of ``nc`` nodes given as consecutive row blocks (k, nc, 18)."""
     table = CodeTable()
     codes = np.empty((c, nc), np.int32)
     pos = 0
@@ -152,13 +144,6 @@ def _encode(blocks, c: int, nc: int, path: str | os.PathLike) -> CodedConfigs:
         raise BadGraphError(path, f"node_config_feat has {pos} rows, expected {c}")
     dtype = code_dtype(len(table.keys))
     return CodedConfigs(codes.astype(dtype) if dtype != codes.dtype else codes, table.table())
-
-
-def encode_npz_configs(path: str | os.PathLike, num_configs: int, num_nodes: int,
-                       chunk: int = 4096, zf=None) -> CodedConfigs:
-    """Stream ``node_config_feat`` of an npz into codes (never the whole member in RAM)."""
-    return _encode(iter_npz_rows(path, "node_config_feat", chunk, zf=zf), num_configs, num_nodes,
-                   path)
 
 
 def load_coded(path: str | os.PathLike, chunk: int = 4096, configs: bool = True) -> Graph:
@@ -181,11 +166,9 @@ def load_coded(path: str | os.PathLike, chunk: int = 4096, configs: bool = True)
             raise BadGraphError(path, "node_config_ids is empty: the graph has no configurable nodes "
                                       "(a test graph's configs all tie and are not featurized; skip a "
                                       "train/valid one: features validate --skip-bad)")
-        arrays["node_config_feat"] = encode_npz_configs(path, shape[0], shape[1], chunk, zf=zf) \
+        arrays["node_config_feat"] = encode_blocks(
+            iter_npz_rows(path, "node_config_feat", chunk, zf=zf), shape[0], shape[1], path) \
             if configs else CodedConfigs(np.zeros((0, shape[1]), np.uint8), np.zeros((0, WIDTH), np.int8))
-        try:
-            return graph_from_arrays(arrays, Path(path))
-        except KeyError as exc:
-            raise BadGraphError(path, f"missing required key {exc.args[0]!r}") from None
+        return graph_from_arrays(arrays, Path(path))
     finally:
         zf.close()

@@ -5,10 +5,8 @@ A *path* link (kind 0) joins ``u -> ... -> v`` through non-configurable nodes on
 (kind 1) joins ``a < b`` whose outputs meet at a non-configurable node: two layouts meeting at one
 op (say the operands of an add) decide whether it needs a copy, a cost no directed path shows.
 
-Computed once per graph by ``features build`` on the source graph (before pruning) and stored
-with the processed graph (``config_graph.npy``). :func:`config_graph` is also the fallback for
-processed graphs written without it (computed on the pruned graph: rewired edges then shorten
-some paths).
+Computed by ``features build`` on the source graph (before pruning), stored as ``config_graph.npy``;
+:func:`config_graph` on the pruned graph is the fallback for graphs written without it.
 
 Array: ``(E, 6)`` int64 rows ``[src, dst, hops, first_inner, last_inner, kind]``; ``src``/``dst``
 are ordinals of configurable nodes (positions in ``node_config_ids`` / ``config_node_pos``,
@@ -31,14 +29,6 @@ def empty_config_graph() -> np.ndarray:
     return np.zeros((0, len(COLUMNS)), np.int64)
 
 
-def consumers_csr(num_nodes: int, producer: np.ndarray, consumer: np.ndarray) -> sp.csr_matrix:
-    """Row ``p`` lists the consumers of node ``p`` (duplicate edges merged)."""
-    ones = np.ones(len(producer), np.int8)
-    adj = sp.csr_matrix((ones, (producer, consumer)), shape=(num_nodes, num_nodes))
-    adj.sum_duplicates()
-    return adj
-
-
 def config_graph(num_nodes: int, producer: np.ndarray, consumer: np.ndarray,
                  config_nodes: np.ndarray, max_hops: int,
                  max_links: int = 0) -> np.ndarray:
@@ -49,7 +39,10 @@ def config_graph(num_nodes: int, producer: np.ndarray, consumer: np.ndarray,
     config_nodes = np.asarray(config_nodes, np.int64)
     if max_hops < 1 or len(config_nodes) == 0:
         return empty_config_graph()
-    adj = consumers_csr(num_nodes, np.asarray(producer, np.int64), np.asarray(consumer, np.int64))
+    producer, consumer = np.asarray(producer, np.int64), np.asarray(consumer, np.int64)
+    # row p lists the consumers of node p (duplicate edges merged)
+    adj = sp.csr_matrix((np.ones(len(producer), np.int8), (producer, consumer)), shape=(num_nodes,) * 2)
+    adj.sum_duplicates()
     ordinal = np.full(num_nodes, -1, np.int64)
     ordinal[config_nodes] = np.arange(len(config_nodes))
     stamp = np.full(num_nodes, -1, np.int64)  # last source that visited a node

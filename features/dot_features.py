@@ -1,16 +1,31 @@
-"""Dot-general dimension numbers inferred from shapes (docs/competition.md §7) and the per-node dot/conv features."""
+"""Dot-general dimension numbers (:class:`DotDims`: inferred from shapes, docs/competition.md §7, or
+read exactly from raw HLO protos by ``features.hlo``) and the per-node dot/conv features."""
 
 from __future__ import annotations
 
 import functools
 import itertools
+from dataclasses import dataclass
 from typing import Iterable
 
 import numpy as np
 
-from features.columns import MAX_RANK, SHAPE_DIMS, opcode_id, signed_log1p, tensor_rank
-from features.dotdims import DotDims
+from features.columns import MAX_RANK, SHAPE_DIMS, opcode_ids, signed_log1p, tensor_rank
 from features.pruning import producers_csr
+
+
+@dataclass(frozen=True)
+class DotDims:
+    """Contracting and batch dimensions of a ``dot`` node (indices into the operand's logical
+    shape, 0 = outermost, as in XLA's ``DotDimensionNumbers``), plus its operand shapes."""
+
+    lhs_contracting: tuple[int, ...]
+    rhs_contracting: tuple[int, ...]
+    lhs_batch: tuple[int, ...] = ()
+    rhs_batch: tuple[int, ...] = ()
+    lhs_shape: tuple[int, ...] = ()
+    rhs_shape: tuple[int, ...] = ()
+
 
 # ---- dot-general dimension inference ----------------------------------------------------------
 def _dot_output(lhs: tuple[int, ...], rhs: tuple[int, ...], lb: tuple[int, ...], rb: tuple[int, ...],
@@ -104,7 +119,7 @@ def dot_dims_for_graph(node_feat: np.ndarray, node_opcode: np.ndarray, edge_inde
     csr = producers_csr(n, edge_index)
     rank = tensor_rank(node_feat)
     out: dict[int, tuple[DotDims, bool]] = {}
-    for u in np.flatnonzero(np.asarray(node_opcode) == opcode_id("dot")).tolist():
+    for u in np.flatnonzero(np.asarray(node_opcode) == opcode_ids()["dot"]).tolist():
         if exact and u in exact:
             out[u] = (exact[u], True)
             continue
@@ -131,11 +146,11 @@ def dot_conv_features(node_feat: np.ndarray, node_opcode: np.ndarray, edge_index
     feats = np.full((n, len(DOT_CONV_NAMES)), -1.0, np.float32)
     rank = tensor_rank(node_feat)
     csr = producers_csr(n, edge_index)
-    for u in np.flatnonzero(np.asarray(node_opcode) == opcode_id("convolution")).tolist():
+    for u in np.flatnonzero(np.asarray(node_opcode) == opcode_ids()["convolution"]).tolist():
         ops = csr.of(u).tolist()[:2]
         for j, shape in enumerate(shapes_of(node_feat, rank, ops)):
             feats[u, 24 + 6 * j:24 + 6 * j + len(shape)] = signed_log1p(np.array(shape[:6], np.float32))
-    dot_nodes = np.flatnonzero(np.asarray(node_opcode) == opcode_id("dot"))
+    dot_nodes = np.flatnonzero(np.asarray(node_opcode) == opcode_ids()["dot"])
     feats[dot_nodes, 36:38] = 0.0
     for u, (d, is_exact) in dot_dims_for_graph(node_feat, node_opcode, edge_index, exact).items():
         lr, rr = len(d.lhs_shape), len(d.rhs_shape)

@@ -10,6 +10,7 @@ backend); a notebook displays the returned figure.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections import Counter
 from typing import Iterable, Sequence
@@ -18,35 +19,29 @@ import numpy as np
 import polars as pl
 from matplotlib.figure import Figure
 
-from tpurank.collections import COLLECTIONS, SPLITS, Collection, parse_collections
-from features.io import GraphFile, discover, npz_headers, read_npz_member
-
-
-def _collections(spec: str | Sequence[Collection] | None) -> list[Collection]:
-    return parse_collections(spec) if spec is None or isinstance(spec, str) else list(spec)
-
+from tpurank.collections import COLLECTIONS, SPLITS, parse_collections
+from features.columns import opcode_ids
+from features.io import GraphFile, discover, npz_headers, ranked_target, read_npz_member
+from features.pruning import prune_graph
 
 def _sample_files(files: list[GraphFile], max_per_group: int | None) -> list[GraphFile]:
-    """At most ``max_per_group`` files per (collection, split), evenly spread over stems."""
+    """At most ``max_per_group`` files per (collection, split) (``discover`` lists them grouped),
+    evenly spread over stems."""
     if max_per_group is None:
         return files
-    groups: dict[tuple[str, str], list[GraphFile]] = {}
-    for f in files:
-        groups.setdefault((f.collection.name, f.split), []).append(f)
     out: list[GraphFile] = []
-    for group in groups.values():
-        step = max(1, len(group) // max_per_group)
-        out.extend(group[::step][:max_per_group])
+    for _, grouped in itertools.groupby(files, key=lambda f: (f.collection.name, f.split)):
+        group = list(grouped)
+        out.extend(group[::max(1, len(group) // max_per_group)][:max_per_group])
     return out
 
 
 def graph_row(f: GraphFile) -> dict[str, object]:
     """Sizes and runtime range of one graph file (ranked target: runtime/normalizer for tile)."""
     headers = npz_headers(f.path)
-    runtime = read_npz_member(f.path, "config_runtime").astype(np.float64).reshape(-1)
-    if "config_runtime_normalizers" in headers:
-        norm = read_npz_member(f.path, "config_runtime_normalizers").astype(np.float64).reshape(-1)
-        runtime = runtime / np.where(norm == 0, 1.0, norm)
+    runtime = ranked_target(read_npz_member(f.path, "config_runtime"),
+                            read_npz_member(f.path, "config_runtime_normalizers")
+                            if "config_runtime_normalizers" in headers else None)
     has_runtimes = runtime.size > 0 and bool(np.any(runtime > 0))
     nc = headers["node_config_ids"].size if "node_config_ids" in headers else 0
     return {
@@ -59,13 +54,13 @@ def graph_row(f: GraphFile) -> dict[str, object]:
     }
 
 
-def graph_stats(root: str | os.PathLike, collections: str | Sequence[Collection] | None = "all",
+def graph_stats(root: str | os.PathLike, collections: str | None = "all",
                 splits: Iterable[str] = SPLITS, max_per_group: int | None = None) -> pl.DataFrame:
     """One row per graph file: sizes, number of configs and runtime range (null for test).
 
     ``spread`` = runtime_max / runtime_min: how much choosing the config matters for that graph.
     """
-    files = _sample_files(discover(root, _collections(collections), splits), max_per_group)
+    files = _sample_files(discover(root, parse_collections(collections), splits), max_per_group)
     if not files:
         raise FileNotFoundError(f"{root}: no npz graph files found (expected the Kaggle layout "
                                 f"ROOT/npz_all/npz/<kind>/<source>/[<search>/]<split>/*.npz)")
@@ -89,25 +84,18 @@ def collection_summary(stats: pl.DataFrame) -> pl.DataFrame:
             .sort("collection", "split"))
 
 
-def _count(values: np.ndarray) -> dict[int, int]:
-    uniq, counts = np.unique(values, return_counts=True)
-    return dict(zip(uniq.tolist(), counts.tolist()))
-
-
-def opcode_counts(root: str | os.PathLike, collections: str | Sequence[Collection] | None = "all",
+def opcode_counts(root: str | os.PathLike, collections: str | None = "all",
                   splits: Iterable[str] = ("train",), max_per_group: int | None = None) -> pl.DataFrame:
     """How often each opcode occurs (all nodes, and configurable nodes only for layout)."""
-    from features.columns import opcode_ids
-
     names = {v: k for k, v in opcode_ids().items()}
     total: Counter[int] = Counter()
     configurable: Counter[int] = Counter()
-    for f in _sample_files(discover(root, _collections(collections), splits), max_per_group):
+    for f in _sample_files(discover(root, parse_collections(collections), splits), max_per_group):
         ops = read_npz_member(f.path, "node_opcode").reshape(-1).astype(np.int64)
-        total.update(_count(ops))
+        total.update(ops.tolist())
         if not f.collection.is_tile:
             ids = read_npz_member(f.path, "node_config_ids").reshape(-1).astype(np.int64)
-            configurable.update(_count(ops[ids]))
+            configurable.update(ops[ids].tolist())
     rows = [{"opcode": int(op), "name": names.get(int(op), f"#{int(op)}"), "count": int(n),
              "configurable": int(configurable.get(op, 0))} for op, n in total.items()]
     schema = {"opcode": pl.Int64, "name": pl.Utf8, "count": pl.Int64, "configurable": pl.Int64}
@@ -115,12 +103,10 @@ def opcode_counts(root: str | os.PathLike, collections: str | Sequence[Collectio
 
 
 def pruning_effect(root: str | os.PathLike, hops: Sequence[int] = (1, 2, 3),
-                   collections: str | Sequence[Collection] | None = "all",
+                   collections: str | None = "all",
                    splits: Iterable[str] = ("train",), max_per_group: int | None = 20) -> pl.DataFrame:
     """Nodes kept by :func:`features.transforms.prune_graph` for each ``hops`` (layout graphs)."""
-    from features.pruning import prune_graph
-
-    layout = [c for c in _collections(collections) if not c.is_tile]
+    layout = [c for c in parse_collections(collections) if not c.is_tile]
     rows = []
     for f in _sample_files(discover(root, layout, splits), max_per_group):
         n = npz_headers(f.path)["node_opcode"].size
@@ -182,33 +168,31 @@ def plot_opcode_histogram(counts: pl.DataFrame, top: int = 25) -> Figure:
     return fig
 
 
-def plot_configs_per_graph(stats: pl.DataFrame) -> Figure:
-    """Distribution of the number of configs per graph, per collection."""
+def _boxplot(stats: pl.DataFrame, column: str, ylabel: str, title: str) -> Figure:
+    """One log-scale box of ``column`` per collection (a note when there is no value)."""
     names = _names(stats)
-    fig = Figure(figsize=(9, 3.5), layout="constrained")
-    ax = fig.add_subplot()
-    data = [stats.filter(pl.col("collection") == n)["configs"].to_numpy() for n in names]
-    ax.boxplot(data, tick_labels=names, showfliers=True)
-    ax.set(yscale="log", ylabel="configs per graph", title="Configs per graph")
-    ax.tick_params(axis="x", labelsize=8)
-    return fig
-
-
-def plot_runtime_spread(stats: pl.DataFrame) -> Figure:
-    """max/min runtime per graph: random searches spread wide, default ones are tightly clustered."""
-    with_rt = stats.filter(pl.col("spread").is_not_null() & pl.col("spread").is_finite())
-    names = _names(with_rt)
     fig = Figure(figsize=(9, 3.5), layout="constrained")
     ax = fig.add_subplot()
     if not names:
         ax.text(0.5, 0.5, "no runtimes (test split only)", ha="center", transform=ax.transAxes)
         return fig
-    data = [with_rt.filter(pl.col("collection") == n)["spread"].to_numpy() for n in names]
-    ax.boxplot(data, tick_labels=names)
-    ax.set(yscale="log", ylabel="runtime max / min per graph",
-           title="Runtime spread per collection (default vs random search)")
+    ax.boxplot([stats.filter(pl.col("collection") == n)[column].to_numpy() for n in names],
+               tick_labels=names)
+    ax.set(yscale="log", ylabel=ylabel, title=title)
     ax.tick_params(axis="x", labelsize=8)
     return fig
+
+
+def plot_configs_per_graph(stats: pl.DataFrame) -> Figure:
+    """Distribution of the number of configs per graph, per collection."""
+    return _boxplot(stats, "configs", "configs per graph", "Configs per graph")
+
+
+def plot_runtime_spread(stats: pl.DataFrame) -> Figure:
+    """max/min runtime per graph: random searches spread wide, default ones are tightly clustered."""
+    return _boxplot(stats.filter(pl.col("spread").is_not_null() & pl.col("spread").is_finite()),
+                    "spread", "runtime max / min per graph",
+                    "Runtime spread per collection (default vs random search)")
 
 
 def plot_pruning(pruned: pl.DataFrame) -> Figure:

@@ -1,22 +1,21 @@
 """Training-free heuristic costs of configs: wasted work from TPU (8 x 128) padding (the
 physics: docs/ensemble.md, "Baseline"). Lower cost = predicted faster.
 
-Used two ways: as the ``baseline`` model's ranking (:mod:`models.baseline`) and as per-config
-tabular features ``f_heur_cost`` / ``f_heur_rank`` (:mod:`features.tabular`), so a learned ranker
-can use or ignore the heuristic. Tile configs: :func:`tile_costs`; layout configs:
-:class:`LayoutHeuristic`, read in chunks (``CHUNK_CONFIGS`` at a time) streamed from the npz
-member, so a 100k-config graph never sits in memory as float32.
+The ``baseline`` model's ranking (:mod:`models.baseline`) and the tabular features
+``f_heur_cost`` / ``f_heur_rank`` (:mod:`features.tabular`). Layout configs are priced in chunks
+(``CHUNK_CONFIGS`` at a time), so a 100k-config graph never sits in memory as float32.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Iterable
 
 import numpy as np
 from scipy.stats import rankdata
 
+from features.columns import MINOR_TO_MAJOR as DEFAULT_LAYOUT, SHAPE_DIMS
 from features.io import Graph, iter_npz_rows
 from features.pruning import producers_csr
 from features.repair import repair_nodes
@@ -25,8 +24,6 @@ LANES, SUBLANES = 128, 8
 VMEM_BYTES = 16 * 2 ** 20  # on-chip vector memory a tile's working set must fit in
 BYTES_PER_ELEMENT = 4
 STEP_OVERHEAD_ELEMENTS = 4096  # fixed cost of one grid step, in elements streamed
-SHAPE_DIMS = slice(21, 27)
-DEFAULT_LAYOUT = slice(134, 140)
 CHUNK_CONFIGS = 2048
 
 
@@ -129,17 +126,9 @@ class LayoutHeuristic:
     def __init__(self, node_feat: np.ndarray, node_config_ids: np.ndarray, edge_index: np.ndarray):
         nodes = np.asarray(node_config_ids).reshape(-1).astype(np.int64)
         edges = np.asarray(edge_index).reshape(-1, 2).astype(np.int64)
-        csr = producers_csr(len(node_feat), edges)  # operands in file edge order
-        operands = np.full((len(nodes), 2), -1, np.int64)
-        for k, node in enumerate(nodes.tolist()):
-            ops = csr.of(node)[:2]
-            operands[k, :len(ops)] = ops
+        operands = producers_csr(len(node_feat), edges).first_two(nodes)  # in file edge order
         self.tensors = [_tensor(node_feat, nodes), _tensor(node_feat, operands[:, 0]),
                         _tensor(node_feat, operands[:, 1])]
-
-    @classmethod
-    def from_graph(cls, graph: Graph) -> "LayoutHeuristic":
-        return cls(np.asarray(graph.node_feat), np.asarray(graph.node_config_ids), graph.edge_index)
 
     def costs(self, configs: np.ndarray) -> np.ndarray:
         """Padded elements summed over tensors, per config of a (b, nc, 18) chunk (linear scale)."""
@@ -153,12 +142,6 @@ class LayoutHeuristic:
     def costs_of_chunks(self, chunks: Iterable[np.ndarray]) -> np.ndarray:
         costs = [self.costs(chunk) for chunk in chunks]
         return np.concatenate(costs) if costs else np.zeros(0)
-
-
-def array_chunks(array: np.ndarray, rows: int = CHUNK_CONFIGS) -> Iterator[np.ndarray]:
-    """Row chunks of a (possibly memory-mapped) array, each materialised on its own."""
-    for start in range(0, array.shape[0], rows):
-        yield np.asarray(array[start:start + rows])
 
 
 def layout_costs(path: str | os.PathLike) -> np.ndarray:
@@ -184,8 +167,11 @@ def log_costs(graph: Graph, rows: int = CHUNK_CONFIGS) -> np.ndarray:
     read ``rows`` at a time)."""
     if graph.is_tile:
         return tile_costs(np.asarray(graph.config_feat), np.asarray(graph.node_feat))
-    heuristic = LayoutHeuristic.from_graph(graph)
-    return np.log1p(heuristic.costs_of_chunks(array_chunks(graph.node_config_feat, rows)))
+    heuristic = LayoutHeuristic(np.asarray(graph.node_feat), np.asarray(graph.node_config_ids),
+                                graph.edge_index)
+    configs = graph.node_config_feat  # each chunk materialised on its own (memmap, codes)
+    chunks = (np.asarray(configs[s:s + rows]) for s in range(0, configs.shape[0], rows))
+    return np.log1p(heuristic.costs_of_chunks(chunks))
 
 
 def rank_fraction(costs: np.ndarray) -> np.ndarray:

@@ -1,17 +1,11 @@
 """Discover and load TpuGraphs npz files (docs/competition.md §3).
 
-``discover(root)`` lists graph files in the Kaggle layout; ``load_npz(path)`` returns a
-:class:`Graph` (in RAM; :mod:`features.configcodes` streams layout configs into compact codes —
-it builds on this module, never the reverse).
-
 Conventions kept from the npz files: ``edge_index`` rows are ``[consumer, producer]``;
-``node_splits`` is always returned 1-D; integer arrays are int64 (float runtimes, as other
-generators may write, stay float64 instead of being truncated).
+``node_splits`` is always returned 1-D; integer arrays are int64 (float runtimes stay float64).
 
-Streaming access (no member ever fully in RAM): :func:`npz_headers` reads each member's npy
-header from the zip stream, :func:`iter_npz_chunks` yields a member's values in bounded
-chunks. Both work for stored and deflate-compressed members and turn zip/npy corruption into
-:class:`BadGraphError` naming the file.
+Streaming access (no member ever fully in RAM, stored or deflated): :func:`npz_headers` reads
+the npy headers, :func:`iter_npz_chunks` yields a member's values in bounded chunks; zip/npy
+corruption becomes :class:`BadGraphError` naming the file.
 """
 
 from __future__ import annotations
@@ -26,7 +20,7 @@ from typing import IO, Iterable, Iterator
 
 import numpy as np
 
-from tpurank.collections import COLLECTIONS, SPLITS, Collection
+from tpurank.collections import COLLECTIONS, SPLITS, Collection, hidden_runtimes_path
 
 TILE_KEYS = ("node_feat", "node_opcode", "edge_index", "config_feat", "config_runtime",
              "config_runtime_normalizers")
@@ -126,54 +120,45 @@ def _as_1d_number(a: np.ndarray) -> np.ndarray:
 
 
 def graph_from_arrays(arrays: dict[str, np.ndarray], path: Path | None = None) -> Graph:
-    """Build a :class:`Graph` from a mapping of npz arrays, normalising shapes and int dtypes."""
-    is_tile = "config_feat" in arrays
-    g = Graph(
-        node_feat=arrays["node_feat"],
-        node_opcode=_as_1d_int(arrays["node_opcode"]),
-        edge_index=np.asarray(arrays["edge_index"]).astype(np.int64, copy=False).reshape(-1, 2),
-        config_runtime=_as_1d_number(arrays["config_runtime"]),
-        node_splits=_as_1d_int(arrays["node_splits"]) if "node_splits" in arrays
-        else np.zeros(0, np.int64),
-        path=path,
-    )
-    if is_tile:
-        g.config_feat = arrays["config_feat"]
-        g.config_runtime_normalizers = _as_1d_number(arrays["config_runtime_normalizers"])
-    else:
-        g.node_config_ids = _as_1d_int(arrays["node_config_ids"])
-        g.node_config_feat = arrays["node_config_feat"]
+    """Build a :class:`Graph` from a mapping of npz arrays, normalising shapes and int dtypes; a
+    missing key is a :class:`BadGraphError` naming ``path``."""
+    try:
+        g = Graph(
+            node_feat=arrays["node_feat"],
+            node_opcode=_as_1d_int(arrays["node_opcode"]),
+            edge_index=np.asarray(arrays["edge_index"]).astype(np.int64, copy=False).reshape(-1, 2),
+            config_runtime=_as_1d_number(arrays["config_runtime"]),
+            node_splits=_as_1d_int(arrays["node_splits"]) if "node_splits" in arrays
+            else np.zeros(0, np.int64),
+            path=path,
+        )
+        if "config_feat" in arrays:
+            g.config_feat = arrays["config_feat"]
+            g.config_runtime_normalizers = _as_1d_number(arrays["config_runtime_normalizers"])
+        else:
+            g.node_config_ids = _as_1d_int(arrays["node_config_ids"])
+            g.node_config_feat = arrays["node_config_feat"]
+    except KeyError as exc:
+        raise BadGraphError(path or "<arrays>", f"missing required key {exc.args[0]!r}") from None
     return g
 
 
 def load_npz(path: str | os.PathLike) -> Graph:
-    """Load a graph straight from its npz (everything in RAM); for layout configs as compact codes
-    streamed out of the npz use :func:`features.configcodes.load_coded` (data flows one way,
-    io -> configcodes -> build).
-
-    Raises :class:`BadGraphError` (``"<path>: <problem>"``) for an unreadable file or a
-    missing key instead of a zipfile/KeyError traceback.
-    """
+    """Load a graph straight from its npz (everything in RAM; layout configs as compact codes:
+    :func:`features.configcodes.load_coded`); an unreadable file or a missing key is a
+    :class:`BadGraphError` naming the file."""
     path = Path(path)
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
         raise BadGraphError(path, f"cannot read npz: {type(exc).__name__}: {exc}") from exc
-    try:
-        return graph_from_arrays(arrays, path)
-    except KeyError as exc:
-        raise BadGraphError(path, f"missing required key {exc.args[0]!r}") from None
+    return graph_from_arrays(arrays, path)
 
 
 def read_hidden_runtimes(root: str | os.PathLike) -> dict[str, np.ndarray] | None:
-    """True test targets of a generated dataset, by submission ID (None when the root has none).
-
-    Values are what is ranked: runtime/normalizer for tile, runtime for layout (float64).
-    Kaggle data never has them; the sample generator writes them apart from the npz files.
-    """
-    from tpurank.collections import hidden_runtimes_path
-
+    """True test targets (what is ranked, float64) of a generated dataset by submission ID, None
+    when the root has none (Kaggle data never has; the sample generator writes them apart)."""
     path = hidden_runtimes_path(root)
     if not path.is_file():
         return None
@@ -198,7 +183,6 @@ class NpyHeader:
     shape: tuple[int, ...]
     dtype: np.dtype
     fortran_order: bool
-    compressed: bool
 
     @property
     def size(self) -> int:
@@ -241,8 +225,7 @@ def _member_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo,
     if dtype.hasobject:
         raise BadGraphError(path, f"{key} has object dtype (pickled data is not accepted)")
     data_bytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    header = NpyHeader(key, tuple(int(s) for s in shape), dtype, bool(fortran),
-                       info.compress_type != zipfile.ZIP_STORED)
+    header = NpyHeader(key, tuple(int(s) for s in shape), dtype, bool(fortran))
     if header_end + data_bytes != info.file_size:
         raise BadGraphError(path, f"{key} is truncated or padded: header says shape "
                                   f"{header.shape} {dtype} = {data_bytes} bytes, member holds "
@@ -308,11 +291,8 @@ def read_npz_member(path: str | os.PathLike, key: str,
     """One member fully in RAM (for the small arrays), with corruption as BadGraphError."""
     with _zip(path, zf) as z:
         header = _header_of(z, path, key)[1]
-        flat = np.empty(header.size, dtype=header.dtype)
-        pos = 0
-        for chunk in iter_npz_chunks(path, key, zf=z):
-            flat[pos:pos + chunk.size] = chunk
-            pos += chunk.size
+        chunks = list(iter_npz_chunks(path, key, zf=z))
+        flat = np.concatenate(chunks) if chunks else np.empty(0, header.dtype)
         return flat.reshape(header.shape, order="F" if header.fortran_order else "C")
 
 

@@ -11,35 +11,29 @@ Layout of a feature directory (``FEATURES`` = ``<work>/features`` by default)::
             [config_node_pos.npy]  [target.npy]  config_index.npy  [config_graph.npy]
             tile:   config_feat.npy                       (c, Ft) float32
             layout: config_codes.npy  config_table.npy   (c, nc) codes into (t, 18) int8 vectors
-                    layout_context.npz   per-node lookup tables of the descriptive per-config
-                                         features (features.tabular.LayoutContext)
+                    layout_context.npz   (features.tabular.LayoutContext tables)
         tabular/<split>.parquet          # LightGBM rows: graph, config, target, f_* features
 
-Array conventions (see :class:`ProcessedGraph`).
-
 Open files stay bounded whatever the number of graphs: :func:`load_processed` reads the small
-arrays into RAM (their files closed at once) and leaves ``config_feat`` lazy — a
-:class:`LazyNpy` (tile) or a :class:`features.configcodes.CodedConfigs` over a :class:`LazyNpy`
-of codes (layout) that memory-maps its file on access through one process-wide LRU of at most
-:data:`MAX_OPEN_MAPS` maps (``TPURANK_MAX_OPEN_MAPS``). A memory map holds a file descriptor,
-so a process holding every graph of a 5.7k-graph split holds at most that many descriptors.
-Layout configs are stored once, as codes (:mod:`features.configcodes`, 9–18× smaller than int8).
+arrays into RAM and leaves ``config_feat`` lazy, memory-mapped on access through one process-wide
+LRU of at most :data:`MAX_OPEN_MAPS` maps (``TPURANK_MAX_OPEN_MAPS``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from tpurank.atomic import temp_sibling, write_json
-from tpurank.collections import Collection
+from tpurank.atomic import save_npz, temp_sibling, write_json
+from tpurank.collections import Collection, get_collection
 from features.configcodes import CodedConfigs, encode_array
 from features.io import _read_npy_header
 
@@ -47,9 +41,9 @@ from features.io import _read_npy_header
 # layout_context.npz, 3 config_graph.npy, so entries written before are rebuilt rather than read
 # without them.
 FORMAT_VERSION = 3
-ARRAYS = ("node_feat", "node_opcode", "edge_index", "orig_node_ids", "config_feat",
-          "config_node_pos", "target", "config_index", "config_graph")
-SMALL_ARRAYS = tuple(a for a in ARRAYS if a != "config_feat")
+#: the arrays stored as plain .npy files (config_feat: codes + table, or lazy)
+SMALL_ARRAYS = ("node_feat", "node_opcode", "edge_index", "orig_node_ids", "config_node_pos", "target",
+                "config_index", "config_graph")
 MAX_OPEN_MAPS = int(os.environ.get("TPURANK_MAX_OPEN_MAPS", "32"))
 _OPEN_MAPS: "OrderedDict[str, np.ndarray]" = OrderedDict()
 
@@ -66,11 +60,6 @@ def _mapped(path: str) -> np.ndarray:
     while len(_OPEN_MAPS) > max(1, MAX_OPEN_MAPS):
         _OPEN_MAPS.popitem(last=False)  # its mmap (and descriptor) closes with the last reference
     return mm
-
-
-def close_open_maps() -> None:
-    """Drop every cached memory map (e.g. before deleting or replacing feature files)."""
-    _OPEN_MAPS.clear()
 
 
 class LazyNpz(Mapping):
@@ -223,28 +212,24 @@ def save_processed(g: ProcessedGraph, out_dir: str | os.PathLike) -> None:
             np.savez(tmp / "layout_context.npz", **g.layout_context)
     meta = dict(g.meta, collection=g.collection, split=g.split, stem=g.stem)
     write_json(tmp / "meta.json", meta)
-    close_open_maps()  # no stale map of a replaced entry
+    _OPEN_MAPS.clear()  # no stale map of a replaced entry
     if out_dir.exists():
         shutil.rmtree(out_dir)
     os.replace(tmp, out_dir)
 
 
-def _config_feat(in_dir: Path, lazy: bool) -> Any:
+def _config_feat(in_dir: Path) -> Any:
     codes, feat = in_dir / "config_codes.npy", in_dir / "config_feat.npy"
     if codes.is_file():
-        table = np.load(in_dir / "config_table.npy", allow_pickle=False)
-        return CodedConfigs(LazyNpy(codes) if lazy else np.load(codes), table)
+        return CodedConfigs(LazyNpy(codes), np.load(in_dir / "config_table.npy", allow_pickle=False))
     if feat.is_file():
-        return LazyNpy(feat) if lazy else np.load(feat)
+        return LazyNpy(feat)
     raise FileNotFoundError(f"{in_dir}: no config_feat.npy / config_codes.npy; rebuild features")
 
 
-def load_processed(in_dir: str | os.PathLike, mmap: bool = True) -> ProcessedGraph:
-    """Read a graph written by :func:`save_processed`.
-
-    Small arrays are read into RAM (files closed); ``config_feat`` is lazy (``mmap=True``: memory
-    maps through the bounded LRU, opened on access) or fully in RAM (``mmap=False``).
-    """
+def load_processed(in_dir: str | os.PathLike) -> ProcessedGraph:
+    """Read a graph written by :func:`save_processed`: small arrays into RAM (files closed),
+    ``config_feat`` lazy (memory maps through the bounded LRU, opened on access)."""
     in_dir = Path(in_dir)
     meta_file = in_dir / "meta.json"
     if not meta_file.is_file():
@@ -254,7 +239,7 @@ def load_processed(in_dir: str | os.PathLike, mmap: bool = True) -> ProcessedGra
     for name in SMALL_ARRAYS:
         p = in_dir / f"{name}.npy"
         arrays[name] = np.load(p, allow_pickle=False) if p.is_file() else None
-    arrays["config_feat"] = _config_feat(in_dir, mmap)
+    arrays["config_feat"] = _config_feat(in_dir)
     ctx_file = in_dir / "layout_context.npz"
     if ctx_file.is_file():  # read only by a consumer that uses it (the GNN's --tabular join)
         arrays["layout_context"] = LazyNpz(ctx_file)
@@ -262,11 +247,77 @@ def load_processed(in_dir: str | os.PathLike, mmap: bool = True) -> ProcessedGra
                           meta=meta, **arrays)  # type: ignore[arg-type]
 
 
-def iter_processed(features_dir: str | os.PathLike, collection: Collection, split: str,
-                   mmap: bool = True) -> Iterator[ProcessedGraph]:
+def iter_processed(features_dir: str | os.PathLike, collection: Collection, split: str
+                   ) -> Iterator[ProcessedGraph]:
     """All processed graphs of one collection/split, sorted by stem (O(1) open files each)."""
     base = Path(features_dir) / collection.slug / "graphs" / split
     if not base.is_dir():
         return
     for d in sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        yield load_processed(d, mmap=mmap)
+        yield load_processed(d)
+
+
+# ---------------------------------------------------------------------------------------------
+# norm.npz: node-feature (and tile config-feature) normalisation stats, fitted on train graphs only
+NORM_EPS = 1e-6
+
+
+@dataclass
+class NormStats:
+    """Per-column mean/std (train only); ``config_*`` only for tile collections."""
+
+    node_mean: np.ndarray
+    node_std: np.ndarray
+    node_names: list[str]
+    config_mean: np.ndarray | None = None
+    config_std: np.ndarray | None = None
+
+    def key(self) -> str:
+        h = hashlib.sha256()
+        for a in (self.node_mean, self.node_std, self.config_mean, self.config_std):
+            if a is not None:
+                h.update(np.ascontiguousarray(a, np.float64).tobytes())
+        h.update("|".join(self.node_names).encode())
+        return h.hexdigest()[:16]
+
+    def save(self, path: str | os.PathLike) -> None:
+        arrays = {"node_mean": self.node_mean, "node_std": self.node_std,
+                  "node_names": np.array(self.node_names)}
+        if self.config_mean is not None:
+            arrays.update(config_mean=self.config_mean, config_std=self.config_std)
+        save_npz(path, **arrays)
+
+
+def load_norm(features_dir: str | os.PathLike, collection: Collection | str) -> NormStats:
+    """The normalisation stats saved by a build (``FEATURES/<slug>/norm.npz``)."""
+    coll = get_collection(collection) if isinstance(collection, str) else collection
+    path = norm_path(features_dir, coll)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no norm stats; run `python -m features build` with train")
+    with np.load(path, allow_pickle=False) as d:
+        return NormStats(d["node_mean"], d["node_std"], [str(s) for s in d["node_names"]],
+                         d["config_mean"] if "config_mean" in d.files else None,
+                         d["config_std"] if "config_std" in d.files else None)
+
+
+def _moments(x: np.ndarray) -> np.ndarray:
+    """(3, F): count, sum, sum of squares (float64)."""
+    x = np.asarray(x, np.float64)
+    return np.stack([np.full(x.shape[1], x.shape[0], np.float64), x.sum(0), (x * x).sum(0)])
+
+
+def _fit(moments: Iterable[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    total = sum(moments)
+    count = np.maximum(total[0], 1.0)
+    mean = total[1] / count
+    std = np.sqrt(np.maximum(total[2] / count - mean ** 2, 0.0))
+    return mean.astype(np.float32), np.where(std < NORM_EPS, 1.0, std).astype(np.float32)
+
+
+def _apply(x: np.ndarray, mean: np.ndarray | None, std: np.ndarray | None) -> np.ndarray:
+    if mean is None or std is None:
+        return x
+    if x.shape[1] != len(mean):
+        raise ValueError(f"norm stats have {len(mean)} columns, features {x.shape[1]}: "
+                         "norm.npz is from a build with other transform parameters; rebuild")
+    return ((x - mean) / std).astype(np.float32)

@@ -23,6 +23,14 @@ class Csr:
     def of(self, node: int) -> np.ndarray:
         return self.indices[self.indptr[node]:self.indptr[node + 1]]
 
+    def first_two(self, nodes: np.ndarray) -> np.ndarray:
+        """(len(nodes), 2): the first two operands of each node, -1 where it has fewer."""
+        out = np.full((len(nodes), 2), -1, np.int64)
+        for k, node in enumerate(nodes.tolist()):
+            ops = self.of(node)[:2]
+            out[k, :len(ops)] = ops
+        return out
+
 
 def producers_csr(num_nodes: int, edge_index: np.ndarray) -> Csr:
     """Operands of each node (``edge_index`` rows are ``[consumer, producer]``), file order kept."""

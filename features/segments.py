@@ -2,22 +2,23 @@
 contiguous ranges of the topological node order, ``n // size + 1`` parts (what the organisers'
 TpuGraphs loader does).
 
-A partition is returned as :class:`Segmentation` (each node in exactly one segment). Boundaries
-are cached on disk next to the features by :func:`cached_segmentation`, keyed by the graph's
-identity (collection, split, stem and a fingerprint of its nodes and edges) and the size, so a rebuilt graph never reuses a stale partition.
+Boundaries are cached next to the features (:func:`cached_segmentation`), keyed by the graph's
+identity (stem and a fingerprint of its nodes and edges) and the size: a rebuilt graph never
+reuses a stale partition.
 """
 
 from __future__ import annotations
 
 import hashlib
-import heapq
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from features.processed import ProcessedGraph
+from features.pruning import topo_order
 from tpurank.atomic import save_npz
+from tpurank.collections import get_collection
 
 
 @dataclass(frozen=True)
@@ -43,28 +44,9 @@ def num_parts(num_nodes: int, size: int) -> int:
 
 
 def topological_order(num_nodes: int, edge_index: np.ndarray) -> np.ndarray:
-    """Kahn's order of a producer -> consumer DAG, ties broken by node id (an already sorted
-    graph keeps its order). Nodes on a cycle, if any, follow in id order."""
-    src, dst = np.asarray(edge_index, dtype=np.int64).reshape(2, -1)
-    indeg = np.bincount(dst, minlength=num_nodes)
-    order_by_src = np.argsort(src, kind="stable")
-    succ_starts = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=num_nodes))])
-    succ = dst[order_by_src]
-    ready = [int(v) for v in np.flatnonzero(indeg == 0)]
-    heapq.heapify(ready)
-    out: list[int] = []
-    while ready:
-        v = heapq.heappop(ready)
-        out.append(v)
-        for w in succ[succ_starts[v]:succ_starts[v + 1]]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                heapq.heappush(ready, int(w))
-    if len(out) < num_nodes:  # a cycle: keep the rest in id order rather than fail
-        seen = np.zeros(num_nodes, dtype=bool)
-        seen[out] = True
-        out.extend(int(v) for v in np.flatnonzero(~seen))
-    return np.asarray(out, dtype=np.int64)
+    """A topological order of a producer -> consumer DAG (``edge_index`` (2, m), PyG convention):
+    :func:`features.pruning.topo_order`, the identity for a graph whose ids are already sorted."""
+    return topo_order(num_nodes, np.asarray(edge_index, dtype=np.int64).reshape(2, -1)[::-1].T)
 
 
 def segment_graph(num_nodes: int, edge_index: np.ndarray, size: int) -> Segmentation:
@@ -86,8 +68,6 @@ def graph_fingerprint(g: ProcessedGraph) -> str:
 
 def segments_path(features_dir: str | Path, g: ProcessedGraph, size: int) -> Path:
     """``FEATURES/<slug>/segments/<split>/<fingerprint>/contiguous-<size>.npz``."""
-    from tpurank.collections import get_collection
-
     return (Path(features_dir) / get_collection(g.collection).slug / "segments" / g.split / graph_fingerprint(g)
             / f"contiguous-{size}.npz")
 

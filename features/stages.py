@@ -1,11 +1,10 @@
 """One graph's transforms: node stage (features, pruning), config selection (dedup, subsample),
 config encoding and tabular rows — :func:`process_graph`.
 
-The node features are blocks of columns, one row of :data:`NODE_BLOCKS` each: the
-``BuildConfig`` flag that turns the block on, the function that computes it and its column
-names. That one table makes the node stage (:func:`node_stage`), the column names
-(:func:`node_feature_names`) and, through the flags, the cache key (``BuildConfig.transform_params``);
-a new block is one row. The cache key also holds a digest of this code (``features.tasks``)."""
+The node features are blocks of columns, one :data:`NODE_BLOCKS` row each (the ``BuildConfig``
+flag that turns it on, the function computing it, its column names): the node stage, the column
+names and, through the flags, the cache key all follow that table.
+"""
 
 from __future__ import annotations
 
@@ -17,16 +16,13 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from tpurank.collections import Collection, get_collection
-from features.buildcode import code_digest
-from features.buildconfig import BuildConfig
+from features.buildconfig import BuildConfig, code_digest
 from features.columns import signed_log1p
-from features.configcodes import CodedConfigs, encode_array
+from features.configcodes import CodedConfigs, encode_blocks
 from features.configgraph import config_graph_of_npz, to_positions
-from features.dot_features import DOT_CONV_NAMES, dot_conv_features, dot_dims_for_graph
-from features.dotdims import DotDims
+from features.dot_features import DOT_CONV_NAMES, DotDims, dot_conv_features, dot_dims_for_graph
 from features.io import NODE_FEAT_DIM, Graph
-from features.norm import NormStats, _apply
-from features.processed import ProcessedGraph
+from features.processed import NormStats, ProcessedGraph, _apply
 from features.pruning import STRUCTURE_NAMES, prune_graph, structure_features
 from features import tabular as tab
 from features import transforms as tf
@@ -103,8 +99,6 @@ NODE_BLOCKS: tuple[NodeBlock, ...] = (
               tuple(STRUCTURE_NAMES)),
     NodeBlock(None, _is_configurable, ("is_configurable",)),
 )
-#: the BuildConfig fields that switch node blocks on or off
-NODE_FLAGS: tuple[str, ...] = tuple(dict.fromkeys(b.flag for b in NODE_BLOCKS if b.flag))
 
 
 def node_blocks(cfg: BuildConfig) -> list[NodeBlock]:
@@ -271,36 +265,19 @@ def _layout_configs(graph: Graph, rows: np.ndarray, cfg: BuildConfig,
                     ) -> tuple[CodedConfigs, tab.LayoutContext]:
     """Layout configs of ``rows`` as codes (:mod:`features.configcodes`), chunk by chunk,
     feeding the tabular rows of each chunk to ``tabular_sink``; and the graph's layout context
-    (kept with the processed graph whether or not tabular rows are written)."""
-    ctx = layout_context_of(graph, cfg, exact_dot)
+    (kept with the processed graph whether or not tabular rows are written; LightGBM's layout rows
+    and the GNN's ``--tabular`` join both read it), dot contracting dims included when
+    ``cfg.dot_features``."""
+    dots = dot_dims_for_graph(np.asarray(graph.node_feat), graph.node_opcode, graph.edge_index,
+                              exact_dot) if cfg.dot_features else None
+    ctx = tab.layout_context(graph, dots, cfg.rewire_max_sources)
     src = graph.node_config_feat
     if isinstance(src, CodedConfigs):  # streamed from the npz: keep the table, slice the codes
         coded = CodedConfigs(np.asarray(src.codes)[rows], src.table)
     else:
-        coded = encode_array(_RowsView(graph, rows, cfg.config_chunk), cfg.config_chunk)
+        coded = encode_blocks((block for _, block in _config_chunks(graph, rows, cfg.config_chunk)),
+                              len(rows), src.shape[1], graph.path or "<array>")
     if tabular_sink is not None:
         for idx, block in _config_chunks(graph, rows, cfg.config_chunk):
             tabular_sink(idx, tab.layout_chunk_features(ctx, block))
     return coded, ctx
-
-
-def layout_context_of(graph: Graph, cfg: BuildConfig,
-                      exact_dot: dict[int, DotDims] | None = None) -> tab.LayoutContext:
-    """The graph's :class:`features.tabular.LayoutContext` (dot contracting dims included when
-    ``cfg.dot_features``): LightGBM's layout rows and the GNN's ``--tabular`` join both use it."""
-    dots = dot_dims_for_graph(np.asarray(graph.node_feat), graph.node_opcode, graph.edge_index,
-                                 exact_dot) if cfg.dot_features else None
-    return tab.layout_context(graph, dots, cfg.rewire_max_sources)
-
-
-class _RowsView:
-    """Rows ``rows`` of a graph's layout configs as an int8 array-like (for :func:`encode_array`)."""
-
-    def __init__(self, graph: Graph, rows: np.ndarray, chunk: int) -> None:
-        self.graph, self.rows, self.chunk = graph, rows, chunk
-        self.shape = (len(rows),) + tuple(graph.node_config_feat.shape[1:])
-
-    def __getitem__(self, sl: slice) -> np.ndarray:
-        idx = self.rows[sl]
-        return next(iter(_config_chunks(self.graph, idx, max(1, len(idx)))))[1] if len(idx) else \
-            np.zeros((0,) + self.shape[1:], np.int8)

@@ -22,7 +22,7 @@ from features.io import Graph
 from features.columns import MAX_RANK, SHAPE_DIMS, opcode_ids, tensor_rank
 from features.pruning import node_depths, producers_csr, prune_graph
 from features.transforms import repad_tile_config
-from features.dotdims import DotDims
+from features.dot_features import DotDims
 
 NODE_TYPES = ("conv", "dot", "reshape", "other")
 TENSORS = ("out", "in", "kernel")
@@ -105,18 +105,13 @@ class LayoutContext:
         return cls(**{f.name: np.asarray(arrays[f.name]) for f in fields(cls)})
 
 
-def _dim_tables(shapes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _dim_tables(shapes: np.ndarray) -> tuple[np.ndarray, ...]:
     """(k, 7) tables: is the dim the largest / lane-aligned / sublane-aligned (index 6: False)."""
-    k = len(shapes)
-    largest = np.zeros((k, 7), bool)
-    a128 = np.zeros((k, 7), bool)
-    a8 = np.zeros((k, 7), bool)
     valid = shapes > 0
     mx = np.where(valid, shapes, 0).max(axis=1, initial=0)
-    largest[:, :6] = valid & (shapes == mx[:, None]) & (mx[:, None] > 1)
-    a128[:, :6] = valid & (shapes % 128 == 0)
-    a8[:, :6] = valid & (shapes % 8 == 0)
-    return largest, a128, a8
+    tables = (valid & (shapes == mx[:, None]) & (mx[:, None] > 1), valid & (shapes % 128 == 0),
+              valid & (shapes % 8 == 0))
+    return tuple(np.pad(t, ((0, 0), (0, 1))) for t in tables)
 
 
 def config_dependency_pairs(graph: Graph, max_sources: int = 8) -> np.ndarray:
@@ -143,26 +138,19 @@ def layout_context(graph: Graph, dots: dict[int, tuple[DotDims, bool]] | None = 
                           op[cfg_ids] == ids["reshape"]], [0, 1, 2], 3)
     onehot = np.eye(len(NODE_TYPES), dtype=np.float32)[type_idx]
     rank = tensor_rank(nf)
-    csr = producers_csr(graph.num_nodes, graph.edge_index)
-    operand = np.full((len(cfg_ids), 2), -1, np.int64)
-    for k, u in enumerate(cfg_ids.tolist()):
-        ops = csr.of(u)[:2]
-        operand[k, :len(ops)] = ops
+    operand = producers_csr(graph.num_nodes, graph.edge_index).first_two(cfg_ids)
     tensors = [cfg_ids, operand[:, 0], operand[:, 1]]
     nc = len(cfg_ids)
     ranks = np.zeros((nc, 3), np.int64)
     log_size = np.zeros((nc, 3), np.float32)
-    largest, a128, a8 = (np.zeros((nc, 3, 7), bool) for _ in range(3))
-    contract = np.zeros((nc, 3, 7), bool)
+    largest, a128, a8, contract = (np.zeros((nc, 3, 7), bool) for _ in range(4))
     for t, node_ids in enumerate(tensors):
         shapes, ranks[:, t] = _shape_rows(nf, rank, node_ids)
         log_size[:, t] = np.log1p(np.prod(np.where(shapes > 0, shapes, 1), axis=1, dtype=np.float64))
         log_size[node_ids < 0, t] = 0.0
         largest[:, t], a128[:, t], a8[:, t] = _dim_tables(shapes)
-    if dots is None:
-        dots = {}
     for k, u in enumerate(cfg_ids.tolist()):
-        if u in dots:
+        if dots and u in dots:
             d = dots[u][0]
             contract[k, 1, [c for c in d.lhs_contracting if c < 6]] = True
             contract[k, 2, [c for c in d.rhs_contracting if c < 6]] = True
@@ -347,13 +335,12 @@ def make_frame(stem: str, config_index: np.ndarray, target: np.ndarray | None, f
     if feats.shape[1] != len(names):
         raise ValueError(f"{len(names)} names for {feats.shape[1]} feature columns")
     n = len(config_index)
-    cols: dict[str, pl.Series] = {
+    frame = pl.DataFrame({
         "graph": pl.Series("graph", [stem] * n, dtype=pl.String),
         "config": pl.Series("config", np.asarray(config_index, np.int64)),
         "target": pl.Series("target", np.asarray(target, np.float64)) if target is not None
         else pl.Series("target", [None] * n, dtype=pl.Float64),
-    }
-    frame = pl.DataFrame(cols)
+    })
     return frame.hstack(pl.DataFrame(feats.astype(np.float32, copy=False), schema=names, orient="row"))
 
 
@@ -363,11 +350,8 @@ def write_parquet(frame: pl.DataFrame, path: str | os.PathLike) -> None:
 
 
 def concat_parquet(parts: Iterable[Path], out: str | os.PathLike) -> int:
-    """Concatenate per-graph parquet parts (in the given order) into ``out`` atomically; row count."""
-    parts = [str(p) for p in parts]
+    """Concatenate per-graph parquet parts (in the given order, at least one) into ``out``
+    atomically; row count."""
     with atomic_path(out, suffix=".parquet") as tmp:
-        if parts:
-            pl.scan_parquet(parts).sink_parquet(tmp)
-        else:
-            make_frame("", np.zeros(0, np.int64), None, np.zeros((0, 0), np.float32), []).write_parquet(tmp)
+        pl.scan_parquet([str(p) for p in parts]).sink_parquet(tmp)
     return int(pl.scan_parquet(out).select(pl.len()).collect().item())

@@ -1,12 +1,9 @@
 """Build tasks: cache keys, done markers, the norm and graph passes of one graph, the worker pool.
 
-A graph's outputs are keyed by the input identity (path, size, mtime), the transform
-parameters, a digest of the build code (:mod:`features.buildcode`), the on-disk format and the
-norm stats; the ``done/<split>/<stem>.json`` marker
-holding the key is written *last* (after the atomically renamed graph directory and tabular
-part), so a killed run leaves nothing that looks complete and a rerun redoes only what is
-missing or stale. The norm pass saves each train graph's node stage
-(``norm_parts/<split>/<stem>.stage.npz``); the graph pass reuses it, then deletes it.
+A graph's key holds its input identity (path, size, mtime), the transform parameters, the build
+code digest (:mod:`features.buildconfig`), the on-disk format and the norm stats. The
+``done/<split>/<stem>.json`` marker holding it is written *last*, so a killed run leaves nothing
+that looks complete and a rerun redoes only what is missing or stale.
 """
 
 from __future__ import annotations
@@ -27,14 +24,12 @@ import numpy as np
 from tqdm import tqdm
 
 from tpurank.atomic import save_npz, write_json
-from tpurank.collections import Collection, get_collection, npz_dir, pb_dir
-from features.buildcode import code_digest
-from features.buildconfig import BuildConfig
+from tpurank.collections import Collection, npz_dir, pb_dir
+from features.buildconfig import BuildConfig, code_digest
 from features.configcodes import load_coded
-from features.dotdims import DotDims
+from features.dot_features import DotDims
 from features.io import BadGraphError, Graph, GraphFile
-from features.norm import _moments, load_norm
-from features.processed import FORMAT_VERSION, graph_dir, save_processed
+from features.processed import FORMAT_VERSION, _moments, graph_dir, load_norm, save_processed
 from features.repair import REPAIRED_SPLIT, repair_graph
 from features.stages import (NodeStage, node_feature_names, node_stage, process_graph, subsample,
                              tile_config_feat)
@@ -56,16 +51,12 @@ def _pb_path(data: str, gf: GraphFile) -> Path:
 
 
 def _exact_dims(cfg: BuildConfig, gf: GraphFile) -> dict[int, DotDims] | None:
-    """Exact dot dims from the raw proto when present (and the HLO reader is available)."""
-    if not (cfg.exact_dot and cfg.dot_features) or gf.collection.is_tile:
-        return None
+    """Exact dot dims from the raw proto when present."""
     pb = _pb_path(cfg.data, gf)
-    if not pb.is_file():
+    if not (cfg.exact_dot and cfg.dot_features) or gf.collection.is_tile or not pb.is_file():
         return None
-    try:
-        from features.hlo import exact_dot_dims
-    except ImportError:
-        return None
+    from features.hlo import exact_dot_dims
+
     return exact_dot_dims(pb)
 
 
@@ -92,10 +83,7 @@ def _load(cfg: BuildConfig, path: Path, split: str, configs: bool = True) -> tup
 class Task:
     cfg: BuildConfig
     features_dir: str
-    collection: str
-    split: str
-    stem: str
-    path: str
+    file: GraphFile
     norm_key: str = ""
 
 
@@ -111,43 +99,35 @@ def _read_marker(path: Path, key: str) -> dict[str, Any] | None:
     return data if data.get("key") == key else None
 
 
-def _task_file(task: Task) -> tuple[BuildConfig, Collection, Path, GraphFile]:
-    """The build config, collection, source path and :class:`GraphFile` of a task."""
-    coll = get_collection(task.collection)
-    path = Path(task.path)
-    return task.cfg, coll, path, GraphFile(coll, task.split, task.stem, path)
-
-
 def _input_key(task: Task, kind: str, *extra: Any) -> str:
     """The cache key of a pass over one graph: its inputs (the npz, and the proto when it is
     read), the transform parameters, the build code, then ``extra``."""
-    cfg, _, path, gf = _task_file(task)
+    cfg, gf = task.cfg, task.file
     pb = _pb_path(cfg.data, gf)
-    return _key(kind, _identity(path), _identity(pb) if pb.is_file() and cfg.exact_dot else None,
+    return _key(kind, _identity(gf.path), _identity(pb) if pb.is_file() and cfg.exact_dot else None,
                 cfg.transform_params(), code_digest(), *extra)
 
 
 def _norm_key(task: Task) -> tuple[str, Path, Path]:
-    marker = _marker(task.features_dir, get_collection(task.collection), task.split, task.stem,
-                     "norm_parts")
+    gf = task.file
+    marker = _marker(task.features_dir, gf.collection, gf.split, gf.stem, "norm_parts")
     return _input_key(task, "norm"), marker, marker.with_suffix(".npz")
 
 
 def _norm_cached(task: Task) -> dict[str, Any] | None:
     key, marker, npz = _norm_key(task)
     if _read_marker(marker, key) and npz.is_file():
-        return {"stem": task.stem, "collection": task.collection, "cached": True, "npz": str(npz)}
+        return {"stem": task.file.stem, "collection": task.file.collection.name, "cached": True,
+                "npz": str(npz)}
     return None
 
 
 def _norm_task(task: Task) -> dict[str, Any]:
-    """Train graph -> moments of its (unnormalised) node / tile config features, cached."""
-    cached = _norm_cached(task)
-    if cached is not None:
-        return cached
-    cfg, coll, path, gf = _task_file(task)
+    """Train graph -> moments of its (unnormalised) node / tile config features (cache hits are
+    answered by :func:`_run`'s probe, :func:`_norm_cached`)."""
+    cfg, gf = task.cfg, task.file
     key, marker, npz = _norm_key(task)
-    graph, _ = _load(cfg, path, task.split, configs=False)
+    graph, _ = _load(cfg, gf.path, gf.split, configs=False)
     exact = _exact_dims(cfg, gf)
     ns = node_stage(graph, cfg, exact)
     arrays = {"node": _moments(ns.node_feat)}
@@ -156,23 +136,23 @@ def _norm_task(task: Task) -> dict[str, Any]:
     _save_stage(task, key, ns)  # the graph pass reuses it: the node stage runs once per graph
     save_npz(npz, **arrays)
     write_json(marker, {"key": key})
-    return {"stem": task.stem, "collection": coll.name, "cached": False, "npz": str(npz)}
+    return {"stem": gf.stem, "collection": gf.collection.name, "cached": False, "npz": str(npz)}
 
 
 def _stage_path(task: Task) -> Path:
-    coll = get_collection(task.collection)
-    return _marker(task.features_dir, coll, task.split, task.stem, "norm_parts").with_suffix(".stage.npz")
+    gf = task.file
+    marker = _marker(task.features_dir, gf.collection, gf.split, gf.stem, "norm_parts")
+    return marker.with_suffix(".stage.npz")
+
+
+#: the arrays of a NodeStage saved by the norm pass (the optional ones only when present)
+STAGE_ARRAYS = ("node_feat", "node_opcode", "edge_index", "orig_node_ids", "config_node_pos",
+                "config_graph")
 
 
 def _save_stage(task: Task, key: str, ns: NodeStage) -> None:
-    arrays = {"node_feat": ns.node_feat, "node_opcode": ns.node_opcode, "edge_index": ns.edge_index,
-              "orig_node_ids": ns.orig_node_ids, "key": np.array(key),
-              "stats": np.array(json.dumps(ns.stats))}
-    if ns.config_node_pos is not None:
-        arrays["config_node_pos"] = ns.config_node_pos
-    if ns.config_graph is not None:
-        arrays["config_graph"] = ns.config_graph
-    save_npz(_stage_path(task), **arrays)
+    arrays = {k: getattr(ns, k) for k in STAGE_ARRAYS if getattr(ns, k) is not None}
+    save_npz(_stage_path(task), key=np.array(key), stats=np.array(json.dumps(ns.stats)), **arrays)
 
 
 def _load_stage(task: Task) -> NodeStage | None:
@@ -185,21 +165,18 @@ def _load_stage(task: Task) -> NodeStage | None:
         with np.load(path, allow_pickle=False) as d:
             if str(d["key"]) != key:
                 return None
-            return NodeStage(d["node_feat"], node_feature_names(task.cfg), d["node_opcode"],
-                             d["edge_index"], d["orig_node_ids"],
-                             d["config_node_pos"] if "config_node_pos" in d.files else None,
-                             json.loads(str(d["stats"])),
-                             d["config_graph"] if "config_graph" in d.files else None)
+            return NodeStage(names=node_feature_names(task.cfg), stats=json.loads(str(d["stats"])),
+                             **{k: d[k] if k in d.files else None for k in STAGE_ARRAYS})
     except (OSError, ValueError, KeyError):
         return None
 
 
 def _graph_key(task: Task) -> tuple[str, Path, Path, Path]:
-    coll = get_collection(task.collection)
+    fd, gf = task.features_dir, task.file
     key = _input_key(task, "graph", FORMAT_VERSION, task.norm_key)
-    return (key, _marker(task.features_dir, coll, task.split, task.stem, "done"),
-            graph_dir(task.features_dir, coll, task.split, task.stem),
-            part_path(task.features_dir, coll, task.split, task.stem))
+    return (key, _marker(fd, gf.collection, gf.split, gf.stem, "done"),
+            graph_dir(fd, gf.collection, gf.split, gf.stem),
+            part_path(fd, gf.collection, gf.split, gf.stem))
 
 
 def _graph_cached(task: Task) -> dict[str, Any] | None:
@@ -212,26 +189,21 @@ def _graph_cached(task: Task) -> dict[str, Any] | None:
 
 
 def _graph_task(task: Task) -> dict[str, Any]:
-    """One graph: processed arrays + tabular part + done marker (written last)."""
-    cached = _graph_cached(task)
-    if cached is not None:
-        return cached
-    cfg, coll, path, gf = _task_file(task)
+    """One graph: processed arrays + tabular part + done marker (written last); cache hits are
+    answered by :func:`_run`'s probe, :func:`_graph_cached`."""
+    cfg, gf = task.cfg, task.file
+    coll, split, stem = gf.collection, gf.split, gf.stem
     key, marker, out_dir, part = _graph_key(task)
     start = time.perf_counter()
-    graph, repairs = _load(cfg, path, task.split)
+    graph, repairs = _load(cfg, gf.path, split)
     exact = _exact_dims(cfg, gf)
     norm = load_norm(task.features_dir, coll) if task.norm_key else None
     frames: list[Any] = []
     names = tab.tabular_feature_names(graph.is_tile, cfg.heuristic)
-
-    def sink(idx: np.ndarray, feats: np.ndarray) -> None:
-        frames.append((idx, feats))
-
-    stage = _load_stage(task) if task.split == "train" else None
-    pg = process_graph(graph, coll, task.split, task.stem, norm, cfg, exact,
-                       tabular_sink=sink if cfg.tabular else None, stage=stage)
-    pg.meta["source"] = _identity(path)
+    stage = _load_stage(task) if split == "train" else None
+    pg = process_graph(graph, coll, split, stem, norm, cfg, exact, stage=stage,
+                       tabular_sink=(lambda idx, feats: frames.append((idx, feats))) if cfg.tabular else None)
+    pg.meta["source"] = _identity(gf.path)
     pg.meta["exact_dot"] = exact is not None
     pg.meta["node_stage_reused"] = stage is not None
     pg.meta["repairs"] = repairs
@@ -240,15 +212,14 @@ def _graph_task(task: Task) -> dict[str, Any]:
     if cfg.tabular:
         idx_all = np.concatenate([f[0] for f in frames]) if frames else np.zeros(0, np.int64)
         feats = np.concatenate([f[1] for f in frames]) if frames else np.zeros((0, len(names)), np.float32)
-        target = None if task.split == "test" else pg.target
-        if task.split == "train":
-            keep = tabular_train_positions(len(idx_all), cfg, coll.slug, task.stem)
+        target = None if split == "test" else pg.target
+        if split == "train":
+            keep = tabular_train_positions(len(idx_all), cfg, coll.slug, stem)
             idx_all, feats, target = idx_all[keep], feats[keep], target[keep]
-        tab.write_parquet(tab.make_frame(task.stem, idx_all, target, feats, names), part)
+        tab.write_parquet(tab.make_frame(stem, idx_all, target, feats, names), part)
     summary = dict(pg.meta["prune"], configs=int(len(pg.config_index)),
                    source_configs=int(pg.meta["num_source_configs"]),
-                   duplicates=int(pg.meta["num_duplicates"]), stem=task.stem, split=task.split,
-                   repairs=repairs,
+                   duplicates=int(pg.meta["num_duplicates"]), stem=stem, split=split, repairs=repairs,
                    collection=coll.name, seconds=round(time.perf_counter() - start, 3))
     write_json(marker, {"key": key, "summary": summary})
     _stage_path(task).unlink(missing_ok=True)  # used once: the graph is done
@@ -272,15 +243,13 @@ def part_path(features_dir: str | os.PathLike, coll: Collection, split: str, ste
 
 
 def _run(fn: Callable[[Task], dict[str, Any]], tasks: list[Task], jobs: int, desc: str,
-         progress: bool, probe: Callable[[Task], dict[str, Any] | None] | None = None
-         ) -> list[dict[str, Any]]:
-    """Run tasks (largest input first) on a process pool with a progress bar; errors name the file."""
-    tasks = sorted(tasks, key=lambda t: -Path(t.path).stat().st_size)
-    results: list[dict[str, Any]] = []
-    if probe is not None:  # cache hits are answered here, without starting workers
-        hits = [(t, probe(t)) for t in tasks]
-        results = [r for _, r in hits if r is not None]
-        tasks = [t for t, r in hits if r is None]
+         progress: bool, probe: Callable[[Task], dict[str, Any] | None]) -> list[dict[str, Any]]:
+    """Run tasks (largest input first) on a process pool with a progress bar; errors name the
+    file. Cache hits are answered by ``probe``, without starting workers."""
+    tasks = sorted(tasks, key=lambda t: -t.file.path.stat().st_size)
+    hits = [(t, probe(t)) for t in tasks]
+    results = [r for _, r in hits if r is not None]
+    tasks = [t for t, r in hits if r is None]
     bar = tqdm(total=len(tasks), desc=desc, unit="graph", disable=not progress or not tasks,
                file=sys.stderr)
     if jobs <= 1 or len(tasks) <= 1:
@@ -308,7 +277,8 @@ def _named(fn: Callable[[Task], dict[str, Any]], task: Task) -> dict[str, Any]:
     try:
         return fn(task)
     except Exception as exc:
-        msg = str(exc) if task.path in str(exc) else f"{task.path}: {type(exc).__name__}: {exc}"
+        path = str(task.file.path)
+        msg = str(exc) if path in str(exc) else f"{path}: {type(exc).__name__}: {exc}"
         raise GraphBuildError(f"feature build failed: {msg}\n{traceback.format_exc()}") from None
 
 

@@ -1,40 +1,39 @@
-"""Validate TpuGraphs npz files against docs/competition.md §3 (``python -m features validate``).
+"""Validate TpuGraphs npz files (``python -m features validate``; what is checked: docs/data.md,
+"Validation"): :func:`validate_file` returns the problems of a file, :func:`check_file` raises
+:class:`BadGraphError`. ``node_config_feat`` is checked in bounded chunks, never loaded whole.
 
-``validate_file(path)`` returns a list of problems (readable sentences, empty = ok);
-``check_file(path)`` raises :class:`BadGraphError` (``"<path>: <problem>"``).
-
-What is checked (docs/data.md, "Validation"): the file is a readable zip whose members match
-their npy headers, then required keys, dtypes, shapes and values, against docs/competition.md §3.
-``node_config_feat`` (several GB for a 100k-config graph) is never loaded whole: its values are
-checked in bounded chunks streamed from the member.
-
-Three problems have a documented repair (:mod:`features.repair`) and leave a *test* file usable
-(every test graph must be ranked): non-finite node features, opcode ids outside the table, and
-no configurable node. Each problem is a :class:`Problem` (a ``str``) whose ``repair`` names it;
-:func:`repairs_of` tells whether all of a file's problems can be repaired.
-
-The walk over a data root, the JSON report and the CLI are in :mod:`features.validate_root` and
-:mod:`features.validate_report`.
+A problem with a documented repair (:mod:`features.repair`) is a :class:`Problem` whose ``repair``
+names it: a *test* file with only such problems stays usable (every test graph must be ranked).
+Also here: the walk over a data root, its JSON report (:func:`load_bad_files` reads it back for
+``features build --skip-bad-report``) and the CLI.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
-from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
+import sys
+import time
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
+from tqdm import tqdm
 
-from tpurank.collections import SPLITS
+from tpurank.atomic import write_json
+from tpurank.collections import COLLECTIONS, SPLITS, parse_collections
 from features.io import (LAYOUT_CONFIG_DIM, LAYOUT_KEYS, NODE_FEAT_DIM, TILE_CONFIG_DIM, TILE_KEYS,
-                         BadGraphError, iter_npz_chunks, npz_headers, open_npz,
+                         BadGraphError, discover, iter_npz_chunks, npz_headers, open_npz,
                          read_npz_member)
-from features.repair import NO_CONFIGURABLE_NODE, NON_FINITE, UNKNOWN_OPCODE
+from features.repair import (NO_CONFIGURABLE_NODE, NON_FINITE, REPAIRED_SPLIT, UNKNOWN_OPCODE,
+                             known_opcode_ids)
 
-__all__ = ["Problem", "validate_file", "check_file", "repairs_of"]
+DEFAULT_REPORT = Path("work") / "validate_report.json"
 
 LAYOUT_VALUE_MIN, LAYOUT_VALUE_MAX = -1, 5
 INT_KEYS = ("node_opcode", "edge_index", "node_config_ids", "node_splits")
@@ -64,18 +63,6 @@ def repairs_of(problems: Iterable[str]) -> list[str] | None:
     return sorted(set(repairs)) if repairs and all(repairs) else None
 
 
-@lru_cache(maxsize=1)
-def known_opcodes() -> frozenset[int]:
-    """Opcode ids listed in ``features/data/hlo_opcodes.tsv``."""
-    text = resources.files("features").joinpath("data/hlo_opcodes.tsv").read_text()
-    ids = set()
-    for line in text.splitlines()[1:]:
-        first = line.split("\t", 1)[0].strip()
-        if first.isdigit():
-            ids.add(int(first))
-    return frozenset(ids)
-
-
 # ---------------------------------------------------------------------------------------------
 # The array source of a file: small members read whole, big ones streamed in chunks.
 
@@ -91,10 +78,6 @@ class ArraySource:
 
 # ---------------------------------------------------------------------------------------------
 # Individual checks. Each returns a list of problem sentences.
-
-
-def _required_keys(kind: str) -> tuple[str, ...]:
-    return TILE_KEYS if kind == "tile" else LAYOUT_KEYS
 
 
 def _kind_from_path(path: Path) -> str | None:
@@ -114,11 +97,6 @@ def _kind_from_keys(keys: Iterable[str]) -> str | None:
     if "config_feat" in keys:
         return "tile"
     return None
-
-
-def split_of(path: Path) -> str | None:
-    """``train``/``valid``/``test`` when the file sits in a split directory."""
-    return path.parent.name if path.parent.name in SPLITS else None
 
 
 def _check_dtypes(specs: dict[str, tuple[tuple[int, ...], np.dtype]]) -> list[str]:
@@ -192,7 +170,7 @@ def _check_finite(key: str, a: np.ndarray, repair: str = "") -> list[str]:
 def _check_nodes(src: ArraySource) -> list[str]:
     problems = _check_finite("node_feat", src.load("node_feat"), NON_FINITE)
     opcode = src.load("node_opcode")
-    unknown = np.setdiff1d(np.unique(opcode), np.fromiter(known_opcodes(), np.int64))
+    unknown = np.setdiff1d(np.unique(opcode), known_opcode_ids())
     if unknown.size:
         problems.append(Problem(f"node_opcode has {unknown.size} unknown opcode ids (not in "
                                 f"hlo_opcodes.tsv): {_listed(unknown)}", UNKNOWN_OPCODE))
@@ -279,9 +257,10 @@ def _check_layout_values(chunks: Iterable[np.ndarray]) -> list[str]:
 
 
 def _check_source(src: ArraySource, kind: str, split: str | None) -> list[str]:
-    missing = [k for k in _required_keys(kind) if k not in src.specs]
+    required = TILE_KEYS if kind == "tile" else LAYOUT_KEYS
+    missing = [k for k in required if k not in src.specs]
     if missing:
-        need = ", ".join(_required_keys(kind))
+        need = ", ".join(required)
         return [f"missing required key{'s' if len(missing) > 1 else ''} "
                 f"{', '.join(repr(k) for k in missing)} ({kind} files need: {need})"]
     problems = _check_dtypes(src.specs) + _check_shapes(src.specs, kind)
@@ -319,7 +298,7 @@ def validate_file(path: str | os.PathLike) -> list[str]:
             src = ArraySource(specs={k: (h.shape, h.dtype) for k, h in headers.items()},
                               load=lambda key: read_npz_member(path, key, zf=zf),
                               chunks=lambda key: iter_npz_chunks(path, key, CHUNK_BYTES, zf=zf))
-            return _check_source(src, kind, split_of(path))
+            return _check_source(src, kind, path.parent.name if path.parent.name in SPLITS else None)
     except BadGraphError as exc:
         return [exc.problem]
 
@@ -329,3 +308,160 @@ def check_file(path: str | os.PathLike) -> None:
     problems = validate_file(path)
     if problems:
         raise BadGraphError(path, "; ".join(problems))
+
+
+# ---------------------------------------------------------------------------------------------
+# A data root: the walk, the JSON report, the CLI
+
+
+@dataclass
+class FileReport:
+    """Validation result of one file with the sizes used for the summary table."""
+
+    path: str
+    collection: str
+    split: str
+    stem: str
+    problems: list[str] = field(default_factory=list)
+    nodes: int = 0
+    configs: int = 0
+    repairs: list[str] = field(default_factory=list)  # a test file's documented repairs (features.repair)
+
+    @property
+    def repaired(self) -> bool:
+        """A test file whose every problem has a repair: it is ranked, not skipped."""
+        return bool(self.problems) and bool(self.repairs)
+
+    @property
+    def bad(self) -> bool:
+        """Skipped by the later stages: a problem without repair, or any problem outside test."""
+        return bool(self.problems) and not self.repairs
+
+
+def summary_rows(reports: Iterable[FileReport]) -> list[dict[str, object]]:
+    """One row per (collection, split): files, ok, repaired, bad, nodes, configs."""
+    rows: dict[tuple[str, str], dict[str, object]] = defaultdict(
+        lambda: {"files": 0, "ok": 0, "repaired": 0, "bad": 0, "nodes": 0, "configs": 0})
+    for r in reports:
+        row = rows[(r.collection, r.split)]
+        row["files"] += 1
+        row["bad" if r.bad else "repaired" if r.repaired else "ok"] += 1
+        row["nodes"] += r.nodes
+        row["configs"] += r.configs
+    split_order = {s: i for i, s in enumerate(SPLITS)}
+    coll_order = {c.name: i for i, c in enumerate(COLLECTIONS)}
+    ordered = sorted(rows.items(), key=lambda kv: (coll_order.get(kv[0][0], 9), kv[0][0],
+                                                   split_order.get(kv[0][1], 9)))
+    return [{"collection": c, "split": s, **v} for (c, s), v in ordered]
+
+
+def format_summary(rows: list[dict[str, object]]) -> str:
+    head = f"{'collection':20s} {'split':6s} {'files':>6s} {'ok':>6s} {'repaired':>8s} {'bad':>5s} " \
+           f"{'nodes':>11s} {'configs':>11s}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['collection']:20s} {r['split']:6s} {r['files']:6d} {r['ok']:6d} "
+                     f"{r['repaired']:8d} {r['bad']:5d} {r['nodes']:11,d} {r['configs']:11,d}")
+    return "\n".join(lines)
+
+
+def write_report(path: str | os.PathLike, root: str | os.PathLike,
+                 reports: list[FileReport], skip_bad: bool) -> None:
+    """The JSON report read back by :func:`load_bad_files`: bad files (skipped later) and
+    repaired test files (ranked, with their repairs) listed apart."""
+    bad = [r for r in reports if r.bad]
+    repaired = [r for r in reports if r.repaired]
+
+    def entry(r: FileReport, **extra: object) -> dict[str, object]:
+        return {"path": r.path, "collection": r.collection, "split": r.split, "stem": r.stem,
+                "problems": list(r.problems), **extra}
+
+    write_json(path, {
+        "root": str(Path(root).resolve()),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "skip_bad": skip_bad,
+        "n_files": len(reports),
+        "n_bad": len(bad),
+        "n_repaired": len(repaired),
+        "summary": summary_rows(reports),
+        "bad_files": [entry(r) for r in bad],
+        "repaired_files": [entry(r, repairs=r.repairs) for r in repaired],
+    })
+
+
+def load_bad_files(report_path: str | os.PathLike) -> set[str]:
+    """Resolved paths (``str(Path(p).resolve())``) of the bad files listed in a report; a missing
+    report means nothing was found bad (an empty set)."""
+    report_path = Path(report_path)
+    if not report_path.is_file():
+        return set()
+    data = json.loads(report_path.read_text())
+    return {str(Path(entry["path"]).resolve()) for entry in data.get("bad_files", [])}
+
+
+def _validate_one(args: tuple[str, str, str, str]) -> FileReport:
+    path, collection, split, stem = args
+    problems = validate_file(path)
+    repairs = (repairs_of(problems) or []) if split == REPAIRED_SPLIT else []
+    report = FileReport(path, collection, split, stem, [str(p) for p in problems], repairs=repairs)
+    try:
+        headers = npz_headers(path)
+        report.nodes = headers["node_feat"].shape[0] if "node_feat" in headers else 0
+        rt = headers.get("config_runtime")
+        report.configs = rt.shape[0] if rt is not None and rt.shape else 0
+    except BadGraphError:
+        pass
+    return report
+
+
+def validate_root(root: str | os.PathLike, collections: str | Sequence[str] | None = "all",
+                  jobs: int = 1, progress: bool = True) -> list[FileReport]:
+    """Validate every npz file under ``root`` (Kaggle layout), in parallel with ``jobs`` > 1."""
+    files = discover(root, parse_collections(collections))
+    tasks = [(str(f.path.resolve()), f.collection.name, f.split, f.stem) for f in files]
+    parallel = jobs > 1 and len(tasks) > 1
+    with ProcessPoolExecutor(max_workers=jobs) if parallel else nullcontext() as pool:
+        results = pool.map(_validate_one, tasks, chunksize=4) if parallel else map(_validate_one, tasks)
+        return list(tqdm(results, total=len(tasks), desc="validate", unit="file",
+                         disable=not progress, file=sys.stderr))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: exit 1 listing bad files, or 0 with ``--skip-bad`` (bad files go to the report).
+    Repaired test files (features.repair) are listed with their repairs and are not bad."""
+    parser = argparse.ArgumentParser(prog="python -m features validate", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", required=True, help="data root (contains npz_all/npz)")
+    parser.add_argument("--collections", default="all", help="'all' or e.g. tile:xla,layout:nlp:random")
+    parser.add_argument("--skip-bad", action="store_true",
+                        help="record bad files in the report and exit 0")
+    parser.add_argument("--report", default=str(DEFAULT_REPORT),
+                        help=f"JSON report path (default: {DEFAULT_REPORT})")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    args = parser.parse_args(argv)
+
+    reports = validate_root(args.data, args.collections, jobs=args.jobs,
+                            progress=not args.no_progress)
+    if not reports:
+        print(f"no npz files found under {args.data} (expected ROOT/npz_all/npz/...)",
+              file=sys.stderr)
+        return 1
+    print(format_summary(summary_rows(reports)))
+    write_report(args.report, args.data, reports, args.skip_bad)
+    bad = [r for r in reports if r.bad]
+    for r in bad:
+        for problem in r.problems:
+            print(f"BAD {r.path}: {problem}", file=sys.stderr)
+    repaired = [r for r in reports if r.repaired]
+    for r in repaired:
+        print(f"REPAIRED {r.path}: {'; '.join(r.problems)} -> {'; '.join(r.repairs)}", file=sys.stderr)
+    print(f"{len(reports)} files, {len(bad)} bad, {len(repaired)} test files repaired; report: {args.report}")
+    if bad and not args.skip_bad:
+        print("bad files found (rerun with --skip-bad to record them and go on)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -239,7 +239,7 @@ def _raw_graphs(data: str, collection: Collection, skip_bad_report: str = "") ->
 
     files = discover(data, [collection], LABELLED_SPLITS)
     if skip_bad_report:
-        from features.validate_report import load_bad_files
+        from features.validate import load_bad_files
 
         bad = load_bad_files(skip_bad_report)
         files = [f for f in files if str(f.path.resolve()) not in bad]

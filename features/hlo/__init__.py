@@ -4,18 +4,13 @@ exact per-node facts (dot-general dimension numbers, operand shapes) the npz fil
 and the CLI (``python -m features.hlo convert IN.pb OUT_DIR ...``): docs/hlo.md.
 """
 
-from features.hlo.convert import (instruction_features, layout_record_arrays, module_arrays,
-                                  opcode_ids, tile_record_arrays, unknown_opcodes)
-from features.hlo.converter import (DEFAULT_CONFIGURABLE, Converted, configurable_nodes,
-                                    convert_file, convert_records, module_to_arrays,
-                                    module_to_graph)
-from features.hlo.exact import exact_dot_dims, module_dot_dims
-from features.hlo.reader import HloProtoError, ProtoFile, parse_bytes, read_module, read_proto
+from features.hlo.convert import (DEFAULT_CONFIGURABLE, configurable_nodes, convert_file,
+                                  exact_dot_dims, layout_record_arrays, module_arrays,
+                                  module_dot_dims, module_to_graph, tile_record_arrays)
+from features.hlo.reader import HloProtoError, read_module, read_proto
 
 __all__ = [
-    "Converted", "DEFAULT_CONFIGURABLE", "HloProtoError", "ProtoFile", "configurable_nodes",
-    "convert_file", "convert_records", "exact_dot_dims", "instruction_features",
-    "layout_record_arrays", "module_arrays", "module_dot_dims", "module_to_arrays",
-    "module_to_graph", "opcode_ids", "parse_bytes", "read_module", "read_proto",
-    "tile_record_arrays", "unknown_opcodes",
+    "DEFAULT_CONFIGURABLE", "HloProtoError", "configurable_nodes", "convert_file", "exact_dot_dims",
+    "layout_record_arrays", "module_arrays", "module_dot_dims", "module_to_graph", "read_module",
+    "read_proto", "tile_record_arrays",
 ]

@@ -7,7 +7,7 @@ import argparse
 import sys
 from collections import Counter
 
-from features.hlo.converter import LAYOUT_COLLECTION, TILE_COLLECTION, convert_file
+from features.hlo.convert import LAYOUT_COLLECTION, TILE_COLLECTION, convert_file
 from features.hlo.reader import HloProtoError, read_proto
 
 

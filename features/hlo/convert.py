@@ -1,4 +1,7 @@
-"""Turn an HloModuleProto (+ tuning runs) into the npz arrays of the TpuGraphs release (docs/competition.md §3–5, §8).
+"""Turn raw proto files into the npz arrays of the TpuGraphs release (docs/competition.md §3–5, §8):
+npz files in the Kaggle layout (``python -m features.hlo convert``) and graphs for new programs
+(:func:`module_to_graph`); and the exact per-node facts the npz files lose (docs/competition.md §7):
+dot-general dimension numbers and operand shapes, by flat node index (:func:`exact_dot_dims`).
 
 Node order: all computations in proto order, instructions in proto order (operands first).
 Edges ``[user, operand]`` over the unique operand ids of each instruction, plus
@@ -9,19 +12,29 @@ whose name contains ``cluster``/``while``/``cond``, then the node count if not y
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Sequence
 
 import numpy as np
 
+from tpurank.atomic import save_npz
+from tpurank.collections import get_collection
 from features.hlo.node_features import (WINDOW_FIELDS, InstructionFacts, encode_dims, node_features)
+from features.dot_features import DotDims
+from features.hlo.reader import read_module, read_proto
 from features.hlo.schema import ELEMENT_TYPE_SLOTS
-from features.io import TILE_CONFIG_DIM, LAYOUT_CONFIG_DIM
+from features.io import TILE_CONFIG_DIM, LAYOUT_CONFIG_DIM, Graph, graph_from_arrays
 from features.columns import UNKNOWN_OPCODE_ID, opcode_ids  # name -> id from features/data/hlo_opcodes.tsv
 
 SPLIT_MARKERS = ("cluster", "while", "cond")
 LAYOUT_MAX_DIMS, LAYOUT_MAX_TENSORS = 6, 3
+# Opcodes an XLA layout autotuner configures in the Kaggle data (docs/competition.md §3).
+DEFAULT_CONFIGURABLE = ("convolution", "dot", "reshape")
+TILE_COLLECTION = "tile:xla"
+LAYOUT_COLLECTION = "layout:xla:default"
 
 
 # ---------------------------------------------------------------- node features (docs/competition.md §4)
@@ -57,11 +70,6 @@ def instruction_facts(inst: Any, is_root: bool) -> InstructionFacts:
         is_stable=bool(inst.is_stable),
         minor_to_major=tuple(inst.shape.layout.minor_to_major),
     )
-
-
-def instruction_features(inst: Any, is_root: bool) -> np.ndarray:
-    """The 140 node features of one HloInstructionProto (docs/competition.md §4 order)."""
-    return np.asarray(node_features(instruction_facts(inst, is_root)), dtype=np.float32)
 
 
 # ---------------------------------------------------------------- graph structure
@@ -124,27 +132,33 @@ def module_edges(index: ModuleIndex) -> np.ndarray:
     return np.asarray(sorted(edges), dtype=np.int64)
 
 
+def module_opcodes(module: Any) -> np.ndarray:
+    """Opcode ids of the nodes of ``module`` (an opcode missing from the table gets the unknown id)."""
+    table = opcode_ids()
+    return np.asarray([table.get(i.opcode, UNKNOWN_OPCODE_ID) for c in module.computations
+                       for i in c.instructions], dtype=np.int64)
+
+
 def module_arrays(module: Any) -> dict[str, np.ndarray]:
     """``node_feat``, ``node_opcode``, ``edge_index``, ``node_splits`` of an HloModuleProto."""
     index = index_module(module)
     table = opcode_ids()
-    unknown = unknown_opcodes(module)
+    unknown = sorted({i.opcode for i in index.instructions if i.opcode not in table})
     if unknown:
         warnings.warn(f"module {module.name!r}: opcode(s) {unknown} not in hlo_opcodes.tsv get id "
                       f"{UNKNOWN_OPCODE_ID}", stacklevel=2)
-    feats = np.stack([instruction_features(inst, inst.id == comp.root_id)
+    feats = np.stack([np.asarray(node_features(instruction_facts(inst, inst.id == comp.root_id)),
+                                 dtype=np.float32)
                       for inst, comp in zip(index.instructions, index.computation_of)])
-    opcodes = np.asarray([table.get(inst.opcode, UNKNOWN_OPCODE_ID)
-                          for inst in index.instructions], dtype=np.int64)
-    return {"node_feat": feats, "node_opcode": opcodes, "edge_index": module_edges(index),
-            "node_splits": np.asarray(index.splits, dtype=np.int64)}
+    return {"node_feat": feats, "node_opcode": module_opcodes(module),
+            "edge_index": module_edges(index), "node_splits": np.asarray(index.splits, dtype=np.int64)}
 
 
-def unknown_opcodes(module: Any) -> list[str]:
-    """Opcodes of ``module`` that are not in the opcode table (they get id 0)."""
-    table = opcode_ids()
-    return sorted({i.opcode for c in module.computations for i in c.instructions
-                   if i.opcode not in table})
+def operand_shapes(index: ModuleIndex, node: int) -> list[tuple[int, ...]]:
+    """Logical shapes of the operands of ``node`` (in operand order, duplicates kept)."""
+    inst, comp = index.instructions[node], index.computation_of[node]
+    return [tuple(int(d) for d in index.instructions[index.operand_node(comp.id, o)]
+                  .shape.dimensions) for o in inst.operand_ids]
 
 
 # ---------------------------------------------------------------- configs (docs/competition.md §5)
@@ -170,20 +184,9 @@ def layout_config_features(layout: Any) -> np.ndarray:
     return out
 
 
-def usable_layout_runs(record: Any) -> list[Any]:
-    """Runs with a module config, no error and a profile; none when no default run exists."""
-    runs = [r for r in record.runs if r.HasField("module_config") and not r.error
-            and r.HasField("profile")]
-    return runs if any(r.is_default for r in runs) else []
-
-
-def usable_tile_runs(record: Any) -> list[Any]:
-    """Runs without error and with a measured time (> 1 ns)."""
-    return [r for r in record.runs if not r.error and r.profile.compute_time_ns > 1]
-
-
 def layout_record_arrays(record: Any) -> dict[str, np.ndarray]:
-    """All npz arrays of a layout ``ModuleTuningData`` (usable runs only)."""
+    """All npz arrays of a layout ``ModuleTuningData``: its runs with a module config, no error
+    and a profile (none when no default run exists)."""
     arrays = module_arrays(record.module)
     n = arrays["node_feat"].shape[0]
     ids = np.asarray(record.config_index_to_node, dtype=np.int64)
@@ -191,7 +194,9 @@ def layout_record_arrays(record: Any) -> dict[str, np.ndarray]:
         raise ValueError("layout record has no config_index_to_node")
     if ids.max() >= n:
         raise ValueError(f"config_index_to_node refers to node {ids.max()} of {n}")
-    runs = usable_layout_runs(record)
+    runs = [r for r in record.runs if r.HasField("module_config") and not r.error
+            and r.HasField("profile")]
+    runs = runs if any(r.is_default for r in runs) else []
     feats = np.full((len(runs), len(ids), LAYOUT_CONFIG_DIM), -1, dtype=np.float32)
     for c, run in enumerate(runs):
         cfg = layout_config_features(run.module_config.layout_config)
@@ -204,35 +209,142 @@ def layout_record_arrays(record: Any) -> dict[str, np.ndarray]:
 
 
 def tile_record_arrays(record: Any) -> dict[str, np.ndarray] | None:
-    """All npz arrays of one tile kernel, or None when the record is skipped (as the official
-    iterator does): a single run, no module, a run without tile config, or no default run."""
+    """All npz arrays of one tile kernel (its runs without error and with a measured time > 1 ns),
+    or None when the record is skipped (as the official iterator does): a single run, no module,
+    a run without tile config, or no default run."""
     if len(record.runs) <= 1 or not record.HasField("module"):
         return None
     if any(not r.op_config.HasField("tile_size_config") for r in record.runs):
         return None
-    runs = usable_tile_runs(record)
+    runs = [r for r in record.runs if not r.error and r.profile.compute_time_ns > 1]
     default = next((r for r in runs if r.is_default), None)
     if default is None:
         return None
     arrays = module_arrays(record.module)
     arrays.update(
-        config_feat=np.stack([tile_config_features(r.op_config.tile_size_config) for r in runs])
-        if runs else np.zeros((0, TILE_CONFIG_DIM), np.float32),
+        config_feat=np.stack([tile_config_features(r.op_config.tile_size_config) for r in runs]),
         config_runtime=np.asarray([r.profile.compute_time_ns for r in runs], np.int64),
         config_runtime_normalizers=np.full(len(runs), default.profile.compute_time_ns, np.int64))
     return arrays
 
 
-def is_tile_record(record: Any) -> bool:
-    return any(r.HasField("op_config") for r in record.runs)
+# ---------------------------------------------------------------- new programs and files
+
+def configurable_nodes(module: Any, opcodes: Sequence[str] = DEFAULT_CONFIGURABLE,
+                       extra_nodes: Sequence[int] = ()) -> np.ndarray:
+    """Flat indices of nodes whose opcode is in ``opcodes`` plus ``extra_nodes`` (sorted, unique)."""
+    table = opcode_ids()
+    ops = module_opcodes(module)
+    wanted = [table[o] for o in opcodes if o in table]
+    ids = set(np.flatnonzero(np.isin(ops, wanted)).tolist()) | {int(n) for n in extra_nodes}
+    bad = [n for n in ids if not 0 <= n < len(ops)]
+    if bad:
+        raise ValueError(f"configurable node ids out of range 0..{len(ops) - 1}: {bad[:5]}")
+    return np.asarray(sorted(ids), dtype=np.int64)
 
 
-def is_layout_record(record: Any) -> bool:
-    return any(r.HasField("module_config") for r in record.runs)
+def module_to_arrays(module: Any, config_node_ids: Sequence[int] | None = None,
+                     node_config_feat: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Layout npz arrays for a module without measurements (a new program to rank).
+
+    ``config_node_ids`` defaults to the convolution/dot/reshape nodes; ``node_config_feat``
+    defaults to one config, the compiler's default (all -1). Runtimes are 0 (as in test files).
+    """
+    arrays = module_arrays(module)
+    ids = (configurable_nodes(module) if config_node_ids is None
+           else np.asarray(config_node_ids, dtype=np.int64))
+    if node_config_feat is None:
+        node_config_feat = np.full((1, len(ids), LAYOUT_CONFIG_DIM), -1, np.float32)
+    node_config_feat = np.asarray(node_config_feat, dtype=np.float32)
+    if node_config_feat.shape[1:] != (len(ids), LAYOUT_CONFIG_DIM):
+        raise ValueError(f"node_config_feat shape {node_config_feat.shape} does not match "
+                         f"{len(ids)} configurable nodes")
+    arrays.update(node_config_ids=ids, node_config_feat=node_config_feat,
+                  config_runtime=np.zeros(len(node_config_feat), np.int64))
+    return arrays
 
 
-def operand_shapes(index: ModuleIndex, node: int) -> list[tuple[int, ...]]:
-    """Logical shapes of the operands of ``node`` (in operand order, duplicates kept)."""
-    inst, comp = index.instructions[node], index.computation_of[node]
-    return [tuple(int(d) for d in index.instructions[index.operand_node(comp.id, o)]
-                  .shape.dimensions) for o in inst.operand_ids]
+def module_to_graph(module: Any, config_node_ids: Sequence[int] | None = None,
+                    node_config_feat: np.ndarray | None = None,
+                    path: Path | None = None) -> Graph:
+    """A :class:`features.io.Graph` (layout kind) for ``module``; see :func:`module_to_arrays`."""
+    return graph_from_arrays(module_to_arrays(module, config_node_ids, node_config_feat), path)
+
+
+@dataclass(frozen=True)
+class Converted:
+    """One npz written by :func:`convert_file`."""
+
+    path: Path
+    kind: str  # "tile" or "layout"
+    module: str
+    num_nodes: int
+    num_configs: int
+
+
+def convert_file(pb_path: str | os.PathLike, out_dir: str | os.PathLike, split: str = "train",
+                 tile_collection: str = TILE_COLLECTION,
+                 layout_collection: str = LAYOUT_COLLECTION) -> list[Converted]:
+    """Write every usable record of ``pb_path`` as npz under ``out_dir/npz_all/npz/...`` (Kaggle layout).
+
+    Stems: ``<file stem>`` for a layout record or a plain module, ``<file stem>__<kernel>`` for
+    the records of a TuningData (as in ``real-tpu/reference``). A record without runs is just the
+    program (one default config, runtime 0); tile kernels the official iterator skips are left out.
+    """
+    pf = read_proto(pb_path)
+    name = Path(pb_path).name
+    stem = name.split(".pb")[0] if name.endswith(".pb") else Path(pb_path).stem
+    records = []  # every record converted before the first file is written
+    for rec in pf.modules():
+        rec_stem = f"{stem}__{rec.module.name}" if pf.kind == "TuningData" else stem
+        if len(rec.runs) == 0:
+            records.append(("layout", rec_stem, module_to_arrays(rec.module)))
+        elif any(r.HasField("op_config") for r in rec.runs):
+            records.append(("tile", rec_stem, tile_record_arrays(rec)))
+        elif any(r.HasField("module_config") for r in rec.runs):
+            records.append(("layout", rec_stem, layout_record_arrays(rec)))
+        else:
+            raise ValueError(f"{pb_path}: record {rec.module.name!r} has neither tile nor "
+                             "layout runs")
+    written = []
+    for kind, rec_stem, arrays in records:
+        if arrays is None:  # a skipped tile kernel
+            continue
+        coll = get_collection(tile_collection if kind == "tile" else layout_collection)
+        if coll.is_tile != (kind == "tile"):
+            raise ValueError(f"collection {coll.name} does not hold {kind} records")
+        path = coll.split_dir(Path(out_dir), split) / f"{rec_stem}.npz"
+        save_npz(path, **arrays)
+        written.append(Converted(path, kind, rec_stem, int(arrays["node_feat"].shape[0]),
+                                 int(arrays["config_runtime"].shape[0])))
+    return written
+
+
+# ---------------------------------------------------------------- exact dot dims
+
+def _ints(values: Any) -> tuple[int, ...]:
+    return tuple(int(v) for v in values)
+
+
+def module_dot_dims(module: Any, index: ModuleIndex | None = None) -> dict[int, DotDims]:
+    """DotDims of every ``dot`` node of an HloModuleProto, by flat node index."""
+    index = index or index_module(module)
+    out: dict[int, DotDims] = {}
+    for node, inst in enumerate(index.instructions):
+        if inst.opcode != "dot":
+            continue
+        shapes = operand_shapes(index, node)
+        if len(shapes) < 2:
+            raise ValueError(f"dot {inst.name!r} has {len(shapes)} operands")
+        dn = inst.dot_dimension_numbers
+        out[node] = DotDims(lhs_contracting=_ints(dn.lhs_contracting_dimensions),
+                            rhs_contracting=_ints(dn.rhs_contracting_dimensions),
+                            lhs_batch=_ints(dn.lhs_batch_dimensions),
+                            rhs_batch=_ints(dn.rhs_batch_dimensions),
+                            lhs_shape=shapes[0], rhs_shape=shapes[1])
+    return out
+
+
+def exact_dot_dims(pb_path: str | os.PathLike, name: str | None = None) -> dict[int, DotDims]:
+    """DotDims of every ``dot`` node of the module in ``pb_path`` (any raw proto kind)."""
+    return module_dot_dims(read_module(pb_path, name=name))

@@ -1,9 +1,7 @@
 """The 140 node features of one HLO instruction (docs/competition.md §4) — the one featurizer of tpurank.
 
-Both producers of node features call :func:`node_features`: ``features.hlo.convert`` (from an
-``HloInstructionProto``, which reproduces the official release's arrays exactly) and the sample
-generator ``features.sample.hlo.featurize`` (from its own graph nodes). Each fills an
-:class:`InstructionFacts` — plain sequences, no protobuf — so the encoding itself exists once.
+``features.hlo.convert`` (from an ``HloInstructionProto``) and the sample generator both fill an
+:class:`InstructionFacts` (plain sequences, no protobuf), so the encoding itself exists once.
 
 Encoding (the official fixed-length one): a per-dimension field keeps its ``lead`` leading values
 (0-padded) and, for most fields, the sum and the product of *all* its values (product 1 when the
@@ -86,16 +84,8 @@ EMPTY_ROW = _empty_row()
 
 def _put(f: list[float], start: int, values: Sequence[int], lead: int, aggregate: bool) -> None:
     """Write ``encode_dims(values, lead, aggregate)`` at ``start`` (an empty field is already there)."""
-    if not len(values):
-        return
-    vals = [int(v) for v in values]
-    f[start:start + min(lead, len(vals))] = [float(v) for v in vals[:lead]]
-    if aggregate:
-        prod = 1
-        for v in vals:
-            prod *= v
-        f[start + lead] = float(sum(vals))
-        f[start + lead + 1] = float(prod)
+    if len(values):
+        f[start:start + lead + (2 if aggregate else 0)] = encode_dims(values, lead, aggregate)
 
 
 def node_features(facts: InstructionFacts) -> list[float]:

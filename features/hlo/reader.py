@@ -2,11 +2,9 @@
 ``HloModuleProto`` files (e.g. from ``jax.jit(f).lower(...).compiler_ir('hlo')
 .as_serialized_hlo_module_proto()``).
 
-The three messages cannot be told apart from the wire format alone (all start with a
-length-delimited field 1), so :func:`read_proto` parses the file as each kind and keeps the one
-whose *content* makes sense (computations with named instructions and opcodes). Unknown fields
-are tolerated; truncated files and files of another type raise :class:`HloProtoError` naming the
-file.
+The three cannot be told apart on the wire (all start with a length-delimited field 1), so
+:func:`read_proto` keeps the kind whose *content* makes sense. Unknown fields are tolerated;
+truncated files and files of another type raise :class:`HloProtoError` naming the file.
 """
 
 from __future__ import annotations
@@ -90,8 +88,6 @@ def parse_bytes(data: bytes, kind: str, name: str = "<bytes>", with_runs: bool =
 
     ``with_runs=False`` skips the tuning runs (kept as unparsed bytes): much faster for big records.
     """
-    if kind not in KINDS:
-        raise ValueError(f"unknown proto kind {kind!r}; expected one of {KINDS}")
     cls_name = kind if with_runs or kind == "HloModuleProto" else kind + "Header"
     try:
         msg = message_class(cls_name).FromString(data)
@@ -104,20 +100,15 @@ def parse_bytes(data: bytes, kind: str, name: str = "<bytes>", with_runs: bool =
     return msg
 
 
-def read_proto(path: str | os.PathLike, kind: str | None = None,
-               with_runs: bool = True) -> ProtoFile:
-    """Read a raw proto file; ``kind=None`` detects TuningData / ModuleTuningData / HloModuleProto.
-
-    ``with_runs=False`` leaves the tuning runs unparsed (enough to build the graph).
-    """
+def read_proto(path: str | os.PathLike, with_runs: bool = True) -> ProtoFile:
+    """Read a raw proto file, detecting TuningData / ModuleTuningData / HloModuleProto;
+    ``with_runs=False`` leaves the tuning runs unparsed (enough to build the graph)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     data = path.read_bytes()
     if not data:
         raise HloProtoError(f"{path}: empty file")
-    if kind is not None:
-        return ProtoFile(path, kind, parse_bytes(data, kind, str(path), with_runs))
     decode_failed, wrong_content = [], []
     for candidate in ("ModuleTuningData", "TuningData", "HloModuleProto"):
         try:

@@ -13,13 +13,7 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool
 
-try:  # protobuf >= 4.21
-    from google.protobuf.message_factory import GetMessageClass as _get_message_class
-except ImportError:  # pragma: no cover - very old protobuf
-    from google.protobuf.message_factory import MessageFactory
-
-    def _get_message_class(desc):  # type: ignore[no-redef]
-        return MessageFactory().GetPrototype(desc)
+from google.protobuf.message_factory import GetMessageClass
 
 FDP = descriptor_pb2.FieldDescriptorProto
 T_INT64, T_UINT64, T_INT32, T_BOOL = FDP.TYPE_INT64, FDP.TYPE_UINT64, FDP.TYPE_INT32, FDP.TYPE_BOOL
@@ -30,13 +24,11 @@ REP, OPT = FDP.LABEL_REPEATED, FDP.LABEL_OPTIONAL
 Field = tuple[str, int, int, int, "str | None"]
 
 XLA_MESSAGES: dict[str, list[Field]] = {
-    "LayoutProto": [("minor_to_major", 1, T_INT64, REP, None),
-                    ("memory_space", 8, T_INT64, OPT, None)],
+    "LayoutProto": [("minor_to_major", 1, T_INT64, REP, None)],
     "ShapeProto": [("element_type", 2, T_INT32, OPT, None),  # PrimitiveType enum, read as int
                    ("dimensions", 3, T_INT64, REP, None),
                    ("tuple_shapes", 4, T_MSG, REP, ".xla.ShapeProto"),
-                   ("layout", 5, T_MSG, OPT, ".xla.LayoutProto"),
-                   ("is_dynamic_dimension", 6, T_BOOL, REP, None)],
+                   ("layout", 5, T_MSG, OPT, ".xla.LayoutProto")],
     "WindowDimension": [("size", 1, T_INT64, OPT, None), ("stride", 2, T_INT64, OPT, None),
                         ("padding_low", 3, T_INT64, OPT, None),
                         ("padding_high", 4, T_INT64, OPT, None),
@@ -52,28 +44,14 @@ XLA_MESSAGES: dict[str, list[Field]] = {
         ("input_feature_dimension", 8, T_INT64, OPT, None),
         ("output_batch_dimension", 9, T_INT64, OPT, None),
         ("output_feature_dimension", 10, T_INT64, OPT, None),
-        ("input_spatial_dimensions", 11, T_INT64, REP, None),
-        ("output_spatial_dimensions", 12, T_INT64, REP, None)],
+        ("input_spatial_dimensions", 11, T_INT64, REP, None)],
     "PaddingConfigDimension": [("edge_padding_low", 1, T_INT64, OPT, None),
-                               ("edge_padding_high", 2, T_INT64, OPT, None),
-                               ("interior_padding", 3, T_INT64, OPT, None)],
+                               ("edge_padding_high", 2, T_INT64, OPT, None)],
     "PaddingConfig": [("dimensions", 1, T_MSG, REP, ".xla.PaddingConfigDimension")],
     "DotDimensionNumbers": [("lhs_contracting_dimensions", 1, T_INT64, REP, None),
                             ("rhs_contracting_dimensions", 2, T_INT64, REP, None),
                             ("lhs_batch_dimensions", 3, T_INT64, REP, None),
                             ("rhs_batch_dimensions", 4, T_INT64, REP, None)],
-    "GatherDimensionNumbers": [("offset_dims", 1, T_INT64, REP, None),
-                               ("collapsed_slice_dims", 2, T_INT64, REP, None),
-                               ("start_index_map", 4, T_INT64, REP, None),
-                               ("index_vector_dim", 5, T_INT64, OPT, None),
-                               ("operand_batching_dims", 6, T_INT64, REP, None),
-                               ("start_indices_batching_dims", 7, T_INT64, REP, None)],
-    "ScatterDimensionNumbers": [("update_window_dims", 1, T_INT64, REP, None),
-                                ("inserted_window_dims", 2, T_INT64, REP, None),
-                                ("scatter_dims_to_operand_dims", 3, T_INT64, REP, None),
-                                ("index_vector_dim", 4, T_INT64, OPT, None),
-                                ("input_batching_dims", 5, T_INT64, REP, None),
-                                ("scatter_indices_batching_dims", 6, T_INT64, REP, None)],
     "SliceDimensions": [("start", 1, T_INT64, OPT, None), ("limit", 2, T_INT64, OPT, None),
                         ("stride", 3, T_INT64, OPT, None)],
     "HloInstructionProto": [
@@ -81,7 +59,6 @@ XLA_MESSAGES: dict[str, list[Field]] = {
         ("opcode", 2, T_STRING, OPT, None),
         ("shape", 3, T_MSG, OPT, ".xla.ShapeProto"),
         ("parameter_number", 9, T_INT64, OPT, None),
-        ("tuple_index", 13, T_INT64, OPT, None),
         ("dimensions", 14, T_INT64, REP, None),
         ("window", 15, T_MSG, OPT, ".xla.Window"),
         ("convolution_dimension_numbers", 16, T_MSG, OPT, ".xla.ConvolutionDimensionNumbers"),
@@ -89,13 +66,9 @@ XLA_MESSAGES: dict[str, list[Field]] = {
         ("dynamic_slice_sizes", 20, T_INT64, REP, None),
         ("padding_config", 21, T_MSG, OPT, ".xla.PaddingConfig"),
         ("dot_dimension_numbers", 30, T_MSG, OPT, ".xla.DotDimensionNumbers"),
-        ("gather_dimension_numbers", 33, T_MSG, OPT, ".xla.GatherDimensionNumbers"),
-        ("gather_slice_sizes", 34, T_INT64, REP, None),
         ("id", 35, T_INT64, OPT, None),
         ("operand_ids", 36, T_INT64, REP, None),
-        ("control_predecessor_ids", 37, T_INT64, REP, None),
         ("called_computation_ids", 38, T_INT64, REP, None),
-        ("scatter_dimension_numbers", 48, T_MSG, OPT, ".xla.ScatterDimensionNumbers"),
         ("feature_group_count", 50, T_INT64, OPT, None),
         ("batch_group_count", 58, T_INT64, OPT, None),
         ("is_stable", 60, T_BOOL, OPT, None)],
@@ -104,7 +77,6 @@ XLA_MESSAGES: dict[str, list[Field]] = {
                             ("id", 5, T_INT64, OPT, None),
                             ("root_id", 6, T_INT64, OPT, None)],
     "HloModuleProto": [("name", 1, T_STRING, OPT, None),
-                       ("entry_computation_name", 2, T_STRING, OPT, None),
                        ("computations", 3, T_MSG, REP, ".xla.HloComputationProto"),
                        ("id", 5, T_INT64, OPT, None),
                        ("entry_computation_id", 6, T_INT64, OPT, None)],
@@ -114,8 +86,7 @@ XLA_MESSAGES: dict[str, list[Field]] = {
 TPU_GRAPHS_MESSAGES: dict[str, list[Field]] = {
     "TileSizeConfig": [("kernel_bounds", 1, T_INT64, REP, None),
                        ("output_bounds", 2, T_INT64, REP, None),
-                       ("input_bounds", 3, T_INT64, REP, None),
-                       ("iteration_bounds", 4, T_INT64, REP, None)],
+                       ("input_bounds", 3, T_INT64, REP, None)],
     "HloOpConfig": [("tile_size_config", 1, T_MSG, OPT, ".tpu_graphs.TileSizeConfig")],
     "TensorLayoutConfig": [("dims", 1, T_INT32, REP, None)],
     "NodeLayoutConfig": [("tensors", 1, T_MSG, REP, ".tpu_graphs.TensorLayoutConfig")],
@@ -127,19 +98,16 @@ TPU_GRAPHS_MESSAGES: dict[str, list[Field]] = {
                       ("profile", 4, T_MSG, OPT, ".xla.ExecutionProfile"),
                       ("is_default", 5, T_BOOL, OPT, None)],
     "ModuleTuningData": [("module", 1, T_MSG, OPT, ".xla.HloModuleProto"),
-                         ("fingerprint", 2, T_UINT64, OPT, None),
                          ("runs", 3, T_MSG, REP, ".tpu_graphs.ConfigProfile"),
                          ("config_index_to_node", 4, T_UINT64, REP, None)],
     "TuningData": [("modules", 1, T_MSG, REP, ".tpu_graphs.ModuleTuningData")],
     # The same records without ``runs``: what reading only the graph needs. A layout record can
     # hold 100k runs; left unparsed they stay raw bytes (unknown fields) instead of 100k objects.
     "ModuleTuningDataHeader": [("module", 1, T_MSG, OPT, ".xla.HloModuleProto"),
-                               ("fingerprint", 2, T_UINT64, OPT, None),
                                ("config_index_to_node", 4, T_UINT64, REP, None)],
     "TuningDataHeader": [("modules", 1, T_MSG, REP, ".tpu_graphs.ModuleTuningDataHeader")],
 }
 
-# Singular message fields need presence (``HasField``): proto3 gives it to message fields anyway;
 # ``oneof config`` of ConfigProfile is not needed to read it, so it is left out.
 
 
@@ -166,7 +134,7 @@ def _classes() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for package, messages in (("xla", XLA_MESSAGES), ("tpu_graphs", TPU_GRAPHS_MESSAGES)):
         for msg_name in messages:
-            out[msg_name] = _get_message_class(pool.FindMessageTypeByName(f"{package}.{msg_name}"))
+            out[msg_name] = GetMessageClass(pool.FindMessageTypeByName(f"{package}.{msg_name}"))
     return out
 
 

@@ -31,7 +31,7 @@ def load_pipeline(work: str | Path, collection: Collection, seed: int | None = N
                   device: str = "cpu") -> tuple[Any, Any, Any, Any]:
     """``(model, gnn_cfg, build_cfg, norm)`` of the trained pipeline under ``work``."""
     from features.buildconfig import BuildConfig
-    from features.norm import load_norm
+    from features.processed import load_norm
     from tpurank.config import load_run_config
     from models.gnn import load_trained
 

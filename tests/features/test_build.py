@@ -13,13 +13,12 @@ import pytest
 from bigfile import layout_arrays, write_mini_root
 from features.build import build_features, load_build_config
 from features.buildconfig import BuildConfig
-from features.norm import load_norm
 from features.stages import node_feature_names, process_graph
 from tpurank.collections import COLLECTIONS, get_collection
 from features.heuristic import log_costs, rank_fraction
 from features.io import discover, load_npz
 from features import tabular as tab
-from features.processed import graph_dir, iter_processed, load_processed, tabular_path
+from features.processed import graph_dir, iter_processed, load_norm, load_processed, tabular_path
 
 LAYOUT = get_collection("layout:xla:random")
 
@@ -248,7 +247,7 @@ def _snapshot(fd: Path) -> dict[str, object]:
     """Every processed array and tabular frame of a feature directory (paths made relative)."""
     snap: dict[str, object] = {}
     for meta in sorted(fd.glob("*/graphs/*/*/meta.json")):
-        pg = load_processed(meta.parent, mmap=False)
+        pg = load_processed(meta.parent)
         key = str(meta.parent.relative_to(fd))
         for name in ("node_feat", "node_opcode", "edge_index", "orig_node_ids", "config_index",
                      "config_node_pos", "target"):

@@ -1,4 +1,4 @@
-"""The feature cache knows its code (features.buildcode) and one table of node blocks
+"""The feature cache knows its code (features.buildconfig) and one table of node blocks
 (features.stages.NODE_BLOCKS) makes the node features, their names and the key's flags."""
 
 from __future__ import annotations
@@ -14,11 +14,14 @@ from pathlib import Path
 import numpy as np
 from bigfile import write_mini_root
 
-from features.buildcode import build_modules
+from features.buildconfig import build_modules
 from features.buildconfig import BuildConfig
 from features.io import load_npz
-from features.stages import NODE_BLOCKS, NODE_FLAGS, node_feature_names, node_stage
+from features.stages import NODE_BLOCKS, node_feature_names, node_stage
 from tpurank.collections import get_collection
+
+#: the BuildConfig fields that switch node blocks on or off
+NODE_FLAGS = tuple(dict.fromkeys(b.flag for b in NODE_BLOCKS if b.flag))
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYOUT = get_collection("layout:xla:random")
@@ -27,7 +30,7 @@ LAYOUT = get_collection("layout:xla:random")
 def test_the_build_path_is_read_from_the_imports() -> None:
     modules = build_modules()
     for module in ("features.tasks", "features.stages", "features.transforms", "features.pruning",
-                   "features.dot_features", "features.tabular", "features.repair", "features.hlo.exact"):
+                   "features.dot_features", "features.tabular", "features.repair", "features.hlo.convert"):
         assert module in modules, module
     assert not {"features.sample", "features.validate", "features.build"} & set(modules)
 

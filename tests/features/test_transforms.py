@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from features import columns, dot_features, pruning
 from features import transforms as tf
-from features.dotdims import DotDims
+from features.dot_features import DotDims
 
 OP = columns.opcode_ids()
 

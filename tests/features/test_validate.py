@@ -15,7 +15,7 @@ from bigfile import layout_arrays, tile_arrays, write_mini_root
 from features.io import BadGraphError
 from features import repair
 from features.validate import check_file, repairs_of, validate_file
-from features.validate_report import load_bad_files
+from features.validate import load_bad_files
 
 Arrays = dict[str, np.ndarray]
 

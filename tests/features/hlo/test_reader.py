@@ -65,11 +65,6 @@ def test_wrong_message_type(tmp_path):
         read_proto(tmp_path / "missing.pb")
 
 
-def test_forced_kind_mismatch(tmp_path, shared_data):
-    with pytest.raises(HloProtoError, match="not a valid HloModuleProto|cannot parse as HloModuleProto"):
-        read_proto(shared_data / "real-tpu" / "op_tuning_data.pb", kind="HloModuleProto")
-
-
 def test_several_modules_need_a_name(shared_data):
     path = shared_data / "real-tpu" / "op_tuning_data.pb"
     with pytest.raises(HloProtoError, match="15 modules"):
