@@ -17,9 +17,9 @@ from tpurank.collections import on_kaggle
 def planner(run: Run):
     """The planned run of ``run`` (its budget > 0), made on first use: stages run in this process."""
     if run.planner is None:
-        from ensemble.run import PlannedRun, config_for
+        from ensemble.run import PlannedRun
 
-        run.planner = PlannedRun(run, config_for(run))
+        run.planner = PlannedRun(run)
     return run.planner
 
 

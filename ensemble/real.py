@@ -163,20 +163,6 @@ def trained_models(base: Path, marker: str) -> dict[int, list[Path]]:
     return found
 
 
-def seed_scores(model: str, label: str, graphs: Sequence[RealGraph], coll: Collection,
-                per_seed: dict[int, dict[str, np.ndarray]], notes: list[str]) -> Scores:
-    """Scores of a model's seeds (each one fold ensemble), the mean over seeds per graph."""
-    scored = {seed: {g.stem: graph_score(g, costs[g.stem]) for g in graphs}
-              for seed, costs in per_seed.items()}
-    per_graph = {g.stem: float(np.mean([s[g.stem] for s in scored.values()])) for g in graphs}
-    means = {seed: float(np.mean(list(s.values()))) for seed, s in scored.items()}
-    spread = float(np.std(list(means.values()))) if len(means) > 1 else None
-    each = f" (per seed {', '.join(f'{m:.4f}' for m in means.values())})" if len(means) > 1 else ""
-    return Scores(model, label, per_graph, spread=spread,
-                  note=f"{coll.name} models, seeds {sorted(per_seed)}: " + "; ".join(notes) + each,
-                  costs=per_seed)
-
-
 @dataclass
 class Records:
     """The real records of one collection as a ranker reads them (:meth:`Ranker.real_costs`):
@@ -232,7 +218,16 @@ def model_scores(model: str, work: Path, graphs: Sequence[RealGraph], coll: Coll
         units = f"{len(dirs)} fold models averaged" if len(dirs) > 1 else "one model"
         notes.append(f"seed {seed}: " + ", ".join(
             [*([note] if note else []), units, *([f"constant on {flat} graph(s)"] if flat else [])]))
-    return seed_scores(model, label, graphs, coll, per_seed, notes)
+    # each seed's fold ensemble scored; per graph the mean over seeds
+    scored = {seed: {g.stem: graph_score(g, costs[g.stem]) for g in graphs}
+              for seed, costs in per_seed.items()}
+    per_graph = {g.stem: float(np.mean([s[g.stem] for s in scored.values()])) for g in graphs}
+    means = [float(np.mean(list(s.values()))) for s in scored.values()]
+    spread = float(np.std(means)) if len(means) > 1 else None
+    each = f" (per seed {', '.join(f'{m:.4f}' for m in means)})" if len(means) > 1 else ""
+    return Scores(model, label, per_graph, spread=spread,
+                  note=f"{coll.name} models, seeds {sorted(per_seed)}: " + "; ".join(notes) + each,
+                  costs=per_seed)
 
 
 #: what a scorer may raise for a missing or incompatible model (reported as a gap, not a crash)
@@ -351,15 +346,9 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from tpurank.config import StageConfig, default_work
-
-    stage = StageConfig()
     p = argparse.ArgumentParser(prog="python -m ensemble real", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--work", default="", help="the trained run's WORK (default: work/<data-name>-<preset>, "
-                                              f"as every stage: {stage.work})")
-    p.add_argument("--data", default=stage.data, help="the run's data root (only names the default --work)")
-    p.add_argument("--preset", default=stage.preset, help="the run's preset (only names the default --work)")
+    p.add_argument("--work", required=True, help="the trained run's WORK")
     p.add_argument("--records", metavar="DIR", default=str(REAL_DATA),
                    help="folder holding real-tpu/ (default: the repository's data/)")
     p.add_argument("--models", default="", help="comma list of trained models to score (default: every "
@@ -370,11 +359,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--skip-missing", action="store_true",
                    help="exit 0 with a note when the real records are not there (an install "
                         "without the repository's data/, e.g. Kaggle)")
-    args = p.parse_args(sys.argv[1:] if argv is None else argv)
-    work = args.work or default_work(args.data, args.preset)
+    args = p.parse_args(argv)
     models = [m.strip() for m in args.models.split(",") if m.strip()] or None
     try:
-        report = evaluate(work, args.records, models, args.draws, args.seed, args.device)
+        report = evaluate(args.work, args.records, models, args.draws, args.seed, args.device)
     except FileNotFoundError as exc:
         if args.skip_missing and not (Path(args.records) / "real-tpu").is_dir():
             print(f"ensemble real: skipped, no real TPU records ({exc})")
@@ -382,7 +370,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(format_report(report))
-    print(f"-> {Path(work) / 'reports' / 'real' / 'real_eval.json'}")
+    print(f"-> {Path(args.work) / 'reports' / 'real' / 'real_eval.json'}")
     return 0
 
 

@@ -20,9 +20,8 @@ from tpurank.config import parse_config, run_metadata
 from models.metrics import graph_score
 from models.predictions import model_runs, read_model_predictions
 
-from ensemble.weights import BLEND_MODEL, BlendConfig
 from ensemble.truth import truth as read_truth
-from ensemble.weights import WORST_FRACTION, tail_mean
+from ensemble.weights import BLEND_MODEL, WORST_FRACTION, BlendConfig, tail_mean
 
 BASELINE_MODEL = "baseline"
 MAX_SCATTER_POINTS = 5000
@@ -96,10 +95,9 @@ def plot_per_graph(coll: Collection, scores: Mapping[str, Mapping[str, float]], 
     fig, ax = plt.subplots(figsize=(6, 3.4))
     for model, per_graph in scores.items():
         ax.plot(np.sort(list(per_graph.values()))[::-1], label=model)
-    ax.set_xlabel("graphs, sorted by score")
     ax.axhline(0, color="black", lw=0.5)
-    ax.set_ylabel("top-5 score" if coll.is_tile else "Kendall τ")
-    ax.set_title(f"{coll.name}: per-graph valid score")
+    ax.set(xlabel="graphs, sorted by score", ylabel="top-5 score" if coll.is_tile else "Kendall τ",
+           title=f"{coll.name}: per-graph valid score")
     ax.legend(fontsize=8)
     _save(fig, path)
 
@@ -117,8 +115,7 @@ def plot_rank_scatter(coll: Collection, preds: Mapping[str, np.ndarray], truth: 
         ax.scatter(true_rank, pred_rank, s=4, alpha=0.5)
         ax.set_title(f"{stem}\n{'score' if coll.is_tile else 'τ'}="
                      f"{graph_score(coll, preds[stem], truth[stem]):.3f}", fontsize=8)
-        ax.set_xlabel("true rank (1 = fastest)")
-        ax.set_ylabel("blend rank")
+        ax.set(xlabel="true rank (1 = fastest)", ylabel="blend rank")
     fig.suptitle(f"{coll.name}: blend vs truth (valid)", fontsize=9, y=1.08)
     _save(fig, path)
 
@@ -159,7 +156,7 @@ def _oof_blocks(summary: dict, models: Sequence[str], run_dir: Path) -> list[Blo
 
     rows, means = [], {}
     for c, o in colls.items():
-        n = o["n_graphs"] if o["n_graphs"] == o.get("n_labelled", o["n_graphs"]) else f"{o['n_graphs']} of {o['n_labelled']}"
+        n = o["n_graphs"] if o["n_graphs"] == o["n_labelled"] else f"{o['n_graphs']} of {o['n_labelled']}"
         spreads = [o["runs"].get(m, {}).get("spread") for m in models]
         rows.append([c, str(n), str(o["folds"]), *(pm(o["models"][m]) for m in models),
                      *(f"{pm(sp)} ({sp['runs']}×)" if sp else "—" for sp in spreads), pm(o["blend"]["scores"])])
@@ -382,7 +379,7 @@ def repaired_test_graphs(cfg: ReportConfig, summary: dict) -> list[list[str]]:
 
 def _weights_table(summary: dict, models: Sequence[str]) -> tuple:
     rows = [[c, "OOF" if s.get("protocol") == "oof" else "valid", s["fit"]["method"],
-             s["fit"].get("criterion", "mean"), str(s["fit"]["n_graphs"])]
+             s["fit"]["criterion"], str(s["fit"]["n_graphs"])]
             + [f"{s['weights'][m]:.2f}" for m in models]
             + [" / ".join(f"{a:.2f}" for a in s["fit"]["anchor"]) if s["fit"].get("anchor") else "equal",
                f"{s['fit']['alpha']:g}"]
@@ -411,34 +408,25 @@ def _shrink_table(summary: dict) -> tuple:
     alphas = sorted({a for s in summary["collections"].values() for a in s["fit"]["loo"]}, key=float)
     rows = []
     for c, s in summary["collections"].items():
-        fit, loo = s["fit"], s["fit"]["loo"]
-        cells = [c]
-        for a in alphas:
-            cell = f"{fit['in_sample'][a]:.4f} / {loo[a]:.4f}" if a in loo else "—"
-            if a in fit.get("loo_mean", {}):
-                cell += f" (mean {fit['loo_mean'][a]:.4f}, worst {fit['loo_worst'][a]:.4f})"
-            cells.append(cell)
-        rows.append(cells)
+        fit = s["fit"]
+        rows.append([c] + [f"{fit['in_sample'][a]:.4f} / {fit['loo'][a]:.4f} (mean {fit['loo_mean'][a]:.4f}, "
+                           f"worst {fit['loo_worst'][a]:.4f})" if a in fit["loo"] else "—" for a in alphas])
     return ("table", ["collection"] + [f"a={a}" for a in alphas], rows)
 
 
+def _markdown_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+#: block kind -> its Markdown, from the block's other items
+MARKDOWN = {"h1": lambda text: "# " + text, "h2": lambda text: "## " + text, "p": lambda text: text,
+            "pre": lambda text: f"```\n{text}\n```", "img": lambda file, caption: f"![{caption}]({file})",
+            "table": lambda header, rows: "\n".join([_markdown_row(header), "|" + "---|" * len(header)]
+                                                    + [_markdown_row(r) for r in rows])}
+
+
 def to_markdown(blocks: Sequence[Block]) -> str:
-    out = []
-    for block in blocks:
-        kind = block[0]
-        if kind in ("h1", "h2"):
-            out.append(("#" if kind == "h1" else "##") + " " + block[1])
-        elif kind == "p":
-            out.append(block[1])
-        elif kind == "pre":
-            out.append("```\n" + block[1] + "\n```")
-        elif kind == "img":
-            out.append(f"![{block[2]}]({block[1]})")
-        elif kind == "table":
-            header, rows = block[1], block[2]
-            out.append("\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-                                 + ["| " + " | ".join(r) + " |" for r in rows]))
-    return "\n\n".join(out) + "\n"
+    return "\n\n".join(MARKDOWN[kind](*rest) for kind, *rest in blocks) + "\n"
 
 
 def to_html(blocks: Sequence[Block], title: str) -> str:
@@ -449,20 +437,17 @@ def to_html(blocks: Sequence[Block], title: str) -> str:
         parts = text.split("**")
         return "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(parts))
 
-    body = []
-    for block in blocks:
-        kind = block[0]
-        if kind in ("h1", "h2", "p"):
-            body.append(f"<{kind}>{inline(block[1])}</{kind}>")
-        elif kind == "pre":
-            body.append(f"<pre>{html.escape(block[1])}</pre>")
-        elif kind == "img":
-            body.append(f'<figure><img src="{html.escape(block[1])}" alt="{html.escape(block[2])}">'
-                        f"<figcaption>{html.escape(block[2])}</figcaption></figure>")
-        elif kind == "table":
-            head = "".join(f"<th>{inline(h)}</th>" for h in block[1])
-            rows = "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>" for r in block[2])
-            body.append(f"<table><tr>{head}</tr>{rows}</table>")
+    def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+        head = "".join(f"<th>{inline(h)}</th>" for h in header)
+        body = "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>" for r in rows)
+        return f"<table><tr>{head}</tr>{body}</table>"
+
+    render = {"h1": lambda text: f"<h1>{inline(text)}</h1>", "h2": lambda text: f"<h2>{inline(text)}</h2>",
+              "p": lambda text: f"<p>{inline(text)}</p>", "pre": lambda text: f"<pre>{html.escape(text)}</pre>",
+              "img": lambda file, caption: f'<figure><img src="{html.escape(file)}" alt="{html.escape(caption)}">'
+                                           f"<figcaption>{html.escape(caption)}</figcaption></figure>",
+              "table": table}
+    body = [render[kind](*rest) for kind, *rest in blocks]
     style = ("body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse}"
              "td,th{border:1px solid #bbb;padding:2px 8px;text-align:right}img{max-width:100%}"
              "pre{background:#f4f4f4;padding:8px;overflow:auto;font-size:11px}")
