@@ -71,25 +71,6 @@ class Criterion:
         tail = np.sort(scores, axis=-1)[..., :k].mean(axis=-1)
         return (1 - self.tail_weight) * mean + self.tail_weight * tail
 
-    def leave_one_out(self, scores: np.ndarray) -> np.ndarray:
-        """``out[p, g]``: the criterion of row ``p`` of ``scores`` (points x graphs) over every
-        graph but ``g``, in O(points x graphs log graphs)."""
-        scores = np.asarray(scores, dtype=np.float64)
-        n = scores.shape[1]
-        mean = (scores.sum(axis=1, keepdims=True) - scores) / (n - 1)
-        if self.tail_weight == 0:
-            return mean
-        k = tail_count(n - 1, self.tail_fraction)
-        order = np.argsort(scores, axis=1, kind="stable")
-        ranked = np.take_along_axis(scores, order, axis=1)
-        rank = np.empty_like(order)
-        np.put_along_axis(rank, order, np.arange(n)[None, :].repeat(len(scores), 0), axis=1)
-        sum_k = ranked[:, :k].sum(axis=1, keepdims=True)
-        sum_k1 = sum_k + ranked[:, k:k + 1]  # k <= n - 1, so the (k+1)-th exists
-        # a left-out graph among the worst k is replaced by the (k+1)-th worst
-        tail = np.where(rank < k, sum_k1 - scores, sum_k) / k
-        return (1 - self.tail_weight) * mean + self.tail_weight * tail
-
 
 @dataclass
 class BlendConfig(StageConfig):
@@ -233,24 +214,19 @@ def fit_weights(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
     target = tail_anchor(model_tail)
     best_all = grid[_best_index(criterion.value(scores), grid, target)]
     folds = _fold_index(stems, groups)
-    best_rest: list[np.ndarray] = [np.empty(0)] * len(stems)
-    targets: list[np.ndarray] = [np.empty(0)] * len(stems)
-    if folds is not None:  # per graph, the grid optimum and the anchor of the other folds
-        for f in np.unique(folds):
-            rest = folds != f
-            t = tail_anchor(worst.value(singles[:, rest]))
-            w = grid[_best_index(criterion.value(scores[:, rest]), grid, t)]
-            for g in np.flatnonzero(~rest):
-                best_rest[g], targets[g] = w, t
-    else:  # ... of every other graph
-        loo_values = criterion.leave_one_out(scores)  # (p, g): each point's criterion without graph g
-        loo_tails = worst.leave_one_out(singles)  # (k, g)
-        for g in range(len(stems)):
-            targets[g] = tail_anchor(loo_tails[:, g])
-            best_rest[g] = grid[_best_index(loo_values[:, g], grid, targets[g])]
     result = FitResult([], 0.0, best_all.tolist(), len(stems), criterion=criterion.describe(),
                        anchor=target.tolist(), model_tail=model_tail.tolist(),
                        method="loo-shrinkage" if folds is None else "lofo-shrinkage")
+    if folds is None:  # leave-one-graph-out: every graph its own fold
+        folds = np.arange(len(stems))
+    best_rest: list[np.ndarray] = [np.empty(0)] * len(stems)
+    targets: list[np.ndarray] = [np.empty(0)] * len(stems)
+    for f in np.unique(folds):  # per graph, the grid optimum and the anchor of the other folds
+        rest = folds != f
+        t = tail_anchor(worst.value(singles[:, rest]))
+        w = grid[_best_index(criterion.value(scores[:, rest]), grid, t)]
+        for g in np.flatnonzero(~rest):
+            best_rest[g], targets[g] = w, t
     for alpha in alphas:
         loo = np.array([scorer.score((1 - alpha) * w + alpha * t, stem)
                         for w, t, stem in zip(best_rest, targets, stems)])
