@@ -36,9 +36,6 @@ from ensemble.truth import split_truth, test_sizes as ranked_and_tied
 from ensemble.weights import (BLEND_MODEL, BlendConfig, Criterion, FitResult, GraphScorer, _mean_score,
                               blend_costs, fit_weights)
 
-PROTOCOLS = ("auto", "oof", "valid")
-TILE_TOP5 = ("blend", "portfolio")
-
 
 def blend_collection(cfg: BlendConfig, coll: Collection) -> tuple[dict, dict[str, np.ndarray]]:
     """Fit the weights (out of fold, or on valid), hedge the tile top 5, blend the valid and test
@@ -208,10 +205,6 @@ def run_id(cfg: BlendConfig) -> str:
 
 def run_blend(cfg: BlendConfig) -> dict:
     """Blend every collection, write the submission (+ a copy in ``submissions/<run>/``), check it."""
-    if cfg.protocol not in PROTOCOLS:
-        raise ValueError(f"--protocol must be one of {PROTOCOLS}, got {cfg.protocol!r}")
-    if cfg.tile_top5 not in TILE_TOP5:
-        raise ValueError(f"--tile-top5 must be one of {TILE_TOP5}, got {cfg.tile_top5!r}")
     if cfg.norm not in NORMALISATIONS:
         raise ValueError(f"--norm must be one of {NORMALISATIONS}, got {cfg.norm!r}")
     if not cfg.model_list:

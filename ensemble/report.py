@@ -219,15 +219,12 @@ def _distribution_blocks(summary: dict, models: Sequence[str], valid: Mapping[st
     for c, s in summary["collections"].items():
         oof = s.get("oof")
         if oof:
-            per_coll[c] = {m: oof["models"][m]["per_graph"] for m in models
-                           if "per_graph" in oof["models"].get(m, {})}
-            if "per_graph" in oof.get("average", {}):  # the tile portfolio's weighted average
+            per_coll[c] = {m: oof["models"][m]["per_graph"] for m in models}
+            if "average" in oof:  # the tile portfolio's weighted average
                 per_coll[c][f"{BLEND_MODEL} (average)"] = oof["average"]["per_graph"]
-            if "per_graph" in oof["blend"]["scores"]:
-                per_coll[c][BLEND_MODEL] = oof["blend"]["scores"]["per_graph"]
+            per_coll[c][BLEND_MODEL] = oof["blend"]["scores"]["per_graph"]
         elif valid.get(c):
             per_coll[c] = dict(valid[c])
-    per_coll = {c: v for c, v in per_coll.items() if v}
     if not per_coll:
         return []
     blocks: list[Block] = [
@@ -286,8 +283,8 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
     blocks += _distribution_blocks(summary, models, details["valid"], run_dir)
     blocks.append(("h2", "Official valid split (mean per-graph official metric)"))
     if valid_means:
-        plot_collection_scores(valid_means, "valid", run_dir / "scores_valid.png")
         n_valid = {c: s["n_valid"] for c, s in summary["collections"].items()}
+        plot_collection_scores(valid_means, "valid", run_dir / "scores_valid.png")
         blocks += [("p", _valid_note(summary)), _mean_table(valid_means, shown, n_valid),
                    ("img", "scores_valid.png", "official valid score per collection")]
     else:
@@ -304,11 +301,11 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
                _shrink_table(summary)] + _portfolio_blocks(summary)
     if test_means:
         n_test = {c: len(next(iter(details["test"][c].values()))) for c in test_means}
-        plot_collection_scores(test_means, "hidden test (sample only)", run_dir / "scores_test.png")
         blocks += [("h2", "Hidden-test scores — generated sample only"),
                    ("p", "These runtimes exist only for generated samples and were never used to fit "
                          "or choose anything. Kaggle data has no such section."),
                    _mean_table(test_means, shown, n_test), ("img", "scores_test.png", "hidden test per collection")]
+        plot_collection_scores(test_means, "hidden test (sample only)", run_dir / "scores_test.png")
     blocks += [("h2", "Per-graph scores and rank scatter (valid)")] + graph_blocks
     plan = _plan_blocks(cfg)
     blocks += plan[0]

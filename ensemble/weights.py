@@ -7,7 +7,7 @@ import itertools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -82,11 +82,11 @@ class BlendConfig(StageConfig):
     grid_step: float = 0.1  # step of the simplex grid the blend weights are searched on
     alphas: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)  # shrinkages toward the anchor weights (equal over the models not worse on the tail), picked on held-out folds (OOF) or graphs (valid)
     max_fit_configs: int = 20_000  # graphs with more configs are scored on a fixed random subset of this many
-    protocol: str = "auto"  # auto = oof: fit on the models' out-of-fold predictions (stops naming a model without them) | valid: fit on the valid split (in-sample)
+    protocol: Literal["auto", "oof", "valid"] = "auto"  # auto = oof: fit on the models' out-of-fold predictions (stops naming a model without them) | valid: fit on the valid split (in-sample)
     tail_weight: float = 0.0  # layout: the selection criterion of weights and shrinkage is (1 - w) x mean + w x mean of the worst --tail-fraction of graphs (0 = the mean; chosen out of fold, BENCHMARKS.md)
     tile_tail_weight: float = 0.5  # the same w for tile, whose score is unbounded below (chosen out of fold, BENCHMARKS.md)
     tail_fraction: float = 0.1  # share of a collection's graphs that the criterion's tail term (and the shrinkage anchor) averages, at least one
-    tile_top5: str = "portfolio"  # tile top 5: portfolio (one of the five slots for each model, the rest to the better out of fold: 4 + 1 for two; ensemble.hedge, chosen out of fold, BENCHMARKS.md) | blend (the weighted average's)
+    tile_top5: Literal["blend", "portfolio"] = "portfolio"  # tile top 5: portfolio (one of the five slots for each model, the rest to the better out of fold: 4 + 1 for two; ensemble.hedge, chosen out of fold, BENCHMARKS.md) | blend (the weighted average's)
 
     PRESETS = {"quick": {}, "full": {}}
 
