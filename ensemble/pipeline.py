@@ -300,15 +300,11 @@ def blend_summary(work: str | os.PathLike) -> dict[str, Any]:
 
 def plot_validation_scores(work: str | os.PathLike):
     """Validation score per collection of each model and of the blend (grouped bars, a Figure)."""
-    from matplotlib.figure import Figure
-
-    from ensemble.report import draw_collection_scores
+    from ensemble.report import collection_scores_figure
 
     colls = blend_summary(work)["collections"]
-    fig = Figure(figsize=(max(6.0, 1.6 * len(colls)), 3.4), layout="constrained")
-    draw_collection_scores(fig.add_subplot(), {c: s.get("valid_score", {}) for c, s in colls.items()},
-                           "Validation score per collection (valid split)")
-    return fig
+    return collection_scores_figure({c: s["valid_score"] for c, s in colls.items()},
+                                    "Validation score per collection (valid split)")
 
 
 def submission_preview(path: str | os.PathLike, rows: int = 5, max_chars: int = 80) -> str:

@@ -104,8 +104,10 @@ class Plan:
     def deadline(self) -> float:
         return self.started_at + self.budget
 
+    HEADER = ["stage", "planned s", "given s", "actual s", "actual − planned", "how planned"]
+
     def rows(self) -> list[list[str]]:
-        """``stage, planned, given, actual, actual - planned, basis`` per stage."""
+        """A row of :attr:`HEADER` per stage."""
         def num(v: float | None) -> str:
             return "—" if v is None else f"{v:,.0f}"
 
@@ -119,8 +121,7 @@ class Plan:
 
     def table(self) -> str:
         """The plan as fixed-width text (printed at the start and at the end)."""
-        header = ["stage", "planned s", "given s", "actual s", "actual - planned", "basis"]
-        rows = [header] + self.rows()
+        rows = [self.HEADER] + self.rows()
         widths = [max(len(r[i]) for r in rows) for i in range(5)]
         lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in
                            enumerate(zip(r[:5], widths))) + "  " + r[5] for r in rows]

@@ -54,23 +54,23 @@ def per_graph_scores(cfg: ReportConfig, coll: Collection, models: Sequence[str],
     return out
 
 
-def _plt():
-    import matplotlib
+def _figure(width: float, height: float):
+    """A matplotlib Figure outside pyplot (no backend, nothing to close)."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return Figure(figsize=(width, height))
 
 
 def _save(fig, path: Path) -> None:
     with atomic_path(path, suffix=".png") as tmp:
         fig.savefig(tmp, format="png", dpi=90, bbox_inches="tight")
-    _plt().close(fig)
 
 
-def draw_collection_scores(ax, scores: Mapping[str, Mapping[str, float]], title: str) -> None:
-    """Grouped bars on ``ax``: x = collection, one bar per model (the blend last)."""
+def collection_scores_figure(scores: Mapping[str, Mapping[str, float]], title: str):
+    """Grouped bars: x = collection, one bar per model (the blend last); the report's and the
+    notebooks' (a Figure)."""
+    fig = _figure(max(6, 1.6 * len(scores)), 3.6)
+    ax = fig.subplots()
     colls = list(scores)
     models = sorted({m for s in scores.values() for m in s}, key=lambda m: (m == BLEND_MODEL, m))
     width = 0.8 / max(len(models), 1)
@@ -81,18 +81,13 @@ def draw_collection_scores(ax, scores: Mapping[str, Mapping[str, float]], title:
     ax.axhline(0, color="black", lw=0.5)
     ax.set(ylabel="score (tile: top-5 score, layout: Kendall τ)", title=title)
     ax.legend(fontsize=8)
-
-
-def plot_collection_scores(scores: Mapping[str, Mapping[str, float]], title: str, path: Path) -> None:
-    fig, ax = _plt().subplots(figsize=(max(6, 1.6 * len(scores)), 3.6))
-    draw_collection_scores(ax, scores, title)
-    _save(fig, path)
+    return fig
 
 
 def plot_per_graph(coll: Collection, scores: Mapping[str, Mapping[str, float]], path: Path) -> None:
     """Each model's per-graph scores, sorted (one curve per model)."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6, 3.4))
+    fig = _figure(6, 3.4)
+    ax = fig.subplots()
     for model, per_graph in scores.items():
         ax.plot(np.sort(list(per_graph.values()))[::-1], label=model)
     ax.axhline(0, color="black", lw=0.5)
@@ -105,8 +100,8 @@ def plot_per_graph(coll: Collection, scores: Mapping[str, Mapping[str, float]], 
 def plot_rank_scatter(coll: Collection, preds: Mapping[str, np.ndarray], truth: Mapping[str, np.ndarray],
                       stems: Sequence[str], path: Path) -> None:
     """Predicted rank vs true rank (blend) for a few graphs."""
-    plt = _plt()
-    fig, axes = plt.subplots(1, len(stems), figsize=(3.2 * len(stems), 3.2), squeeze=False)
+    fig = _figure(3.2 * len(stems), 3.2)
+    axes = fig.subplots(1, len(stems), squeeze=False)
     for ax, stem in zip(axes[0], stems):
         pred_rank, true_rank = rankdata(preds[stem]), rankdata(truth[stem])
         if len(pred_rank) > MAX_SCATTER_POINTS:  # 100k-config graphs: a fixed random subset
@@ -164,7 +159,7 @@ def _oof_blocks(summary: dict, models: Sequence[str], run_dir: Path) -> list[Blo
     final = [f"**{np.mean([means[c][m] for c in means]):.4f}**" for m in [*models, BLEND_MODEL]]
     rows.append(["**final (mean)**", str(sum(o["n_graphs"] for o in colls.values())), "", *final[:-1],
                  *[""] * len(models), final[-1]])
-    plot_collection_scores(means, "out-of-fold (blend: nested)", run_dir / "scores_oof.png")
+    _save(collection_scores_figure(means, "out-of-fold (blend: nested)"), run_dir / "scores_oof.png")
     return [("h2", "Out-of-fold scores (every labelled graph: train + valid)"),
             ("p", "Each graph is scored on the prediction of the fold model that did not see it. "
                   "The blend is scored leave-one-fold-out: its weights (and shrinkage) are fitted on "
@@ -196,9 +191,9 @@ def plot_distributions(per_coll: Mapping[str, Mapping[str, Mapping[str, float]]]
                        path: Path) -> None:
     """One panel per collection: a box per model (whiskers to the 5th/95th percentile, every
     graph beyond them drawn as a point)."""
-    plt = _plt()
     colls = list(per_coll)
-    fig, axes = plt.subplots(1, len(colls), figsize=(3.0 * len(colls) + 1, 3.4), squeeze=False)
+    fig = _figure(3.0 * len(colls) + 1, 3.4)
+    axes = fig.subplots(1, len(colls), squeeze=False)
     for ax, coll in zip(axes[0], colls):
         models = list(per_coll[coll])
         ax.boxplot([list(per_coll[coll][m].values()) for m in models], whis=(5, 95),
@@ -284,7 +279,7 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
     blocks.append(("h2", "Official valid split (mean per-graph official metric)"))
     if valid_means:
         n_valid = {c: s["n_valid"] for c, s in summary["collections"].items()}
-        plot_collection_scores(valid_means, "valid", run_dir / "scores_valid.png")
+        _save(collection_scores_figure(valid_means, "valid"), run_dir / "scores_valid.png")
         blocks += [("p", _valid_note(summary)), _mean_table(valid_means, shown, n_valid),
                    ("img", "scores_valid.png", "official valid score per collection")]
     else:
@@ -305,7 +300,7 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
                    ("p", "These runtimes exist only for generated samples and were never used to fit "
                          "or choose anything. Kaggle data has no such section."),
                    _mean_table(test_means, shown, n_test), ("img", "scores_test.png", "hidden test per collection")]
-        plot_collection_scores(test_means, "hidden test (sample only)", run_dir / "scores_test.png")
+        _save(collection_scores_figure(test_means, "hidden test (sample only)"), run_dir / "scores_test.png")
     blocks += [("h2", "Per-graph scores and rank scatter (valid)")] + graph_blocks
     plan = _plan_blocks(cfg)
     blocks += plan[0]
@@ -330,9 +325,6 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
     return blocks, data
 
 
-PLAN_HEADER = ["stage", "planned s", "given s", "actual s", "actual − planned", "how planned"]
-
-
 def _plan_blocks(cfg: ReportConfig) -> tuple[list[Block], dict | None]:
     """The time plan of a budgeted run: per stage planned (at the start), given (when it
     started) and actual seconds; this report is its last stage, so its own time is not in it."""
@@ -354,7 +346,7 @@ def _plan_blocks(cfg: ReportConfig) -> tuple[list[Block], dict | None]:
               f"actual: what it took. {spent:,.0f} s spent before this report "
               f"({spent / plan.budget:.1%} of the budget); the run's total is printed at its end "
               f"and saved in `{path}`."),
-        ("table", PLAN_HEADER, plan.rows())]
+        ("table", Plan.HEADER, plan.rows())]
     blocks += [("p", note) for note in plan.notes]
     return blocks, plan.to_json()
 
