@@ -346,9 +346,15 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from tpurank.config import StageConfig, default_work
+
+    stage = StageConfig()
     p = argparse.ArgumentParser(prog="python -m ensemble real", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--work", required=True, help="the trained run's WORK")
+    p.add_argument("--work", default="", help="the trained run's WORK (default: work/<data-name>-<preset>, "
+                                              f"as every stage: {stage.work})")
+    p.add_argument("--data", default=stage.data, help="the run's data root (only names the default --work)")
+    p.add_argument("--preset", default=stage.preset, help="the run's preset (only names the default --work)")
     p.add_argument("--records", metavar="DIR", default=str(REAL_DATA),
                    help="folder holding real-tpu/ (default: the repository's data/)")
     p.add_argument("--models", default="", help="comma list of trained models to score (default: every "
@@ -360,9 +366,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="exit 0 with a note when the real records are not there (an install "
                         "without the repository's data/, e.g. Kaggle)")
     args = p.parse_args(argv)
+    work = args.work or default_work(args.data, args.preset)
     models = [m.strip() for m in args.models.split(",") if m.strip()] or None
     try:
-        report = evaluate(args.work, args.records, models, args.draws, args.seed, args.device)
+        report = evaluate(work, args.records, models, args.draws, args.seed, args.device)
     except FileNotFoundError as exc:
         if args.skip_missing and not (Path(args.records) / "real-tpu").is_dir():
             print(f"ensemble real: skipped, no real TPU records ({exc})")
@@ -370,7 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(format_report(report))
-    print(f"-> {Path(args.work) / 'reports' / 'real' / 'real_eval.json'}")
+    print(f"-> {Path(work) / 'reports' / 'real' / 'real_eval.json'}")
     return 0
 
 
