@@ -36,9 +36,6 @@ from ensemble.truth import split_truth, test_sizes as ranked_and_tied
 from ensemble.weights import (BLEND_MODEL, BlendConfig, Criterion, FitResult, GraphScorer, _mean_score,
                               blend_costs, fit_weights)
 
-PROTOCOLS = ("auto", "oof", "valid")
-TILE_TOP5 = ("blend", "portfolio")
-
 
 def blend_collection(cfg: BlendConfig, coll: Collection) -> tuple[dict, dict[str, np.ndarray]]:
     """Fit the weights (out of fold, or on valid), hedge the tile top 5, blend the valid and test
@@ -74,13 +71,18 @@ def blend_collection(cfg: BlendConfig, coll: Collection) -> tuple[dict, dict[str
                        for s in sorted(valid_truth)}
         write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, "valid"), valid_costs)
         summary["valid_score"][BLEND_MODEL] = _mean_score(coll, valid_costs, valid_truth)
-    test_sizes = ranked_and_tied(cfg.data, coll)[0]  # graphs without configurable nodes: run_blend
+    test_sizes, tied = ranked_and_tied(cfg.data, coll)
     test_costs: dict[str, np.ndarray] = {}
     if test_sizes:
         test = load_normed(cfg, coll, "test", test_sizes)
         test_costs = blend_or_portfolio(test, fit.weights, sorted(test_sizes), slots)
-        write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, "test"), test_costs)
     summary["n_test"] = len(test_sizes)
+    if tied:  # no configurable node (features.repair): every config ties, the submission keeps file order
+        test_costs.update({stem: np.zeros(n) for stem, n in tied.items()})
+        summary["tied_test_graphs"] = {stem: "no configurable node: every config ties, file order"
+                                       for stem in sorted(tied)}
+    if test_costs:
+        write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, "test"), test_costs)
     return summary, test_costs
 
 
@@ -197,31 +199,12 @@ def lacking_oof(cfg: BlendConfig, coll: Collection, lacking: list[str]) -> str:
             "--protocol valid (make run PROTOCOL=valid; in-sample: the models early-stopped on those graphs)")
 
 
-def with_tied_graphs(cfg: BlendConfig, coll: Collection, test_costs: dict[str, np.ndarray],
-                     summary: dict) -> dict[str, np.ndarray]:
-    """``test_costs`` plus every test graph without configurable nodes at one equal cost per
-    config, so that the submission ranks it in file order (features.repair); recorded in the
-    collection's summary and in the blend's test predictions."""
-    tied = ranked_and_tied(cfg.data, coll)[1]
-    if not tied:
-        return test_costs
-    costs = {**test_costs, **{stem: np.zeros(n) for stem, n in tied.items()}}
-    write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, "test"), costs)
-    summary["tied_test_graphs"] = {stem: "no configurable node: every config ties, file order"
-                                   for stem in sorted(tied)}
-    return costs
-
-
 def run_id(cfg: BlendConfig) -> str:
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{Path(cfg.data).name}-{cfg.preset}-seed{cfg.seed}"
 
 
 def run_blend(cfg: BlendConfig) -> dict:
     """Blend every collection, write the submission (+ a copy in ``submissions/<run>/``), check it."""
-    if cfg.protocol not in PROTOCOLS:
-        raise ValueError(f"--protocol must be one of {PROTOCOLS}, got {cfg.protocol!r}")
-    if cfg.tile_top5 not in TILE_TOP5:
-        raise ValueError(f"--tile-top5 must be one of {TILE_TOP5}, got {cfg.tile_top5!r}")
     if cfg.norm not in NORMALISATIONS:
         raise ValueError(f"--norm must be one of {NORMALISATIONS}, got {cfg.norm!r}")
     if not cfg.model_list:
@@ -236,7 +219,6 @@ def run_blend(cfg: BlendConfig) -> dict:
         raise FileNotFoundError(f"{cfg.data}: no valid/test graphs of collections {cfg.collections!r}")
     for coll in colls:
         coll_summary, test_costs = blend_collection(cfg, coll)
-        test_costs = with_tied_graphs(cfg, coll, test_costs, coll_summary)
         summary["collections"][coll.name] = coll_summary
         rows.update(submission_rows(coll, test_costs))
         _print_collection(coll, coll_summary)
@@ -287,7 +269,6 @@ def _print_collection(coll: Collection, s: dict) -> None:
           + (f" | OOF over {s['oof']['n_graphs']} graphs, {s['oof']['folds']} folds "
              f"(blend leave-one-fold-out): {oof}" if oof else "")
           + (f" | {label}: {scores}" if scores else "")
-          + (f" | note: {s['note']}" if s.get("note") else "")
           + (f" | {len(s['tied_test_graphs'])} test graph(s) without configurable nodes ranked in file "
              f"order: {', '.join(s['tied_test_graphs'])}" if s.get("tied_test_graphs") else ""), flush=True)
 

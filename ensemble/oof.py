@@ -57,7 +57,7 @@ def stem_folds(plan: FoldPlan) -> dict[str, int]:
 def load_oof(cfg, coll: Collection) -> OofData:
     """Read and check one collection's OOF inputs (``cfg``: a :class:`ensemble.weights.BlendConfig`)."""
     runs = {m: _oof_runs(cfg.preds_dir, m, coll) for m in cfg.model_list}
-    folds = cfg.folds or _detect_folds(cfg.preds_dir, runs, coll)
+    folds = _detect_folds(cfg.preds_dir, runs, coll)
     path = plan_path(cfg.work, coll, folds, cfg.seed)  # the plan the models used, else theirs to be
     plan = load_plan(path) if path.is_file() else _new_plan(cfg, coll, folds)
     fold_of = stem_folds(plan)
@@ -116,7 +116,7 @@ def _detect_folds(preds_dir: str | Path, runs: Mapping[str, list[str]], coll: Co
     ks = sorted(set(found.values()))
     if len(ks) != 1 or ks[0] < 2:
         raise ValueError(f"{coll.name}: cannot tell the fold count from the test-fold<k> files "
-                         f"under {preds_dir} ({found}); pass --folds K")
+                         f"under {preds_dir} ({found}); predict every model again")
     return ks[0]
 
 

@@ -17,27 +17,24 @@ from tpurank.collections import on_kaggle
 def planner(run: Run):
     """The planned run of ``run`` (its budget > 0), made on first use: stages run in this process."""
     if run.planner is None:
-        from ensemble.run import PlannedRun, config_for
+        from ensemble.run import PlannedRun
 
-        run.planner = PlannedRun(run, config_for(run))
+        run.planner = PlannedRun(run)
     return run.planner
 
 
 def run_stage(run: Run, stage: str) -> float:
-    """Run one stage in this process; returns its wall time. Fails loudly on a non-zero exit.
-    With a budget the stage is recorded in the run's plan (validate and features as measured)."""
+    """Run one stage in this process (with a budget: recorded in the run's plan); its wall time."""
     if run.budget > 0:
         return planner(run).stage(stage).actual
     return run_stage_now(run, stage)
 
 
 def run_stages(run: Run, stages: Sequence[str]) -> dict[str, float]:
-    """Run ``stages`` in order; returns the wall time of each."""
     return {stage: run_stage(run, stage) for stage in stages}
 
 
 def _planned(run: Run) -> dict[str, float]:
-    """The planned run's train and predict stages (what is left of them); their wall times."""
     before = {s.name for s in planner(run).plan.stages if s.done}
     planner(run).train_and_predict()
     return {s.name: s.actual for s in planner(run).plan.stages if s.done and s.name not in before}
@@ -52,8 +49,7 @@ def train(run: Run, build_features: bool = True) -> dict[str, float]:
 
 
 def predict(run: Run) -> dict[str, float]:
-    """Each model's predict stage (valid + test predictions under WORK/preds); with a budget
-    the planned run predicts as it trains (:func:`train`), so this trains first if needed."""
+    """Each model's predict stage; with a budget the planned run predicts as it trains."""
     return _planned(run) if run.budget > 0 else run_stages(run, run.model_stages("predict"))
 
 
@@ -109,8 +105,7 @@ KAGGLE_SESSION_BUDGET = 8 * 3600.0
 
 def notebook_budget(budget: float | str | None = "auto") -> float:
     """The train notebook's time budget in seconds: ``"auto"`` is :data:`KAGGLE_SESSION_BUDGET`
-    on Kaggle and 0 elsewhere (each stage's own limits, as ``make run`` without ``BUDGET``); a
-    number is taken as it is; None is 0."""
+    on Kaggle and 0 (each stage's own limits) elsewhere; None is 0."""
     if budget == "auto":
         return KAGGLE_SESSION_BUDGET if on_kaggle() else 0.0
     return float(budget or 0.0)
@@ -154,8 +149,7 @@ def weights_files(work: str | os.PathLike) -> list[Path]:
 
 def write_manifest(work: str | os.PathLike, out: str | os.PathLike,
                    files: list[Path] | None = None) -> dict[str, Any]:
-    """``out/MANIFEST.json``: where the weights come from (``files``: their
-    :func:`weights_files`), their preset, seed and commit."""
+    """``out/MANIFEST.json``: where the weights come from, their preset, seed and commit."""
     import time
 
     work = Path(work)
@@ -173,7 +167,7 @@ def write_manifest(work: str | os.PathLike, out: str | os.PathLike,
 
 def export_weights(work: str | os.PathLike, out: str | os.PathLike) -> Path:
     """Copy :func:`weights_files` of a trained ``work`` into ``out`` with a manifest (the Kaggle
-    weights dataset; :func:`install_weights` reads it back). Returns ``out``."""
+    weights dataset)."""
     src, dst = Path(work), Path(out)
     files = weights_files(src)
     if not any(f.parts[0] == "models" for f in files):
@@ -191,10 +185,8 @@ def _copy_weights(src: Path, dst: Path, files: list[Path]) -> None:
 
 def slim_work(work: str | os.PathLike) -> dict[str, int]:
     """Delete what a finished run can rebuild (:data:`CACHES`) and what only resumes training
-    (:data:`TRAINING_ONLY`), and write the manifest: the WORK then holds the models, feature
-    statistics, predictions, blend and report, and is itself a weights folder. The train
-    notebook does this on Kaggle, whose saved output (``/kaggle/working``) is capped at 20 GB.
-    Returns the bytes before and after."""
+    (:data:`TRAINING_ONLY`) and write the manifest, so that the WORK is a weights folder (Kaggle
+    caps the saved ``/kaggle/working`` at 20 GB). Returns the bytes before and after."""
     work = Path(work)
 
     def size() -> int:
@@ -226,9 +218,8 @@ def find_weights(weights: str | os.PathLike | None = "auto") -> Path | None:
 
 
 def install_weights(weights: str | os.PathLike, work: str | os.PathLike) -> Path:
-    """Copy trained artifacts (the Kaggle weights dataset, the train kernel's output or any
-    trained WORK) into ``work``: :func:`weights_files` only. Kaggle inputs are read-only, hence
-    the copy. Returns ``work``."""
+    """Copy :func:`weights_files` of trained artifacts (the weights dataset, the train kernel's
+    output or any trained WORK) into ``work``: Kaggle inputs are read-only."""
     src, dst = Path(weights), Path(work)
     if not (src / "models").is_dir():
         raise FileNotFoundError(f"{src}: no models/ folder; is this the tpurank weights dataset "
@@ -262,8 +253,7 @@ def run_reports(work: str | os.PathLike, folds: bool = False) -> dict[str, list[
 
 
 def plot_training_curves(work: str | os.PathLike):
-    """Train loss and validation score vs step of every run that records them (its report's
-    ``history``), one panel per run (a Figure)."""
+    """Train loss and validation score vs step, one panel per run with a ``history`` (a Figure)."""
     from matplotlib.figure import Figure
 
     reports = [(m, r) for m, rs in run_reports(work, folds=True).items() for r in rs
@@ -310,15 +300,11 @@ def blend_summary(work: str | os.PathLike) -> dict[str, Any]:
 
 def plot_validation_scores(work: str | os.PathLike):
     """Validation score per collection of each model and of the blend (grouped bars, a Figure)."""
-    from matplotlib.figure import Figure
-
-    from ensemble.report import draw_collection_scores
+    from ensemble.report import collection_scores_figure
 
     colls = blend_summary(work)["collections"]
-    fig = Figure(figsize=(max(6.0, 1.6 * len(colls)), 3.4), layout="constrained")
-    draw_collection_scores(fig.add_subplot(), {c: s.get("valid_score", {}) for c, s in colls.items()},
-                           "Validation score per collection (valid split)")
-    return fig
+    return collection_scores_figure({c: s["valid_score"] for c, s in colls.items()},
+                                    "Validation score per collection (valid split)")
 
 
 def submission_preview(path: str | os.PathLike, rows: int = 5, max_chars: int = 80) -> str:

@@ -104,8 +104,10 @@ class Plan:
     def deadline(self) -> float:
         return self.started_at + self.budget
 
+    HEADER = ["stage", "planned s", "given s", "actual s", "actual − planned", "how planned"]
+
     def rows(self) -> list[list[str]]:
-        """``stage, planned, given, actual, actual - planned, basis`` per stage."""
+        """A row of :attr:`HEADER` per stage."""
         def num(v: float | None) -> str:
             return "—" if v is None else f"{v:,.0f}"
 
@@ -119,17 +121,14 @@ class Plan:
 
     def table(self) -> str:
         """The plan as fixed-width text (printed at the start and at the end)."""
-        header = ["stage", "planned s", "given s", "actual s", "actual - planned", "basis"]
-        rows = [header] + self.rows()
+        rows = [self.HEADER] + self.rows()
         widths = [max(len(r[i]) for r in rows) for i in range(5)]
         lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in
                            enumerate(zip(r[:5], widths))) + "  " + r[5] for r in rows]
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
-        return {"budget": self.budget, "started_at": self.started_at, "started": utc(self.started_at),
-                "elapsed": self.elapsed, "notes": self.notes, "gnn_seeds": self.gnn_seeds,
-                "stages": [asdict(s) for s in self.stages]}
+        return {**asdict(self), "started": utc(self.started_at)}
 
     def save(self, path: str | Path) -> None:
         write_json(path, self.to_json())
@@ -137,9 +136,8 @@ class Plan:
     @classmethod
     def load(cls, path: str | Path) -> "Plan":
         data = json.loads(Path(path).read_text())
-        return cls(budget=data["budget"], started_at=data["started_at"], notes=data.get("notes", []),
-                   elapsed=data.get("elapsed"), gnn_seeds=data.get("gnn_seeds", 1),
-                   stages=[StageRecord(**s) for s in data["stages"]])
+        del data["started"]
+        return cls(**{**data, "stages": [StageRecord(**s) for s in data["stages"]]})
 
 
 # ---- workload: what the predict stages score --------------------------------------------------
@@ -268,24 +266,21 @@ class ProbeResult:
 
     seconds_per_config_node: dict[str, float]  # collection -> seconds per config-node
     overhead: float  # the probe's wall seconds besides its evaluations (start, imports, loading)
-    configs: dict[str, int]  # collection -> configs scored
 
 
 def read_probe(reports: Mapping[str, dict], linked: Mapping[str, Mapping[str, ProbeGraph]],
                max_configs: int, wall: float) -> ProbeResult:
     """Seconds per config-node from the probe's ``report.json`` per collection
     (``final_eval_seconds`` over the config-nodes of the graphs in ``per_graph``)."""
-    rate, scored, evals = {}, {}, 0.0
+    rate, evals = {}, 0.0
     for name, report in reports.items():
-        graphs = [linked.get(name, {}).get(s) for s in report.get("per_graph", {})]
-        graphs = [g for g in graphs if g is not None]
-        configs = sum(min(g.configs, max_configs) for g in graphs)
+        graphs = [linked[name][s] for s in report.get("per_graph", {}) if s in linked.get(name, {})]
         config_nodes = sum(min(g.configs, max_configs) * max(g.nodes, 1) for g in graphs)
         seconds = float(report.get("final_eval_seconds") or 0.0)
         if config_nodes > 0 and seconds > 0:
-            rate[name], scored[name] = seconds / config_nodes, configs
+            rate[name] = seconds / config_nodes
             evals += seconds
-    return ProbeResult(rate, max(0.0, wall - evals), scored)
+    return ProbeResult(rate, max(0.0, wall - evals))
 
 
 def config_node_seconds(probe: ProbeResult, coll: Collection) -> float:
@@ -322,9 +317,8 @@ def training_shares(seconds: float, models: Iterable[str], capped: Iterable[str]
     """The training seconds of each trained model: the ``capped`` ones together ``share`` of
     them, the others the rest; models that are all capped or all not share them equally."""
     trained, first = list(models), set(capped)
-    capped = [m for m in trained if m in first]
-    rest = [m for m in trained if m not in first]
-    if not capped or not rest:
+    n_capped = sum(m in first for m in trained)
+    if n_capped in (0, len(trained)):
         return {m: seconds / len(trained) for m in trained}
-    return {**{m: seconds * share / len(capped) for m in capped},
-            **{m: seconds * (1.0 - share) / len(rest) for m in rest}}
+    return {m: seconds * share / n_capped if m in first
+            else seconds * (1.0 - share) / (len(trained) - n_capped) for m in trained}

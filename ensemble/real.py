@@ -163,20 +163,6 @@ def trained_models(base: Path, marker: str) -> dict[int, list[Path]]:
     return found
 
 
-def seed_scores(model: str, label: str, graphs: Sequence[RealGraph], coll: Collection,
-                per_seed: dict[int, dict[str, np.ndarray]], notes: list[str]) -> Scores:
-    """Scores of a model's seeds (each one fold ensemble), the mean over seeds per graph."""
-    scored = {seed: {g.stem: graph_score(g, costs[g.stem]) for g in graphs}
-              for seed, costs in per_seed.items()}
-    per_graph = {g.stem: float(np.mean([s[g.stem] for s in scored.values()])) for g in graphs}
-    means = {seed: float(np.mean(list(s.values()))) for seed, s in scored.items()}
-    spread = float(np.std(list(means.values()))) if len(means) > 1 else None
-    each = f" (per seed {', '.join(f'{m:.4f}' for m in means.values())})" if len(means) > 1 else ""
-    return Scores(model, label, per_graph, spread=spread,
-                  note=f"{coll.name} models, seeds {sorted(per_seed)}: " + "; ".join(notes) + each,
-                  costs=per_seed)
-
-
 @dataclass
 class Records:
     """The real records of one collection as a ranker reads them (:meth:`Ranker.real_costs`):
@@ -232,7 +218,16 @@ def model_scores(model: str, work: Path, graphs: Sequence[RealGraph], coll: Coll
         units = f"{len(dirs)} fold models averaged" if len(dirs) > 1 else "one model"
         notes.append(f"seed {seed}: " + ", ".join(
             [*([note] if note else []), units, *([f"constant on {flat} graph(s)"] if flat else [])]))
-    return seed_scores(model, label, graphs, coll, per_seed, notes)
+    # each seed's fold ensemble scored; per graph the mean over seeds
+    scored = {seed: {g.stem: graph_score(g, costs[g.stem]) for g in graphs}
+              for seed, costs in per_seed.items()}
+    per_graph = {g.stem: float(np.mean([s[g.stem] for s in scored.values()])) for g in graphs}
+    means = [float(np.mean(list(s.values()))) for s in scored.values()]
+    spread = float(np.std(means)) if len(means) > 1 else None
+    each = f" (per seed {', '.join(f'{m:.4f}' for m in means)})" if len(means) > 1 else ""
+    return Scores(model, label, per_graph, spread=spread,
+                  note=f"{coll.name} models, seeds {sorted(per_seed)}: " + "; ".join(notes) + each,
+                  costs=per_seed)
 
 
 #: what a scorer may raise for a missing or incompatible model (reported as a gap, not a crash)
@@ -370,7 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--skip-missing", action="store_true",
                    help="exit 0 with a note when the real records are not there (an install "
                         "without the repository's data/, e.g. Kaggle)")
-    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    args = p.parse_args(argv)
     work = args.work or default_work(args.data, args.preset)
     models = [m.strip() for m in args.models.split(",") if m.strip()] or None
     try:

@@ -20,9 +20,8 @@ from tpurank.config import parse_config, run_metadata
 from models.metrics import graph_score
 from models.predictions import model_runs, read_model_predictions
 
-from ensemble.weights import BLEND_MODEL, BlendConfig
 from ensemble.truth import truth as read_truth
-from ensemble.weights import WORST_FRACTION, tail_mean
+from ensemble.weights import BLEND_MODEL, WORST_FRACTION, BlendConfig, tail_mean
 
 BASELINE_MODEL = "baseline"
 MAX_SCATTER_POINTS = 5000
@@ -55,23 +54,23 @@ def per_graph_scores(cfg: ReportConfig, coll: Collection, models: Sequence[str],
     return out
 
 
-def _plt():
-    import matplotlib
+def _figure(width: float, height: float):
+    """A matplotlib Figure outside pyplot (no backend, nothing to close)."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return Figure(figsize=(width, height))
 
 
 def _save(fig, path: Path) -> None:
     with atomic_path(path, suffix=".png") as tmp:
         fig.savefig(tmp, format="png", dpi=90, bbox_inches="tight")
-    _plt().close(fig)
 
 
-def draw_collection_scores(ax, scores: Mapping[str, Mapping[str, float]], title: str) -> None:
-    """Grouped bars on ``ax``: x = collection, one bar per model (the blend last)."""
+def collection_scores_figure(scores: Mapping[str, Mapping[str, float]], title: str):
+    """Grouped bars: x = collection, one bar per model (the blend last); the report's and the
+    notebooks' (a Figure)."""
+    fig = _figure(max(6, 1.6 * len(scores)), 3.6)
+    ax = fig.subplots()
     colls = list(scores)
     models = sorted({m for s in scores.values() for m in s}, key=lambda m: (m == BLEND_MODEL, m))
     width = 0.8 / max(len(models), 1)
@@ -82,24 +81,18 @@ def draw_collection_scores(ax, scores: Mapping[str, Mapping[str, float]], title:
     ax.axhline(0, color="black", lw=0.5)
     ax.set(ylabel="score (tile: top-5 score, layout: Kendall τ)", title=title)
     ax.legend(fontsize=8)
-
-
-def plot_collection_scores(scores: Mapping[str, Mapping[str, float]], title: str, path: Path) -> None:
-    fig, ax = _plt().subplots(figsize=(max(6, 1.6 * len(scores)), 3.6))
-    draw_collection_scores(ax, scores, title)
-    _save(fig, path)
+    return fig
 
 
 def plot_per_graph(coll: Collection, scores: Mapping[str, Mapping[str, float]], path: Path) -> None:
     """Each model's per-graph scores, sorted (one curve per model)."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6, 3.4))
+    fig = _figure(6, 3.4)
+    ax = fig.subplots()
     for model, per_graph in scores.items():
         ax.plot(np.sort(list(per_graph.values()))[::-1], label=model)
-    ax.set_xlabel("graphs, sorted by score")
     ax.axhline(0, color="black", lw=0.5)
-    ax.set_ylabel("top-5 score" if coll.is_tile else "Kendall τ")
-    ax.set_title(f"{coll.name}: per-graph valid score")
+    ax.set(xlabel="graphs, sorted by score", ylabel="top-5 score" if coll.is_tile else "Kendall τ",
+           title=f"{coll.name}: per-graph valid score")
     ax.legend(fontsize=8)
     _save(fig, path)
 
@@ -107,8 +100,8 @@ def plot_per_graph(coll: Collection, scores: Mapping[str, Mapping[str, float]], 
 def plot_rank_scatter(coll: Collection, preds: Mapping[str, np.ndarray], truth: Mapping[str, np.ndarray],
                       stems: Sequence[str], path: Path) -> None:
     """Predicted rank vs true rank (blend) for a few graphs."""
-    plt = _plt()
-    fig, axes = plt.subplots(1, len(stems), figsize=(3.2 * len(stems), 3.2), squeeze=False)
+    fig = _figure(3.2 * len(stems), 3.2)
+    axes = fig.subplots(1, len(stems), squeeze=False)
     for ax, stem in zip(axes[0], stems):
         pred_rank, true_rank = rankdata(preds[stem]), rankdata(truth[stem])
         if len(pred_rank) > MAX_SCATTER_POINTS:  # 100k-config graphs: a fixed random subset
@@ -117,8 +110,7 @@ def plot_rank_scatter(coll: Collection, preds: Mapping[str, np.ndarray], truth: 
         ax.scatter(true_rank, pred_rank, s=4, alpha=0.5)
         ax.set_title(f"{stem}\n{'score' if coll.is_tile else 'τ'}="
                      f"{graph_score(coll, preds[stem], truth[stem]):.3f}", fontsize=8)
-        ax.set_xlabel("true rank (1 = fastest)")
-        ax.set_ylabel("blend rank")
+        ax.set(xlabel="true rank (1 = fastest)", ylabel="blend rank")
     fig.suptitle(f"{coll.name}: blend vs truth (valid)", fontsize=9, y=1.08)
     _save(fig, path)
 
@@ -159,7 +151,7 @@ def _oof_blocks(summary: dict, models: Sequence[str], run_dir: Path) -> list[Blo
 
     rows, means = [], {}
     for c, o in colls.items():
-        n = o["n_graphs"] if o["n_graphs"] == o.get("n_labelled", o["n_graphs"]) else f"{o['n_graphs']} of {o['n_labelled']}"
+        n = o["n_graphs"] if o["n_graphs"] == o["n_labelled"] else f"{o['n_graphs']} of {o['n_labelled']}"
         spreads = [o["runs"].get(m, {}).get("spread") for m in models]
         rows.append([c, str(n), str(o["folds"]), *(pm(o["models"][m]) for m in models),
                      *(f"{pm(sp)} ({sp['runs']}×)" if sp else "—" for sp in spreads), pm(o["blend"]["scores"])])
@@ -167,7 +159,7 @@ def _oof_blocks(summary: dict, models: Sequence[str], run_dir: Path) -> list[Blo
     final = [f"**{np.mean([means[c][m] for c in means]):.4f}**" for m in [*models, BLEND_MODEL]]
     rows.append(["**final (mean)**", str(sum(o["n_graphs"] for o in colls.values())), "", *final[:-1],
                  *[""] * len(models), final[-1]])
-    plot_collection_scores(means, "out-of-fold (blend: nested)", run_dir / "scores_oof.png")
+    _save(collection_scores_figure(means, "out-of-fold (blend: nested)"), run_dir / "scores_oof.png")
     return [("h2", "Out-of-fold scores (every labelled graph: train + valid)"),
             ("p", "Each graph is scored on the prediction of the fold model that did not see it. "
                   "The blend is scored leave-one-fold-out: its weights (and shrinkage) are fitted on "
@@ -199,9 +191,9 @@ def plot_distributions(per_coll: Mapping[str, Mapping[str, Mapping[str, float]]]
                        path: Path) -> None:
     """One panel per collection: a box per model (whiskers to the 5th/95th percentile, every
     graph beyond them drawn as a point)."""
-    plt = _plt()
     colls = list(per_coll)
-    fig, axes = plt.subplots(1, len(colls), figsize=(3.0 * len(colls) + 1, 3.4), squeeze=False)
+    fig = _figure(3.0 * len(colls) + 1, 3.4)
+    axes = fig.subplots(1, len(colls), squeeze=False)
     for ax, coll in zip(axes[0], colls):
         models = list(per_coll[coll])
         ax.boxplot([list(per_coll[coll][m].values()) for m in models], whis=(5, 95),
@@ -222,15 +214,12 @@ def _distribution_blocks(summary: dict, models: Sequence[str], valid: Mapping[st
     for c, s in summary["collections"].items():
         oof = s.get("oof")
         if oof:
-            per_coll[c] = {m: oof["models"][m]["per_graph"] for m in models
-                           if "per_graph" in oof["models"].get(m, {})}
-            if "per_graph" in oof.get("average", {}):  # the tile portfolio's weighted average
+            per_coll[c] = {m: oof["models"][m]["per_graph"] for m in models}
+            if "average" in oof:  # the tile portfolio's weighted average
                 per_coll[c][f"{BLEND_MODEL} (average)"] = oof["average"]["per_graph"]
-            if "per_graph" in oof["blend"]["scores"]:
-                per_coll[c][BLEND_MODEL] = oof["blend"]["scores"]["per_graph"]
+            per_coll[c][BLEND_MODEL] = oof["blend"]["scores"]["per_graph"]
         elif valid.get(c):
             per_coll[c] = dict(valid[c])
-    per_coll = {c: v for c, v in per_coll.items() if v}
     if not per_coll:
         return []
     blocks: list[Block] = [
@@ -289,8 +278,8 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
     blocks += _distribution_blocks(summary, models, details["valid"], run_dir)
     blocks.append(("h2", "Official valid split (mean per-graph official metric)"))
     if valid_means:
-        plot_collection_scores(valid_means, "valid", run_dir / "scores_valid.png")
         n_valid = {c: s["n_valid"] for c, s in summary["collections"].items()}
+        _save(collection_scores_figure(valid_means, "valid"), run_dir / "scores_valid.png")
         blocks += [("p", _valid_note(summary)), _mean_table(valid_means, shown, n_valid),
                    ("img", "scores_valid.png", "official valid score per collection")]
     else:
@@ -307,11 +296,11 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
                _shrink_table(summary)] + _portfolio_blocks(summary)
     if test_means:
         n_test = {c: len(next(iter(details["test"][c].values()))) for c in test_means}
-        plot_collection_scores(test_means, "hidden test (sample only)", run_dir / "scores_test.png")
         blocks += [("h2", "Hidden-test scores — generated sample only"),
                    ("p", "These runtimes exist only for generated samples and were never used to fit "
                          "or choose anything. Kaggle data has no such section."),
                    _mean_table(test_means, shown, n_test), ("img", "scores_test.png", "hidden test per collection")]
+        _save(collection_scores_figure(test_means, "hidden test (sample only)"), run_dir / "scores_test.png")
     blocks += [("h2", "Per-graph scores and rank scatter (valid)")] + graph_blocks
     plan = _plan_blocks(cfg)
     blocks += plan[0]
@@ -336,9 +325,6 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
     return blocks, data
 
 
-PLAN_HEADER = ["stage", "planned s", "given s", "actual s", "actual − planned", "how planned"]
-
-
 def _plan_blocks(cfg: ReportConfig) -> tuple[list[Block], dict | None]:
     """The time plan of a budgeted run: per stage planned (at the start), given (when it
     started) and actual seconds; this report is its last stage, so its own time is not in it."""
@@ -360,7 +346,7 @@ def _plan_blocks(cfg: ReportConfig) -> tuple[list[Block], dict | None]:
               f"actual: what it took. {spent:,.0f} s spent before this report "
               f"({spent / plan.budget:.1%} of the budget); the run's total is printed at its end "
               f"and saved in `{path}`."),
-        ("table", PLAN_HEADER, plan.rows())]
+        ("table", Plan.HEADER, plan.rows())]
     blocks += [("p", note) for note in plan.notes]
     return blocks, plan.to_json()
 
@@ -382,7 +368,7 @@ def repaired_test_graphs(cfg: ReportConfig, summary: dict) -> list[list[str]]:
 
 def _weights_table(summary: dict, models: Sequence[str]) -> tuple:
     rows = [[c, "OOF" if s.get("protocol") == "oof" else "valid", s["fit"]["method"],
-             s["fit"].get("criterion", "mean"), str(s["fit"]["n_graphs"])]
+             s["fit"]["criterion"], str(s["fit"]["n_graphs"])]
             + [f"{s['weights'][m]:.2f}" for m in models]
             + [" / ".join(f"{a:.2f}" for a in s["fit"]["anchor"]) if s["fit"].get("anchor") else "equal",
                f"{s['fit']['alpha']:g}"]
@@ -411,34 +397,25 @@ def _shrink_table(summary: dict) -> tuple:
     alphas = sorted({a for s in summary["collections"].values() for a in s["fit"]["loo"]}, key=float)
     rows = []
     for c, s in summary["collections"].items():
-        fit, loo = s["fit"], s["fit"]["loo"]
-        cells = [c]
-        for a in alphas:
-            cell = f"{fit['in_sample'][a]:.4f} / {loo[a]:.4f}" if a in loo else "—"
-            if a in fit.get("loo_mean", {}):
-                cell += f" (mean {fit['loo_mean'][a]:.4f}, worst {fit['loo_worst'][a]:.4f})"
-            cells.append(cell)
-        rows.append(cells)
+        fit = s["fit"]
+        rows.append([c] + [f"{fit['in_sample'][a]:.4f} / {fit['loo'][a]:.4f} (mean {fit['loo_mean'][a]:.4f}, "
+                           f"worst {fit['loo_worst'][a]:.4f})" if a in fit["loo"] else "—" for a in alphas])
     return ("table", ["collection"] + [f"a={a}" for a in alphas], rows)
 
 
+def _markdown_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+#: block kind -> its Markdown, from the block's other items
+MARKDOWN = {"h1": lambda text: "# " + text, "h2": lambda text: "## " + text, "p": lambda text: text,
+            "pre": lambda text: f"```\n{text}\n```", "img": lambda file, caption: f"![{caption}]({file})",
+            "table": lambda header, rows: "\n".join([_markdown_row(header), "|" + "---|" * len(header)]
+                                                    + [_markdown_row(r) for r in rows])}
+
+
 def to_markdown(blocks: Sequence[Block]) -> str:
-    out = []
-    for block in blocks:
-        kind = block[0]
-        if kind in ("h1", "h2"):
-            out.append(("#" if kind == "h1" else "##") + " " + block[1])
-        elif kind == "p":
-            out.append(block[1])
-        elif kind == "pre":
-            out.append("```\n" + block[1] + "\n```")
-        elif kind == "img":
-            out.append(f"![{block[2]}]({block[1]})")
-        elif kind == "table":
-            header, rows = block[1], block[2]
-            out.append("\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-                                 + ["| " + " | ".join(r) + " |" for r in rows]))
-    return "\n\n".join(out) + "\n"
+    return "\n\n".join(MARKDOWN[kind](*rest) for kind, *rest in blocks) + "\n"
 
 
 def to_html(blocks: Sequence[Block], title: str) -> str:
@@ -449,20 +426,17 @@ def to_html(blocks: Sequence[Block], title: str) -> str:
         parts = text.split("**")
         return "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(parts))
 
-    body = []
-    for block in blocks:
-        kind = block[0]
-        if kind in ("h1", "h2", "p"):
-            body.append(f"<{kind}>{inline(block[1])}</{kind}>")
-        elif kind == "pre":
-            body.append(f"<pre>{html.escape(block[1])}</pre>")
-        elif kind == "img":
-            body.append(f'<figure><img src="{html.escape(block[1])}" alt="{html.escape(block[2])}">'
-                        f"<figcaption>{html.escape(block[2])}</figcaption></figure>")
-        elif kind == "table":
-            head = "".join(f"<th>{inline(h)}</th>" for h in block[1])
-            rows = "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>" for r in block[2])
-            body.append(f"<table><tr>{head}</tr>{rows}</table>")
+    def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+        head = "".join(f"<th>{inline(h)}</th>" for h in header)
+        body = "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>" for r in rows)
+        return f"<table><tr>{head}</tr>{body}</table>"
+
+    render = {"h1": lambda text: f"<h1>{inline(text)}</h1>", "h2": lambda text: f"<h2>{inline(text)}</h2>",
+              "p": lambda text: f"<p>{inline(text)}</p>", "pre": lambda text: f"<pre>{html.escape(text)}</pre>",
+              "img": lambda file, caption: f'<figure><img src="{html.escape(file)}" alt="{html.escape(caption)}">'
+                                           f"<figcaption>{html.escape(caption)}</figcaption></figure>",
+              "table": table}
+    body = [render[kind](*rest) for kind, *rest in blocks]
     style = ("body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse}"
              "td,th{border:1px solid #bbb;padding:2px 8px;text-align:right}img{max-width:100%}"
              "pre{background:#f4f4f4;padding:8px;overflow:auto;font-size:11px}")

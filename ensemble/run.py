@@ -47,14 +47,6 @@ class RunConfig(StageConfig):
             raise ValueError("--max-seeds must be >= 1")
 
 
-def config_for(run: Run, **settings: Any) -> RunConfig:
-    """The :class:`RunConfig` of a pipeline :class:`Run` with a budget (notebooks)."""
-    return RunConfig(data=run.data, work=run.work, preset=run.preset, seed=run.seed,
-                     collections=run.collections, budget=run.budget, models=run.models,
-                     protocol=run.protocol, submission=str(run.submission_path),
-                     **{**run.plan_options, **settings})
-
-
 # ---- executors --------------------------------------------------------------------------------
 class InProcess:
     """Runs a stage in this process (the notebooks); nothing to start."""
@@ -103,11 +95,11 @@ class PlannedRun:
     """One run to a time budget: measure, plan, train and predict, spend what is left, finish."""
 
     run: Run
-    cfg: RunConfig
     execute: Any = field(default_factory=InProcess)  # runs a stage: execute(run, stage); execute.startup() -> seconds
     clock: Callable[[], float] = time.monotonic
     wall: Callable[[], float] = time.time
     log: Callable[[str], None] = field(default=lambda text: print(text, flush=True))
+    cfg: RunConfig = field(init=False)  # the run's budget and Run.plan_options
     plan: P.Plan = field(init=False)
     probe: P.ProbeResult | None = field(init=False, default=None)
     startup: float = field(init=False, default=0.0)  # a short stage's start-up (measured)
@@ -115,6 +107,7 @@ class PlannedRun:
     phase: str = field(init=False, default="new")  # new | planned | trained | finished
 
     def __post_init__(self) -> None:
+        self.cfg = RunConfig(budget=self.run.budget, **self.run.plan_options)
         self.cfg.check()
         self.t0 = self.clock()
         self.plan = P.Plan(self.cfg.budget, started_at=self.wall())
@@ -134,8 +127,8 @@ class PlannedRun:
 
     @property
     def probe_start(self) -> float:
-        """A stage process's start-up when it loads the probed model (e.g. torch): the probe's
-        (measured), when the executor starts processes; in-process it is loaded once (by the probe)."""
+        """A stage process's start-up when it loads the probed model (e.g. torch), as the probe
+        measured it; in-process it is loaded once, by the probe."""
         if self.probe is None or not getattr(self.execute, "starts_processes", False):
             return 0.0
         return self.probe.overhead
@@ -145,9 +138,8 @@ class PlannedRun:
         return self.clock() - self.t0
 
     def eta(self) -> float:
-        """While measuring, nothing is planned yet: the budget's end. While a model's training
-        is still to come, the last one takes whatever the others leave: the budget's end less the
-        margin. Otherwise the end if every pending stage takes its plan."""
+        """The budget's end while measuring; its end less the margin while a training is to come
+        (the last model takes what the others leave); else the end if every stage keeps its plan."""
         if self.phase == "new":
             return self.plan.deadline
         if self.phase == "planned" and any(not self.plan.get(f"{m}-train").done for m in self.trained):
@@ -439,24 +431,20 @@ class PlannedRun:
                      f"budget ({over:+.1%}); plan: {self.plan_path}")
         return self.run.submission_path
 
-    def run_all(self) -> Path:
-        return self.finish()
-
 
 def main(argv: list[str] | None = None) -> int:
     cfg = parse_config(RunConfig, argv, prog="python -m ensemble run")
     try:
-        cfg.check()
         run = Run(data=cfg.data, work=cfg.work, preset=cfg.preset, seed=cfg.seed,
                   collections=cfg.collections, models=cfg.models, submission=cfg.submission,
-                  protocol=cfg.protocol, budget=cfg.budget,
+                  protocol=cfg.protocol, budget=cfg.budget, plan_options={"max_seeds": cfg.max_seeds},
                   overrides=json.loads(cfg.stage_options) if cfg.stage_options else {})
-        planned = PlannedRun(run, cfg, execute=Subprocesses(cfg.monitor_log))
+        planned = PlannedRun(run, execute=Subprocesses(cfg.monitor_log))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        planned.run_all()
+        planned.finish()
     except BudgetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

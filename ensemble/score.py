@@ -39,14 +39,6 @@ def score_rows(rows: Mapping[str, list[int]], hidden: Mapping[str, np.ndarray]) 
             "per_graph": per_graph}
 
 
-def format_scores(scores: dict, title: str) -> str:
-    lines = [title]
-    for name, value in scores["collections"].items():
-        lines.append(f"  {name:22s} {value:8.4f}  ({len(scores['per_graph'][name])} graphs)")
-    lines.append(f"  {'final (mean)':22s} {scores['final']:8.4f}")
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ensemble score",
                                      description="Score a submission on a sample's hidden test runtimes.")
@@ -64,8 +56,11 @@ def main(argv: list[str] | None = None) -> int:
               f"the submission is valid but cannot be scored here.")
         return 0
     scores = score_rows(read_submission(args.submission), hidden)
-    print(format_scores(scores, f"hidden-test score of {Path(args.submission)} "
-                                f"(generated sample {args.data}; sample-only, never used for fitting):"))
+    print(f"hidden-test score of {Path(args.submission)} (generated sample {args.data}; sample-only, "
+          "never used for fitting):")
+    for name, value in scores["collections"].items():
+        print(f"  {name:22s} {value:8.4f}  ({len(scores['per_graph'][name])} graphs)")
+    print(f"  {'final (mean)':22s} {scores['final']:8.4f}")
     return 0
 
 

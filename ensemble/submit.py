@@ -1,6 +1,6 @@
 """``python -m ensemble submit FILE``: upload a submission with the Kaggle CLI; the message carries
 the run id and the blend's validation scores (from ``submissions/<run>/blend.json`` whose CSV has
-FILE's content, or ``--work``). ``--dry-run`` prints the command; ``--data`` checks FILE first."""
+FILE's content). ``--dry-run`` prints the command."""
 
 from __future__ import annotations
 
@@ -14,8 +14,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ensemble.submission import check_file
-
 COMPETITION = "predict-ai-model-runtime"
 MAX_MESSAGE = 500
 
@@ -24,7 +22,7 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def find_summary(submission: Path, work: str | None = None) -> dict | None:
+def find_summary(submission: Path) -> dict | None:
     """The blend summary of the run that wrote ``submission`` (matched by content), or None."""
     candidates = [submission.parent / "blend.json"]
     candidates += sorted(submission.parent.glob("*/blend.json"), reverse=True)
@@ -32,10 +30,6 @@ def find_summary(submission: Path, work: str | None = None) -> dict | None:
     for path in candidates:
         csv = path.parent / "submission.csv"
         if path.is_file() and csv.is_file() and _digest(csv) == digest:
-            return json.loads(path.read_text())
-    if work:
-        path = Path(work) / "blend" / "summary.json"
-        if path.is_file():
             return json.loads(path.read_text())
     return None
 
@@ -68,27 +62,19 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Upload a submission with the Kaggle CLI.")
     parser.add_argument("submission")
     parser.add_argument("-m", "--message", default=None, help="text appended to the run's message")
-    parser.add_argument("--work", default=None, help="work dir whose blend summary describes the run")
-    parser.add_argument("--data", default=None, help="data root: check the file strictly first")
-    parser.add_argument("--competition", default=COMPETITION)
     parser.add_argument("--dry-run", action="store_true", help="print the command, upload nothing")
     args = parser.parse_args(argv)
     submission = Path(args.submission)
     if not submission.is_file():
         print(f"submit: {submission}: no such file", file=sys.stderr)
         return 2
-    if args.data:
-        problems = check_file(submission, args.data)
-        if problems:
-            print(f"submit: {submission} is invalid, not uploading: {problems[0]}", file=sys.stderr)
-            return 1
-    summary = find_summary(submission, args.work)
+    summary = find_summary(submission)
     message = build_message(summary, args.message)
     if not message:
         print(f"submit: no run found for {submission} (no submissions/<run>/blend.json with the same "
-              f"content, no --work); pass -m MESSAGE", file=sys.stderr)
+              f"content); pass -m MESSAGE", file=sys.stderr)
         return 2
-    cmd = ["kaggle", "competitions", "submit", args.competition, "-f", str(submission), "-m", message]
+    cmd = ["kaggle", "competitions", "submit", COMPETITION, "-f", str(submission), "-m", message]
     if args.dry_run:
         print(shlex.join(cmd))
         return 0

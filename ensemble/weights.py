@@ -7,7 +7,7 @@ import itertools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -71,25 +71,6 @@ class Criterion:
         tail = np.sort(scores, axis=-1)[..., :k].mean(axis=-1)
         return (1 - self.tail_weight) * mean + self.tail_weight * tail
 
-    def leave_one_out(self, scores: np.ndarray) -> np.ndarray:
-        """``out[p, g]``: the criterion of row ``p`` of ``scores`` (points x graphs) over every
-        graph but ``g``, in O(points x graphs log graphs)."""
-        scores = np.asarray(scores, dtype=np.float64)
-        n = scores.shape[1]
-        mean = (scores.sum(axis=1, keepdims=True) - scores) / (n - 1)
-        if self.tail_weight == 0:
-            return mean
-        k = tail_count(n - 1, self.tail_fraction)
-        order = np.argsort(scores, axis=1, kind="stable")
-        ranked = np.take_along_axis(scores, order, axis=1)
-        rank = np.empty_like(order)
-        np.put_along_axis(rank, order, np.arange(n)[None, :].repeat(len(scores), 0), axis=1)
-        sum_k = ranked[:, :k].sum(axis=1, keepdims=True)
-        sum_k1 = sum_k + ranked[:, k:k + 1]  # k <= n - 1, so the (k+1)-th exists
-        # a left-out graph among the worst k is replaced by the (k+1)-th worst
-        tail = np.where(rank < k, sum_k1 - scores, sum_k) / k
-        return (1 - self.tail_weight) * mean + self.tail_weight * tail
-
 
 @dataclass
 class BlendConfig(StageConfig):
@@ -101,12 +82,11 @@ class BlendConfig(StageConfig):
     grid_step: float = 0.1  # step of the simplex grid the blend weights are searched on
     alphas: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)  # shrinkages toward the anchor weights (equal over the models not worse on the tail), picked on held-out folds (OOF) or graphs (valid)
     max_fit_configs: int = 20_000  # graphs with more configs are scored on a fixed random subset of this many
-    protocol: str = "auto"  # auto = oof: fit on the models' out-of-fold predictions (stops naming a model without them) | valid: fit on the valid split (in-sample)
-    folds: int = 0  # K of the models' fold plan; 0 = count their test-fold<k> files
+    protocol: Literal["auto", "oof", "valid"] = "auto"  # auto = oof: fit on the models' out-of-fold predictions (stops naming a model without them) | valid: fit on the valid split (in-sample)
     tail_weight: float = 0.0  # layout: the selection criterion of weights and shrinkage is (1 - w) x mean + w x mean of the worst --tail-fraction of graphs (0 = the mean; chosen out of fold, BENCHMARKS.md)
     tile_tail_weight: float = 0.5  # the same w for tile, whose score is unbounded below (chosen out of fold, BENCHMARKS.md)
     tail_fraction: float = 0.1  # share of a collection's graphs that the criterion's tail term (and the shrinkage anchor) averages, at least one
-    tile_top5: str = "portfolio"  # tile top 5: portfolio (one of the five slots for each model, the rest to the better out of fold: 4 + 1 for two; ensemble.hedge, chosen out of fold, BENCHMARKS.md) | blend (the weighted average's)
+    tile_top5: Literal["blend", "portfolio"] = "portfolio"  # tile top 5: portfolio (one of the five slots for each model, the rest to the better out of fold: 4 + 1 for two; ensemble.hedge, chosen out of fold, BENCHMARKS.md) | blend (the weighted average's)
 
     PRESETS = {"quick": {}, "full": {}}
 
@@ -234,24 +214,19 @@ def fit_weights(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
     target = tail_anchor(model_tail)
     best_all = grid[_best_index(criterion.value(scores), grid, target)]
     folds = _fold_index(stems, groups)
-    best_rest: list[np.ndarray] = [np.empty(0)] * len(stems)
-    targets: list[np.ndarray] = [np.empty(0)] * len(stems)
-    if folds is not None:  # per graph, the grid optimum and the anchor of the other folds
-        for f in np.unique(folds):
-            rest = folds != f
-            t = tail_anchor(worst.value(singles[:, rest]))
-            w = grid[_best_index(criterion.value(scores[:, rest]), grid, t)]
-            for g in np.flatnonzero(~rest):
-                best_rest[g], targets[g] = w, t
-    else:  # ... of every other graph
-        loo_values = criterion.leave_one_out(scores)  # (p, g): each point's criterion without graph g
-        loo_tails = worst.leave_one_out(singles)  # (k, g)
-        for g in range(len(stems)):
-            targets[g] = tail_anchor(loo_tails[:, g])
-            best_rest[g] = grid[_best_index(loo_values[:, g], grid, targets[g])]
     result = FitResult([], 0.0, best_all.tolist(), len(stems), criterion=criterion.describe(),
                        anchor=target.tolist(), model_tail=model_tail.tolist(),
                        method="loo-shrinkage" if folds is None else "lofo-shrinkage")
+    if folds is None:  # leave-one-graph-out: every graph its own fold
+        folds = np.arange(len(stems))
+    best_rest: list[np.ndarray] = [np.empty(0)] * len(stems)
+    targets: list[np.ndarray] = [np.empty(0)] * len(stems)
+    for f in np.unique(folds):  # per graph, the grid optimum and the anchor of the other folds
+        rest = folds != f
+        t = tail_anchor(worst.value(singles[:, rest]))
+        w = grid[_best_index(criterion.value(scores[:, rest]), grid, t)]
+        for g in np.flatnonzero(~rest):
+            best_rest[g], targets[g] = w, t
     for alpha in alphas:
         loo = np.array([scorer.score((1 - alpha) * w + alpha * t, stem)
                         for w, t, stem in zip(best_rest, targets, stems)])

@@ -174,7 +174,7 @@ def test_blend_rejects_stale_predictions_by_name(fake_root, tmp_path):
         run_blend(cfg)
 
 
-def test_blend_with_the_tile_portfolio_submits_its_top5(fake_root, tmp_path):
+def test_blend_with_the_tile_portfolio_submits_its_top5(fake_root, tmp_path, capsys):
     """``--tile-top5 portfolio`` (fitted on valid here): each tile row is the portfolio of the two
     models and their average with the slots the summary records (the rule itself is tested in
     test_hedge.py); other collections are untouched and the submission passes the checker."""
@@ -204,6 +204,6 @@ def test_blend_with_the_tile_portfolio_submits_its_top5(fake_root, tmp_path):
     for stem in stems:
         n = min(5, len(expected[stem]))
         assert rows[tile.submission_id(stem)] == np.argsort(expected[stem], kind="stable")[:n].tolist()
-    cfg.tile_top5 = "best"
-    with pytest.raises(ValueError, match="--tile-top5 must be one of"):
-        run_blend(cfg)
+    with pytest.raises(SystemExit):
+        parse_config(BlendConfig, ["--tile-top5", "best"])
+    assert "--tile-top5" in capsys.readouterr().err

@@ -60,7 +60,6 @@ def test_read_probe_and_the_predict_estimate(tmp_path: Path, fake_features) -> N
     probe = P.read_probe(reports, linked, 256, wall=20.0)
     # tile: 0.8 s over 40 x 5 + 40 x 15 config-nodes; layout: 400 configs capped at 256
     assert probe.seconds_per_config_node == pytest.approx({"tile:xla": 0.001, "layout:xla:random": 0.001})
-    assert probe.configs == {"tile:xla": 80, "layout:xla:random": 296}
     assert probe.overhead == pytest.approx(20.0 - 3.76)
     seconds, basis = P.probed_predict_estimate(features, [TILE, LAYOUT], 3, 0, probe, start=probe.overhead)
     tile = P.predict_configs(features, TILE, 3, 0)
@@ -68,16 +67,16 @@ def test_read_probe_and_the_predict_estimate(tmp_path: Path, fake_features) -> N
     assert seconds == pytest.approx(probe.overhead + 0.001 * (tile["config_nodes"] + layout["config_nodes"]))
     assert f"{tile['total'] + layout['total']:,} configs" in basis
     # a collection the probe did not score takes the slowest of its kind
-    one = P.ProbeResult({"tile:xla": 0.001}, 1.0, {"tile:xla": 80})
+    one = P.ProbeResult({"tile:xla": 0.001}, 1.0)
     assert P.config_node_seconds(one, LAYOUT) == 0.001
     with pytest.raises(ValueError, match="scored no collection"):
-        P.config_node_seconds(P.ProbeResult({}, 1.0, {}), LAYOUT)
+        P.config_node_seconds(P.ProbeResult({}, 1.0), LAYOUT)
 
 
 def test_the_estimate_scales_with_the_graphs_it_predicts(tmp_path: Path, write_graph) -> None:
     """Probed on small valid graphs, a collection whose test graphs are ten times larger is
     estimated ten times slower per config (a rate per config would call them equal)."""
-    probe = P.ProbeResult({"layout:xla:random": 1e-5}, 0.0, {"layout:xla:random": 100})
+    probe = P.ProbeResult({"layout:xla:random": 1e-5}, 0.0)
     times = {}
     for nodes in (10, 100):
         features = tmp_path / f"n{nodes}"

@@ -12,7 +12,7 @@ import pytest
 
 from ensemble import pipeline
 from ensemble import plan as P
-from ensemble.run import BudgetError, PlannedRun, RunConfig, config_for, main
+from ensemble.run import BudgetError, PlannedRun, RunConfig, main
 
 COLLS = "tile:xla,layout:xla:random"
 PROBE_EVAL = 0.5  # seconds the fake probe's evaluation takes per collection
@@ -79,7 +79,7 @@ def planned(tmp_path: Path, fake: FakeStages, budget: float, log: list[str] | No
             **settings) -> PlannedRun:
     run = pipeline.Run(data=str(tmp_path / "data"), work=str(tmp_path / "work"), collections=COLLS,
                        budget=budget, plan_options=settings)
-    return PlannedRun(run, config_for(run), execute=fake, clock=fake.clock,
+    return PlannedRun(run, execute=fake, clock=fake.clock,
                       wall=lambda: 1_000_000.0, log=(log.append if log is not None else lambda _: None))
 
 
@@ -87,7 +87,7 @@ def test_the_plan_is_printed_with_an_eta_and_kept(tmp_path: Path, fake_features)
     """A GNN that uses all it is given: one seed, and the run ends within the budget."""
     fake, log = FakeStages(fake_features), []
     run = planned(tmp_path, fake, 2000.0, log)
-    run.run_all()
+    run.finish()
     text = "\n".join(log)
     assert "planned to end by" in log[0] and "ETA" in log[0]
     table = next(line for line in log if line.startswith("[plan] the plan (seconds):"))
@@ -115,7 +115,7 @@ def test_the_plan_is_printed_with_an_eta_and_kept(tmp_path: Path, fake_features)
 def test_lgbm_gets_its_share_and_the_gnn_the_rest(tmp_path: Path, fake_features) -> None:
     fake = FakeStages(fake_features, lgbm_needs=50.0)
     run = planned(tmp_path, fake, 3000.0, max_seeds=1)
-    run.run_all()
+    run.finish()
     lgbm, gnn = run.plan.get("lgbm-train"), run.plan.get("gnn-train")
     assert lgbm.planned == pytest.approx(0.3 * (lgbm.planned + gnn.planned))
     assert lgbm.actual == pytest.approx(53.0)  # it early-stopped: the rest goes to the GNN
@@ -132,7 +132,7 @@ def test_an_overrun_moves_the_plan_of_the_stages_after_it(tmp_path: Path, fake_f
     within the budget."""
     fake = FakeStages(fake_features, lgbm_overrun=1.3)
     run = planned(tmp_path, fake, 2000.0, max_seeds=1)
-    run.run_all()
+    run.finish()
     lgbm, gnn = run.plan.get("lgbm-train"), run.plan.get("gnn-train")
     assert lgbm.actual > lgbm.given
     assert gnn.given < gnn.planned - 0.9 * (lgbm.actual - lgbm.given)
@@ -142,7 +142,7 @@ def test_an_overrun_moves_the_plan_of_the_stages_after_it(tmp_path: Path, fake_f
 def test_what_early_stopping_leaves_buys_gnn_seeds(tmp_path: Path, fake_features) -> None:
     fake, log = FakeStages(fake_features, gnn_needs=300.0), []
     run = planned(tmp_path, fake, 3000.0, log, max_seeds=3)
-    run.run_all()
+    run.finish()
     assert fake.seeds("gnn-train") == [0, 1, 2] and fake.seeds("gnn-predict") == [0, 1, 2]
     assert [s.name for s in run.plan.stages][8:12] == ["gnn-train@seed1", "gnn-predict@seed1",
                                                        "gnn-train@seed2", "gnn-predict@seed2"]
@@ -164,7 +164,7 @@ def test_a_share_of_several_seeds_is_split_into_seeds(tmp_path: Path, fake_featu
     so two seeds get equal parts, and the run still ends within the budget."""
     fake, log = FakeStages(fake_features), []
     run = planned(tmp_path, fake, 4000.0, log, max_seeds=3)
-    run.run_all()
+    run.finish()
     assert fake.seeds("gnn-train") == [0, 1] and fake.seeds("gnn-predict") == [0, 1]
     first, second = run.plan.get("gnn-train"), run.plan.get("gnn-train@seed1")
     assert first.given >= 900.0 and second.given == pytest.approx(first.given, rel=0.05)
@@ -181,7 +181,7 @@ def test_a_share_of_several_seeds_is_split_into_seeds(tmp_path: Path, fake_featu
 def test_seeds_stop_when_the_next_would_not_fit(tmp_path: Path, fake_features) -> None:
     fake, log = FakeStages(fake_features, gnn_needs=400.0), []
     run = planned(tmp_path, fake, 2000.0, log, max_seeds=5)
-    run.run_all()
+    run.finish()
     seeds = fake.seeds("gnn-train")
     assert 2 <= len(seeds) < 5 and seeds == list(range(len(seeds)))
     note = next(line for line in log if f"no GNN seed {len(seeds)}:" in line)
@@ -192,7 +192,7 @@ def test_seeds_stop_when_the_next_would_not_fit(tmp_path: Path, fake_features) -
 
 def test_the_probe_trains_nothing(tmp_path: Path, fake_features) -> None:
     fake = FakeStages(fake_features)
-    planned(tmp_path, fake, 2000.0, max_seeds=1).run_all()
+    planned(tmp_path, fake, 2000.0, max_seeds=1).finish()
     probe = next(options for stage, _, options in fake.calls if options.get("steps") == 0)
     assert probe["folds"] == 0 and probe["time_budget"] == 0
 
@@ -200,7 +200,7 @@ def test_the_probe_trains_nothing(tmp_path: Path, fake_features) -> None:
 def test_a_budget_too_small_stops_after_measuring(tmp_path: Path, fake_features) -> None:
     fake = FakeStages(fake_features)
     with pytest.raises(BudgetError, match="leave no training time; give at least"):
-        planned(tmp_path, fake, 90.0).run_all()
+        planned(tmp_path, fake, 90.0).finish()
     assert [c[0] for c in fake.calls][-1] == "gnn-train"  # the probe was the last stage run
 
 
@@ -217,7 +217,7 @@ def test_the_notebook_calls_follow_the_plan(tmp_path: Path, fake_features) -> No
     fake = FakeStages(fake_features, gnn_needs=100.0)
     run = pipeline.Run(data=str(tmp_path / "data"), work=str(tmp_path / "work"), collections=COLLS,
                        budget=2000.0, plan_options={"max_seeds": 2})
-    run.planner = PlannedRun(run, config_for(run), execute=fake, clock=fake.clock,
+    run.planner = PlannedRun(run, execute=fake, clock=fake.clock,
                              log=lambda _: None)
     assert pipeline.run_stage(run, "validate") == 5.0
     pipeline.run_stage(run, "features")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ensemble import pipeline
-from ensemble.run import PlannedRun, config_for
+from ensemble.run import PlannedRun
 from tpurank import registry
 
 HERE = Path(__file__).resolve().parent
@@ -85,8 +85,8 @@ def test_a_planned_run_gives_the_toy_ranker_its_share(toy, tmp_path: Path, fake_
     run = pipeline.Run(data=str(tmp_path / "data"), work=str(tmp_path / "work"),
                        collections=test_run.COLLS, models="gnn,lgbm,toy", budget=3000.0,
                        plan_options={"max_seeds": 1})
-    planned = PlannedRun(run, config_for(run), execute=fake, clock=fake.clock, log=lambda _: None)
-    planned.run_all()
+    planned = PlannedRun(run, execute=fake, clock=fake.clock, log=lambda _: None)
+    planned.finish()
     names = [s.name for s in planned.plan.stages]
     assert names[4:10] == ["lgbm-train", "lgbm-predict", "toy-train", "toy-predict", "gnn-train",
                            "gnn-predict"]
