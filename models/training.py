@@ -26,12 +26,10 @@ from tpurank.atomic import atomic_path
 
 
 def seed_everything(seed: int) -> None:
-    """Seed ``random``, NumPy and torch (CPU and CUDA)."""
+    """Seed ``random``, NumPy and torch (``manual_seed`` seeds every device, CUDA too)."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-    if torch.cuda.is_available():
-        torch.cuda.manual_seed_all(seed)
 
 
 def step_rng(seed: int, step: int, stream: int = 0) -> np.random.Generator:
@@ -110,15 +108,10 @@ def warmup_cosine(step: int, total_steps: int, warmup_steps: int, min_factor: fl
 
 
 def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
-    """AdamW without weight decay on biases, norms and embeddings' 1-D parameters."""
-    decay, no_decay = [], []
-    for _, param in model.named_parameters():
-        if not param.requires_grad:
-            continue
-        (decay if param.ndim >= 2 else no_decay).append(param)
-    groups = [{"params": decay, "weight_decay": weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=lr)
+    """AdamW without weight decay on 1-D parameters (biases, norms)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW([{"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
+                              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}], lr=lr)
 
 
 @dataclass
@@ -147,9 +140,8 @@ class EarlyStopping:
         return {"best": self.best, "best_step": self.best_step, "bad_evals": self.bad_evals}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.best = float(state["best"])
-        self.best_step = int(state["best_step"])
-        self.bad_evals = int(state["bad_evals"])
+        self.best, self.best_step, self.bad_evals = (float(state["best"]), int(state["best_step"]),
+                                                     int(state["bad_evals"]))
 
 
 def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> Path:
@@ -231,22 +223,13 @@ def init_distributed(preference: str = "auto") -> tuple[DistContext, torch.devic
     return ctx, device
 
 
-def broadcast_floats(values: list[float], ctx: DistContext, device: torch.device) -> list[float]:
-    """Rank 0's ``values`` on every rank (identity in a single process)."""
-    if not ctx.active:
-        return list(values)
-    tensor = torch.tensor(values, dtype=torch.float64, device=device)
-    dist.broadcast(tensor, src=0)
-    return [float(v) for v in tensor.cpu()]
-
-
-def mean_over_ranks(value: float, ctx: DistContext, device: torch.device) -> float:
-    """Average of ``value`` over all ranks (identity in a single process)."""
+def all_reduce(value: float, ctx: DistContext, device: torch.device, op: str = "SUM") -> float:
+    """``value`` reduced over all ranks by ``dist.ReduceOp.<op>`` (identity in a single process)."""
     if not ctx.active:
         return float(value)
     tensor = torch.tensor([value], dtype=torch.float64, device=device)
-    dist.all_reduce(tensor)
-    return float(tensor.item()) / ctx.world_size
+    dist.all_reduce(tensor, op=getattr(dist.ReduceOp, op))
+    return float(tensor.item())
 
 
 def broadcast_object(obj: Any, ctx: DistContext) -> Any:

@@ -6,10 +6,6 @@ first, then overrides), e.g.::
     python -m models.gnn train --data data/sample-small --work work/x --preset quick --seed 0
     python -m models.gnn predict --data data/sample-small --work work/x --preset quick --collection tile:xla
     torchrun --nproc_per_node 2 -m models.gnn train --data data/sample-small --work work/x
-
-``--time-budget SECONDS`` bounds the whole ``train`` invocation (shared by its collections and
-folds); with ``--folds K`` train fits K fold models per collection and predict writes the
-out-of-fold, valid, test-fold<k> and test predictions (``models.gnn.folds``).
 """
 
 from __future__ import annotations
@@ -19,12 +15,6 @@ from pathlib import Path
 
 from tpurank.cli import dispatch
 from tpurank.config import parse_config
-
-
-def _with_default_preset(argv: list[str]) -> list[str]:
-    if any(a == "--preset" or a.startswith("--preset=") for a in argv):
-        return argv
-    return ["--preset", "quick", *argv]
 
 
 def _held(cfg):
@@ -49,7 +39,7 @@ def train_main(argv: list[str]) -> int:
     from models.training import (budget_clock, init_distributed, set_cpu_threads,
                                  shutdown_distributed)
 
-    cfg = _held(parse_config(GnnConfig, _with_default_preset(argv), prog="python -m models.gnn train"))
+    cfg = _held(parse_config(GnnConfig, argv, prog="python -m models.gnn train"))
     set_cpu_threads(cfg.threads)
     ctx, device = init_distributed(cfg.device)
     budget = TimeBudget(cfg.time_budget, clock=budget_clock(cfg.budget_clock))
@@ -78,11 +68,10 @@ def train_main(argv: list[str]) -> int:
 
 def predict_main(argv: list[str]) -> int:
     from models.gnn.config import GnnConfig
+    from models.gnn.folds import predict_folds, usable_folds
     from models.gnn.infer import predict_collection
 
-    from models.gnn.folds import predict_folds, usable_folds
-
-    cfg = _held(parse_config(GnnConfig, _with_default_preset(argv), prog="python -m models.gnn predict"))
+    cfg = _held(parse_config(GnnConfig, argv, prog="python -m models.gnn predict"))
     for coll in cfg.collection_list():
         if usable_folds(cfg, coll) >= 2:
             r = predict_folds(cfg, coll)

@@ -41,20 +41,15 @@ class SegmentTensors:
 
 
 @dataclass
-class TrunkSegments:
-    """Where a graph's segments' read rows go in the graph's read-row array."""
+class GraphSegments:
+    """A graph's segments, and where their read rows go in the graph's read-row array."""
 
+    key: str  # graph fingerprint (table key)
+    parts: list[SegmentTensors]
     reads: list[torch.Tensor]  # per segment: local positions of the nodes the head reads
     gather: torch.Tensor  # read rows concatenated segment by segment -> graph read-row order
     config_slot: torch.Tensor  # (nc,) read row of each configurable node
     links: ConfigLinks  # the graph's links, inner nodes as read rows (-1: none)
-
-
-@dataclass
-class GraphSegments:
-    key: str  # graph fingerprint (table key)
-    parts: list[SegmentTensors]
-    trunk: TrunkSegments
 
     @property
     def num_segments(self) -> int:
@@ -95,9 +90,9 @@ def build_segments(g: ProcessedGraph, tensors: GraphTensors, size: int,
     inner_slot = np.where(inner >= 0, slot[np.maximum(inner, 0)], -1)
     links = ConfigLinks(tensors.links.edge_index, tensors.links.hops,
                         torch.as_tensor(inner_slot, device=device), tensors.links.kind)
-    trunk = TrunkSegments(reads, torch.as_tensor(gather, device=device),
-                          torch.as_tensor(slot[pos], device=device), links)
-    return GraphSegments(f"{g.collection}/{g.split}/{graph_fingerprint(g)}", parts, trunk)
+    return GraphSegments(f"{g.collection}/{g.split}/{graph_fingerprint(g)}", parts, reads,
+                         torch.as_tensor(gather, device=device),
+                         torch.as_tensor(slot[pos], device=device), links)
 
 
 class SegmentCache:
@@ -200,26 +195,22 @@ def segment_trunk(model: RankerGNN, part: SegmentTensors,
     return h[reads], model.pool.partial(h)
 
 
-def assemble_state(model: RankerGNN, tensors: GraphTensors, ts: TrunkSegments,
+def assemble_state(model: RankerGNN, tensors: GraphTensors, segs: GraphSegments,
                    rows: list[torch.Tensor], pooled: list[torch.Tensor]) -> GraphState:
     """The graph's :class:`GraphState` from every segment's read rows and pooling statistics."""
     head = model.config_head
-    h = torch.cat(rows)[ts.gather]
-    state = GraphState(tensors.node_feat, tensors.node_opcode, tensors.edge_index,
-                       tensors.config_node_pos)
-    state.summary = model.pool.combine(torch.stack(pooled))
-    state.node_in = head.node_inputs(h[ts.config_slot], model.config_encoder)
-    state.links = ts.links
-    state.link_feat = head.link_features(h, ts.links)
-    return state
+    h = torch.cat(rows)[segs.gather]
+    return GraphState(tensors.node_feat, tensors.node_opcode, tensors.edge_index,
+                      tensors.config_node_pos, summary=model.pool.combine(torch.stack(pooled)),
+                      node_in=head.node_inputs(h[segs.config_slot], model.config_encoder),
+                      links=segs.links, link_feat=head.link_features(h, segs.links))
 
 
 def segmented_graph_state(model: RankerGNN, segs: GraphSegments,
                           tensors: GraphTensors) -> GraphState:
     """Inference: every segment's trunk fresh, assembled into the graph's state."""
-    ts = segs.trunk
-    outs = [segment_trunk(model, part, ts.reads[s]) for s, part in enumerate(segs.parts)]
-    return assemble_state(model, tensors, ts, [o[0] for o in outs], [o[1] for o in outs])
+    outs = [segment_trunk(model, part, segs.reads[s]) for s, part in enumerate(segs.parts)]
+    return assemble_state(model, tensors, segs, [o[0] for o in outs], [o[1] for o in outs])
 
 
 def gst_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
@@ -227,9 +218,7 @@ def gst_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: n
     """Costs of a training step's configs ``idx``: the trunk with gradient over the drawn
     segments, the oldest stored segment refreshed without, the rest from the table; the head
     fresh over the whole graph's configurable nodes."""
-    uses_gst(model, cfg.segment_size)
     segs = state.segments.get(g, tensors, cfg.segment_size, str(cfg.features_dir()))
-    ts = segs.trunk
     rng = np.random.default_rng([int(cfg.seed), int(step), zlib.crc32(segs.key.encode())])
     trained = set(int(s) for s in draw_trained(rng, segs, SEGMENTS_PER_STEP))
     entries = {s: state.table.get(segs.key, s) for s in range(segs.num_segments)}
@@ -241,13 +230,13 @@ def gst_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: n
     for s, part in enumerate(segs.parts):
         if s in trained or s in refresh:
             with torch.set_grad_enabled(s in trained and torch.is_grad_enabled()):
-                r, p = segment_trunk(model, part, ts.reads[s])
+                r, p = segment_trunk(model, part, segs.reads[s])
             state.table.store(segs.key, s, r, p, step)
         else:
             r, p = entries[s].rows, entries[s].pooled
         rows.append(r)
         pooled.append(p)
-    graph = assemble_state(model, tensors, ts, rows, pooled)
+    graph = assemble_state(model, tensors, segs, rows, pooled)
     feats = config_rows(g, idx, device)
     z = model.config_vectors(model.embed_configs(graph, feats), feats,
                              tabular_rows(model, g, tensors, feats))

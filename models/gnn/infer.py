@@ -72,12 +72,6 @@ def graph_state(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors,
                              tensors.config_node_pos, tensors.links)
 
 
-def forward_configs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
-                    device: torch.device) -> torch.Tensor:
-    """Costs of configs ``idx`` of graph ``g`` (one batch, the batch as attention context)."""
-    return model.score(embed_configs(model, g, tensors, idx, device))
-
-
 def embed_configs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
                   device: torch.device, state: GraphState | None = None) -> torch.Tensor:
     """Attention inputs (len(idx), hidden) of configs ``idx`` (one chunk): the embedding part.
@@ -94,6 +88,8 @@ def context_subset(n: int, size: int, seed: int) -> np.ndarray:
 
 
 def _seeded_subset(n: int, size: int, key: list[int]) -> np.ndarray:
+    """``size`` sorted positions among ``n`` drawn by a generator of ``key`` (all when ``size``
+    is 0 or at least ``n``); valid graphs' fixed subsets use ``[seed, 7919, n]``."""
     if size <= 0 or size >= n:
         return np.arange(n)
     return np.sort(np.random.default_rng(key).choice(n, size=size, replace=False))
@@ -108,7 +104,6 @@ def predict_costs(model: RankerGNN, g: ProcessedGraph, batch_size: int = 64,
     ``batch_size``, then every config attends to the same context (``options.context``), so a cost
     does not depend on the chunk a config landed in. ``options`` default to the loaded model's
     (``model.inference_options``), else all-config context."""
-    model = getattr(model, "module", model)  # a DistributedDataParallel wrapper
     options = options or getattr(model, "inference_options", None) or InferenceOptions()
     device = next(model.parameters()).device
     tensors = (cache or TensorCache(device)).get(g)
@@ -117,7 +112,7 @@ def predict_costs(model: RankerGNN, g: ProcessedGraph, batch_size: int = 64,
         return np.zeros(0, dtype=np.float64)
     chunks = np.array_split(np.arange(len(idx)), math.ceil(len(idx) / max(1, batch_size)))
     context = context_subset(len(idx), options.context, options.seed)
-    with eval_mode(model), torch.no_grad():
+    with eval_mode(model):
         state = graph_state(model, g, tensors, options)
         z = torch.cat([embed_configs(model, g, tensors, idx[c], device, state) for c in chunks])
         ctx = z[torch.as_tensor(context, device=z.device)]
@@ -125,19 +120,15 @@ def predict_costs(model: RankerGNN, g: ProcessedGraph, batch_size: int = 64,
     return costs.cpu().numpy()
 
 
-def validation_subset(g: ProcessedGraph, max_configs: int, seed: int) -> np.ndarray:
-    """A fixed subset of a valid graph's configs used for early stopping (all when small)."""
-    return _seeded_subset(g.num_configs, max_configs, [seed, 7919, g.num_configs])
-
-
 def evaluate(model: RankerGNN, collection: Collection, graphs: list[ProcessedGraph], cfg: GnnConfig,
              cache: TensorCache | None = None, max_configs: int = 0) -> dict[str, Any]:
-    """Official per-graph scores (τ or tile top-5 score) on valid graphs with targets."""
+    """Official per-graph scores (τ or tile top-5 score) on valid graphs with targets (at most
+    ``max_configs`` per graph: a fixed seeded subset)."""
     preds, truth = {}, {}
     for g in graphs:
         if g.target is None or g.num_configs < 2:
             continue
-        idx = validation_subset(g, max_configs, cfg.seed)
+        idx = _seeded_subset(g.num_configs, max_configs, [cfg.seed, 7919, g.num_configs])
         preds[g.stem] = predict_costs(model, g, cfg.predict_batch, idx, cache,
                                       InferenceOptions.from_config(cfg))
         truth[g.stem] = np.asarray(g.target, dtype=np.float64)[idx]
@@ -152,7 +143,7 @@ def train_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx:
     ``cfg.segment_size > 0`` a Graph Segment Training step (:func:`models.gnn.gst.gst_costs`), the
     run's segments and trunk table kept on the model (created on first use)."""
     if not uses_gst(model, cfg.segment_size):
-        return forward_configs(model, g, tensors, idx, device)
+        return model.score(embed_configs(model, g, tensors, idx, device))
     state = model.__dict__.get("_gst_state")
     if state is None:
         state = model.__dict__["_gst_state"] = GstState(cfg.history_max_bytes)

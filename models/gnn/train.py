@@ -37,25 +37,24 @@ from models.gnn.data import joint_collections, load_graphs, sample_configs, tabu
 from models.gnn.infer import TensorCache, evaluate, load_trained_dir, train_costs
 from models.gnn.model import ModelArgs, RankerGNN
 from models.losses import get_loss
-from models.training import (DistContext, EarlyStopping, StepHorizon, autocast, broadcast_floats,
-                             broadcast_object, barrier, budget_clock, checkpoint_module_lists,
-                             choose_device, load_checkpoint,
-                             make_grad_scaler, make_horizon_scheduler, make_optimizer,
-                             mean_over_ranks, save_checkpoint, seed_everything, set_cpu_threads,
-                             step_rng)
+from models.training import (DistContext, EarlyStopping, StepHorizon, all_reduce, autocast,
+                             barrier, broadcast_object, budget_clock, checkpoint_module_lists,
+                             choose_device, load_checkpoint, make_grad_scaler,
+                             make_horizon_scheduler, make_optimizer, save_checkpoint,
+                             seed_everything, set_cpu_threads, step_rng)
 
 WEIGHT_DECAY = 1e-4  # AdamW weight decay
 GRAD_CLIP = 1.0  # gradient norm clipped to this value
 
 
 def model_args_for(cfg: GnnConfig, g: ProcessedGraph) -> ModelArgs:
-    """Model shape from the config (:meth:`ModelArgs.of`) and the data's feature widths; tile
-    models have one architecture (recorded as ``copy``)."""
-    config_dim = 18 if not g.is_tile else int(g.config_feat.shape[1])
-    return ModelArgs.of(cfg, kind="tile" if g.is_tile else "layout",
-                        node_dim=int(g.node_feat.shape[1]), config_dim=config_dim,
-                        tabular_dim=tabular_width(g) if cfg.tabular else 0,
-                        arch="copy" if g.is_tile else cfg.arch)
+    """Model shape from the config and the data's feature widths; tile models have one
+    architecture (recorded as ``copy``)."""
+    return ModelArgs(kind="tile" if g.is_tile else "layout", node_dim=int(g.node_feat.shape[1]),
+                     config_dim=int(g.config_feat.shape[1]) if g.is_tile else 18,
+                     tabular_dim=tabular_width(g) if cfg.tabular else 0, hidden=cfg.hidden,
+                     layers=cfg.layers, dropout=cfg.dropout, cross_attn=cfg.cross_attn,
+                     arch="copy" if g.is_tile else cfg.arch, head_product=cfg.head_product)
 
 
 class StepModule(nn.Module):
@@ -281,26 +280,15 @@ def fit(cfg: GnnConfig, collection: Collection, train: list[ProcessedGraph],
     return broadcast_object(report, ctx)
 
 
-STOP_REASONS = ("early_stopping", "step_budget", "time_budget")
-
-
-@dataclass
-class LoopResult:
-    seconds: float
-    configs: int
-    last_step: int
-    stopped_by: str
-
-
 def _loop(tr: Trainer, collection: Collection, graphs: list[ProcessedGraph],
-          valid: list[ProcessedGraph], out: Path, start: int, seconds: float) -> LoopResult:
-    """Steps until ``cfg.steps``, early stopping, ``step_budget`` or the time share is spent."""
+          valid: list[ProcessedGraph], out: Path, start: int, seconds: float) -> dict[str, Any]:
+    """Steps until ``cfg.steps``, early stopping, ``step_budget`` or the time share is spent;
+    returns the report's entries on the run."""
     cfg, ctx = tr.cfg, tr.ctx
     loss_fn = get_loss(cfg.loss)
     # every rank must run the same number of forward/backward passes per step (DDP collectives)
-    per_step_graphs = min(cfg.graphs_per_step_for(collection), len(graphs))
-    if ctx.active:
-        per_step_graphs = _min_over_ranks(per_step_graphs, ctx, tr.device)
+    per_step_graphs = int(all_reduce(min(cfg.graphs_per_step_for(collection), len(graphs)), ctx,
+                                     tr.device, op="MIN"))
     cache, valid_cache = TensorCache(tr.device), TensorCache(tr.device)
     reserve = EvalReserve(valid, cfg.val_max_configs, cfg.final_val_max_configs)
     clock = budget_clock(cfg.budget_clock)
@@ -314,18 +302,19 @@ def _loop(tr: Trainer, collection: Collection, graphs: list[ProcessedGraph],
         per_step = spent / (step - start) if step > start else 0.0
         left = seconds - spent - reserve.seconds(reserve.seconds_per_config(spent, configs),
                                                  pending_eval=step > evaluated)
-        stop = (tr.stopper.should_stop, cfg.step_budget > 0 and step - start >= cfg.step_budget,
-                left <= per_step * 0.5)
-        code = next((i + 1 for i, s in enumerate(stop) if s), 0)
-        code, total = broadcast_floats([float(code), float(tr.horizon.update(step, per_step, left))],
-                                       ctx, tr.device)
-        tr.horizon.total = int(total)
-        if code:
-            stopped_by = STOP_REASONS[int(code) - 1]
+        stop = {"early_stopping": tr.stopper.should_stop,
+                "step_budget": cfg.step_budget > 0 and step - start >= cfg.step_budget,
+                "time_budget": left <= per_step * 0.5}
+        reason = next((r for r, s in stop.items() if s), "")
+        # rank 0 decides, so that every rank stops at the same step
+        reason, tr.horizon.total = broadcast_object((reason, tr.horizon.update(step, per_step, left)),
+                                                    ctx)
+        if reason:
+            stopped_by = reason
             break
         tr.step_model.train()
         loss, used = train_step(tr, graphs, cache, step, loss_fn, per_step_graphs)
-        running.append(mean_over_ranks(loss, ctx, tr.device))
+        running.append(all_reduce(loss, ctx, tr.device) / ctx.world_size)
         configs += used
         step += 1
         bar.total = tr.horizon.total
@@ -344,16 +333,9 @@ def _loop(tr: Trainer, collection: Collection, graphs: list[ProcessedGraph],
         elif ctx.is_main:
             save_checkpoint(out / "last.pt", tr.state(step))
     bar.close()
-    return LoopResult(seconds=clock() - t0, configs=int(mean_over_ranks(
-        configs, tr.ctx, tr.device) * tr.ctx.world_size), last_step=step, stopped_by=stopped_by)
-
-
-def _min_over_ranks(value: int, ctx: DistContext, device: torch.device) -> int:
-    import torch.distributed as dist
-
-    tensor = torch.tensor([value], dtype=torch.int64, device=device)
-    dist.all_reduce(tensor, op=dist.ReduceOp.MIN)
-    return int(tensor.item())
+    elapsed, configs = clock() - t0, all_reduce(configs, ctx, tr.device)
+    return {"train_seconds": elapsed, "last_step": step, "stopped_by": stopped_by,
+            "train_configs_per_s": configs / elapsed if elapsed > 0 else float("nan")}
 
 
 def _evaluate_and_save(tr: Trainer, collection: Collection, valid: list[ProcessedGraph],
@@ -364,7 +346,7 @@ def _evaluate_and_save(tr: Trainer, collection: Collection, valid: list[Processe
     score = math.nan
     if tr.ctx.is_main:
         score = evaluate(tr.model, collection, valid, cfg, cache, cfg.val_max_configs)["score"]
-    score = broadcast_floats([score], tr.ctx, tr.device)[0]
+    score = broadcast_object(score, tr.ctx)
     score = -math.inf if not np.isfinite(score) else score
     improved = tr.stopper.update(score, step)
     tr.history.append({"step": step, "loss": float(np.mean(running)), "valid": float(score),
@@ -377,20 +359,16 @@ def _evaluate_and_save(tr: Trainer, collection: Collection, valid: list[Processe
 
 
 def _final_report(tr: Trainer, collection: Collection, valid: list[ProcessedGraph], out: Path,
-                  loop: LoopResult, n_train: int) -> dict[str, Any]:
+                  loop: dict[str, Any], n_train: int) -> dict[str, Any]:
     cfg = tr.cfg
     if not (out / "best.pt").is_file():  # no evaluation ran (e.g. steps == 0): keep current weights
-        tr.save_best(out, loop.last_step)
+        tr.save_best(out, loop["last_step"])
     model, _ = load_trained_dir(out, tr.device)
     t_eval = time.monotonic()
     report = evaluate(model, collection, valid, cfg, TensorCache(tr.device),
                       max_configs=cfg.final_val_max_configs)
-    elapsed = loop.seconds
-    report.update({"seed": cfg.seed, "best_step": tr.stopper.best_step, "keep": cfg.keep,
-                   "train_seconds": elapsed,
-                   "final_eval_seconds": time.monotonic() - t_eval, "last_step": loop.last_step,
-                   "stopped_by": loop.stopped_by, "world_size": tr.ctx.world_size,
-                   "train_configs_per_s": loop.configs / elapsed if elapsed > 0 else float("nan"),
+    report.update({**loop, "seed": cfg.seed, "best_step": tr.stopper.best_step, "keep": cfg.keep,
+                   "final_eval_seconds": time.monotonic() - t_eval, "world_size": tr.ctx.world_size,
                    "n_train_graphs": n_train, "history": tr.history,
                    "final_val_max_configs": cfg.final_val_max_configs,
                    "cross_attn": cfg.cross_attn, "joint_search": cfg.joint_search})
