@@ -1,9 +1,6 @@
-"""Shared torch training utilities (used by :mod:`models.gnn`): seeding, device choice, LR
-schedule and horizon, early stopping, checkpoints, torchrun process groups, the clock of time
-budgets (the budget itself: :mod:`models.budget`) and activation checkpointing.
-
-Checkpoints hold only tensors and plain Python values so that they load with
-``torch.load(..., weights_only=True)`` (no pickled code is ever executed on load).
+"""Torch training utilities of :mod:`models.gnn`: seeding, devices, LR schedule, early stopping,
+checkpoints (tensors and plain values only, loaded with ``weights_only=True``: no pickled code
+runs), torchrun process groups, the clock of time budgets and activation checkpointing.
 """
 
 from __future__ import annotations
@@ -55,9 +52,8 @@ _DEFAULT_THREADS = torch.get_num_threads()  # torch's own choice at import (all 
 
 
 def set_cpu_threads(threads: int) -> None:
-    """torch's CPU threads: ``threads``, or torch's default when 0 (also after an earlier call
-    in the same process, e.g. a notebook that trains on one thread and then predicts); and
-    :func:`reuse_freed_memory`, which every caller (training, prediction) wants too."""
+    """torch's CPU threads: ``threads``, or torch's default when 0 (also after an earlier call in
+    the same process); and :func:`reuse_freed_memory`, which every caller wants too."""
     reuse_freed_memory()
     wanted = threads if threads > 0 else _DEFAULT_THREADS
     if torch.get_num_threads() != wanted:
@@ -69,14 +65,10 @@ KEPT_FREE_BYTES = 1 << 30
 
 
 def reuse_freed_memory(kept_bytes: int = KEPT_FREE_BYTES) -> bool:
-    """Let glibc's malloc keep freed blocks of up to ``kept_bytes`` for reuse (True when set).
-
-    By default glibc serves a block over 32 MB with a fresh ``mmap`` and unmaps it when freed, so
-    each such CPU tensor faults its (zeroed) pages in again: a GNN training step or prediction
-    chunk spent more time in page faults than in arithmetic (``benchmarks/gnn_head_cpu.json``).
-    At most ``kept_bytes`` of free memory stays mapped at the heap's top. A no-op (False) where
-    the C library is not glibc (macOS, musl).
-    """
+    """Let glibc's malloc keep freed blocks of up to ``kept_bytes`` for reuse (True when set; a
+    no-op, False, elsewhere). By default glibc unmaps a freed block over 32 MB, so each such CPU
+    tensor faults its pages in again: a GNN step spent more time in page faults than in
+    arithmetic (``benchmarks/gnn_head_cpu.json``)."""
     try:
         mallopt = ctypes.CDLL("libc.so.6").mallopt  # musl and others lack it
     except (OSError, AttributeError):
@@ -249,7 +241,7 @@ def barrier(ctx: DistContext) -> None:
 def shutdown_distributed(ctx: DistContext) -> None:
     """Barrier, then leave the process group (so no rank exits while another still writes)."""
     if ctx.active and dist.is_initialized():
-        dist.barrier()
+        barrier(ctx)
         dist.destroy_process_group()
 
 
@@ -261,8 +253,7 @@ BUDGET_CLOCKS = {"wall": time.monotonic, "cpu": time.process_time}
 
 def budget_clock(name: str):
     """The clock time budgets are counted in: ``wall`` seconds, or ``cpu`` seconds of this
-    process (all its threads), which a loaded machine does not shrink: with one thread, runs
-    compared at an equal ``cpu`` budget get equal compute whatever else runs beside them."""
+    process, which a loaded machine does not shrink (equal compute for compared runs)."""
     try:
         return BUDGET_CLOCKS[name]
     except KeyError:
@@ -298,13 +289,9 @@ def make_horizon_scheduler(optimizer: torch.optim.Optimizer, horizon: StepHorizo
 
 def checkpoint_module_lists(model: torch.nn.Module, name: str = "layers") -> int:
     """Recompute the activations of every module in each ``nn.ModuleList`` called ``name``
-    (``torch.utils.checkpoint``, non-reentrant) during backward instead of keeping them.
-
-    Only each layer's input stays alive between forward and backward, so a stack of L layers
-    holds about 1 + 1/L of one layer's activations instead of L (at about one extra forward of
-    compute). The modules' ``forward`` is wrapped on the instance: parameters, ``state_dict``
-    keys and checkpoints are unchanged. Returns the number of wrapped modules.
-    """
+    during backward (``torch.utils.checkpoint``) instead of keeping them: L layers hold about one
+    layer's activations, at one extra forward. ``forward`` is wrapped on the instance, so
+    ``state_dict`` keys and checkpoints are unchanged. Returns the number of wrapped modules."""
     from torch.utils.checkpoint import checkpoint
 
     wrapped = 0

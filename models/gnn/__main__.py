@@ -32,10 +32,11 @@ def _held(cfg):
 def train_main(argv: list[str]) -> int:
     """Train every selected collection (or its ``--folds`` fold models) within ``--time-budget``;
     under ``torchrun`` every rank runs this and rank 0 alone prints and writes summaries."""
+    from tpurank.atomic import write_json
     from models.budget import TimeBudget
     from models.gnn.config import GnnConfig
     from models.gnn.folds import train_folds, usable_folds
-    from models.gnn.train import dump_summary, summary_line, train_collection
+    from models.gnn.train import summary_line, train_collection
     from models.training import (budget_clock, init_distributed, set_cpu_threads,
                                  shutdown_distributed)
 
@@ -59,8 +60,10 @@ def train_main(argv: list[str]) -> int:
                 print(summary_line(report), flush=True)
             reports.append(report)
         if ctx.is_main:
-            dump_summary(Path(cfg.work) / "models" / cfg.model_name / f"summary-seed{cfg.seed}.json",
-                         reports)
+            keys = ("collection", "score", "n_graphs", "seed", "best_step", "train_seconds",
+                    "stopped_by", "world_size", "cross_attn", "joint_search")
+            write_json(Path(cfg.work) / "models" / cfg.model_name / f"summary-seed{cfg.seed}.json",
+                       [{k: r.get(k) for k in keys} for r in reports])
     finally:
         shutdown_distributed(ctx)
     return 0

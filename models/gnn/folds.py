@@ -138,9 +138,7 @@ def fold_summary(collection: Collection, cfg: GnnConfig, reports: list[dict]) ->
             "stopped_by": ",".join(sorted({r["stopped_by"] for r in reports})),
             "world_size": reports[0]["world_size"] if reports else 1, "folds": len(reports),
             "score_kind": "inner-valid mean over folds", "cross_attn": cfg.cross_attn,
-            "joint_search": cfg.joint_search, "fold_reports": [
-                {k: r[k] for k in ("score", "n_graphs", "best_step", "train_seconds", "stopped_by")}
-                for r in reports]}
+            "joint_search": cfg.joint_search}
 
 
 def _by_config_index(g: ProcessedGraph, cost: np.ndarray, rows: np.ndarray | None = None

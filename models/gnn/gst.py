@@ -1,13 +1,7 @@
-"""Graph Segment Training (GST, the organisers' method, docs/competition.md §7) on the factorized
-trunk: whole-graph context for the config head at the memory of one segment (docs/gnn.md, "Graph
-Segment Training").
-
-The head reads only a few of the trunk's outputs: the embeddings of the configurable nodes and of
-the configurable-node links' inner nodes, and the graph's pooled summary. So a
-:class:`TrunkTable` holds per graph and segment the trunk's outputs the head reads from that
-segment (its **read rows**) and its pooling statistics (:meth:`Pool.partial`). A step trains one
-segment's trunk, drawn in proportion to the configurable nodes, refreshes the oldest stored
-segment without gradient, and runs the head fresh over every configurable node for every config.
+"""Graph Segment Training (GST) on the factorized trunk: whole-graph context for the config head
+at the memory of one segment (docs/gnn.md, "Graph Segment Training"). A :class:`TrunkTable`
+holds per graph and segment the trunk outputs the head reads (the segment's **read rows**: its
+configurable nodes and links' inner nodes) and its pooling statistics (:meth:`Pool.partial`).
 Inference is exact (:func:`segmented_graph_state`).
 """
 

@@ -19,10 +19,8 @@ def _save(fig: plt.Figure, path: Path) -> None:
     plt.close(fig)
 
 
-def plot_report(report: dict[str, Any], out_dir: str | Path) -> list[Path]:
+def plot_report(report: dict[str, Any], out_dir: Path) -> None:
     """Write ``valid_scores.png`` (per-graph score) and ``curves.png`` (loss / valid vs step)."""
-    out_dir = Path(out_dir)
-    written = []
     per_graph = report.get("per_graph", {})
     if per_graph:
         stems = list(per_graph)
@@ -36,7 +34,6 @@ def plot_report(report: dict[str, Any], out_dir: str | Path) -> list[Path]:
         ax.set_title(f"GNN validation {metric} per graph — {report['collection']}")
         ax.legend(loc="lower right")
         _save(fig, out_dir / "valid_scores.png")
-        written.append(out_dir / "valid_scores.png")
     history = report.get("history", [])
     if history:
         steps = [h["step"] for h in history]
@@ -49,5 +46,3 @@ def plot_report(report: dict[str, Any], out_dir: str | Path) -> list[Path]:
         ax2.set_ylabel("validation score", color="tab:blue")
         ax1.set_title(f"GNN training — {report['collection']}")
         _save(fig, out_dir / "curves.png")
-        written.append(out_dir / "curves.png")
-    return written

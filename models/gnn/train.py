@@ -45,6 +45,7 @@ from models.training import (DistContext, EarlyStopping, StepHorizon, all_reduce
 
 WEIGHT_DECAY = 1e-4  # AdamW weight decay
 GRAD_CLIP = 1.0  # gradient norm clipped to this value
+TILE_GRAPHS_PER_STEP = 4  # graphs per optimiser step (losses averaged) of a tile model; layout: 1
 
 
 def model_args_for(cfg: GnnConfig, g: ProcessedGraph) -> ModelArgs:
@@ -102,10 +103,8 @@ class Trainer:
         if state["model_args"] != asdict(self.model.args):
             raise RuntimeError(f"{path}: saved model shape differs from this config; "
                                f"use --resume false or another --tag")
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.scaler.load_state_dict(state["scaler"])
+        for name in ("model", "optimizer", "scheduler", "scaler"):
+            getattr(self, name).load_state_dict(state[name])
         self.stopper.load_state_dict(state["early_stopping"])
         self.history = list(state["history"])
         self.stopped_by = str(state.get("stopped_by", ""))
@@ -193,13 +192,6 @@ def limit_graphs(cfg: GnnConfig, graphs: list[ProcessedGraph]) -> list[Processed
     return graphs
 
 
-def shard(graphs: list[ProcessedGraph], ctx: DistContext) -> list[ProcessedGraph]:
-    """This rank's train graphs: every ``world_size``-th, from ``rank`` (all when too few)."""
-    if not ctx.active or len(graphs) < ctx.world_size:
-        return graphs
-    return graphs[ctx.rank::ctx.world_size]
-
-
 def eval_configs(graphs: list[ProcessedGraph], max_configs: int = 0) -> int:
     """Configs scored by an evaluation on ``graphs`` (``max_configs`` per graph; 0 = all)."""
     return sum(min(g.num_configs, max_configs) if max_configs > 0 else g.num_configs
@@ -260,7 +252,8 @@ def fit(cfg: GnnConfig, collection: Collection, train: list[ProcessedGraph],
     seed_everything(cfg.seed)
     set_cpu_threads(cfg.threads)
     out.mkdir(parents=True, exist_ok=True)
-    mine = shard(train, ctx)
+    # this rank's train graphs: every world_size-th, from rank (all when too few)
+    mine = train[ctx.rank::ctx.world_size] if len(train) >= ctx.world_size else train
     tr = make_trainer(cfg, ctx, device, train[0])
     start = 0
     if cfg.resume and (out / "last.pt").is_file():
@@ -287,8 +280,8 @@ def _loop(tr: Trainer, collection: Collection, graphs: list[ProcessedGraph],
     cfg, ctx = tr.cfg, tr.ctx
     loss_fn = get_loss(cfg.loss)
     # every rank must run the same number of forward/backward passes per step (DDP collectives)
-    per_step_graphs = int(all_reduce(min(cfg.graphs_per_step_for(collection), len(graphs)), ctx,
-                                     tr.device, op="MIN"))
+    per_step_graphs = int(all_reduce(min(TILE_GRAPHS_PER_STEP if collection.is_tile else 1,
+                                         len(graphs)), ctx, tr.device, op="MIN"))
     cache, valid_cache = TensorCache(tr.device), TensorCache(tr.device)
     reserve = EvalReserve(valid, cfg.val_max_configs, cfg.final_val_max_configs)
     clock = budget_clock(cfg.budget_clock)
@@ -384,11 +377,3 @@ def summary_line(report: dict[str, Any]) -> str:
     return (f"{report['collection']}: {kind} {report['score']:.4f} over {report['n_graphs']} graphs "
             f"(best step {report['best_step']}, {report['train_seconds']:.0f} s, "
             f"{report['train_configs_per_s']:.0f} configs/s, stopped by {report['stopped_by']})")
-
-
-def dump_summary(path: Path, reports: list[dict[str, Any]]) -> None:
-    keys = ("collection", "score", "n_graphs", "seed", "best_step", "train_seconds", "stopped_by",
-            "world_size", "cross_attn", "joint_search")
-    slim = [{k: r.get(k) for k in keys} for r in reports]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_json(path, slim)
