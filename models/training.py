@@ -30,11 +30,8 @@ def seed_everything(seed: int) -> None:
 
 
 def step_rng(seed: int, step: int, stream: int = 0) -> np.random.Generator:
-    """A NumPy generator that depends only on ``(seed, step, stream)``.
-
-    Drawing each step's samples from its own generator makes a resumed run draw exactly what an
-    uninterrupted run would have drawn, without saving any RNG state.
-    """
+    """A NumPy generator that depends only on ``(seed, step, stream)``: a resumed run draws exactly
+    what an uninterrupted run would have drawn, without saving any RNG state."""
     return np.random.default_rng([seed, step, stream])
 
 

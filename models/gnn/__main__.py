@@ -10,19 +10,17 @@ first, then overrides), e.g.::
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
 from tpurank.cli import dispatch
+from tpurank.collections import held_collections
 from tpurank.config import parse_config
 
 
 def _held(cfg):
     """``cfg`` with ``--collections all`` narrowed to the collections the data root holds."""
-    import dataclasses
-
-    from tpurank.collections import held_collections
-
     if cfg.collection:
         return cfg
     names = ",".join(c.name for c in held_collections(cfg.data, cfg.collections))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from tpurank.collections import Collection
+from tpurank.collections import Collection, parse_collections
 from models.ranker import RankerConfig
 
 MIN_CONFIGS_PER_STEP = 8  # floor of configs per step under --node-budget
@@ -85,14 +85,11 @@ class GnnConfig(RankerConfig):
     }
 
     def collection_list(self) -> list[Collection]:
-        from tpurank.collections import parse_collections
-
         return parse_collections(self.collection or self.collections)
 
     def budget_weight(self, collection: Collection) -> float:
         """One model's share of ``--time-budget`` relative to a layout model's:
-        ``--tile-budget-weight`` for tile (small graphs, many of them, learnt in few steps; the
-        layout collections need the steps)."""
+        ``--tile-budget-weight`` for tile (small graphs, learnt in few steps)."""
         return max(1e-3, self.tile_budget_weight) if collection.is_tile else 1.0
 
     def configs_per_step_for(self, num_nodes: int, is_tile: bool, config_nodes: int = 0,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +51,6 @@ def usable_folds(cfg: GnnConfig, collection: Collection) -> int:
     """``cfg.folds`` when the collection's labelled graphs support K-fold OOF predictions (OOF files
     are keyed by stem, so no stem may be in both train and valid; K folds need K stems), else 0
     (the train/valid protocol, with a note on stderr). ``train`` and ``predict`` both decide so."""
-    import sys
-
     if cfg.folds < 2:
         return 0
     if not _labelled_built(cfg, collection):  # inference only: the trained fold models decide

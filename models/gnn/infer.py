@@ -33,10 +33,9 @@ class TensorCache:
         self._cache: dict[int, GraphTensors] = {}
 
     def get(self, g: ProcessedGraph) -> GraphTensors:
-        key = id(g)
-        if key not in self._cache:
-            self._cache[key] = graph_tensors(g, self.device)
-        return self._cache[key]
+        if id(g) not in self._cache:
+            self._cache[id(g)] = graph_tensors(g, self.device)
+        return self._cache[id(g)]
 
 
 @dataclass(frozen=True)
@@ -98,12 +97,9 @@ def _seeded_subset(n: int, size: int, key: list[int]) -> np.ndarray:
 def predict_costs(model: RankerGNN, g: ProcessedGraph, batch_size: int = 64,
                   idx: np.ndarray | None = None, cache: TensorCache | None = None,
                   options: InferenceOptions | None = None) -> np.ndarray:
-    """Predicted cost (lower = faster) of every config of ``g`` (or of ``idx``), in that order.
-
-    The graph's config-free part runs once; configs are embedded in chunks of at most
-    ``batch_size``, then every config attends to the same context (``options.context``), so a cost
-    does not depend on the chunk a config landed in. ``options`` default to the loaded model's
-    (``model.inference_options``), else all-config context."""
+    """Predicted cost (lower = faster) of every config of ``g`` (or of ``idx``), in that order:
+    the graph's config-free part once, configs embedded in chunks of at most ``batch_size``, then
+    every config attends to the same context (``options``, by default the loaded model's)."""
     options = options or getattr(model, "inference_options", None) or InferenceOptions()
     device = next(model.parameters()).device
     tensors = (cache or TensorCache(device)).get(g)

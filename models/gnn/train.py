@@ -28,12 +28,12 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from tpurank.atomic import write_json
+from tpurank.atomic import atomic_path, write_json
 from tpurank.collections import Collection
 from tpurank.config import run_metadata
 from features.processed import ProcessedGraph
 from models.gnn.config import GnnConfig
-from models.gnn.data import joint_collections, load_graphs, sample_configs, tabular_width, trainable
+from models.gnn.data import TABULAR_COLUMNS, joint_collections, load_graphs, sample_configs, trainable
 from models.gnn.infer import TensorCache, evaluate, load_trained_dir, train_costs
 from models.gnn.model import ModelArgs, RankerGNN
 from models.losses import get_loss
@@ -50,20 +50,19 @@ TILE_GRAPHS_PER_STEP = 4  # graphs per optimiser step (losses averaged) of a til
 
 def model_args_for(cfg: GnnConfig, g: ProcessedGraph) -> ModelArgs:
     """Model shape from the config and the data's feature widths; tile models have one
-    architecture (recorded as ``copy``)."""
+    architecture (recorded as ``copy``) and no tabular join (their config features already are
+    the tabular ones)."""
     return ModelArgs(kind="tile" if g.is_tile else "layout", node_dim=int(g.node_feat.shape[1]),
                      config_dim=int(g.config_feat.shape[1]) if g.is_tile else 18,
-                     tabular_dim=tabular_width(g) if cfg.tabular else 0, hidden=cfg.hidden,
-                     layers=cfg.layers, dropout=cfg.dropout, cross_attn=cfg.cross_attn,
-                     arch="copy" if g.is_tile else cfg.arch, head_product=cfg.head_product)
+                     tabular_dim=len(TABULAR_COLUMNS) if cfg.tabular and not g.is_tile else 0,
+                     hidden=cfg.hidden, layers=cfg.layers, dropout=cfg.dropout,
+                     cross_attn=cfg.cross_attn, arch="copy" if g.is_tile else cfg.arch,
+                     head_product=cfg.head_product)
 
 
 class StepModule(nn.Module):
-    """What DDP wraps: one call = the costs of a step's configs via :func:`infer.train_costs`.
-
-    Wrapping the *call* rather than the model keeps DDP's gradient hooks correct whatever
-    ``train_costs`` does inside (whole-graph forward, Graph Segment Training, ...).
-    """
+    """What DDP wraps: one call = the costs of a step's configs (:func:`infer.train_costs`), so
+    DDP's gradient hooks stay correct whatever that does inside (whole graph, GST)."""
 
     def __init__(self, model: RankerGNN):
         super().__init__()
@@ -114,12 +113,6 @@ class Trainer:
         save_checkpoint(out / "best.pt", {"model": self.model.state_dict(),
                                           "model_args": asdict(self.model.args), "step": step})
 
-    def no_sync(self, last: bool) -> contextlib.AbstractContextManager:
-        """Skip DDP's gradient all-reduce on all but the last backward of a step."""
-        if last or not hasattr(self.step_model, "no_sync"):
-            return contextlib.nullcontext()
-        return self.step_model.no_sync()
-
 
 def make_trainer(cfg: GnnConfig, ctx: DistContext, device: torch.device,
                  example: ProcessedGraph) -> Trainer:
@@ -160,7 +153,9 @@ def train_step(tr: Trainer, graphs: list[ProcessedGraph], cache: TensorCache, st
                                         0 if g.is_tile else len(g.config_node_pos),
                                         0 if links is None else int(links.hops.numel()))
         idx = sample_configs(rng, target, size, cfg.close_bias)
-        with tr.no_sync(last=k == len(chosen) - 1):
+        # DDP all-reduces the gradients on the step's last backward only
+        skip_sync = tr.ctx.active and k < len(chosen) - 1
+        with tr.step_model.no_sync() if skip_sync else contextlib.nullcontext():
             with autocast(tr.device, cfg.amp):
                 cost = tr.step_model(g, tensors, idx, tr.device, cfg, step)
             y = torch.as_tensor(target[idx], device=tr.device)
@@ -366,14 +361,44 @@ def _final_report(tr: Trainer, collection: Collection, valid: list[ProcessedGrap
                    "final_val_max_configs": cfg.final_val_max_configs,
                    "cross_attn": cfg.cross_attn, "joint_search": cfg.joint_search})
     write_json(out / "report.json", report)
-    from models.gnn.report import plot_report
-
     plot_report(report, out)
     return report
 
 
+def plot_report(report: dict[str, Any], out: Path) -> None:
+    """Write ``valid_scores.png`` (per-graph score) and ``curves.png`` (loss / valid vs step)."""
+    from matplotlib.figure import Figure  # no pyplot: no global state, no backend to choose
+
+    figures, coll = {}, report["collection"]
+    if per_graph := report.get("per_graph", {}):
+        stems = list(per_graph)
+        fig = figures["valid_scores.png"] = Figure(figsize=(max(4.0, 0.35 * len(stems) + 2), 3.5))
+        ax = fig.subplots()
+        ax.bar(range(len(stems)), [per_graph[s] for s in stems], color="tab:blue")
+        ax.axhline(report["score"], color="tab:red", lw=1, label=f"mean {report['score']:.3f}")
+        ax.set_xticks(range(len(stems)), stems, rotation=90, fontsize=7)
+        metric = "top-5 score" if coll.startswith("tile") else "Kendall τ"
+        ax.set_ylabel(metric)
+        ax.set_title(f"GNN validation {metric} per graph — {coll}")
+        ax.legend(loc="lower right")
+    if history := report.get("history", []):
+        steps = [h["step"] for h in history]
+        fig = figures["curves.png"] = Figure(figsize=(6, 3.5))
+        ax1 = fig.subplots()
+        ax1.plot(steps, [h["loss"] for h in history], color="tab:orange", label="train loss")
+        ax1.set_xlabel("step")
+        ax1.set_ylabel("train loss", color="tab:orange")
+        ax2 = ax1.twinx()
+        ax2.plot(steps, [h["valid"] for h in history], color="tab:blue", marker="o", label="valid")
+        ax2.set_ylabel("validation score", color="tab:blue")
+        ax1.set_title(f"GNN training — {coll}")
+    for name, fig in figures.items():
+        with atomic_path(out / name, suffix=".png") as tmp:
+            fig.savefig(tmp, format="png", dpi=100, bbox_inches="tight")
+
+
 def summary_line(report: dict[str, Any]) -> str:
-    kind = report.get("score_kind", "valid")
-    return (f"{report['collection']}: {kind} {report['score']:.4f} over {report['n_graphs']} graphs "
-            f"(best step {report['best_step']}, {report['train_seconds']:.0f} s, "
+    return (f"{report['collection']}: {report.get('score_kind', 'valid')} {report['score']:.4f} "
+            f"over {report['n_graphs']} graphs (best step {report['best_step']}, "
+            f"{report['train_seconds']:.0f} s, "
             f"{report['train_configs_per_s']:.0f} configs/s, stopped by {report['stopped_by']})")
