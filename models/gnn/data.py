@@ -34,6 +34,7 @@ class GraphTensors:
     config_node_pos: torch.Tensor | None  # (nc,) int64, layout only
     layout_tables: Mapping[str, np.ndarray] | None = None  # layout: LayoutContext arrays (lazy)
     links: ConfigLinks | None = None  # layout: the configurable-node graph
+    segments: dict = field(default_factory=dict, repr=False)  # GST: gst.graph_segments by size
     _layout_context: LayoutContext | None = field(default=None, repr=False)
 
     def layout_context(self) -> LayoutContext | None:

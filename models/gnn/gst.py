@@ -89,24 +89,12 @@ def build_segments(g: ProcessedGraph, tensors: GraphTensors, size: int,
                          torch.as_tensor(slot[pos], device=device), links)
 
 
-class SegmentCache:
-    """Segments of each graph built once per (graph object, size); bounded LRU."""
-
-    def __init__(self, max_graphs: int = 512):
-        self.max_graphs = max_graphs
-        self._cache: OrderedDict[tuple, tuple[ProcessedGraph, GraphSegments]] = OrderedDict()
-
-    def get(self, g: ProcessedGraph, tensors: GraphTensors, size: int,
-            features_dir: str | None = None) -> GraphSegments:
-        key = (id(g), size, str(tensors.node_feat.device))
-        if key in self._cache:
-            self._cache.move_to_end(key)
-            return self._cache[key][1]
-        segs = build_segments(g, tensors, size, features_dir)
-        self._cache[key] = (g, segs)  # holding g keeps id(g) from being reused
-        while len(self._cache) > self.max_graphs:
-            self._cache.popitem(last=False)
-        return segs
+def graph_segments(g: ProcessedGraph, tensors: GraphTensors, size: int,
+                   features_dir: str | None = None) -> GraphSegments:
+    """:func:`build_segments`, once per size for the graph's ``tensors`` (kept on them)."""
+    if size not in tensors.segments:
+        tensors.segments[size] = build_segments(g, tensors, size, features_dir)
+    return tensors.segments[size]
 
 
 @dataclass
@@ -150,14 +138,6 @@ class TrunkTable:
         while self.nbytes > self.max_bytes and self._rows:
             _, old = self._rows.popitem(last=False)
             self.nbytes -= old.nbytes
-
-
-class GstState:
-    """What GST keeps between the steps of one run (segments, trunk table)."""
-
-    def __init__(self, history_max_bytes: int):
-        self.segments = SegmentCache()
-        self.table = TrunkTable(history_max_bytes)
 
 
 def uses_gst(model: RankerGNN, segment_size: int) -> bool:
@@ -208,14 +188,14 @@ def segmented_graph_state(model: RankerGNN, segs: GraphSegments,
 
 
 def gst_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
-              device: torch.device, cfg: GnnConfig, step: int, state: GstState) -> torch.Tensor:
+              device: torch.device, cfg: GnnConfig, step: int, table: TrunkTable) -> torch.Tensor:
     """Costs of a training step's configs ``idx``: the trunk with gradient over the drawn
     segments, the oldest stored segment refreshed without, the rest from the table; the head
     fresh over the whole graph's configurable nodes."""
-    segs = state.segments.get(g, tensors, cfg.segment_size, str(cfg.features_dir()))
+    segs = graph_segments(g, tensors, cfg.segment_size, str(cfg.features_dir()))
     rng = np.random.default_rng([int(cfg.seed), int(step), zlib.crc32(segs.key.encode())])
     trained = set(int(s) for s in draw_trained(rng, segs, SEGMENTS_PER_STEP))
-    entries = {s: state.table.get(segs.key, s) for s in range(segs.num_segments)}
+    entries = {s: table.get(segs.key, s) for s in range(segs.num_segments)}
     stored = [s for s in entries if s not in trained and entries[s] is not None]
     refresh = {s for s in entries if s not in trained and entries[s] is None}
     if stored and not refresh:
@@ -225,7 +205,7 @@ def gst_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: n
         if s in trained or s in refresh:
             with torch.set_grad_enabled(s in trained and torch.is_grad_enabled()):
                 r, p = segment_trunk(model, part, segs.reads[s])
-            state.table.store(segs.key, s, r, p, step)
+            table.store(segs.key, s, r, p, step)
         else:
             r, p = entries[s].rows, entries[s].pooled
         rows.append(r)

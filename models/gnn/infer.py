@@ -20,7 +20,7 @@ from features.processed import ProcessedGraph
 from models import metrics
 from models.gnn.config import GnnConfig
 from models.gnn.data import GraphTensors, config_rows, graph_tensors, load_graphs, tabular_rows
-from models.gnn.gst import GstState, SegmentCache, gst_costs, segmented_graph_state, uses_gst
+from models.gnn.gst import TrunkTable, graph_segments, gst_costs, segmented_graph_state, uses_gst
 from models.gnn.model import GraphState, ModelArgs, RankerGNN
 from models.training import choose_device, eval_mode, load_checkpoint, set_cpu_threads
 
@@ -57,15 +57,12 @@ class InferenceOptions:
                    segment_size=max(0, cfg.segment_size), features_dir=features)
 
 
-_SEGMENTS = SegmentCache(max_graphs=256)  # inference-time segment tensors, per graph object
-
-
 def graph_state(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors,
                 options: InferenceOptions | None = None) -> GraphState:
     """The config-free part of a graph (:meth:`RankerGNN.graph_state`: the factorized trunk),
     segment by segment for a GST model (``options.segment_size``)."""
     if options is not None and uses_gst(model, options.segment_size):
-        segs = _SEGMENTS.get(g, tensors, options.segment_size, options.features_dir)
+        segs = graph_segments(g, tensors, options.segment_size, options.features_dir)
         return segmented_graph_state(model, segs, tensors)
     return model.graph_state(tensors.node_feat, tensors.node_opcode, tensors.edge_index,
                              tensors.config_node_pos, tensors.links)
@@ -137,13 +134,13 @@ def train_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx:
                 device: torch.device, cfg: GnnConfig, step: int) -> torch.Tensor:
     """Costs of a training step's configs ``idx`` of ``g`` (with gradient). With
     ``cfg.segment_size > 0`` a Graph Segment Training step (:func:`models.gnn.gst.gst_costs`), the
-    run's segments and trunk table kept on the model (created on first use)."""
+    run's trunk table kept on the model (created on first use)."""
     if not uses_gst(model, cfg.segment_size):
         return model.score(embed_configs(model, g, tensors, idx, device))
-    state = model.__dict__.get("_gst_state")
-    if state is None:
-        state = model.__dict__["_gst_state"] = GstState(cfg.history_max_bytes)
-    return gst_costs(model, g, tensors, idx, device, cfg, step, state)
+    table = model.__dict__.get("_gst_table")
+    if table is None:
+        table = model.__dict__["_gst_table"] = TrunkTable(cfg.history_max_bytes)
+    return gst_costs(model, g, tensors, idx, device, cfg, step, table)
 
 
 def load_trained_dir(model_dir: str | Path, device: torch.device | str = "cpu"
