@@ -1,9 +1,7 @@
 """Grouped K-fold cross-validation of the GNN ranker (``--folds K``, K >= 2; docs/gnn.md,
-"Cross-validation"). Fold ``k`` of :func:`models.cv.fold_plan` trains on ``plan.training(k)``
-(with ``joint_search`` also the other search's), early-stopped on ``plan.inner_valid(k)`` (never a
-held-out graph), and predicts ``plan.held_out(k)`` and the test split. Models in
-``M/fold<k>/`` (``M = WORK/models/gnn[-tag]/<slug>/seed<s>``), with ``M/folds.json``: the graphs
-each fold model saw (:func:`models.cv.fold_manifest`, checked).
+"Cross-validation"): fold ``k`` of :func:`models.cv.fold_plan` trains on ``plan.training(k)``,
+watched on ``plan.inner_valid(k)``, and predicts ``plan.held_out(k)`` and the test split. Models in
+``M/fold<k>/``, with ``M/folds.json``: the graphs each fold model saw (checked).
 """
 
 from __future__ import annotations

@@ -110,9 +110,8 @@ class _TrunkEntry:
 
 
 class TrunkTable:
-    """Stored trunk outputs per (graph, segment), detached, at most ``max_bytes`` in all: writing
-    a slot makes it the newest, and the oldest slots are evicted first (an entry alone over the
-    limit leaves the table empty)."""
+    """Stored trunk outputs per (graph, segment), detached, at most ``max_bytes`` in all: the
+    oldest written slots are evicted first (an entry alone over the limit empties the table)."""
 
     def __init__(self, max_bytes: int):
         if max_bytes <= 0:

@@ -40,10 +40,8 @@ class TensorCache:
 
 @dataclass(frozen=True)
 class InferenceOptions:
-    """How :func:`predict_costs` scores a graph's configs (from a run's config). ``context``: the
-    attention context every config attends to: 0 = all the configs being ranked, N > 0 = a fixed
-    seeded subset of at most N of them (so the attention's cost stays linear in the config count).
-    ``segment_size`` > 0: a GST model, scored exactly segment by segment."""
+    """How :func:`predict_costs` scores a graph's configs (from a run's config): ``context`` as
+    ``--predict-context``, ``segment_size`` > 0: a GST model, scored exactly segment by segment."""
 
     context: int = 0
     seed: int = 0

@@ -1,7 +1,5 @@
-"""The GNN ranker: one **cost** per config (lower = predicted faster). The layout architectures
-(``ModelArgs.arch``: ``factorized`` trunk + per-config head over the configurable-node graph, or
-``copy``: the graph copied per config) and the tile model: docs/gnn.md, "Model". Fixed choices (no
-option: nobody measured another) are the constants below.
+"""The GNN ranker: one **cost** per config (lower = predicted faster); architectures: docs/gnn.md,
+"Model". Fixed choices (no option: nobody measured another) are the constants below.
 
 :class:`RankerGNN` has three parts: :meth:`~RankerGNN.graph_state` (config-free, once per graph),
 :meth:`~RankerGNN.embed_configs` (one pooled vector per config, chunkable) and

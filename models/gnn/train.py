@@ -1,4 +1,4 @@
-"""Training, validation and prediction for one collection, in one process or under ``torchrun``
+"""Training and validation of one collection's model, in one process or under ``torchrun``
 (nanoGPT style: single-process and DDP in the same loop). Files, time budget, presets: docs/gnn.md.
 
 Under ``torchrun --nproc_per_node N -m models.gnn train ...`` the train graphs are sharded across
@@ -194,10 +194,9 @@ def eval_configs(graphs: list[ProcessedGraph], max_configs: int = 0) -> int:
 
 
 class EvalReserve:
-    """Seconds to keep for the evaluations still due when the time runs out: the periodic one at
-    the stopping step and the final one (all configs, or ``final_val_max_configs`` per graph).
-    Measured from the last periodic evaluation; before the first, estimated from the training
-    speed after the first step (a forward pass costs about half a training step per config)."""
+    """Seconds to keep for the evaluations still due when the time runs out (the periodic one and
+    the final report): measured from the last periodic evaluation; before the first, estimated from
+    the training speed (a forward pass costs about half a training step per config)."""
 
     def __init__(self, valid: list[ProcessedGraph], max_configs: int, final_max_configs: int = 0):
         self.periodic = eval_configs(valid, max_configs)
@@ -207,9 +206,8 @@ class EvalReserve:
         self._warmup: tuple[float, int] | None = None  # (seconds, configs) after the first step
 
     def seconds_per_config(self, spent: float, configs: int) -> float:
-        """Training seconds per config so far, without this invocation's first step: a warm-up
-        (thread pools, allocator, first reads of the graphs) that can take several steps' time
-        and would make the reserve stop a short share after one step. 0 = no estimate yet."""
+        """Training seconds per config so far (0 = no estimate yet), without this invocation's
+        first step: a warm-up that can take several steps' time (docs/gnn.md, "Time and threads")."""
         if self._warmup is None:
             if configs > 0:
                 self._warmup = (spent, configs)
