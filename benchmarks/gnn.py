@@ -129,7 +129,7 @@ def speed_cases(g: ProcessedGraph, archs: tuple[str, ...] = ("copy", "factorized
     """Median seconds (process CPU and wall) of one quick-preset training step and of predicting
     every config of ``g``, per freshly initialised ``arch`` model; the archs take turns in every
     repetition, so that load on the machine falls on both alike."""
-    from models.gnn.infer import TensorCache, forward_configs, predict_costs
+    from models.gnn.infer import TensorCache, embed_configs, predict_costs
 
     device = torch.device("cpu")
     quick = {k: v for k, v in GnnConfig.PRESETS["quick"].items() if k in ("hidden", "layers")}
@@ -145,7 +145,7 @@ def speed_cases(g: ProcessedGraph, archs: tuple[str, ...] = ("copy", "factorized
     def step(arch: str) -> None:
         _, model, opt, loss_fn = runs[arch]
         idx = np.sort(rng.choice(g.num_configs, STEP_CONFIGS, replace=False))
-        cost = forward_configs(model, g, tensors, idx, device)
+        cost = model.score(embed_configs(model, g, tensors, idx, device))
         opt.zero_grad()
         loss_fn(cost, torch.as_tensor(target[idx])).backward()
         opt.step()

@@ -1,9 +1,6 @@
-"""Shared torch training utilities (used by :mod:`models.gnn`): seeding, device choice, LR
-schedule and horizon, early stopping, checkpoints, torchrun process groups, the clock of time
-budgets (the budget itself: :mod:`models.budget`) and activation checkpointing.
-
-Checkpoints hold only tensors and plain Python values so that they load with
-``torch.load(..., weights_only=True)`` (no pickled code is ever executed on load).
+"""Torch training utilities of :mod:`models.gnn`: seeding, devices, LR schedule, early stopping,
+checkpoints (tensors and plain values only, loaded with ``weights_only=True``: no pickled code
+runs), torchrun process groups, the clock of time budgets and activation checkpointing.
 """
 
 from __future__ import annotations
@@ -26,20 +23,15 @@ from tpurank.atomic import atomic_path
 
 
 def seed_everything(seed: int) -> None:
-    """Seed ``random``, NumPy and torch (CPU and CUDA)."""
+    """Seed ``random``, NumPy and torch (``manual_seed`` seeds every device, CUDA too)."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-    if torch.cuda.is_available():
-        torch.cuda.manual_seed_all(seed)
 
 
 def step_rng(seed: int, step: int, stream: int = 0) -> np.random.Generator:
-    """A NumPy generator that depends only on ``(seed, step, stream)``.
-
-    Drawing each step's samples from its own generator makes a resumed run draw exactly what an
-    uninterrupted run would have drawn, without saving any RNG state.
-    """
+    """A NumPy generator that depends only on ``(seed, step, stream)``: a resumed run draws exactly
+    what an uninterrupted run would have drawn, without saving any RNG state."""
     return np.random.default_rng([seed, step, stream])
 
 
@@ -57,9 +49,8 @@ _DEFAULT_THREADS = torch.get_num_threads()  # torch's own choice at import (all 
 
 
 def set_cpu_threads(threads: int) -> None:
-    """torch's CPU threads: ``threads``, or torch's default when 0 (also after an earlier call
-    in the same process, e.g. a notebook that trains on one thread and then predicts); and
-    :func:`reuse_freed_memory`, which every caller (training, prediction) wants too."""
+    """torch's CPU threads: ``threads``, or torch's default when 0 (also after an earlier call in
+    the same process); and :func:`reuse_freed_memory`, which every caller wants too."""
     reuse_freed_memory()
     wanted = threads if threads > 0 else _DEFAULT_THREADS
     if torch.get_num_threads() != wanted:
@@ -71,14 +62,10 @@ KEPT_FREE_BYTES = 1 << 30
 
 
 def reuse_freed_memory(kept_bytes: int = KEPT_FREE_BYTES) -> bool:
-    """Let glibc's malloc keep freed blocks of up to ``kept_bytes`` for reuse (True when set).
-
-    By default glibc serves a block over 32 MB with a fresh ``mmap`` and unmaps it when freed, so
-    each such CPU tensor faults its (zeroed) pages in again: a GNN training step or prediction
-    chunk spent more time in page faults than in arithmetic (``benchmarks/gnn_head_cpu.json``).
-    At most ``kept_bytes`` of free memory stays mapped at the heap's top. A no-op (False) where
-    the C library is not glibc (macOS, musl).
-    """
+    """Let glibc's malloc keep freed blocks of up to ``kept_bytes`` for reuse (True when set; a
+    no-op, False, elsewhere). By default glibc unmaps a freed block over 32 MB, so each such CPU
+    tensor faults its pages in again: a GNN step spent more time in page faults than in
+    arithmetic (``benchmarks/gnn_head_cpu.json``)."""
     try:
         mallopt = ctypes.CDLL("libc.so.6").mallopt  # musl and others lack it
     except (OSError, AttributeError):
@@ -110,15 +97,10 @@ def warmup_cosine(step: int, total_steps: int, warmup_steps: int, min_factor: fl
 
 
 def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
-    """AdamW without weight decay on biases, norms and embeddings' 1-D parameters."""
-    decay, no_decay = [], []
-    for _, param in model.named_parameters():
-        if not param.requires_grad:
-            continue
-        (decay if param.ndim >= 2 else no_decay).append(param)
-    groups = [{"params": decay, "weight_decay": weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=lr)
+    """AdamW without weight decay on 1-D parameters (biases, norms)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW([{"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
+                              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}], lr=lr)
 
 
 @dataclass
@@ -147,9 +129,8 @@ class EarlyStopping:
         return {"best": self.best, "best_step": self.best_step, "bad_evals": self.bad_evals}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.best = float(state["best"])
-        self.best_step = int(state["best_step"])
-        self.bad_evals = int(state["bad_evals"])
+        self.best, self.best_step, self.bad_evals = (float(state["best"]), int(state["best_step"]),
+                                                     int(state["bad_evals"]))
 
 
 def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> Path:
@@ -231,22 +212,13 @@ def init_distributed(preference: str = "auto") -> tuple[DistContext, torch.devic
     return ctx, device
 
 
-def broadcast_floats(values: list[float], ctx: DistContext, device: torch.device) -> list[float]:
-    """Rank 0's ``values`` on every rank (identity in a single process)."""
-    if not ctx.active:
-        return list(values)
-    tensor = torch.tensor(values, dtype=torch.float64, device=device)
-    dist.broadcast(tensor, src=0)
-    return [float(v) for v in tensor.cpu()]
-
-
-def mean_over_ranks(value: float, ctx: DistContext, device: torch.device) -> float:
-    """Average of ``value`` over all ranks (identity in a single process)."""
+def all_reduce(value: float, ctx: DistContext, device: torch.device, op: str = "SUM") -> float:
+    """``value`` reduced over all ranks by ``dist.ReduceOp.<op>`` (identity in a single process)."""
     if not ctx.active:
         return float(value)
     tensor = torch.tensor([value], dtype=torch.float64, device=device)
-    dist.all_reduce(tensor)
-    return float(tensor.item()) / ctx.world_size
+    dist.all_reduce(tensor, op=getattr(dist.ReduceOp, op))
+    return float(tensor.item())
 
 
 def broadcast_object(obj: Any, ctx: DistContext) -> Any:
@@ -266,7 +238,7 @@ def barrier(ctx: DistContext) -> None:
 def shutdown_distributed(ctx: DistContext) -> None:
     """Barrier, then leave the process group (so no rank exits while another still writes)."""
     if ctx.active and dist.is_initialized():
-        dist.barrier()
+        barrier(ctx)
         dist.destroy_process_group()
 
 
@@ -278,8 +250,7 @@ BUDGET_CLOCKS = {"wall": time.monotonic, "cpu": time.process_time}
 
 def budget_clock(name: str):
     """The clock time budgets are counted in: ``wall`` seconds, or ``cpu`` seconds of this
-    process (all its threads), which a loaded machine does not shrink: with one thread, runs
-    compared at an equal ``cpu`` budget get equal compute whatever else runs beside them."""
+    process, which a loaded machine does not shrink (equal compute for compared runs)."""
     try:
         return BUDGET_CLOCKS[name]
     except KeyError:
@@ -315,13 +286,9 @@ def make_horizon_scheduler(optimizer: torch.optim.Optimizer, horizon: StepHorizo
 
 def checkpoint_module_lists(model: torch.nn.Module, name: str = "layers") -> int:
     """Recompute the activations of every module in each ``nn.ModuleList`` called ``name``
-    (``torch.utils.checkpoint``, non-reentrant) during backward instead of keeping them.
-
-    Only each layer's input stays alive between forward and backward, so a stack of L layers
-    holds about 1 + 1/L of one layer's activations instead of L (at about one extra forward of
-    compute). The modules' ``forward`` is wrapped on the instance: parameters, ``state_dict``
-    keys and checkpoints are unchanged. Returns the number of wrapped modules.
-    """
+    during backward (``torch.utils.checkpoint``) instead of keeping them: L layers hold about one
+    layer's activations, at one extra forward. ``forward`` is wrapped on the instance, so
+    ``state_dict`` keys and checkpoints are unchanged. Returns the number of wrapped modules."""
     from torch.utils.checkpoint import checkpoint
 
     wrapped = 0

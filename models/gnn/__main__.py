@@ -6,33 +6,21 @@ first, then overrides), e.g.::
     python -m models.gnn train --data data/sample-small --work work/x --preset quick --seed 0
     python -m models.gnn predict --data data/sample-small --work work/x --preset quick --collection tile:xla
     torchrun --nproc_per_node 2 -m models.gnn train --data data/sample-small --work work/x
-
-``--time-budget SECONDS`` bounds the whole ``train`` invocation (shared by its collections and
-folds); with ``--folds K`` train fits K fold models per collection and predict writes the
-out-of-fold, valid, test-fold<k> and test predictions (``models.gnn.folds``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
 from tpurank.cli import dispatch
+from tpurank.collections import held_collections
 from tpurank.config import parse_config
-
-
-def _with_default_preset(argv: list[str]) -> list[str]:
-    if any(a == "--preset" or a.startswith("--preset=") for a in argv):
-        return argv
-    return ["--preset", "quick", *argv]
 
 
 def _held(cfg):
     """``cfg`` with ``--collections all`` narrowed to the collections the data root holds."""
-    import dataclasses
-
-    from tpurank.collections import held_collections
-
     if cfg.collection:
         return cfg
     names = ",".join(c.name for c in held_collections(cfg.data, cfg.collections))
@@ -42,14 +30,15 @@ def _held(cfg):
 def train_main(argv: list[str]) -> int:
     """Train every selected collection (or its ``--folds`` fold models) within ``--time-budget``;
     under ``torchrun`` every rank runs this and rank 0 alone prints and writes summaries."""
+    from tpurank.atomic import write_json
     from models.budget import TimeBudget
     from models.gnn.config import GnnConfig
     from models.gnn.folds import train_folds, usable_folds
-    from models.gnn.train import dump_summary, summary_line, train_collection
+    from models.gnn.train import summary_line, train_collection
     from models.training import (budget_clock, init_distributed, set_cpu_threads,
                                  shutdown_distributed)
 
-    cfg = _held(parse_config(GnnConfig, _with_default_preset(argv), prog="python -m models.gnn train"))
+    cfg = _held(parse_config(GnnConfig, argv, prog="python -m models.gnn train"))
     set_cpu_threads(cfg.threads)
     ctx, device = init_distributed(cfg.device)
     budget = TimeBudget(cfg.time_budget, clock=budget_clock(cfg.budget_clock))
@@ -69,8 +58,10 @@ def train_main(argv: list[str]) -> int:
                 print(summary_line(report), flush=True)
             reports.append(report)
         if ctx.is_main:
-            dump_summary(Path(cfg.work) / "models" / cfg.model_name / f"summary-seed{cfg.seed}.json",
-                         reports)
+            keys = ("collection", "score", "n_graphs", "seed", "best_step", "train_seconds",
+                    "stopped_by", "world_size", "cross_attn", "joint_search")
+            write_json(Path(cfg.work) / "models" / cfg.model_name / f"summary-seed{cfg.seed}.json",
+                       [{k: r.get(k) for k in keys} for r in reports])
     finally:
         shutdown_distributed(ctx)
     return 0
@@ -78,11 +69,10 @@ def train_main(argv: list[str]) -> int:
 
 def predict_main(argv: list[str]) -> int:
     from models.gnn.config import GnnConfig
+    from models.gnn.folds import predict_folds, usable_folds
     from models.gnn.infer import predict_collection
 
-    from models.gnn.folds import predict_folds, usable_folds
-
-    cfg = _held(parse_config(GnnConfig, _with_default_preset(argv), prog="python -m models.gnn predict"))
+    cfg = _held(parse_config(GnnConfig, argv, prog="python -m models.gnn predict"))
     for coll in cfg.collection_list():
         if usable_folds(cfg, coll) >= 2:
             r = predict_folds(cfg, coll)

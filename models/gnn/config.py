@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from tpurank.collections import Collection
+from tpurank.collections import Collection, parse_collections
 from models.ranker import RankerConfig
 
 MIN_CONFIGS_PER_STEP = 8  # floor of configs per step under --node-budget
@@ -67,21 +67,16 @@ class GnnConfig(RankerConfig):
     predict_context: int = 1024  # inference attention context: a fixed seeded subset of at most N of the configs ranked (0 = all), so attention stays linear in the config count [run]
 
     PRESETS: ClassVar[dict[str, dict[str, object]]] = {
-        # quick: 900 s of GNN training for all selected collections and their 3 CV folds
-        # (issues 11, 12); a tile fold model gets half a layout fold model's share. No early
-        # stopping: within these shares the inner-valid scores still rise when the time runs out
-        # (BENCHMARKS.md, "GNN architectures"), and the final weights are kept (BENCHMARKS.md,
-        # "Weights kept"). Both cores: 617 vs 384 configs/s with one thread on a quiet 2-core
-        # machine. OOF on 500 configs per train graph bounds the predict stage at the real shape.
+        # quick: a CPU budget bounded by time (docs/gnn.md, "Time and threads", "Cross-validation");
+        # no early stopping: the inner-valid scores still rise when the time runs out
+        # (BENCHMARKS.md, "GNN architectures"; "Weights kept")
         "quick": {"hidden": 64, "layers": 3, "configs_per_step": 64, "steps": 100000,
                   "time_budget": 900.0, "eval_every": 50, "patience": 0, "val_max_configs": 128,
                   "predict_batch": 64, "threads": 0, "warmup_steps": 20, "lr": 3e-3,
                   "node_budget": 200000, "folds": 3, "tile_budget_weight": 0.5,
                   "oof_max_configs": 500, "final_val_max_configs": 500, "keep": "last"},
-        # full: one T4 (16 GB): node_budget bounds a step's activations under the measured memory
-        # model (benchmarks/gnn_memory.json); 3,000 s of training at most, so that the whole
-        # Kaggle session stays under 3 h (the projection in BENCHMARKS.md, factorized model); OOF
-        # of the real data's 535 layout train graphs on 2,000 configs each (about 1.1M configs)
+        # full: one T4 (16 GB): node_budget from the memory model (benchmarks/gnn_memory.json);
+        # 3,000 s so that the whole Kaggle session stays under 3 h (BENCHMARKS.md's projection)
         "full": {"hidden": 128, "layers": 4, "configs_per_step": 96, "steps": 20000,
                  "eval_every": 500, "patience": 8, "val_max_configs": 1000, "predict_batch": 128,
                  "dropout": 0.1, "warmup_steps": 500, "lr": 1e-3, "close_bias": 0.25,
@@ -90,28 +85,20 @@ class GnnConfig(RankerConfig):
     }
 
     def collection_list(self) -> list[Collection]:
-        from tpurank.collections import parse_collections
-
         return parse_collections(self.collection or self.collections)
 
     def budget_weight(self, collection: Collection) -> float:
         """One model's share of ``--time-budget`` relative to a layout model's:
-        ``--tile-budget-weight`` for tile (small graphs, many of them, learnt in few steps; the
-        layout collections need the steps)."""
+        ``--tile-budget-weight`` for tile (small graphs, learnt in few steps)."""
         return max(1e-3, self.tile_budget_weight) if collection.is_tile else 1.0
-
-    def graphs_per_step_for(self, collection: Collection) -> int:
-        """Graphs per optimiser step (losses averaged): 4 tile, 1 layout."""
-        return 4 if collection.is_tile else 1
 
     def configs_per_step_for(self, num_nodes: int, is_tile: bool, config_nodes: int = 0,
                              config_links: int = 0) -> int:
-        """Configs sampled from a graph of ``num_nodes`` kept nodes (``config_nodes`` of them
-        configurable, ``config_links`` links between those) in one step: with ``node_budget`` > 0
-        the step's node rows stay within the budget (the memory model in ``models.gnn.train``),
-        never below :data:`MIN_CONFIGS_PER_STEP`. Tile models run message passing once per graph:
-        no budget. A GST step counts its trained segment (about ``segment_size`` nodes) as the
-        graph, and holds at most the rows of ``configs_per_step`` copies of it (docs/gnn.md)."""
+        """Configs sampled in one step from a graph of ``num_nodes`` kept nodes (``config_nodes``
+        configurable, ``config_links`` links between those): with ``node_budget`` > 0 the step's
+        node rows stay within it (the memory model in ``models.gnn.train``), never below
+        :data:`MIN_CONFIGS_PER_STEP`; tile models: no budget. A GST step counts its trained
+        segment as the graph, at most ``configs_per_step`` copies of it (docs/gnn.md)."""
         wanted = self.configs_per_step
         budget = self.node_budget
         if self.segment_size > 0:

@@ -21,7 +21,7 @@ from features.processed import ProcessedGraph, iter_processed
 from features.tabular import LayoutContext, config_descriptor_columns, layout_chunk_features
 from models.gnn.model import ConfigLinks
 
-_DESCRIPTOR_COLUMNS = np.asarray(config_descriptor_columns())  # once, not on every step
+TABULAR_COLUMNS = np.asarray(config_descriptor_columns())  # once, not on every step
 
 
 @dataclass
@@ -34,6 +34,7 @@ class GraphTensors:
     config_node_pos: torch.Tensor | None  # (nc,) int64, layout only
     layout_tables: Mapping[str, np.ndarray] | None = None  # layout: LayoutContext arrays (lazy)
     links: ConfigLinks | None = None  # layout: the configurable-node graph
+    segments: dict = field(default_factory=dict, repr=False)  # GST: gst.graph_segments by size
     _layout_context: LayoutContext | None = field(default=None, repr=False)
 
     def layout_context(self) -> LayoutContext | None:
@@ -91,12 +92,6 @@ def config_links(g: ProcessedGraph, edge_index: np.ndarray, device: torch.device
                        kind=torch.as_tensor(links[:, 5].copy(), device=device))
 
 
-def tabular_width(g: ProcessedGraph) -> int:
-    """Width of :func:`config_tabular` rows for graphs like ``g`` (0 for tile: a tile model's
-    config features already are the tabular ones, :func:`features.tabular.tile_config_features`)."""
-    return 0 if g.is_tile else len(_DESCRIPTOR_COLUMNS)
-
-
 def config_tabular(tensors: GraphTensors, feats: torch.Tensor, where: str = "") -> torch.Tensor:
     """(B, T) descriptive per-config features of layout config rows ``feats`` (B, nc, 18): the
     LightGBM table's pattern, non-default and mismatch counts
@@ -107,7 +102,7 @@ def config_tabular(tensors: GraphTensors, feats: torch.Tensor, where: str = "") 
         raise ValueError(f"{where or 'graph'}: no layout_context.npz in its processed directory; "
                          f"rebuild features (python -m features build) to use --tabular")
     rows = layout_chunk_features(context, feats.detach().cpu().numpy())
-    rows = signed_log1p(rows[:, _DESCRIPTOR_COLUMNS])
+    rows = signed_log1p(rows[:, TABULAR_COLUMNS])
     return torch.as_tensor(rows, device=feats.device)
 
 
@@ -134,11 +129,9 @@ def config_rows(g: ProcessedGraph, idx: np.ndarray, device: torch.device) -> tor
 
 def sample_configs(rng: np.random.Generator, target: np.ndarray, size: int,
                    close_bias: float = 0.0) -> np.ndarray:
-    """Indices of ``size`` distinct configs of one graph.
-
-    Uniform by default; with probability ``close_bias`` the sample is drawn from a window of
-    ``4 * size`` configs adjacent in runtime order, so the step learns to separate close runtimes.
-    """
+    """Indices of ``size`` distinct configs of one graph: uniform, or with probability
+    ``close_bias`` from a window of ``4 * size`` configs adjacent in runtime order (so the step
+    learns to separate close runtimes)."""
     count = len(target)
     size = min(size, count)
     if close_bias > 0 and count > 4 * size and rng.random() < close_bias:

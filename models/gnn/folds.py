@@ -1,15 +1,14 @@
 """Grouped K-fold cross-validation of the GNN ranker (``--folds K``, K >= 2; docs/gnn.md,
-"Cross-validation"). Fold ``k`` of :func:`models.cv.fold_plan` trains on ``plan.training(k)``
-(with ``joint_search`` also the other search's), early-stopped on ``plan.inner_valid(k)`` (never a
-held-out graph), and predicts ``plan.held_out(k)`` and the test split. Models in
-``M/fold<k>/`` (``M = WORK/models/gnn[-tag]/<slug>/seed<s>``), with ``M/folds.json``: the graphs
-each fold model saw (:func:`models.cv.fold_manifest`, checked).
+"Cross-validation"): fold ``k`` of :func:`models.cv.fold_plan` trains on ``plan.training(k)``,
+watched on ``plan.inner_valid(k)``, and predicts ``plan.held_out(k)`` and the test split. Models in
+``M/fold<k>/``, with ``M/folds.json``: the graphs each fold model saw (checked).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +49,6 @@ def usable_folds(cfg: GnnConfig, collection: Collection) -> int:
     """``cfg.folds`` when the collection's labelled graphs support K-fold OOF predictions (OOF files
     are keyed by stem, so no stem may be in both train and valid; K folds need K stems), else 0
     (the train/valid protocol, with a note on stderr). ``train`` and ``predict`` both decide so."""
-    import sys
-
     if cfg.folds < 2:
         return 0
     if not _labelled_built(cfg, collection):  # inference only: the trained fold models decide
@@ -138,9 +135,7 @@ def fold_summary(collection: Collection, cfg: GnnConfig, reports: list[dict]) ->
             "stopped_by": ",".join(sorted({r["stopped_by"] for r in reports})),
             "world_size": reports[0]["world_size"] if reports else 1, "folds": len(reports),
             "score_kind": "inner-valid mean over folds", "cross_attn": cfg.cross_attn,
-            "joint_search": cfg.joint_search, "fold_reports": [
-                {k: r[k] for k in ("score", "n_graphs", "best_step", "train_seconds", "stopped_by")}
-                for r in reports]}
+            "joint_search": cfg.joint_search}
 
 
 def _by_config_index(g: ProcessedGraph, cost: np.ndarray, rows: np.ndarray | None = None

@@ -1,13 +1,7 @@
-"""Graph Segment Training (GST, the organisers' method, docs/competition.md §7) on the factorized
-trunk: whole-graph context for the config head at the memory of one segment (docs/gnn.md, "Graph
-Segment Training").
-
-The head reads only a few of the trunk's outputs: the embeddings of the configurable nodes and of
-the configurable-node links' inner nodes, and the graph's pooled summary. So a
-:class:`TrunkTable` holds per graph and segment the trunk's outputs the head reads from that
-segment (its **read rows**) and its pooling statistics (:meth:`Pool.partial`). A step trains one
-segment's trunk, drawn in proportion to the configurable nodes, refreshes the oldest stored
-segment without gradient, and runs the head fresh over every configurable node for every config.
+"""Graph Segment Training (GST) on the factorized trunk: whole-graph context for the config head
+at the memory of one segment (docs/gnn.md, "Graph Segment Training"). A :class:`TrunkTable`
+holds per graph and segment the trunk outputs the head reads (the segment's **read rows**: its
+configurable nodes and links' inner nodes) and its pooling statistics (:meth:`Pool.partial`).
 Inference is exact (:func:`segmented_graph_state`).
 """
 
@@ -41,20 +35,15 @@ class SegmentTensors:
 
 
 @dataclass
-class TrunkSegments:
-    """Where a graph's segments' read rows go in the graph's read-row array."""
+class GraphSegments:
+    """A graph's segments, and where their read rows go in the graph's read-row array."""
 
+    key: str  # graph fingerprint (table key)
+    parts: list[SegmentTensors]
     reads: list[torch.Tensor]  # per segment: local positions of the nodes the head reads
     gather: torch.Tensor  # read rows concatenated segment by segment -> graph read-row order
     config_slot: torch.Tensor  # (nc,) read row of each configurable node
     links: ConfigLinks  # the graph's links, inner nodes as read rows (-1: none)
-
-
-@dataclass
-class GraphSegments:
-    key: str  # graph fingerprint (table key)
-    parts: list[SegmentTensors]
-    trunk: TrunkSegments
 
     @property
     def num_segments(self) -> int:
@@ -95,29 +84,17 @@ def build_segments(g: ProcessedGraph, tensors: GraphTensors, size: int,
     inner_slot = np.where(inner >= 0, slot[np.maximum(inner, 0)], -1)
     links = ConfigLinks(tensors.links.edge_index, tensors.links.hops,
                         torch.as_tensor(inner_slot, device=device), tensors.links.kind)
-    trunk = TrunkSegments(reads, torch.as_tensor(gather, device=device),
-                          torch.as_tensor(slot[pos], device=device), links)
-    return GraphSegments(f"{g.collection}/{g.split}/{graph_fingerprint(g)}", parts, trunk)
+    return GraphSegments(f"{g.collection}/{g.split}/{graph_fingerprint(g)}", parts, reads,
+                         torch.as_tensor(gather, device=device),
+                         torch.as_tensor(slot[pos], device=device), links)
 
 
-class SegmentCache:
-    """Segments of each graph built once per (graph object, size); bounded LRU."""
-
-    def __init__(self, max_graphs: int = 512):
-        self.max_graphs = max_graphs
-        self._cache: OrderedDict[tuple, tuple[ProcessedGraph, GraphSegments]] = OrderedDict()
-
-    def get(self, g: ProcessedGraph, tensors: GraphTensors, size: int,
-            features_dir: str | None = None) -> GraphSegments:
-        key = (id(g), size, str(tensors.node_feat.device))
-        if key in self._cache:
-            self._cache.move_to_end(key)
-            return self._cache[key][1]
-        segs = build_segments(g, tensors, size, features_dir)
-        self._cache[key] = (g, segs)  # holding g keeps id(g) from being reused
-        while len(self._cache) > self.max_graphs:
-            self._cache.popitem(last=False)
-        return segs
+def graph_segments(g: ProcessedGraph, tensors: GraphTensors, size: int,
+                   features_dir: str | None = None) -> GraphSegments:
+    """:func:`build_segments`, once per size for the graph's ``tensors`` (kept on them)."""
+    if size not in tensors.segments:
+        tensors.segments[size] = build_segments(g, tensors, size, features_dir)
+    return tensors.segments[size]
 
 
 @dataclass
@@ -133,9 +110,8 @@ class _TrunkEntry:
 
 
 class TrunkTable:
-    """Stored trunk outputs per (graph, segment), detached, at most ``max_bytes`` in all: writing
-    a slot makes it the newest, and the oldest slots are evicted first (an entry alone over the
-    limit leaves the table empty)."""
+    """Stored trunk outputs per (graph, segment), detached, at most ``max_bytes`` in all: the
+    oldest written slots are evicted first (an entry alone over the limit empties the table)."""
 
     def __init__(self, max_bytes: int):
         if max_bytes <= 0:
@@ -161,14 +137,6 @@ class TrunkTable:
         while self.nbytes > self.max_bytes and self._rows:
             _, old = self._rows.popitem(last=False)
             self.nbytes -= old.nbytes
-
-
-class GstState:
-    """What GST keeps between the steps of one run (segments, trunk table)."""
-
-    def __init__(self, history_max_bytes: int):
-        self.segments = SegmentCache()
-        self.table = TrunkTable(history_max_bytes)
 
 
 def uses_gst(model: RankerGNN, segment_size: int) -> bool:
@@ -200,39 +168,33 @@ def segment_trunk(model: RankerGNN, part: SegmentTensors,
     return h[reads], model.pool.partial(h)
 
 
-def assemble_state(model: RankerGNN, tensors: GraphTensors, ts: TrunkSegments,
+def assemble_state(model: RankerGNN, tensors: GraphTensors, segs: GraphSegments,
                    rows: list[torch.Tensor], pooled: list[torch.Tensor]) -> GraphState:
     """The graph's :class:`GraphState` from every segment's read rows and pooling statistics."""
     head = model.config_head
-    h = torch.cat(rows)[ts.gather]
-    state = GraphState(tensors.node_feat, tensors.node_opcode, tensors.edge_index,
-                       tensors.config_node_pos)
-    state.summary = model.pool.combine(torch.stack(pooled))
-    state.node_in = head.node_inputs(h[ts.config_slot], model.config_encoder)
-    state.links = ts.links
-    state.link_feat = head.link_features(h, ts.links)
-    return state
+    h = torch.cat(rows)[segs.gather]
+    return GraphState(tensors.node_feat, tensors.node_opcode, tensors.edge_index,
+                      tensors.config_node_pos, summary=model.pool.combine(torch.stack(pooled)),
+                      node_in=head.node_inputs(h[segs.config_slot], model.config_encoder),
+                      links=segs.links, link_feat=head.link_features(h, segs.links))
 
 
 def segmented_graph_state(model: RankerGNN, segs: GraphSegments,
                           tensors: GraphTensors) -> GraphState:
     """Inference: every segment's trunk fresh, assembled into the graph's state."""
-    ts = segs.trunk
-    outs = [segment_trunk(model, part, ts.reads[s]) for s, part in enumerate(segs.parts)]
-    return assemble_state(model, tensors, ts, [o[0] for o in outs], [o[1] for o in outs])
+    outs = [segment_trunk(model, part, segs.reads[s]) for s, part in enumerate(segs.parts)]
+    return assemble_state(model, tensors, segs, [o[0] for o in outs], [o[1] for o in outs])
 
 
 def gst_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
-              device: torch.device, cfg: GnnConfig, step: int, state: GstState) -> torch.Tensor:
+              device: torch.device, cfg: GnnConfig, step: int, table: TrunkTable) -> torch.Tensor:
     """Costs of a training step's configs ``idx``: the trunk with gradient over the drawn
     segments, the oldest stored segment refreshed without, the rest from the table; the head
     fresh over the whole graph's configurable nodes."""
-    uses_gst(model, cfg.segment_size)
-    segs = state.segments.get(g, tensors, cfg.segment_size, str(cfg.features_dir()))
-    ts = segs.trunk
+    segs = graph_segments(g, tensors, cfg.segment_size, str(cfg.features_dir()))
     rng = np.random.default_rng([int(cfg.seed), int(step), zlib.crc32(segs.key.encode())])
     trained = set(int(s) for s in draw_trained(rng, segs, SEGMENTS_PER_STEP))
-    entries = {s: state.table.get(segs.key, s) for s in range(segs.num_segments)}
+    entries = {s: table.get(segs.key, s) for s in range(segs.num_segments)}
     stored = [s for s in entries if s not in trained and entries[s] is not None]
     refresh = {s for s in entries if s not in trained and entries[s] is None}
     if stored and not refresh:
@@ -241,13 +203,13 @@ def gst_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: n
     for s, part in enumerate(segs.parts):
         if s in trained or s in refresh:
             with torch.set_grad_enabled(s in trained and torch.is_grad_enabled()):
-                r, p = segment_trunk(model, part, ts.reads[s])
-            state.table.store(segs.key, s, r, p, step)
+                r, p = segment_trunk(model, part, segs.reads[s])
+            table.store(segs.key, s, r, p, step)
         else:
             r, p = entries[s].rows, entries[s].pooled
         rows.append(r)
         pooled.append(p)
-    graph = assemble_state(model, tensors, ts, rows, pooled)
+    graph = assemble_state(model, tensors, segs, rows, pooled)
     feats = config_rows(g, idx, device)
     z = model.config_vectors(model.embed_configs(graph, feats), feats,
                              tabular_rows(model, g, tensors, feats))

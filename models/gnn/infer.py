@@ -20,7 +20,7 @@ from features.processed import ProcessedGraph
 from models import metrics
 from models.gnn.config import GnnConfig
 from models.gnn.data import GraphTensors, config_rows, graph_tensors, load_graphs, tabular_rows
-from models.gnn.gst import GstState, SegmentCache, gst_costs, segmented_graph_state, uses_gst
+from models.gnn.gst import TrunkTable, graph_segments, gst_costs, segmented_graph_state, uses_gst
 from models.gnn.model import GraphState, ModelArgs, RankerGNN
 from models.training import choose_device, eval_mode, load_checkpoint, set_cpu_threads
 
@@ -33,18 +33,15 @@ class TensorCache:
         self._cache: dict[int, GraphTensors] = {}
 
     def get(self, g: ProcessedGraph) -> GraphTensors:
-        key = id(g)
-        if key not in self._cache:
-            self._cache[key] = graph_tensors(g, self.device)
-        return self._cache[key]
+        if id(g) not in self._cache:
+            self._cache[id(g)] = graph_tensors(g, self.device)
+        return self._cache[id(g)]
 
 
 @dataclass(frozen=True)
 class InferenceOptions:
-    """How :func:`predict_costs` scores a graph's configs (from a run's config). ``context``: the
-    attention context every config attends to: 0 = all the configs being ranked, N > 0 = a fixed
-    seeded subset of at most N of them (so the attention's cost stays linear in the config count).
-    ``segment_size`` > 0: a GST model, scored exactly segment by segment."""
+    """How :func:`predict_costs` scores a graph's configs (from a run's config): ``context`` as
+    ``--predict-context``, ``segment_size`` > 0: a GST model, scored exactly segment by segment."""
 
     context: int = 0
     seed: int = 0
@@ -58,24 +55,15 @@ class InferenceOptions:
                    segment_size=max(0, cfg.segment_size), features_dir=features)
 
 
-_SEGMENTS = SegmentCache(max_graphs=256)  # inference-time segment tensors, per graph object
-
-
 def graph_state(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors,
                 options: InferenceOptions | None = None) -> GraphState:
     """The config-free part of a graph (:meth:`RankerGNN.graph_state`: the factorized trunk),
     segment by segment for a GST model (``options.segment_size``)."""
     if options is not None and uses_gst(model, options.segment_size):
-        segs = _SEGMENTS.get(g, tensors, options.segment_size, options.features_dir)
+        segs = graph_segments(g, tensors, options.segment_size, options.features_dir)
         return segmented_graph_state(model, segs, tensors)
     return model.graph_state(tensors.node_feat, tensors.node_opcode, tensors.edge_index,
                              tensors.config_node_pos, tensors.links)
-
-
-def forward_configs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
-                    device: torch.device) -> torch.Tensor:
-    """Costs of configs ``idx`` of graph ``g`` (one batch, the batch as attention context)."""
-    return model.score(embed_configs(model, g, tensors, idx, device))
 
 
 def embed_configs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: np.ndarray,
@@ -94,6 +82,8 @@ def context_subset(n: int, size: int, seed: int) -> np.ndarray:
 
 
 def _seeded_subset(n: int, size: int, key: list[int]) -> np.ndarray:
+    """``size`` sorted positions among ``n`` drawn by a generator of ``key`` (all when ``size``
+    is 0 or at least ``n``); valid graphs' fixed subsets use ``[seed, 7919, n]``."""
     if size <= 0 or size >= n:
         return np.arange(n)
     return np.sort(np.random.default_rng(key).choice(n, size=size, replace=False))
@@ -102,13 +92,9 @@ def _seeded_subset(n: int, size: int, key: list[int]) -> np.ndarray:
 def predict_costs(model: RankerGNN, g: ProcessedGraph, batch_size: int = 64,
                   idx: np.ndarray | None = None, cache: TensorCache | None = None,
                   options: InferenceOptions | None = None) -> np.ndarray:
-    """Predicted cost (lower = faster) of every config of ``g`` (or of ``idx``), in that order.
-
-    The graph's config-free part runs once; configs are embedded in chunks of at most
-    ``batch_size``, then every config attends to the same context (``options.context``), so a cost
-    does not depend on the chunk a config landed in. ``options`` default to the loaded model's
-    (``model.inference_options``), else all-config context."""
-    model = getattr(model, "module", model)  # a DistributedDataParallel wrapper
+    """Predicted cost (lower = faster) of every config of ``g`` (or of ``idx``), in that order:
+    the graph's config-free part once, configs embedded in chunks of at most ``batch_size``, then
+    every config attends to the same context (``options``, by default the loaded model's)."""
     options = options or getattr(model, "inference_options", None) or InferenceOptions()
     device = next(model.parameters()).device
     tensors = (cache or TensorCache(device)).get(g)
@@ -117,7 +103,7 @@ def predict_costs(model: RankerGNN, g: ProcessedGraph, batch_size: int = 64,
         return np.zeros(0, dtype=np.float64)
     chunks = np.array_split(np.arange(len(idx)), math.ceil(len(idx) / max(1, batch_size)))
     context = context_subset(len(idx), options.context, options.seed)
-    with eval_mode(model), torch.no_grad():
+    with eval_mode(model):
         state = graph_state(model, g, tensors, options)
         z = torch.cat([embed_configs(model, g, tensors, idx[c], device, state) for c in chunks])
         ctx = z[torch.as_tensor(context, device=z.device)]
@@ -125,19 +111,15 @@ def predict_costs(model: RankerGNN, g: ProcessedGraph, batch_size: int = 64,
     return costs.cpu().numpy()
 
 
-def validation_subset(g: ProcessedGraph, max_configs: int, seed: int) -> np.ndarray:
-    """A fixed subset of a valid graph's configs used for early stopping (all when small)."""
-    return _seeded_subset(g.num_configs, max_configs, [seed, 7919, g.num_configs])
-
-
 def evaluate(model: RankerGNN, collection: Collection, graphs: list[ProcessedGraph], cfg: GnnConfig,
              cache: TensorCache | None = None, max_configs: int = 0) -> dict[str, Any]:
-    """Official per-graph scores (τ or tile top-5 score) on valid graphs with targets."""
+    """Official per-graph scores (τ or tile top-5 score) on valid graphs with targets (at most
+    ``max_configs`` per graph: a fixed seeded subset)."""
     preds, truth = {}, {}
     for g in graphs:
         if g.target is None or g.num_configs < 2:
             continue
-        idx = validation_subset(g, max_configs, cfg.seed)
+        idx = _seeded_subset(g.num_configs, max_configs, [cfg.seed, 7919, g.num_configs])
         preds[g.stem] = predict_costs(model, g, cfg.predict_batch, idx, cache,
                                       InferenceOptions.from_config(cfg))
         truth[g.stem] = np.asarray(g.target, dtype=np.float64)[idx]
@@ -150,13 +132,13 @@ def train_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx:
                 device: torch.device, cfg: GnnConfig, step: int) -> torch.Tensor:
     """Costs of a training step's configs ``idx`` of ``g`` (with gradient). With
     ``cfg.segment_size > 0`` a Graph Segment Training step (:func:`models.gnn.gst.gst_costs`), the
-    run's segments and trunk table kept on the model (created on first use)."""
+    run's trunk table kept on the model (created on first use)."""
     if not uses_gst(model, cfg.segment_size):
-        return forward_configs(model, g, tensors, idx, device)
-    state = model.__dict__.get("_gst_state")
-    if state is None:
-        state = model.__dict__["_gst_state"] = GstState(cfg.history_max_bytes)
-    return gst_costs(model, g, tensors, idx, device, cfg, step, state)
+        return model.score(embed_configs(model, g, tensors, idx, device))
+    table = model.__dict__.get("_gst_table")
+    if table is None:
+        table = model.__dict__["_gst_table"] = TrunkTable(cfg.history_max_bytes)
+    return gst_costs(model, g, tensors, idx, device, cfg, step, table)
 
 
 def load_trained_dir(model_dir: str | Path, device: torch.device | str = "cpu"

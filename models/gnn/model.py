@@ -1,7 +1,5 @@
-"""The GNN ranker: one **cost** per config (lower = predicted faster). The layout architectures
-(``ModelArgs.arch``: ``factorized`` trunk + per-config head over the configurable-node graph, or
-``copy``: the graph copied per config) and the tile model: docs/gnn.md, "Model". Fixed choices (no
-option: nobody measured another) are the constants below.
+"""The GNN ranker: one **cost** per config (lower = predicted faster); architectures: docs/gnn.md,
+"Model". Fixed choices (no option: nobody measured another) are the constants below.
 
 :class:`RankerGNN` has three parts: :meth:`~RankerGNN.graph_state` (config-free, once per graph),
 :meth:`~RankerGNN.embed_configs` (one pooled vector per config, chunkable) and
@@ -12,8 +10,6 @@ the MLP head); ``forward`` is the three in a row.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
 import torch
 from torch import nn
 from torch_geometric.nn import GINEConv, SAGEConv
@@ -30,13 +26,12 @@ OPCODE_DIM = 16  # embedding size of the HLO opcode id
 LAYOUT_VALUE_DIM = 4  # embedding size of one layout value (x18 per node)
 CROSS_HEADS = 4  # heads of the cross-configuration attention
 HEAD_LAYERS = 2  # factorized: message-passing layers of the per-config head
-SHAPE = ("hidden", "layers", "dropout", "cross_attn", "arch", "head_product")  # from GnnConfig
 
 
 @dataclass
 class ModelArgs:
     """Everything needed to rebuild a model (saved in every checkpoint): the data's widths and the
-    :data:`SHAPE` fields of :class:`GnnConfig`, whose defaults are the config's."""
+    model fields of :class:`GnnConfig`, whose defaults are the config's."""
 
     kind: str  # "layout" | "tile"
     node_dim: int
@@ -48,11 +43,6 @@ class ModelArgs:
     cross_attn: bool = GnnConfig.cross_attn
     arch: str = GnnConfig.arch  # layout: copy | factorized (tile models record copy)
     head_product: bool = GnnConfig.head_product
-
-    @classmethod
-    def of(cls, cfg: GnnConfig, **data: Any) -> "ModelArgs":
-        """The model of ``cfg`` for data of the widths (and overrides) in ``data``."""
-        return cls(**{**{k: getattr(cfg, k) for k in SHAPE}, **data})
 
     @property
     def factorized(self) -> bool:
@@ -298,10 +288,6 @@ class GraphState:
     link_feat: torch.Tensor | None = None  # factorized: (E, d)
 
 
-def signed_log1p(x: torch.Tensor) -> torch.Tensor:
-    return torch.sign(x) * torch.log1p(x.abs())
-
-
 class RankerGNN(nn.Module):
     """One model class for both kinds; ``forward`` returns ``(B,)`` costs for ``B`` configs."""
 
@@ -381,17 +367,15 @@ class RankerGNN(nn.Module):
                     links: ConfigLinks | None = None) -> GraphState:
         """Everything per graph that the configs share: for a factorized model the trunk (its
         embeddings of the configurable nodes, the pooled summary, the links' features)."""
-        state = GraphState(node_feat, node_opcode, edge_index, config_node_pos)
         if not self.factorized:
-            return state
+            return GraphState(node_feat, node_opcode, edge_index, config_node_pos)
         if config_node_pos is None or links is None:
             raise ValueError("a factorized layout model needs config_node_pos and links")
         h = self.trunk(node_feat, node_opcode, edge_index)
-        state.summary = self.pool(h[None])
-        state.node_in = self.config_head.node_inputs(h[config_node_pos], self.config_encoder)
-        state.links = links
-        state.link_feat = self.config_head.link_features(h, links)
-        return state
+        return GraphState(node_feat, node_opcode, edge_index, config_node_pos,
+                          summary=self.pool(h[None]),
+                          node_in=self.config_head.node_inputs(h[config_node_pos], self.config_encoder),
+                          links=links, link_feat=self.config_head.link_features(h, links))
 
     # --- embedding part: chunkable over configs
     def embed_configs(self, state: GraphState, config_feat: torch.Tensor) -> torch.Tensor:
@@ -421,7 +405,8 @@ class RankerGNN(nn.Module):
         """Pooled embeddings (B, P) (late tile: (1, P)) -> (B, hidden) inputs of the attention;
         a layout model with ``tabular_dim`` joins the encoded per-config ``tabular`` (B, T) here."""
         if self.late_join:
-            t = self.tile_encoder(signed_log1p(config_feat.float()))  # (B, d)
+            x = config_feat.float()
+            t = self.tile_encoder(torch.sign(x) * torch.log1p(x.abs()))  # (B, d), signed log
             g = self.graph_proj(pooled).expand(t.shape[0], -1)
             return self.z_proj(torch.cat([g, t, g * t], dim=-1))
         if self.tabular_encoder is not None:

@@ -1,4 +1,4 @@
-"""Training, validation and prediction for one collection, in one process or under ``torchrun``
+"""Training and validation of one collection's model, in one process or under ``torchrun``
 (nanoGPT style: single-process and DDP in the same loop). Files, time budget, presets: docs/gnn.md.
 
 Under ``torchrun --nproc_per_node N -m models.gnn train ...`` the train graphs are sharded across
@@ -28,42 +28,41 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from tpurank.atomic import write_json
+from tpurank.atomic import atomic_path, write_json
 from tpurank.collections import Collection
 from tpurank.config import run_metadata
 from features.processed import ProcessedGraph
 from models.gnn.config import GnnConfig
-from models.gnn.data import joint_collections, load_graphs, sample_configs, tabular_width, trainable
+from models.gnn.data import TABULAR_COLUMNS, joint_collections, load_graphs, sample_configs, trainable
 from models.gnn.infer import TensorCache, evaluate, load_trained_dir, train_costs
 from models.gnn.model import ModelArgs, RankerGNN
 from models.losses import get_loss
-from models.training import (DistContext, EarlyStopping, StepHorizon, autocast, broadcast_floats,
-                             broadcast_object, barrier, budget_clock, checkpoint_module_lists,
-                             choose_device, load_checkpoint,
-                             make_grad_scaler, make_horizon_scheduler, make_optimizer,
-                             mean_over_ranks, save_checkpoint, seed_everything, set_cpu_threads,
-                             step_rng)
+from models.training import (DistContext, EarlyStopping, StepHorizon, all_reduce, autocast,
+                             barrier, broadcast_object, budget_clock, checkpoint_module_lists,
+                             choose_device, load_checkpoint, make_grad_scaler,
+                             make_horizon_scheduler, make_optimizer, save_checkpoint,
+                             seed_everything, set_cpu_threads, step_rng)
 
 WEIGHT_DECAY = 1e-4  # AdamW weight decay
 GRAD_CLIP = 1.0  # gradient norm clipped to this value
+TILE_GRAPHS_PER_STEP = 4  # graphs per optimiser step (losses averaged) of a tile model; layout: 1
 
 
 def model_args_for(cfg: GnnConfig, g: ProcessedGraph) -> ModelArgs:
-    """Model shape from the config (:meth:`ModelArgs.of`) and the data's feature widths; tile
-    models have one architecture (recorded as ``copy``)."""
-    config_dim = 18 if not g.is_tile else int(g.config_feat.shape[1])
-    return ModelArgs.of(cfg, kind="tile" if g.is_tile else "layout",
-                        node_dim=int(g.node_feat.shape[1]), config_dim=config_dim,
-                        tabular_dim=tabular_width(g) if cfg.tabular else 0,
-                        arch="copy" if g.is_tile else cfg.arch)
+    """Model shape from the config and the data's feature widths; tile models have one
+    architecture (recorded as ``copy``) and no tabular join (their config features already are
+    the tabular ones)."""
+    return ModelArgs(kind="tile" if g.is_tile else "layout", node_dim=int(g.node_feat.shape[1]),
+                     config_dim=int(g.config_feat.shape[1]) if g.is_tile else 18,
+                     tabular_dim=len(TABULAR_COLUMNS) if cfg.tabular and not g.is_tile else 0,
+                     hidden=cfg.hidden, layers=cfg.layers, dropout=cfg.dropout,
+                     cross_attn=cfg.cross_attn, arch="copy" if g.is_tile else cfg.arch,
+                     head_product=cfg.head_product)
 
 
 class StepModule(nn.Module):
-    """What DDP wraps: one call = the costs of a step's configs via :func:`infer.train_costs`.
-
-    Wrapping the *call* rather than the model keeps DDP's gradient hooks correct whatever
-    ``train_costs`` does inside (whole-graph forward, Graph Segment Training, ...).
-    """
+    """What DDP wraps: one call = the costs of a step's configs (:func:`infer.train_costs`), so
+    DDP's gradient hooks stay correct whatever that does inside (whole graph, GST)."""
 
     def __init__(self, model: RankerGNN):
         super().__init__()
@@ -103,10 +102,8 @@ class Trainer:
         if state["model_args"] != asdict(self.model.args):
             raise RuntimeError(f"{path}: saved model shape differs from this config; "
                                f"use --resume false or another --tag")
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.scaler.load_state_dict(state["scaler"])
+        for name in ("model", "optimizer", "scheduler", "scaler"):
+            getattr(self, name).load_state_dict(state[name])
         self.stopper.load_state_dict(state["early_stopping"])
         self.history = list(state["history"])
         self.stopped_by = str(state.get("stopped_by", ""))
@@ -115,12 +112,6 @@ class Trainer:
     def save_best(self, out: Path, step: int) -> None:
         save_checkpoint(out / "best.pt", {"model": self.model.state_dict(),
                                           "model_args": asdict(self.model.args), "step": step})
-
-    def no_sync(self, last: bool) -> contextlib.AbstractContextManager:
-        """Skip DDP's gradient all-reduce on all but the last backward of a step."""
-        if last or not hasattr(self.step_model, "no_sync"):
-            return contextlib.nullcontext()
-        return self.step_model.no_sync()
 
 
 def make_trainer(cfg: GnnConfig, ctx: DistContext, device: torch.device,
@@ -162,7 +153,9 @@ def train_step(tr: Trainer, graphs: list[ProcessedGraph], cache: TensorCache, st
                                         0 if g.is_tile else len(g.config_node_pos),
                                         0 if links is None else int(links.hops.numel()))
         idx = sample_configs(rng, target, size, cfg.close_bias)
-        with tr.no_sync(last=k == len(chosen) - 1):
+        # DDP all-reduces the gradients on the step's last backward only
+        skip_sync = tr.ctx.active and k < len(chosen) - 1
+        with tr.step_model.no_sync() if skip_sync else contextlib.nullcontext():
             with autocast(tr.device, cfg.amp):
                 cost = tr.step_model(g, tensors, idx, tr.device, cfg, step)
             y = torch.as_tensor(target[idx], device=tr.device)
@@ -194,13 +187,6 @@ def limit_graphs(cfg: GnnConfig, graphs: list[ProcessedGraph]) -> list[Processed
     return graphs
 
 
-def shard(graphs: list[ProcessedGraph], ctx: DistContext) -> list[ProcessedGraph]:
-    """This rank's train graphs: every ``world_size``-th, from ``rank`` (all when too few)."""
-    if not ctx.active or len(graphs) < ctx.world_size:
-        return graphs
-    return graphs[ctx.rank::ctx.world_size]
-
-
 def eval_configs(graphs: list[ProcessedGraph], max_configs: int = 0) -> int:
     """Configs scored by an evaluation on ``graphs`` (``max_configs`` per graph; 0 = all)."""
     return sum(min(g.num_configs, max_configs) if max_configs > 0 else g.num_configs
@@ -208,10 +194,9 @@ def eval_configs(graphs: list[ProcessedGraph], max_configs: int = 0) -> int:
 
 
 class EvalReserve:
-    """Seconds to keep for the evaluations still due when the time runs out: the periodic one at
-    the stopping step and the final one (all configs, or ``final_val_max_configs`` per graph).
-    Measured from the last periodic evaluation; before the first, estimated from the training
-    speed after the first step (a forward pass costs about half a training step per config)."""
+    """Seconds to keep for the evaluations still due when the time runs out (the periodic one and
+    the final report): measured from the last periodic evaluation; before the first, estimated from
+    the training speed (a forward pass costs about half a training step per config)."""
 
     def __init__(self, valid: list[ProcessedGraph], max_configs: int, final_max_configs: int = 0):
         self.periodic = eval_configs(valid, max_configs)
@@ -221,9 +206,8 @@ class EvalReserve:
         self._warmup: tuple[float, int] | None = None  # (seconds, configs) after the first step
 
     def seconds_per_config(self, spent: float, configs: int) -> float:
-        """Training seconds per config so far, without this invocation's first step: a warm-up
-        (thread pools, allocator, first reads of the graphs) that can take several steps' time
-        and would make the reserve stop a short share after one step. 0 = no estimate yet."""
+        """Training seconds per config so far (0 = no estimate yet), without this invocation's
+        first step: a warm-up that can take several steps' time (docs/gnn.md, "Time and threads")."""
         if self._warmup is None:
             if configs > 0:
                 self._warmup = (spent, configs)
@@ -261,7 +245,8 @@ def fit(cfg: GnnConfig, collection: Collection, train: list[ProcessedGraph],
     seed_everything(cfg.seed)
     set_cpu_threads(cfg.threads)
     out.mkdir(parents=True, exist_ok=True)
-    mine = shard(train, ctx)
+    # this rank's train graphs: every world_size-th, from rank (all when too few)
+    mine = train[ctx.rank::ctx.world_size] if len(train) >= ctx.world_size else train
     tr = make_trainer(cfg, ctx, device, train[0])
     start = 0
     if cfg.resume and (out / "last.pt").is_file():
@@ -281,26 +266,15 @@ def fit(cfg: GnnConfig, collection: Collection, train: list[ProcessedGraph],
     return broadcast_object(report, ctx)
 
 
-STOP_REASONS = ("early_stopping", "step_budget", "time_budget")
-
-
-@dataclass
-class LoopResult:
-    seconds: float
-    configs: int
-    last_step: int
-    stopped_by: str
-
-
 def _loop(tr: Trainer, collection: Collection, graphs: list[ProcessedGraph],
-          valid: list[ProcessedGraph], out: Path, start: int, seconds: float) -> LoopResult:
-    """Steps until ``cfg.steps``, early stopping, ``step_budget`` or the time share is spent."""
+          valid: list[ProcessedGraph], out: Path, start: int, seconds: float) -> dict[str, Any]:
+    """Steps until ``cfg.steps``, early stopping, ``step_budget`` or the time share is spent;
+    returns the report's entries on the run."""
     cfg, ctx = tr.cfg, tr.ctx
     loss_fn = get_loss(cfg.loss)
     # every rank must run the same number of forward/backward passes per step (DDP collectives)
-    per_step_graphs = min(cfg.graphs_per_step_for(collection), len(graphs))
-    if ctx.active:
-        per_step_graphs = _min_over_ranks(per_step_graphs, ctx, tr.device)
+    per_step_graphs = int(all_reduce(min(TILE_GRAPHS_PER_STEP if collection.is_tile else 1,
+                                         len(graphs)), ctx, tr.device, op="MIN"))
     cache, valid_cache = TensorCache(tr.device), TensorCache(tr.device)
     reserve = EvalReserve(valid, cfg.val_max_configs, cfg.final_val_max_configs)
     clock = budget_clock(cfg.budget_clock)
@@ -314,18 +288,19 @@ def _loop(tr: Trainer, collection: Collection, graphs: list[ProcessedGraph],
         per_step = spent / (step - start) if step > start else 0.0
         left = seconds - spent - reserve.seconds(reserve.seconds_per_config(spent, configs),
                                                  pending_eval=step > evaluated)
-        stop = (tr.stopper.should_stop, cfg.step_budget > 0 and step - start >= cfg.step_budget,
-                left <= per_step * 0.5)
-        code = next((i + 1 for i, s in enumerate(stop) if s), 0)
-        code, total = broadcast_floats([float(code), float(tr.horizon.update(step, per_step, left))],
-                                       ctx, tr.device)
-        tr.horizon.total = int(total)
-        if code:
-            stopped_by = STOP_REASONS[int(code) - 1]
+        stop = {"early_stopping": tr.stopper.should_stop,
+                "step_budget": cfg.step_budget > 0 and step - start >= cfg.step_budget,
+                "time_budget": left <= per_step * 0.5}
+        reason = next((r for r, s in stop.items() if s), "")
+        # rank 0 decides, so that every rank stops at the same step
+        reason, tr.horizon.total = broadcast_object((reason, tr.horizon.update(step, per_step, left)),
+                                                    ctx)
+        if reason:
+            stopped_by = reason
             break
         tr.step_model.train()
         loss, used = train_step(tr, graphs, cache, step, loss_fn, per_step_graphs)
-        running.append(mean_over_ranks(loss, ctx, tr.device))
+        running.append(all_reduce(loss, ctx, tr.device) / ctx.world_size)
         configs += used
         step += 1
         bar.total = tr.horizon.total
@@ -344,16 +319,9 @@ def _loop(tr: Trainer, collection: Collection, graphs: list[ProcessedGraph],
         elif ctx.is_main:
             save_checkpoint(out / "last.pt", tr.state(step))
     bar.close()
-    return LoopResult(seconds=clock() - t0, configs=int(mean_over_ranks(
-        configs, tr.ctx, tr.device) * tr.ctx.world_size), last_step=step, stopped_by=stopped_by)
-
-
-def _min_over_ranks(value: int, ctx: DistContext, device: torch.device) -> int:
-    import torch.distributed as dist
-
-    tensor = torch.tensor([value], dtype=torch.int64, device=device)
-    dist.all_reduce(tensor, op=dist.ReduceOp.MIN)
-    return int(tensor.item())
+    elapsed, configs = clock() - t0, all_reduce(configs, ctx, tr.device)
+    return {"train_seconds": elapsed, "last_step": step, "stopped_by": stopped_by,
+            "train_configs_per_s": configs / elapsed if elapsed > 0 else float("nan")}
 
 
 def _evaluate_and_save(tr: Trainer, collection: Collection, valid: list[ProcessedGraph],
@@ -364,7 +332,7 @@ def _evaluate_and_save(tr: Trainer, collection: Collection, valid: list[Processe
     score = math.nan
     if tr.ctx.is_main:
         score = evaluate(tr.model, collection, valid, cfg, cache, cfg.val_max_configs)["score"]
-    score = broadcast_floats([score], tr.ctx, tr.device)[0]
+    score = broadcast_object(score, tr.ctx)
     score = -math.inf if not np.isfinite(score) else score
     improved = tr.stopper.update(score, step)
     tr.history.append({"step": step, "loss": float(np.mean(running)), "valid": float(score),
@@ -377,40 +345,58 @@ def _evaluate_and_save(tr: Trainer, collection: Collection, valid: list[Processe
 
 
 def _final_report(tr: Trainer, collection: Collection, valid: list[ProcessedGraph], out: Path,
-                  loop: LoopResult, n_train: int) -> dict[str, Any]:
+                  loop: dict[str, Any], n_train: int) -> dict[str, Any]:
     cfg = tr.cfg
     if not (out / "best.pt").is_file():  # no evaluation ran (e.g. steps == 0): keep current weights
-        tr.save_best(out, loop.last_step)
+        tr.save_best(out, loop["last_step"])
     model, _ = load_trained_dir(out, tr.device)
     t_eval = time.monotonic()
     report = evaluate(model, collection, valid, cfg, TensorCache(tr.device),
                       max_configs=cfg.final_val_max_configs)
-    elapsed = loop.seconds
-    report.update({"seed": cfg.seed, "best_step": tr.stopper.best_step, "keep": cfg.keep,
-                   "train_seconds": elapsed,
-                   "final_eval_seconds": time.monotonic() - t_eval, "last_step": loop.last_step,
-                   "stopped_by": loop.stopped_by, "world_size": tr.ctx.world_size,
-                   "train_configs_per_s": loop.configs / elapsed if elapsed > 0 else float("nan"),
+    report.update({**loop, "seed": cfg.seed, "best_step": tr.stopper.best_step, "keep": cfg.keep,
+                   "final_eval_seconds": time.monotonic() - t_eval, "world_size": tr.ctx.world_size,
                    "n_train_graphs": n_train, "history": tr.history,
                    "final_val_max_configs": cfg.final_val_max_configs,
                    "cross_attn": cfg.cross_attn, "joint_search": cfg.joint_search})
     write_json(out / "report.json", report)
-    from models.gnn.report import plot_report
-
     plot_report(report, out)
     return report
 
 
+def plot_report(report: dict[str, Any], out: Path) -> None:
+    """Write ``valid_scores.png`` (per-graph score) and ``curves.png`` (loss / valid vs step)."""
+    from matplotlib.figure import Figure  # no pyplot: no global state, no backend to choose
+
+    figures, coll = {}, report["collection"]
+    if per_graph := report.get("per_graph", {}):
+        stems = list(per_graph)
+        fig = figures["valid_scores.png"] = Figure(figsize=(max(4.0, 0.35 * len(stems) + 2), 3.5))
+        ax = fig.subplots()
+        ax.bar(range(len(stems)), [per_graph[s] for s in stems], color="tab:blue")
+        ax.axhline(report["score"], color="tab:red", lw=1, label=f"mean {report['score']:.3f}")
+        ax.set_xticks(range(len(stems)), stems, rotation=90, fontsize=7)
+        metric = "top-5 score" if coll.startswith("tile") else "Kendall τ"
+        ax.set_ylabel(metric)
+        ax.set_title(f"GNN validation {metric} per graph — {coll}")
+        ax.legend(loc="lower right")
+    if history := report.get("history", []):
+        steps = [h["step"] for h in history]
+        fig = figures["curves.png"] = Figure(figsize=(6, 3.5))
+        ax1 = fig.subplots()
+        ax1.plot(steps, [h["loss"] for h in history], color="tab:orange", label="train loss")
+        ax1.set_xlabel("step")
+        ax1.set_ylabel("train loss", color="tab:orange")
+        ax2 = ax1.twinx()
+        ax2.plot(steps, [h["valid"] for h in history], color="tab:blue", marker="o", label="valid")
+        ax2.set_ylabel("validation score", color="tab:blue")
+        ax1.set_title(f"GNN training — {coll}")
+    for name, fig in figures.items():
+        with atomic_path(out / name, suffix=".png") as tmp:
+            fig.savefig(tmp, format="png", dpi=100, bbox_inches="tight")
+
+
 def summary_line(report: dict[str, Any]) -> str:
-    kind = report.get("score_kind", "valid")
-    return (f"{report['collection']}: {kind} {report['score']:.4f} over {report['n_graphs']} graphs "
-            f"(best step {report['best_step']}, {report['train_seconds']:.0f} s, "
+    return (f"{report['collection']}: {report.get('score_kind', 'valid')} {report['score']:.4f} "
+            f"over {report['n_graphs']} graphs (best step {report['best_step']}, "
+            f"{report['train_seconds']:.0f} s, "
             f"{report['train_configs_per_s']:.0f} configs/s, stopped by {report['stopped_by']})")
-
-
-def dump_summary(path: Path, reports: list[dict[str, Any]]) -> None:
-    keys = ("collection", "score", "n_graphs", "seed", "best_step", "train_seconds", "stopped_by",
-            "world_size", "cross_attn", "joint_search")
-    slim = [{k: r.get(k) for k in keys} for r in reports]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_json(path, slim)

@@ -14,8 +14,7 @@ from features.processed import ProcessedGraph
 from models.gnn.config import GnnConfig
 from models.gnn.data import config_rows, graph_tensors
 from models.gnn import gst
-from models.gnn.gst import GstState, TrunkTable, build_segments, draw_trained, gst_costs, \
-    segmented_graph_state
+from models.gnn.gst import TrunkTable, build_segments, draw_trained, gst_costs, segmented_graph_state
 from models.gnn.infer import InferenceOptions, graph_state, predict_costs, train_costs
 from models.gnn.model import ModelArgs, Pool, RankerGNN
 from models.losses import get_loss
@@ -100,9 +99,9 @@ def test_training_every_segment_is_inference_and_trains_the_trunk(graph_factory,
     monkeypatch.setattr(gst, "SEGMENTS_PER_STEP", active)
     cfg = GnnConfig(segment_size=8, features=str(tmp_path))
     idx = np.arange(10)
-    state = GstState(1 << 20)
-    cost = gst_costs(model, g, t, idx, CPU, cfg, step=0, state=state)
-    assert len(state.table) == segs.num_segments  # trained ones and the missing ones, stored
+    table = TrunkTable(1 << 20)
+    cost = gst_costs(model, g, t, idx, CPU, cfg, step=0, table=table)
+    assert len(table) == segs.num_segments  # trained ones and the missing ones, stored
     with torch.no_grad():
         graph = segmented_graph_state(model, segs, t)
         feats = config_rows(g, idx, CPU)
@@ -117,14 +116,14 @@ def test_stored_segments_refreshed_oldest_first(graph_factory, tmp_path):
     model = _model(g)
     t = graph_tensors(g, CPU)
     cfg = GnnConfig(segment_size=4, features=str(tmp_path))
-    state = GstState(1 << 20)
+    table = TrunkTable(1 << 20)
     key = build_segments(g, t, 4).key
     k = len(build_segments(g, t, 4).parts)
-    gst_costs(model, g, t, np.arange(6), CPU, cfg, step=0, state=state)
-    assert len(state.table) == k  # the first step computes every segment
+    gst_costs(model, g, t, np.arange(6), CPU, cfg, step=0, table=table)
+    assert len(table) == k  # the first step computes every segment
     for step in range(1, 3 * k):
-        gst_costs(model, g, t, np.arange(6), CPU, cfg, step=step, state=state)
-    ages = [state.table.get(key, s).step for s in range(k)]
+        gst_costs(model, g, t, np.arange(6), CPU, cfg, step=step, table=table)
+    ages = [table.get(key, s).step for s in range(k)]
     assert min(ages) >= 3 * k - 1 - k  # no segment is older than the number of segments
 
 
