@@ -185,39 +185,31 @@ class HloBuilder:
         offset = dict(zip(order, itertools.accumulate(sizes, initial=0)))
         nodes: list[Node] = []
         edges: list[tuple[int, int]] = []
+        operands: list[list[int]] = []
         roots: list[int] = []
         for c in order:
             base = offset[c]
             for i, nd in enumerate(self.comps[c]):
                 u = base + i
-                for v in dict.fromkeys(nd.operands):
-                    edges.append((u, base + v))
-                for cc in nd.calls:
-                    edges.append((u, offset[cc] + len(self.comps[cc]) - 1))
+                operands.append([base + v for v in dict.fromkeys(nd.operands)])
+                edges += [(u, v) for v in operands[-1]]
+                edges += [(u, offset[cc] + len(self.comps[cc]) - 1) for cc in nd.calls]
                 nodes.append(nd)
             roots.append(base + len(self.comps[c]) - 1)
         big = [offset[c] for c in order if len(self.comps[c]) >= 4]
         splits = sorted({0, *big, len(nodes)})
-        return FlatGraph(nodes, np.array(edges, np.int64).reshape(-1, 2), set(roots),
+        return FlatGraph(nodes, np.array(edges, np.int64).reshape(-1, 2), operands, set(roots),
                          np.array(splits, np.int64), offset[self.entry])
 
 
 @dataclass
 class FlatGraph:
     nodes: list[Node]
-    edges: np.ndarray  # (m, 2) [consumer, producer]
+    edges: np.ndarray  # (m, 2) [consumer, producer]: the operands, then called computations' roots
+    operands: list[list[int]]  # global indices of each node's distinct operands
     roots: set[int]
     splits: np.ndarray
     entry_start: int
-
-    def operands(self, u: int) -> list[int]:
-        """Global indices of the operands of node ``u`` (entry-relative mapping)."""
-        return self._ops[u]
-
-    def __post_init__(self) -> None:
-        self._ops: list[list[int]] = [[] for _ in self.nodes]
-        for u, v in self.edges.tolist():
-            self._ops[u].append(v)
 
 
 def node_facts(fg: FlatGraph, i: int) -> InstructionFacts:

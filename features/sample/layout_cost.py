@@ -99,7 +99,7 @@ class LayoutCostModel:
         total = np.zeros(c)
         for u, nd in enumerate(fg.nodes):
             r = len(nd.shape)
-            ops = fg.operands(u)[:len(dict.fromkeys(nd.operands))]
+            ops = fg.operands[u]
             j = self.slot_of.get(u)
             if j is not None:
                 raw = out_ids[:, j]

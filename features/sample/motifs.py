@@ -32,9 +32,8 @@ def _batch_norm(b: HloBuilder, x: int, train: bool) -> int:
     r = len(s)
     scale, shift = b.param((s[-1],)), b.param((s[-1],))
     if train:
-        cen, inv = _normalize(b, x, list(range(r - 1)), (r - 1,))
-        x = b.ew("multiply", cen, b.bcast(b.ew("multiply", inv, scale), s, (r - 1,)))
-        return b.ew("add", x, b.bcast(shift, s, (r - 1,)))
+        x, inv = _normalize(b, x, list(range(r - 1)), (r - 1,))
+        scale = b.ew("multiply", inv, scale)
     y = b.ew("multiply", x, b.bcast(scale, s, (r - 1,)))
     return b.ew("add", y, b.bcast(shift, s, (r - 1,)))
 

@@ -100,16 +100,24 @@ def _copy_ns(factor: float, src: tuple[tuple[int, ...], str], a: int,
     return float(factor * moved / _bandwidth(moved) + COPY_LAUNCH_NS)
 
 
-def _copy_one(shape: tuple[int, ...], dtype: str, a: int, b: int) -> float:
-    if len(shape) < 2:
-        return 0.0
-    factor = _relayout_factor(PERMS[len(shape)][a], PERMS[len(shape)][b])
-    return _copy_ns(factor, (shape, dtype), a, (shape, dtype), b) if factor else 0.0
+def _relayout(src: tuple[tuple[int, ...], str], dst: tuple[tuple[int, ...], str], perm, a, b
+              ) -> np.ndarray:
+    """ns of a copy transposing by ``perm`` from ``src`` in layout ids ``a`` to ``dst`` in ``b``
+    (arrays broadcast); free where the physical order does not change."""
+    r = len(dst[0])
+
+    def one(x: int, y: int) -> float:
+        if r < 2:
+            return 0.0
+        factor = _relayout_factor(PERMS[r][x], tuple(perm[d] for d in PERMS[r][y]))
+        return _copy_ns(factor, src, x, dst, y) if factor else 0.0
+
+    return _pairwise(one, a, b)
 
 
 def copy_cost(shape: tuple[int, ...], dtype: str, a, b) -> np.ndarray:
     """ns to relayout an array from layout ids ``a`` to ``b`` (arrays broadcast)."""
-    return _pairwise(lambda x, y: _copy_one(shape, dtype, x, y), a, b)
+    return _relayout((shape, dtype), (shape, dtype), range(len(shape)), a, b)
 
 
 def _pad_array(d: int) -> float:
@@ -161,9 +169,6 @@ class AltLayoutCostModel:
         self.fg = fg
         self.slot = {int(u): j for j, u in enumerate(np.asarray(config_ids).reshape(-1).tolist())}
 
-    def _ops(self, u: int) -> list[int]:
-        return self.fg.operands(u)[:len(dict.fromkeys(self.fg.nodes[u].operands))]
-
     def runtimes(self, out_ids: np.ndarray, in_ids: np.ndarray, k_ids: np.ndarray) -> np.ndarray:
         fg = self.fg
         c = out_ids.shape[0]
@@ -171,7 +176,7 @@ class AltLayoutCostModel:
         total = np.zeros(c)
         for u in range(fg.entry_start, len(fg.nodes)):
             nd = fg.nodes[u]
-            ops = self._ops(u)
+            ops = fg.operands[u]
             j = self.slot.get(u)
             if j is not None:
                 cost = self._configured(nd, ops, lay, u, out_ids[:, j], in_ids[:, j], k_ids[:, j])
@@ -221,7 +226,8 @@ class AltLayoutCostModel:
         if nd.op == "reshape":
             return _reshape_cost(nd, fg.nodes[ops[0]], x, out)
         if nd.op == "transpose":
-            return _transpose_cost(nd, fg.nodes[ops[0]], x, out)
+            sx = fg.nodes[ops[0]]
+            return _relayout((sx.shape, sx.dtype), (nd.shape, nd.dtype), nd.attrs["dimensions"], x, out)
         if nd.op == "reduce":
             return _reduce_cost(nd, fg.nodes[ops[0]], x, out)
         return _memory_op(nd, [fg.nodes[v] for v in ops], [x] + [lay[v] for v in ops[1:]], out)
@@ -244,13 +250,9 @@ class AltLayoutCostModel:
     def _outputs(self, lay: list):
         fg = self.fg
         root = len(fg.nodes) - 1
-        outs = self._ops(root) if fg.nodes[root].op == "tuple" else [root]
-        cost = 0.0
-        for v in outs:
-            nd = fg.nodes[v]
-            if len(nd.shape) >= 2:
-                cost = cost + copy_cost(nd.shape, nd.dtype, lay[v], desc_id(len(nd.shape)))
-        return cost
+        outs = fg.operands[root] if fg.nodes[root].op == "tuple" else [root]
+        return sum((copy_cost(fg.nodes[v].shape, fg.nodes[v].dtype, lay[v], desc_id(len(fg.nodes[v].shape)))
+                    for v in outs if len(fg.nodes[v].shape) >= 2), 0.0)
 
 
 def _memory_op(nd: Node, operands: list[Node], lays: list, out) -> np.ndarray:
@@ -329,21 +331,6 @@ def _reshape_cost(nd: Node, sx: Node, x, out) -> np.ndarray:
     return _pairwise(one, x, out)
 
 
-def _transpose_cost(nd: Node, sx: Node, x, out) -> np.ndarray:
-    r = len(nd.shape)
-    perm = nd.attrs["dimensions"]
-
-    def one(a: int, b: int) -> float:
-        if r < 2:
-            return 0.0
-        p_in = PERMS[r][a]
-        q = tuple(perm[d] for d in PERMS[r][b])  # output's physical order, in input dims
-        factor = _relayout_factor(p_in, q)
-        return _copy_ns(factor, (sx.shape, sx.dtype), a, (nd.shape, nd.dtype), b) if factor else 0.0
-
-    return _pairwise(one, x, out)
-
-
 def _reduce_cost(nd: Node, sx: Node, x, out) -> np.ndarray:
     dims = nd.attrs["dimensions"]
     ri = len(sx.shape)
@@ -356,19 +343,6 @@ def _reduce_cost(nd: Node, sx: Node, x, out) -> np.ndarray:
 
 
 # ---- tile kernels ----------------------------------------------------------------------------
-def _tile_extents(info: dict, feats: np.ndarray) -> np.ndarray:
-    """(n, rank) output tile extents in elements from ``output_bounds`` (format units)."""
-    shape, layout = list(info["out_shape"]), list(info["layout"])
-    r = len(shape)
-    unit = np.ones(r)
-    if r:
-        unit[layout[0]] = 128.0
-    if r > 1:
-        unit[layout[1]] = 8.0
-    bounds = np.maximum(feats[:, 8:8 + r].astype(np.float64), 1.0)
-    return np.minimum(bounds * unit, np.array(shape, np.float64))
-
-
 def alt_tile_runtime(info: dict, feats: np.ndarray) -> np.ndarray:
     """True runtime (ns) of a fused kernel for each tile config row, alt physics."""
     feats = np.asarray(feats)
@@ -377,7 +351,9 @@ def alt_tile_runtime(info: dict, feats: np.ndarray) -> np.ndarray:
     n = feats.shape[0]
     if shape.size == 0:
         return np.full(n, TILE_LAUNCH_NS + STEP_NS)
-    ext = _tile_extents(info, feats)
+    unit = np.ones(len(shape))  # output tile extents (elements) from output_bounds (format units)
+    unit[list(info["layout"])[:2]] = (128.0, 8.0)[:len(shape)]
+    ext = np.minimum(np.maximum(feats[:, 8:8 + len(shape)].astype(np.float64), 1.0) * unit, shape)
     steps = np.prod(np.ceil(shape / ext), axis=1)
     tile = np.prod(ext, axis=1)
     minor = ext[:, list(info["layout"])[0]]
