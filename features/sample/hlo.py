@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 import numpy as np
@@ -42,6 +43,7 @@ class HloBuilder:
         #: ALBERT-style cross-layer weight sharing: weights by (slot in layer, shape)
         self.shared: dict[tuple, int] | None = None
         self.layer_slot = 0
+        self.n_params: Counter[int] = Counter()  # parameters added so far, by computation
 
     # -- structure ------------------------------------------------------------------------
     def new_comp(self) -> int:
@@ -66,13 +68,9 @@ class HloBuilder:
         return sum(len(c) for c in self.comps)
 
     # -- ops ------------------------------------------------------------------------------
-    def param(self, shape: Sequence[int], dtype: str = "f32", **kw) -> int:
-        nodes = self.comps[self.cur]  # parameters counted incrementally: O(1) per call, not O(n)
-        scan = self.__dict__.setdefault("_param_scan", {})
-        seen, n = scan.get(self.cur, (0, 0))
-        n += sum(1 for x in nodes[seen:] if x.op == "parameter")
-        scan[self.cur] = (len(nodes), n)
-        return self.add("parameter", shape, (), dtype, parameter_number=n, **kw)
+    def param(self, shape: Sequence[int], dtype: str = "f32") -> int:
+        self.n_params[self.cur] += 1
+        return self.add("parameter", shape, (), dtype, parameter_number=self.n_params[self.cur] - 1)
 
     def const(self, shape: Sequence[int] = (), dtype: str = "f32") -> int:
         return self.add("constant", shape, (), dtype)

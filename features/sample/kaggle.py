@@ -13,6 +13,7 @@ import sys
 import zipfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Iterator
 
@@ -77,12 +78,12 @@ def _program(rng: np.random.Generator, source: str, spec: KaggleSpec,
     return fg, family
 
 
-def _config_count(rng: np.random.Generator, split: str, spec: KaggleSpec, fraction: float) -> int:
-    if split == "test":
-        return spec.test_configs
-    lo, hi = spec.layout_configs[0], max(spec.layout_configs[0] + 1,
-                                         int(spec.layout_configs[1] * fraction))
-    if rng.random() < spec.max_config_share:
+def _log_uniform(rng: np.random.Generator, bounds: tuple[int, int], fraction: float,
+                 top_share: float = 0.0) -> int:
+    """A config count, log-uniform from ``lo`` to ``fraction`` of ``hi``; the top (the scaled
+    ``hi``) itself with probability ``top_share``."""
+    lo, hi = bounds[0], max(bounds[0] + 1, int(bounds[1] * fraction))
+    if top_share and rng.random() < top_share:
         return hi
     return int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
 
@@ -153,7 +154,8 @@ def _layout_job(job: KaggleJob, root: Path, seed: int, fraction: float, spec: Ka
     for search in job.searches:
         coll = BY_NAME[f"layout:{job.source}:{search}"]
         srng = _rng(seed, "kaggle", coll.name, job.split, job.index)
-        n = _config_count(srng, job.split, spec, fraction)
+        n = spec.test_configs if job.split == "test" else \
+            _log_uniform(srng, spec.layout_configs, fraction, spec.max_config_share)
         dup_heavy = job.split == "train" and srng.random() < spec.dup_heavy_share
         test = job.split == "test"
         target = _write_layout_file(coll.split_dir(root, job.split) / f"{stem}.npz", base, ids,
@@ -168,8 +170,7 @@ def _layout_job(job: KaggleJob, root: Path, seed: int, fraction: float, spec: Ka
 def _tile_job(job: KaggleJob, root: Path, seed: int, fraction: float, spec: KaggleSpec
               ) -> tuple[dict[str, np.ndarray], list[tuple[str, str]]]:
     rng = _rng(seed, "kaggle-tile", job.split, job.index)
-    lo, hi = spec.tile_configs[0], max(spec.tile_configs[0] + 1, int(spec.tile_configs[1] * fraction))
-    n = int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
+    n = _log_uniform(rng, spec.tile_configs, fraction)
     if job.split == "test" and job.index < spec.tiny_test_tiles:
         n = int(rng.integers(2, 5))
     kind, arrays, target = make_tile_file(rng, spec.tile_nodes, (n, n))
@@ -180,13 +181,12 @@ def _tile_job(job: KaggleJob, root: Path, seed: int, fraction: float, spec: Kagg
     return hidden, rows
 
 
-def run_job(args: tuple[KaggleJob, str, int, float, tuple[str, ...], KaggleSpec]
-            ) -> tuple[dict[str, np.ndarray], list[tuple[str, str]]]:
+def run_job(job: KaggleJob, root: Path, seed: int, fraction: float, spec: KaggleSpec,
+            ops: frozenset[str]) -> tuple[dict[str, np.ndarray], list[tuple[str, str]]]:
     """Write the files of one job under ``root``; returns (hidden targets, submission rows)."""
-    job, root, seed, fraction, ops, spec = args
     if job.kind == "tile":
-        return _tile_job(job, Path(root), seed, fraction, spec)
-    return _layout_job(job, Path(root), seed, fraction, spec, frozenset(ops))
+        return _tile_job(job, root, seed, fraction, spec)
+    return _layout_job(job, root, seed, fraction, spec, ops)
 
 
 def write_kaggle(root: Path, seed: int, config_fraction: float, graph_fraction: float,
@@ -196,25 +196,20 @@ def write_kaggle(root: Path, seed: int, config_fraction: float, graph_fraction: 
     returns the hidden test targets and the sample-submission rows."""
     if not 0 < config_fraction <= 1 or not 0 < graph_fraction <= 1:
         raise ValueError("config and graph fractions must be in (0, 1]")
-    work = [(j, str(root), seed, config_fraction, tuple(configurable_ops), spec)
-            for j in kaggle_jobs(graph_fraction, spec)]
+    work = kaggle_jobs(graph_fraction, spec)
+    run = partial(run_job, root=root, seed=seed, fraction=config_fraction, spec=spec,
+                  ops=frozenset(configurable_ops))
     hidden: dict[str, np.ndarray] = {}
     rows: list[tuple[str, str]] = []
     jobs = jobs or os.cpu_count() or 1
-    bar = tqdm(total=len(work), desc="sample kaggle", unit="graph", disable=not progress,
-               file=sys.stderr)
-    if jobs <= 1:
-        results = map(run_job, work)
-    else:
-        pool = ProcessPoolExecutor(max_workers=jobs)
-        results = pool.map(run_job, work, chunksize=1)
+    pool = ProcessPoolExecutor(max_workers=jobs) if jobs > 1 else None
     try:
-        for h, r in results:
+        results = pool.map(run, work, chunksize=1) if pool else map(run, work)
+        for h, r in tqdm(results, total=len(work), desc="sample kaggle", unit="graph",
+                         disable=not progress, file=sys.stderr):
             hidden.update(h)
             rows += r
-            bar.update()
     finally:
-        if jobs > 1:
+        if pool:
             pool.shutdown(cancel_futures=True)
-        bar.close()
     return hidden, rows
