@@ -29,9 +29,6 @@ from features.sample.motifs import build_layout_graph
 from features.sample.files import (_candidates, _choose_configurable, _graph_arrays, _int_dtype,
                                    _rng, _save, _stem, make_tile_file)
 
-DEFAULT_CONFIG_FRACTION = 1 / 32  # see "Cost" above: F = 1/8 is ~5x slower
-DEFAULT_GRAPH_FRACTION = 0.25  # 1.0 = the real counts (7,868 files), ~20x the G = 0.05 time
-
 
 @dataclass(frozen=True)
 class KaggleJob:

@@ -65,9 +65,9 @@ def _incoming_grad(b: HloBuilder, seed_grad: int, dy: int | None, s: tuple[int, 
 
 
 def _backward(b: HloBuilder, seed_grad: int, target: int) -> list[int]:
-    """Backward pass of the traced convolutions, last first, as JAX lowers it: ReLU masks
-    (select), weight-gradient convs (``f01b_i01o->01bf``), input-gradient convs with a reversed
-    kernel (``b01f_01oi->b01f``) and SGD updates. Stops near ``target`` nodes."""
+    """Backward pass of the traced convolutions (none unless a training step), last first, as JAX
+    lowers it: ReLU masks (select), weight-gradient convs (``f01b_i01o->01bf``), input-gradient
+    convs with a reversed kernel (``b01f_01oi->b01f``) and SGD updates. Stops near ``target``."""
     updates: list[int] = []
     dy: int | None = None
     for x, w, conv, act, stride, lhs_dil in reversed(b.trace or []):
@@ -152,8 +152,6 @@ def build_resnet(b: HloBuilder, rng: np.random.Generator, target: int) -> list[i
         if blocks_in_stage >= per_stage and stage < len(widths) - 1:
             stage, blocks_in_stage = stage + 1, 0
     probs = _classifier_head(b, x, int(_pick(rng, [10, 100, 1000])))
-    if not train:
-        return [probs]
     return [probs, *_backward(b, x, target)]
 
 
@@ -196,8 +194,6 @@ def build_unet(b: HloBuilder, rng: np.random.Generator, target: int, nsp: int) -
     out = b.conv(x, w, 1)
     diff = b.ew("subtract", out, label)
     loss = b.reduce(b.ew("multiply", diff, diff), tuple(range(len(b.shape(diff)))))
-    if not train:
-        return [out, loss]
     return [out, loss, *_backward(b, x, target)]
 
 
@@ -227,8 +223,9 @@ def _dense(b: HloBuilder, x2: int, out: int) -> int:
 
 
 def _dense_backward(b: HloBuilder, seed_grad: int, target: int) -> list[int]:
-    """Backward pass of the traced dense layers, last first: ``dW = x^T dY`` (dot contracting
-    dim 0 of both), ``dX = dY W^T`` (contracting dim 1 of both) and SGD updates."""
+    """Backward pass of the traced dense layers (none unless a training step), last first:
+    ``dW = x^T dY`` (dot contracting dim 0 of both), ``dX = dY W^T`` (contracting dim 1 of both)
+    and SGD updates."""
     updates: list[int] = []
     dy: int | None = None
     for x2, w, y in reversed(b.dense_trace or []):
@@ -286,7 +283,7 @@ def build_bert(b: HloBuilder, rng: np.random.Generator, target: int, shared: boo
     """BERT/ALBERT-like encoder stack; adds layers until ``target`` nodes. ``shared``: ALBERT's
     cross-layer weight sharing; a training step (probability ``train_prob``) adds the backward
     pass of the dense layers."""
-    train, fwd = _train_step(b, rng, train_prob, target, 0.65)
+    _, fwd = _train_step(b, rng, train_prob, target, 0.65)
     if shared:
         b.shared = {}
     batch = int(_pick(rng, [1, 2, 4, 8, 16, 32]))
@@ -323,8 +320,6 @@ def build_bert(b: HloBuilder, rng: np.random.Generator, target: int, shared: boo
     cls = b.reshape(b.slice(x, (0, 0, 0), (batch, 1, hid)), (batch, hid))
     pooled = b.ew("tanh", _dense(b, cls, hid))
     probs = _softmax(b, _dense(b, pooled, int(_pick(rng, [2, 3, 10]))))
-    if not train:
-        return [probs]
     return [probs, *_dense_backward(b, probs, target)]
 
 

@@ -30,13 +30,9 @@ def _default_tile(info: dict) -> tuple[list[int], list[int]]:
     elems = 1.0
     for d in layout:
         cap = max(1, -(-shape[d] // units[d]))
-        best = 1
-        for v in (cap, 64, 32, 16, 8, 4, 2, 1):
-            if v <= cap and elems * v * units[d] * per_elem <= VMEM_BUDGET / 4:
-                best = v
-                break
-        ob[d] = best
-        elems *= best * units[d]
+        ob[d] = next((v for v in (cap, 64, 32, 16, 8, 4, 2, 1)
+                      if v <= cap and elems * v * units[d] * per_elem <= VMEM_BUDGET / 4), 1)
+        elems *= ob[d] * units[d]
     ks = info["kernel_shape"]
     limit = {len(ks) - 2: 32, len(ks) - 1: 2}
     return ob, [min(cap, limit.get(d, cap)) for d, cap in enumerate(_kernel_caps(ks))]

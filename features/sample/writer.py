@@ -12,7 +12,8 @@ from typing import Sequence
 import numpy as np
 from tpurank.collections import BY_NAME, SPLITS, hidden_runtimes_path, npz_dir
 
-from features.sample.constants import SCALES, ScaleSpec
+from features.sample.constants import (KAGGLE_CONFIG_FRACTION, KAGGLE_GRAPH_FRACTION, SCALES,
+                                       ScaleSpec)
 from features.sample.files import (_candidates, _graph_arrays, _rng, _save, _stem,
                                    make_layout_file, make_tile_file)
 from features.sample.hlo import FlatGraph
@@ -73,7 +74,8 @@ ALL_SCALES = (*sorted(SCALES), "kaggle")
 
 def generate_dataset(out_dir: str | os.PathLike, scale: str = "tiny", seed: int = 0,
                      configurable_ops: Sequence[str] = ("convolution", "dot", "reshape"),
-                     config_fraction: float | None = None, graph_fraction: float | None = None,
+                     config_fraction: float = KAGGLE_CONFIG_FRACTION,
+                     graph_fraction: float = KAGGLE_GRAPH_FRACTION,
                      jobs: int = 1, progress: bool = False, physics: str = "tpu") -> Path:
     """Write a complete sample dataset (Kaggle layout) to ``out_dir`` and return its path.
 
@@ -103,11 +105,9 @@ def generate_dataset(out_dir: str | os.PathLike, scale: str = "tiny", seed: int 
         if scale == "kaggle":
             from features.sample import kaggle
 
-            cf = kaggle.DEFAULT_CONFIG_FRACTION if config_fraction is None else config_fraction
-            gf = kaggle.DEFAULT_GRAPH_FRACTION if graph_fraction is None else graph_fraction
-            hidden, rows = kaggle.write_kaggle(tmp, seed, cf, gf, tuple(sorted(ops)), jobs,
-                                               progress)
-            scale = f"kaggle config_fraction={cf:g} graph_fraction={gf:g}"
+            hidden, rows = kaggle.write_kaggle(tmp, seed, config_fraction, graph_fraction,
+                                               tuple(sorted(ops)), jobs, progress)
+            scale = f"kaggle config_fraction={config_fraction:g} graph_fraction={graph_fraction:g}"
         else:
             spec = SCALES[scale]
             _write_tile(tmp, spec, seed, hidden, rows, physics)
@@ -134,25 +134,24 @@ def generate_dataset(out_dir: str | os.PathLike, scale: str = "tiny", seed: int 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m features.sample",
                                 description="Write the generated TpuGraphs-like sample dataset.")
-    p.add_argument("--out", required=True, help="output data root (Kaggle layout)")
+    p.add_argument("--out", dest="out_dir", metavar="DIR", required=True,
+                   help="output data root (Kaggle layout)")
     p.add_argument("--scale", default="tiny", choices=ALL_SCALES,
                    help="tiny | small (quality samples) | kaggle (the real shape: a stress dataset)")
-    p.add_argument("--config-fraction", type=float, default=None,
+    p.add_argument("--config-fraction", type=float, default=KAGGLE_CONFIG_FRACTION,
                    help="kaggle: share of the real config counts (default 1/32)")
-    p.add_argument("--graph-fraction", type=float, default=None,
+    p.add_argument("--graph-fraction", type=float, default=KAGGLE_GRAPH_FRACTION,
                    help="kaggle: share of the real graph counts (default 0.25)")
     p.add_argument("--jobs", type=int, default=0, help="kaggle: worker processes (0 = all cores)")
     p.add_argument("--seed", type=int, default=0, help="dataset seed (output is byte-identical per seed)")
     p.add_argument("--physics", default="tpu", choices=PHYSICS,
                    help="cost model of the runtimes: tpu, or alt (features.sample.physics_alt)")
     p.add_argument("--configurable-ops", default="convolution,dot,reshape",
+                   type=lambda v: tuple(s.strip() for s in v.split(",") if s.strip()),
                    help="comma-separated opcodes that may be configurable in layout graphs")
     a = p.parse_args(argv)
     t0 = time.time()
-    out = generate_dataset(a.out, a.scale, a.seed,
-                           tuple(s.strip() for s in a.configurable_ops.split(",") if s.strip()),
-                           a.config_fraction, a.graph_fraction, a.jobs, progress=True,
-                           physics=a.physics)
+    out = generate_dataset(**vars(a), progress=True)
     n = sum(1 for _ in npz_dir(out).rglob("*.npz"))
     print(f"wrote {n} graph files to {out} ({a.scale}, seed {a.seed}) in {time.time() - t0:.1f}s")
     return 0
