@@ -205,14 +205,21 @@ class AltLayoutCostModel:
         return extra + self._compute(nd, ops, lay, x, w, lay[u])
 
     def _plain(self, nd: Node, ops: list[int], lay: list, u: int):
-        if nd.op in ELEMENTWISE:
-            return self._elementwise(nd, ops, lay, u)
-        lay[u] = _default_id(nd)
+        same = [v for v in ops if self.fg.nodes[v].shape == nd.shape] if nd.op in ELEMENTWISE else []
+        copies = 0.0
+        if same and len(nd.shape) >= 2:  # elementwise: the layout most same-shape operands have
+            cand = np.stack(np.broadcast_arrays(*[np.asarray(lay[v]) for v in same]), 0)
+            votes = (cand[:, None] == cand[None, :]).sum(axis=1) * len(same) + np.arange(
+                len(same)).reshape((-1,) + (1,) * (cand.ndim - 1))
+            lay[u] = np.take_along_axis(cand, votes.argmax(axis=0)[None], 0)[0]
+            copies = sum(copy_cost(nd.shape, self.fg.nodes[v].dtype, lay[v], lay[u]) for v in same)
+        else:
+            lay[u] = _default_id(nd)
         if nd.op in FREE:
             return 0.0
-        if nd.op == "broadcast":
+        if nd.op == "broadcast" or nd.op in ELEMENTWISE:  # fused: a share of the write
             out = _table(nd.shape, nd.dtype, lay[u])
-            return FUSED_FRACTION * out / _bandwidth(out)
+            return copies + FUSED_FRACTION * out / _bandwidth(out)
         return self._compute(nd, ops, lay, lay[ops[0]] if ops else 0,
                              lay[ops[1]] if len(ops) > 1 else 0, lay[u])
 
@@ -231,21 +238,6 @@ class AltLayoutCostModel:
         if nd.op == "reduce":
             return _reduce_cost(nd, fg.nodes[ops[0]], x, out)
         return _memory_op(nd, [fg.nodes[v] for v in ops], [x] + [lay[v] for v in ops[1:]], out)
-
-    def _elementwise(self, nd: Node, ops: list[int], lay: list, u: int):
-        same = [v for v in ops if self.fg.nodes[v].shape == nd.shape]
-        if not same or len(nd.shape) < 2:
-            lay[u] = _default_id(nd)
-            out = _table(nd.shape, nd.dtype, lay[u])
-            return FUSED_FRACTION * out / _bandwidth(out)
-        cand = np.stack(np.broadcast_arrays(*[np.asarray(lay[v]) for v in same]), 0)
-        votes = (cand[:, None] == cand[None, :]).sum(axis=1) * len(same) + np.arange(len(same)).reshape(
-            (-1,) + (1,) * (cand.ndim - 1))
-        chosen = np.take_along_axis(cand, votes.argmax(axis=0)[None], 0)[0]
-        lay[u] = chosen
-        copies = sum(copy_cost(nd.shape, self.fg.nodes[v].dtype, lay[v], chosen) for v in same)
-        out = _table(nd.shape, nd.dtype, chosen)
-        return copies + FUSED_FRACTION * out / _bandwidth(out)
 
     def _outputs(self, lay: list):
         fg = self.fg
@@ -272,7 +264,7 @@ def _dot_cost(nd: Node, sx: Node, sw: Node, x, w, out) -> np.ndarray:
     n = math.prod(sw.shape[d] for d in n_dims)
     work = 2.0 * batch * _ceil(m, 8) * _pad_array(k) * _pad_array(n) / _rate(nd.dtype)
     rx, rw, ro = len(sx.shape), len(sw.shape), len(nd.shape)
-    extra = 0.0
+    extra, f_x = 0.0, 1.0
     if rx >= 2:
         minor_ok = _factor_table(rx, lc, (), 1.0, 0.0)
         second_ok = _factor_table(rx, lc, (), 1.15, 0.0, pos=1)
@@ -281,8 +273,6 @@ def _dot_cost(nd: Node, sx: Node, sw: Node, x, w, out) -> np.ndarray:
         target = PERM_ID[rx][complete_layout(lc[-1:], rx)]  # last contracting dim minor
         extra = np.where(needs, copy_cost(sx.shape, sx.dtype, x, target), 0.0)
         f_x = np.where(needs, 1.0, f_x)
-    else:
-        f_x = 1.0
     f_w = 1.0
     if rw >= 2:
         best = np.array([1.0 if p[0] in n_dims and p[1] in rc else 1.1 if p[0] in rc else 1.4
@@ -306,14 +296,12 @@ def _conv_cost(nd: Node, sx: Node, sw: Node, x, w, out) -> np.ndarray:
     spatial = math.prod(nd.shape) / cout
     work = 2.0 * spatial * _pad_array(cout) * _ceil(cin, 64) * math.prod(sw.shape[d] for d in ksp)
     work /= _rate(nd.dtype)
-    batch_in, batch_out = sx.shape[ib], nd.shape[ob]
-    f_x = _factor_table(len(sx.shape), (i_f,), (ib,), 1.3 if batch_in >= 64 else 2.5, 1.8)[np.asarray(x)]
+    f_x = _factor_table(len(sx.shape), (i_f,), (ib,), 1.3 if sx.shape[ib] >= 64 else 2.5, 1.8)[np.asarray(x)]
     kt = np.array([1.0 if p[0] == ko and p[1] == ki else 1.2 if p[0] == ki else 1.6
                    for p in PERMS[len(sw.shape)]])
     f_w = kt[np.asarray(w)]
-    f_o = _factor_table(r, (of,), (ob,), 1.2 if batch_out >= 64 else 2.0, 1.7)[np.asarray(out)]
-    xb, wb, obytes = _table(sx.shape, sx.dtype, x), _table(sw.shape, sw.dtype, w), _table(nd.shape, nd.dtype, out)
-    moved = xb + wb + obytes
+    f_o = _factor_table(r, (of,), (ob,), 1.2 if nd.shape[ob] >= 64 else 2.0, 1.7)[np.asarray(out)]
+    moved = _table(sx.shape, sx.dtype, x) + _table(sw.shape, sw.dtype, w) + _table(nd.shape, nd.dtype, out)
     return _overlap(work * f_x * f_w * f_o, moved / _bandwidth(moved)) + LAUNCH_NS
 
 
