@@ -346,10 +346,8 @@ def build_layout_graph(source: str, rng: np.random.Generator, target: int) -> tu
 
 
 def build_tile_kernel(rng: np.random.Generator, target: int) -> tuple[HloBuilder, dict]:
-    """A fused kernel: body computation (params ... root) then outer params and the fusion node.
-
-    Returns the builder and a description used by the tile cost model.
-    """
+    """A fused kernel (body computation, then outer params and the fusion node) and the
+    description the tile cost models use."""
     b = HloBuilder()
     body = b.new_comp()
     b.cur = body

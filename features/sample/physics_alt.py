@@ -120,9 +120,9 @@ def copy_cost(shape: tuple[int, ...], dtype: str, a, b) -> np.ndarray:
     return _relayout((shape, dtype), (shape, dtype), range(len(shape)), a, b)
 
 
-def _pad_array(d: int) -> float:
-    """Systolic-array padding of a contraction / output-feature extent (work units)."""
-    return 2.0 * _ceil(d, 128) if d <= 128 else float(_ceil(d, ARRAY))
+def _pad_array(d) -> np.ndarray:
+    """Systolic-array padding of contraction / output-feature extents (work units)."""
+    return np.where(d <= 128, 2.0 * np.ceil(d / 128) * 128, np.ceil(d / ARRAY) * ARRAY)
 
 
 def _rate(dtype: str) -> float:
@@ -144,9 +144,7 @@ def _factor_table(rank: int, best: tuple[int, ...], good: tuple[int, ...], good_
 # ---- layout graphs ---------------------------------------------------------------------------
 def _default_id(nd: Node) -> int:
     r = len(nd.shape)
-    if nd.layout is not None and len(nd.layout) == r:
-        return PERM_ID[r][tuple(nd.layout)]
-    return desc_id(r)
+    return PERM_ID[r][tuple(nd.layout)] if nd.layout is not None and len(nd.layout) == r else desc_id(r)
 
 
 def _relayout_factor(pa: tuple[int, ...], pb: tuple[int, ...]) -> float:
@@ -354,23 +352,19 @@ def alt_tile_runtime(info: dict, feats: np.ndarray) -> np.ndarray:
             np.full(n, cin / 8)
         k_slice = contract / cin * np.minimum(cin, k_bound * 8.0)
         ksteps = np.ceil(contract / k_slice)
-        pad_k = np.where(k_slice <= 128, 2.0 * np.ceil(k_slice / 128) * 128, np.ceil(k_slice / ARRAY) * ARRAY)
-        pad_n = np.where(minor <= 128, 2.0 * np.ceil(minor / 128) * 128, np.ceil(minor / ARRAY) * ARRAY)
-        compute = 2.0 * np.ceil(rows / 8) * 8 * pad_n * pad_k / _rate(info["dtype"])
+        compute = 2.0 * np.ceil(rows / 8) * 8 * _pad_array(minor) * _pad_array(k_slice) / _rate(info["dtype"])
         load = (rows * k_slice + k_slice * minor) * b
         partial = np.where(ksteps > 1, 2.0 * tile * 4.0, 0.0)  # f32 partial sums re-read/written
         store = tile * b / ksteps
         grid = steps * ksteps
     else:
         in_per_out = float(info["in_bytes"]) / max(1.0, float(np.prod(shape)))
-        copy = 1.3 if info.get("kind") == "copy" else 1.0
         compute = tile / 1024.0 * (2.0 if info.get("reduce") else 1.0)
-        load = tile * in_per_out * copy
+        load = tile * in_per_out * (1.3 if info.get("kind") == "copy" else 1.0)
         partial = np.zeros(n)
         store = tile * b
         grid = steps
-    run = minor * b
-    dma_eff = np.minimum(1.0, run / TILE_BURST) ** 0.5
+    dma_eff = np.minimum(1.0, minor * b / TILE_BURST) ** 0.5
     per_step_bytes = load + store + 0.25 * partial
     working = BUFFERS * (load + tile * b)
     spill = np.maximum(0.0, working - LOCAL_BYTES)

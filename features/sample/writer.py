@@ -60,9 +60,8 @@ def _write_layout(root: Path, spec: ScaleSpec, seed: int, hidden: dict, rows: li
                 for search in ("default", "random"):
                     coll = BY_NAME[f"layout:{source}:{search}"]
                     srng = _rng(seed, coll.name, split, i)
-                    lo, hi = spec.layout_configs
                     n = spec.test_configs if split == "test" and spec.test_configs else \
-                        int(srng.integers(lo, hi + 1))
+                        int(srng.integers(spec.layout_configs[0], spec.layout_configs[1] + 1))
                     arrays, target = make_layout_file(fg, base, search, n, spec, srng,
                                                       configurable_ops, physics)
                     _save(root, coll, split, stem, arrays, target, hidden, rows,
@@ -77,16 +76,12 @@ def generate_dataset(out_dir: str | os.PathLike, scale: str = "tiny", seed: int 
                      config_fraction: float = KAGGLE_CONFIG_FRACTION,
                      graph_fraction: float = KAGGLE_GRAPH_FRACTION,
                      jobs: int = 1, progress: bool = False, physics: str = "tpu") -> Path:
-    """Write a complete sample dataset (Kaggle layout) to ``out_dir`` and return its path.
+    """Write a complete sample dataset (Kaggle layout) to ``out_dir`` and return its path;
+    ``scale="kaggle"``: :mod:`features.sample.kaggle` over ``jobs`` processes (0 = all cores).
 
-    ``scale="kaggle"`` writes the real data's shape (:mod:`features.sample.kaggle`, a stress
-    dataset) with ``config_fraction`` of the real config counts and ``graph_fraction`` of the
-    real graph counts, over ``jobs`` worker processes (0 = all cores).
-
-    The tree is written into a temporary sibling directory and renamed into place with
-    ``.complete`` already inside, so an interrupted run leaves nothing half-written. An existing
-    ``out_dir`` is replaced only if it is empty or a previous sample (has ``.complete`` or
-    ``npz_all``).
+    Written into a temporary sibling renamed into place with ``.complete`` inside, so an
+    interrupted run leaves nothing half-written. An existing ``out_dir`` is replaced only if it
+    is empty or a previous sample (has ``.complete`` or ``npz_all``).
     """
     if scale not in ALL_SCALES:
         raise ValueError(f"unknown scale {scale!r}; expected one of {list(ALL_SCALES)}")
