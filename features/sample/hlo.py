@@ -126,30 +126,27 @@ class HloBuilder:
     def reverse(self, x: int, dims: Sequence[int]) -> int:
         return self.add("reverse", self.shape(x), (x,), self.dtype(x), dimensions=tuple(dims))
 
-    def reducer(self, kind: str = "add", dtype: str = "f32") -> int:
+    def _reducing(self, op: str, x: int, out: Sequence[int], kind: str, **attrs) -> int:
+        """``op`` of ``x`` from an init constant, calling a new ``kind`` reducer computation."""
+        dt = self.dtype(x)
+        init = self.const((), dt)
         c = self.new_comp()
-        a = self.add("parameter", (), (), dtype, comp=c, parameter_number=0)
-        b = self.add("parameter", (), (), dtype, comp=c, parameter_number=1)
-        self.add(kind, (), (a, b), dtype, comp=c)
-        return c
+        a, b = (self.add("parameter", (), (), dt, comp=c, parameter_number=i) for i in range(2))
+        self.add(kind, (), (a, b), dt, comp=c)
+        return self.add(op, out, (x, init), dt, calls=(c,), **attrs)
 
     def reduce(self, x: int, dims: Sequence[int], kind: str = "add") -> int:
-        s, dt = self.shape(x), self.dtype(x)
-        out = [v for i, v in enumerate(s) if i not in dims]
-        init = self.const((), dt)
-        return self.add("reduce", out, (x, init), dt, calls=(self.reducer(kind, dt),),
-                        dimensions=tuple(dims))
+        out = [v for i, v in enumerate(self.shape(x)) if i not in dims]
+        return self._reducing("reduce", x, out, kind, dimensions=tuple(dims))
 
     def reduce_window(self, x: int, k: int, stride: int) -> int:
-        s, dt = self.shape(x), self.dtype(x)
+        s = self.shape(x)
         nsp = len(s) - 2
         out = [s[0]] + [(v - k) // stride + 1 for v in s[1:-1]] + [s[-1]]
         r = len(s)
         win = dict(size=[1] + [k] * nsp + [1], stride=[1] + [stride] * nsp + [1],
                    pad_lo=[0] * r, pad_hi=[0] * r, wdil=[1] * r, bdil=[1] * r)
-        init = self.const((), dt)
-        return self.add("reduce-window", out, (x, init), dt, calls=(self.reducer("maximum", dt),),
-                        window=win)
+        return self._reducing("reduce-window", x, out, "maximum", window=win)
 
     def concat(self, xs: Sequence[int], dim: int) -> int:
         s = list(self.shape(xs[0]))

@@ -27,7 +27,7 @@ from features.sample.layout_cost import LayoutCostModel
 from features.sample.layout_search import _slot_spaces, encode_node_config_feat, sample_layout_configs
 from features.sample.motifs import build_layout_graph
 from features.sample.files import (_candidates, _choose_configurable, _graph_arrays, _int_dtype,
-                                   _rng, _save, _stem, make_tile_file)
+                                   _rng, _stem, write_tile_file)
 
 
 @dataclass(frozen=True)
@@ -170,11 +170,9 @@ def _tile_job(job: KaggleJob, root: Path, seed: int, fraction: float, spec: Kagg
     n = _log_uniform(rng, spec.tile_configs, fraction)
     if job.split == "test" and job.index < spec.tiny_test_tiles:
         n = int(rng.integers(2, 5))
-    kind, arrays, target = make_tile_file(rng, spec.tile_nodes, (n, n))
     hidden: dict[str, np.ndarray] = {}
     rows: list[tuple[str, str]] = []
-    _save(root, BY_NAME["tile:xla"], job.split, _stem(kind, job.index, 4, seed, "", job.split),
-          arrays, target, hidden, rows, "0;1;2;3;4")
+    write_tile_file(root, rng, seed, job.split, job.index, spec.tile_nodes, (n, n), hidden, rows)
     return hidden, rows
 
 

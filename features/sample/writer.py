@@ -15,7 +15,7 @@ from tpurank.collections import BY_NAME, SPLITS, hidden_runtimes_path, npz_dir
 from features.sample.constants import (KAGGLE_CONFIG_FRACTION, KAGGLE_GRAPH_FRACTION, SCALES,
                                        ScaleSpec)
 from features.sample.files import (_candidates, _graph_arrays, _rng, _save, _stem,
-                                   make_layout_file, make_tile_file)
+                                   make_layout_file, write_tile_file)
 from features.sample.hlo import FlatGraph
 from features.sample.motifs import build_layout_graph
 from features.sample.physics_alt import PHYSICS
@@ -23,13 +23,10 @@ from features.sample.physics_alt import PHYSICS
 
 def _write_tile(root: Path, spec: ScaleSpec, seed: int, hidden: dict, rows: list,
                 physics: str = "tpu") -> None:
-    coll = BY_NAME["tile:xla"]
     for split, count in zip(SPLITS, spec.tile_counts):
         for i in range(count):
-            rng = _rng(seed, coll.name, split, i)
-            kind, arrays, target = make_tile_file(rng, spec.tile_nodes, spec.tile_configs, physics)
-            _save(root, coll, split, _stem(kind, i, 4, seed, "", split), arrays, target, hidden,
-                  rows, "0;1;2;3;4")
+            write_tile_file(root, _rng(seed, "tile:xla", split, i), seed, split, i, spec.tile_nodes,
+                            spec.tile_configs, hidden, rows, physics)
 
 
 def _sized_layout_graph(source: str, rng: np.random.Generator, node_range: tuple[int, int],
