@@ -88,9 +88,8 @@ class LayoutCostModel:
     def runtimes(self, out_ids: np.ndarray, in_ids: np.ndarray, k_ids: np.ndarray) -> np.ndarray:
         """``*_ids``: (c, nc) perm ids; -1 = compiler default. Returns (c,) float ns."""
         fg = self.fg
-        c = out_ids.shape[0]
         var: list = [0] * len(fg.nodes)  # actual output layout of every node
-        total = np.zeros(c)
+        total = np.zeros(out_ids.shape[0])
         for u, nd in enumerate(fg.nodes):
             r = len(nd.shape)
             ops = fg.operands[u]

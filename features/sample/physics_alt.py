@@ -59,9 +59,7 @@ def stored_bytes(shape: tuple[int, ...], dtype: str) -> np.ndarray:
     rows = max(1, ROW_BYTES // b)
     out = []
     for p in PERMS[len(shape)]:
-        minor = _ceil(shape[p[0]], LANES)
-        run = minor * b
-        transferred = _ceil(run, BURST)
+        transferred = _ceil(_ceil(shape[p[0]], LANES) * b, BURST)  # lane-padded minor run, in bursts
         second = _ceil(shape[p[1]], rows) if len(p) > 1 else 1
         rest = math.prod(shape[d] for d in p[2:]) if len(p) > 2 else 1
         total = float(transferred * second * rest)
@@ -107,10 +105,12 @@ def _relayout(src: tuple[tuple[int, ...], str], dst: tuple[tuple[int, ...], str]
     r = len(dst[0])
 
     def one(x: int, y: int) -> float:
-        if r < 2:
+        pa, pb = PERMS[r][x], tuple(perm[d] for d in PERMS[r][y])  # physical orders, in src dims
+        if r < 2 or pa == pb:
             return 0.0
-        factor = _relayout_factor(PERMS[r][x], tuple(perm[d] for d in PERMS[r][y]))
-        return _copy_ns(factor, src, x, dst, y) if factor else 0.0
+        # same minor dim: a plain copy; the two minor dims swapped: x1.25; else x2
+        factor = 1.0 if pa[0] == pb[0] else 1.25 if (pa[0], pa[1]) == (pb[1], pb[0]) else 2.0
+        return _copy_ns(factor, src, x, dst, y)
 
     return _pairwise(one, a, b)
 
@@ -134,25 +134,14 @@ def _factor_table(rank: int, best: tuple[int, ...], good: tuple[int, ...], good_
                   other_f: float, pos: int = 0) -> np.ndarray:
     """Per layout: 1 when the dim at physical position ``pos`` (0 = minor) is in ``best``,
     ``good_f`` when in ``good``, else ``other_f``."""
-    out = []
-    for p in PERMS[rank]:
-        d = p[pos] if pos < len(p) else -1
-        out.append(1.0 if d in best else good_f if d in good else other_f)
-    return np.array(out)
+    minor = (p[pos] if pos < len(p) else -1 for p in PERMS[rank])
+    return np.array([1.0 if d in best else good_f if d in good else other_f for d in minor])
 
 
 # ---- layout graphs ---------------------------------------------------------------------------
 def _default_id(nd: Node) -> int:
     r = len(nd.shape)
     return PERM_ID[r][tuple(nd.layout)] if nd.layout is not None and len(nd.layout) == r else desc_id(r)
-
-
-def _relayout_factor(pa: tuple[int, ...], pb: tuple[int, ...]) -> float:
-    if pa == pb:
-        return 0.0
-    if pa[0] == pb[0]:
-        return 1.0
-    return 1.25 if len(pa) > 1 and (pa[0], pa[1]) == (pb[1], pb[0]) else 2.0
 
 
 class AltLayoutCostModel:
@@ -169,9 +158,8 @@ class AltLayoutCostModel:
 
     def runtimes(self, out_ids: np.ndarray, in_ids: np.ndarray, k_ids: np.ndarray) -> np.ndarray:
         fg = self.fg
-        c = out_ids.shape[0]
         lay: list = [0] * len(fg.nodes)
-        total = np.zeros(c)
+        total = np.zeros(out_ids.shape[0])
         for u in range(fg.entry_start, len(fg.nodes)):
             nd = fg.nodes[u]
             ops = fg.operands[u]

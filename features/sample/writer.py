@@ -106,8 +106,7 @@ def generate_dataset(out_dir: str | os.PathLike, scale: str = "tiny", seed: int 
             _write_layout(tmp, spec, seed, hidden, rows, ops, physics)
         hp = hidden_runtimes_path(tmp)
         hp.parent.mkdir(parents=True, exist_ok=True)
-        with open(hp, "wb") as fh:
-            np.savez(fh, **hidden)
+        np.savez(hp, **hidden)
         (tmp / "sample_submission.csv").write_text(
             "".join(f"{sid},{top}\n" for sid, top in [("ID", "TopConfigs"), *sorted(rows)]))
         (tmp / ".complete").write_text(f"scale={scale} seed={seed}"
