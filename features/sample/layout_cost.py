@@ -24,8 +24,7 @@ def desc_id(rank: int) -> int:
 
 def complete_layout(minor: Sequence[int], rank: int) -> tuple[int, ...]:
     """A layout given by its most-minor dims; the remaining dims follow in descending order."""
-    rest = [d for d in range(rank - 1, -1, -1) if d not in minor]
-    return tuple(minor) + tuple(rest)
+    return tuple(minor) + tuple(d for d in range(rank - 1, -1, -1) if d not in minor)
 
 
 def _sublanes(dtype: str) -> int:
@@ -34,12 +33,8 @@ def _sublanes(dtype: str) -> int:
 
 def _major_disorder(p: tuple[int, ...]) -> float:
     """Fraction of out-of-order pairs among the major dims (row-major = 0)."""
-    major = p[2:]
-    k = len(major)
-    if k < 2:
-        return 0.0
-    inv = sum(1 for i in range(k) for j in range(i + 1, k) if major[i] < major[j])
-    return inv / (k * (k - 1) / 2)
+    pairs = list(itertools.combinations(p[2:], 2))
+    return sum(a < b for a, b in pairs) / len(pairs) if pairs else 0.0
 
 
 @lru_cache(maxsize=None)

@@ -13,10 +13,8 @@ def _tile_units(info: dict) -> list[int]:
     """Elements per bound unit for each output dim: 128 (minor), sublanes (second-minor), 1."""
     shape, layout = info["out_shape"], info["layout"]
     units = [1] * len(shape)
-    if shape:
-        units[layout[0]] = 128
-        if len(shape) > 1:
-            units[layout[1]] = _sublanes(info["dtype"])
+    for d, unit in zip(layout[:2], (128, _sublanes(info["dtype"]))):
+        units[d] = unit
     return units
 
 
