@@ -108,12 +108,13 @@ def _write_member(zf: zipfile.ZipFile, key: str, array: np.ndarray) -> None:
         np.lib.format.write_array(fp, np.ascontiguousarray(array), allow_pickle=False)
 
 
-def _write_layout_file(path: Path, base: dict[str, np.ndarray], ids: np.ndarray,
-                       splits: np.ndarray, rng: np.random.Generator, spaces,
-                       model: LayoutCostModel, n: int, search: str, dup_heavy: bool,
-                       chunk: int, test: bool) -> np.ndarray:
+def _write_layout_file(path: Path, fg: FlatGraph, base: dict[str, np.ndarray], ids: np.ndarray,
+                       rng: np.random.Generator, n: int, search: str, dup_heavy: bool, chunk: int,
+                       test: bool) -> np.ndarray:
     """Stream one layout npz (deflate members); returns the true runtimes (float64)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    spaces, model = _slot_spaces(fg, ids), LayoutCostModel(fg, ids)
+    splits = fg.splits.astype(np.int64)
     measured = np.empty(n, np.float64)
     header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False,
               "shape": (n, len(ids), 18)}
@@ -143,21 +144,17 @@ def _layout_job(job: KaggleJob, root: Path, seed: int, fraction: float, spec: Ka
     base = _graph_arrays(fg, rng)
     lo = int(np.clip(rng.normal(spec.configurable_mean, spec.configurable_sd), 20, 2000))
     ids = _choose_configurable(fg, rng, lo, lo, ops)
-    spaces = _slot_spaces(fg, ids)
-    model = LayoutCostModel(fg, ids)
-    splits = fg.splits.astype(np.int64)
     hidden: dict[str, np.ndarray] = {}
     rows: list[tuple[str, str]] = []
+    test = job.split == "test"
     for search in job.searches:
         coll = BY_NAME[f"layout:{job.source}:{search}"]
         srng = _rng(seed, "kaggle", coll.name, job.split, job.index)
-        n = spec.test_configs if job.split == "test" else \
+        n = spec.test_configs if test else \
             _log_uniform(srng, spec.layout_configs, fraction, spec.max_config_share)
         dup_heavy = job.split == "train" and srng.random() < spec.dup_heavy_share
-        test = job.split == "test"
-        target = _write_layout_file(coll.split_dir(root, job.split) / f"{stem}.npz", base, ids,
-                                    splits, srng, spaces, model, n, search, dup_heavy,
-                                    spec.chunk_configs, test)
+        target = _write_layout_file(coll.split_dir(root, job.split) / f"{stem}.npz", fg, base, ids,
+                                    srng, n, search, dup_heavy, spec.chunk_configs, test)
         if test:
             hidden[coll.submission_id(stem)] = target
             rows.append((coll.submission_id(stem), ";".join(map(str, range(n)))))

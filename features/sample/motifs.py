@@ -355,18 +355,15 @@ def build_tile_kernel(rng: np.random.Generator, target: int) -> tuple[HloBuilder
     dtype = "bf16" if rng.random() < 0.5 else "f32"
     info: dict = {"kind": kind, "dtype": dtype}
     if kind == "conv":
-        n = int(_pick(rng, [1, 8, 16, 32, 64]))
-        hw = int(_pick(rng, [7, 12, 14, 28, 56]))
-        cin = int(_pick(rng, [3, 32, 64, 96, 128, 192, 256, 384, 512]))
-        cout = int(_pick(rng, [32, 64, 128, 192, 256, 384, 512]))
-        k = int(_pick(rng, [1, 3, 3, 5]))
+        n, hw, cin, cout, k = (int(_pick(rng, o)) for o in (  # drawn in this order
+            [1, 8, 16, 32, 64], [7, 12, 14, 28, 56], [3, 32, 64, 96, 128, 192, 256, 384, 512],
+            [32, 64, 128, 192, 256, 384, 512], [1, 3, 3, 5]))
         x, w = b.param((n, hw, hw, cin), dtype), b.param((k, k, cin, cout), dtype)
         y = b.conv(x, w)
         info.update(contract=k * k * cin, cin=cin, kernel_shape=(k, k, cin, cout))
     elif kind == "dot":
-        m = int(_pick(rng, [128, 256, 512, 1024, 2048, 4096, 8192]))
-        kk = int(_pick(rng, [64, 128, 256, 512, 768, 1024, 3072]))
-        nn = int(_pick(rng, [64, 128, 256, 384, 768, 1024, 3072]))
+        m, kk, nn = (int(_pick(rng, o)) for o in ([128, 256, 512, 1024, 2048, 4096, 8192],
+                     [64, 128, 256, 512, 768, 1024, 3072], [64, 128, 256, 384, 768, 1024, 3072]))
         x, w = b.param((m, kk), dtype), b.param((kk, nn), dtype)
         y = b.dot(x, w, (1,), (0,))
         info.update(contract=kk, cin=kk, kernel_shape=(kk, nn))
@@ -404,10 +401,9 @@ def build_tile_kernel(rng: np.random.Generator, target: int) -> tuple[HloBuilder
     for nd in b.comps[body]:  # layout assignment already ran: same-rank arrays share it
         if len(nd.shape) == rank and nd.op != "parameter":
             nd.layout = layout
-    info["out_shape"] = b.shape(root)
-    info["layout"] = layout
-    info["in_bytes"] = sum(math.prod(nd.shape) * TYPE_BYTES.get(nd.dtype, 4)
-                           for nd in b.comps[body] if nd.op == "parameter")
+    info.update(out_shape=b.shape(root), layout=layout,
+                in_bytes=sum(math.prod(nd.shape) * TYPE_BYTES.get(nd.dtype, 4)
+                             for nd in b.comps[body] if nd.op == "parameter"))
     # outer computation: one parameter per body parameter, then the fusion node (root)
     b.cur = b.entry
     outer = [b.param(nd.shape, nd.dtype) for nd in b.comps[body] if nd.op == "parameter"]
