@@ -77,15 +77,11 @@ def make_layout_file(fg: FlatGraph, base: dict[str, np.ndarray], search: str, n_
     model = cost_models(physics)[0](fg, ids)
     true = model.runtimes(cfg[:, :, 0], cfg[:, :, 1], cfg[:, :, 2])
     measured = true * np.exp(rng.normal(0.0, LAYOUT_NOISE, size=len(true)))
-    it = _int_dtype(rng)
     splits = fg.splits.astype(np.int64)
-    arrays = dict(base)
-    arrays.update(
-        node_config_ids=ids.astype(it),
-        node_config_feat=encode_node_config_feat(cfg, spaces),
-        config_runtime=np.round(measured).astype(np.int64),
-        node_splits=splits.reshape(1, -1) if rng.random() < 0.5 else splits,
-    )
+    arrays = dict(base, node_config_ids=ids.astype(_int_dtype(rng)),  # draws in this order
+                  node_config_feat=encode_node_config_feat(cfg, spaces),
+                  config_runtime=np.round(measured).astype(np.int64),
+                  node_splits=splits.reshape(1, -1) if rng.random() < 0.5 else splits)
     return arrays, arrays["config_runtime"].astype(np.float64)
 
 

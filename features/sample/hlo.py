@@ -176,8 +176,7 @@ class HloBuilder:
             order.append(c)
 
         visit(self.entry)
-        sizes = [len(self.comps[c]) for c in order]
-        offset = dict(zip(order, itertools.accumulate(sizes, initial=0)))
+        offset = dict(zip(order, itertools.accumulate((len(self.comps[c]) for c in order), initial=0)))
         nodes: list[Node] = []
         edges: list[tuple[int, int]] = []
         operands: list[list[int]] = []
@@ -191,8 +190,7 @@ class HloBuilder:
                 edges += [(u, offset[cc] + len(self.comps[cc]) - 1) for cc in nd.calls]
                 nodes.append(nd)
             roots.append(base + len(self.comps[c]) - 1)
-        big = [offset[c] for c in order if len(self.comps[c]) >= 4]
-        splits = sorted({0, *big, len(nodes)})
+        splits = sorted({0, *(offset[c] for c in order if len(self.comps[c]) >= 4), len(nodes)})
         return FlatGraph(nodes, np.array(edges, np.int64).reshape(-1, 2), operands, set(roots),
                          np.array(splits, np.int64), offset[self.entry])
 

@@ -88,17 +88,15 @@ def _log_uniform(rng: np.random.Generator, bounds: tuple[int, int], fraction: fl
 def _config_chunks(rng: np.random.Generator, spaces, n: int, search: str, dup_heavy: bool,
                    chunk: int) -> Iterator[np.ndarray]:
     """(k, nc, 3) perm-id chunks summing to ``n`` configs; a dup-heavy file repeats a small pool."""
-    pool = sample_layout_configs(rng, spaces, int(rng.integers(4, 40)), search) if dup_heavy \
-        else None
+    pool = sample_layout_configs(rng, spaces, int(rng.integers(4, 40)), search) if dup_heavy else None
     done = 0
     while done < n:
         k = min(chunk, n - done)
         if pool is not None:
             cfg = pool[rng.integers(len(pool), size=k)]
         else:
-            cfg = sample_layout_configs(rng, spaces, k, search) if k > 1 else \
-                sample_layout_configs(rng, spaces, 2, search)[1:]
-            cfg = cfg[rng.permutation(k)]  # the pure default (row 0 of a chunk) moves
+            # the pure default (row 0 of a chunk) moves; a single config is row 1 of two
+            cfg = sample_layout_configs(rng, spaces, max(k, 2), search)[-k:][rng.permutation(k)]
         done += k
         yield cfg
 
