@@ -90,8 +90,7 @@ class LayoutCostModel:
             ops = fg.operands[u]
             j = self.slot_of.get(u)
             if j is not None:
-                raw = out_ids[:, j]
-                var[u] = np.where(raw < 0, desc_id(r), raw) if r else 0
+                var[u] = self._resolve(out_ids, j, desc_id(r)) if r else 0
             elif nd.op in PROPAGATING and ops and fg.nodes[ops[0]].shape == nd.shape:
                 var[u] = var[ops[0]]
             else:

@@ -107,8 +107,7 @@ def _softmax(b: HloBuilder, x: int) -> int:
 
 def _classifier_head(b: HloBuilder, x: int, classes: int) -> int:
     s = b.shape(x)
-    nsp = len(s) - 2
-    pooled = b.ew("divide", b.reduce(x, tuple(range(1, nsp + 1))), b.scalar_bcast((s[0], s[-1])))
+    pooled = b.ew("divide", b.reduce(x, tuple(range(1, len(s) - 1))), b.scalar_bcast((s[0], s[-1])))
     w, bias = b.param((s[-1], classes)), b.param((classes,))
     logits = b.dot(pooled, w, (1,), (0,))
     logits = b.ew("add", logits, b.bcast(bias, b.shape(logits), (1,)))

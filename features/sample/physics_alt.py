@@ -181,8 +181,7 @@ class AltLayoutCostModel:
         return want, copy_cost(nd.shape, nd.dtype, actual, want)
 
     def _configured(self, nd: Node, ops: list[int], lay: list, u: int, out, req_in, req_k):
-        r = len(nd.shape)
-        lay[u] = np.where(out < 0, _default_id(nd), out) if r else 0
+        lay[u] = np.where(out < 0, _default_id(nd), out) if nd.shape else 0
         x, extra = self._requested(ops[0], lay[ops[0]], req_in)
         w = lay[ops[1]] if len(ops) > 1 else 0
         if nd.op == "convolution":

@@ -59,11 +59,9 @@ def sample_tile_configs_default(info: dict) -> np.ndarray:
 
 def sample_tile_configs(rng: np.random.Generator, info: dict, n: int) -> np.ndarray:
     """(n, 24) tile config_feat; row 0 is the compiler default."""
-    shape = info["out_shape"]
-    units = _tile_units(info)
     feats = np.zeros((n, 24), np.float32)
     ob0, kb0 = _default_tile(info)
-    ocap = [max(1, -(-s // units[d])) for d, s in enumerate(shape[:6])]
+    ocap = [max(1, -(-s // unit)) for s, unit in zip(info["out_shape"][:6], _tile_units(info))]
     kcap = _kernel_caps(info["kernel_shape"])
 
     steps = (-3, -2, -2, -1, -1, 0, 0, 0, 1, 1, 2, 2)

@@ -21,14 +21,6 @@ from features.sample.motifs import build_layout_graph
 from features.sample.physics_alt import PHYSICS
 
 
-def _write_tile(root: Path, spec: ScaleSpec, seed: int, hidden: dict, rows: list,
-                physics: str = "tpu") -> None:
-    for split, count in zip(SPLITS, spec.tile_counts):
-        for i in range(count):
-            write_tile_file(root, _rng(seed, "tile:xla", split, i), seed, split, i, spec.tile_nodes,
-                            spec.tile_configs, hidden, rows, physics)
-
-
 def _sized_layout_graph(source: str, rng: np.random.Generator, node_range: tuple[int, int],
                         spec: ScaleSpec, configurable_ops: frozenset[str]) -> tuple[FlatGraph, str]:
     """A layout graph whose size is within (about) ``node_range`` and that has enough
@@ -44,8 +36,13 @@ def _sized_layout_graph(source: str, rng: np.random.Generator, node_range: tuple
     return fg, family
 
 
-def _write_layout(root: Path, spec: ScaleSpec, seed: int, hidden: dict, rows: list,
-                  configurable_ops: frozenset[str], physics: str = "tpu") -> None:
+def _write_scale(root: Path, spec: ScaleSpec, seed: int, hidden: dict, rows: list,
+                 configurable_ops: frozenset[str], physics: str = "tpu") -> None:
+    """Every tile, then every layout file of a tiny / small scale."""
+    for split, count in zip(SPLITS, spec.tile_counts):
+        for i in range(count):
+            write_tile_file(root, _rng(seed, "tile:xla", split, i), seed, split, i, spec.tile_nodes,
+                            spec.tile_configs, hidden, rows, physics)
     for source in ("xla", "nlp"):
         node_range = spec.nlp_nodes if source == "nlp" else spec.xla_nodes
         for split, count in zip(SPLITS, spec.layout_counts):
@@ -101,9 +98,7 @@ def generate_dataset(out_dir: str | os.PathLike, scale: str = "tiny", seed: int 
                                                tuple(sorted(ops)), jobs, progress)
             scale = f"kaggle config_fraction={config_fraction:g} graph_fraction={graph_fraction:g}"
         else:
-            spec = SCALES[scale]
-            _write_tile(tmp, spec, seed, hidden, rows, physics)
-            _write_layout(tmp, spec, seed, hidden, rows, ops, physics)
+            _write_scale(tmp, SCALES[scale], seed, hidden, rows, ops, physics)
         hp = hidden_runtimes_path(tmp)
         hp.parent.mkdir(parents=True, exist_ok=True)
         np.savez(hp, **hidden)
