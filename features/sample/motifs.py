@@ -150,8 +150,7 @@ def build_resnet(b: HloBuilder, rng: np.random.Generator, target: int) -> list[i
         blocks_in_stage += 1
         if blocks_in_stage >= per_stage and stage < len(widths) - 1:
             stage, blocks_in_stage = stage + 1, 0
-    probs = _classifier_head(b, x, int(_pick(rng, [10, 100, 1000])))
-    return [probs, *_backward(b, x, target)]
+    return [_classifier_head(b, x, int(_pick(rng, [10, 100, 1000]))), *_backward(b, x, target)]
 
 
 def build_unet(b: HloBuilder, rng: np.random.Generator, target: int, nsp: int) -> list[int]:

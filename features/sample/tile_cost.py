@@ -102,15 +102,13 @@ def tile_runtime(info: dict, feats: np.ndarray) -> np.ndarray:
     contract = info["contract"]
     if contract:
         ks = info["kernel_shape"]
-        kb = np.maximum(feats[:, 0:len(ks)].astype(float), 1.0)
         kunits = np.array([1.0] * (len(ks) - 2) + [8.0, 128.0])
-        kext = np.minimum(kb * kunits, np.array(ks, float))
+        kext = np.minimum(np.maximum(feats[:, :len(ks)].astype(float), 1.0) * kunits, np.array(ks, float))
         cin_tile = kext[:, -2]
         steps = np.ceil(info["cin"] / cin_tile)
         k_pad = steps * cin_tile / info["cin"]
         spatial = np.prod(kext[:, :-2], axis=1) if len(ks) > 2 else 1.0
-        taps = math.prod(ks[:-2]) if len(ks) > 2 else 1
-        tap_steps = taps / spatial
+        tap_steps = math.prod(ks[:-2]) / spatial  # kernel taps per spatial kernel tile
         rows = tile_elems / lane_ext
         fill = np.minimum(1.0, lane_ext / 128.0) * np.minimum(1.0, rows / 128.0) ** 0.3
         flops = 2.0 * padded_out * contract * k_pad * _mxu_pad(int(ks[-1]))
