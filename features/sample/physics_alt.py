@@ -134,8 +134,8 @@ def _factor_table(rank: int, best: tuple[int, ...], good: tuple[int, ...], good_
                   other_f: float, pos: int = 0) -> np.ndarray:
     """Per layout: 1 when the dim at physical position ``pos`` (0 = minor) is in ``best``,
     ``good_f`` when in ``good``, else ``other_f``."""
-    minor = (p[pos] if pos < len(p) else -1 for p in PERMS[rank])
-    return np.array([1.0 if d in best else good_f if d in good else other_f for d in minor])
+    at_pos = (p[pos] if pos < len(p) else -1 for p in PERMS[rank])
+    return np.array([1.0 if d in best else good_f if d in good else other_f for d in at_pos])
 
 
 # ---- layout graphs ---------------------------------------------------------------------------
