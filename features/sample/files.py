@@ -7,7 +7,7 @@ import zlib
 from pathlib import Path
 
 import numpy as np
-from tpurank.collections import Collection
+from tpurank.collections import BY_NAME, Collection
 
 from features.sample.constants import LAYOUT_NOISE, MACHINE_SPEED, OPCODE_IDS, ScaleSpec, TILE_NOISE
 from features.sample.hlo import FlatGraph, featurize
@@ -77,22 +77,19 @@ def make_layout_file(fg: FlatGraph, base: dict[str, np.ndarray], search: str, n_
     model = cost_models(physics)[0](fg, ids)
     true = model.runtimes(cfg[:, :, 0], cfg[:, :, 1], cfg[:, :, 2])
     measured = true * np.exp(rng.normal(0.0, LAYOUT_NOISE, size=len(true)))
-    it = _int_dtype(rng)
     splits = fg.splits.astype(np.int64)
-    arrays = dict(base)
-    arrays.update(
-        node_config_ids=ids.astype(it),
-        node_config_feat=encode_node_config_feat(cfg, spaces),
-        config_runtime=np.round(measured).astype(np.int64),
-        node_splits=splits.reshape(1, -1) if rng.random() < 0.5 else splits,
-    )
+    arrays = dict(base, node_config_ids=ids.astype(_int_dtype(rng)),  # draws in this order
+                  node_config_feat=encode_node_config_feat(cfg, spaces),
+                  config_runtime=np.round(measured).astype(np.int64),
+                  node_splits=splits.reshape(1, -1) if rng.random() < 0.5 else splits)
     return arrays, arrays["config_runtime"].astype(np.float64)
 
 
-def make_tile_file(rng: np.random.Generator, nodes: tuple[int, int], configs: tuple[int, int],
-                   physics: str = "tpu") -> tuple[str, dict, np.ndarray]:
-    """Kind, arrays and normalized runtimes of one tile npz: a kernel of ``nodes`` (lo, hi) nodes
-    with ``configs`` (lo, hi) configs."""
+def write_tile_file(root: Path, rng: np.random.Generator, seed: int, split: str, i: int,
+                    nodes: tuple[int, int], configs: tuple[int, int], hidden: dict, rows: list,
+                    physics: str = "tpu") -> None:
+    """Tile npz ``i`` of ``split`` (``_save``): a kernel of ``nodes`` (lo, hi) nodes with ``configs``
+    (lo, hi) configs, its target the normalized runtimes."""
     tile_runtime = cost_models(physics)[1]
     b, info = build_tile_kernel(rng, int(rng.integers(nodes[0], nodes[1] + 1)))
     fg = b.finalize()
@@ -108,4 +105,5 @@ def make_tile_file(rng: np.random.Generator, nodes: tuple[int, int], configs: tu
     arrays = _graph_arrays(fg, rng)
     arrays.update(config_feat=feats, config_runtime=runtime, config_runtime_normalizers=norm,
                   node_splits=fg.splits.astype(np.int64))
-    return info["kind"], arrays, runtime / norm
+    _save(root, BY_NAME["tile:xla"], split, _stem(info["kind"], i, 4, seed, "", split), arrays,
+          runtime / norm, hidden, rows, "0;1;2;3;4")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 import numpy as np
@@ -42,6 +43,7 @@ class HloBuilder:
         #: ALBERT-style cross-layer weight sharing: weights by (slot in layer, shape)
         self.shared: dict[tuple, int] | None = None
         self.layer_slot = 0
+        self.n_params: Counter[int] = Counter()  # parameters added so far, by computation
 
     # -- structure ------------------------------------------------------------------------
     def new_comp(self) -> int:
@@ -66,13 +68,9 @@ class HloBuilder:
         return sum(len(c) for c in self.comps)
 
     # -- ops ------------------------------------------------------------------------------
-    def param(self, shape: Sequence[int], dtype: str = "f32", **kw) -> int:
-        nodes = self.comps[self.cur]  # parameters counted incrementally: O(1) per call, not O(n)
-        scan = self.__dict__.setdefault("_param_scan", {})
-        seen, n = scan.get(self.cur, (0, 0))
-        n += sum(1 for x in nodes[seen:] if x.op == "parameter")
-        scan[self.cur] = (len(nodes), n)
-        return self.add("parameter", shape, (), dtype, parameter_number=n, **kw)
+    def param(self, shape: Sequence[int], dtype: str = "f32") -> int:
+        self.n_params[self.cur] += 1
+        return self.add("parameter", shape, (), dtype, parameter_number=self.n_params[self.cur] - 1)
 
     def const(self, shape: Sequence[int] = (), dtype: str = "f32") -> int:
         return self.add("constant", shape, (), dtype)
@@ -128,30 +126,27 @@ class HloBuilder:
     def reverse(self, x: int, dims: Sequence[int]) -> int:
         return self.add("reverse", self.shape(x), (x,), self.dtype(x), dimensions=tuple(dims))
 
-    def reducer(self, kind: str = "add", dtype: str = "f32") -> int:
+    def _reducing(self, op: str, x: int, out: Sequence[int], kind: str, **attrs) -> int:
+        """``op`` of ``x`` from an init constant, calling a new ``kind`` reducer computation."""
+        dt = self.dtype(x)
+        init = self.const((), dt)
         c = self.new_comp()
-        a = self.add("parameter", (), (), dtype, comp=c, parameter_number=0)
-        b = self.add("parameter", (), (), dtype, comp=c, parameter_number=1)
-        self.add(kind, (), (a, b), dtype, comp=c)
-        return c
+        a, b = (self.add("parameter", (), (), dt, comp=c, parameter_number=i) for i in range(2))
+        self.add(kind, (), (a, b), dt, comp=c)
+        return self.add(op, out, (x, init), dt, calls=(c,), **attrs)
 
     def reduce(self, x: int, dims: Sequence[int], kind: str = "add") -> int:
-        s, dt = self.shape(x), self.dtype(x)
-        out = [v for i, v in enumerate(s) if i not in dims]
-        init = self.const((), dt)
-        return self.add("reduce", out, (x, init), dt, calls=(self.reducer(kind, dt),),
-                        dimensions=tuple(dims))
+        out = [v for i, v in enumerate(self.shape(x)) if i not in dims]
+        return self._reducing("reduce", x, out, kind, dimensions=tuple(dims))
 
     def reduce_window(self, x: int, k: int, stride: int) -> int:
-        s, dt = self.shape(x), self.dtype(x)
+        s = self.shape(x)
         nsp = len(s) - 2
         out = [s[0]] + [(v - k) // stride + 1 for v in s[1:-1]] + [s[-1]]
         r = len(s)
         win = dict(size=[1] + [k] * nsp + [1], stride=[1] + [stride] * nsp + [1],
                    pad_lo=[0] * r, pad_hi=[0] * r, wdil=[1] * r, bdil=[1] * r)
-        init = self.const((), dt)
-        return self.add("reduce-window", out, (x, init), dt, calls=(self.reducer("maximum", dt),),
-                        window=win)
+        return self._reducing("reduce-window", x, out, "maximum", window=win)
 
     def concat(self, xs: Sequence[int], dim: int) -> int:
         s = list(self.shape(xs[0]))
@@ -181,43 +176,33 @@ class HloBuilder:
             order.append(c)
 
         visit(self.entry)
-        sizes = [len(self.comps[c]) for c in order]
-        offset = dict(zip(order, itertools.accumulate(sizes, initial=0)))
+        offset = dict(zip(order, itertools.accumulate((len(self.comps[c]) for c in order), initial=0)))
         nodes: list[Node] = []
         edges: list[tuple[int, int]] = []
+        operands: list[list[int]] = []
         roots: list[int] = []
         for c in order:
             base = offset[c]
             for i, nd in enumerate(self.comps[c]):
                 u = base + i
-                for v in dict.fromkeys(nd.operands):
-                    edges.append((u, base + v))
-                for cc in nd.calls:
-                    edges.append((u, offset[cc] + len(self.comps[cc]) - 1))
+                operands.append([base + v for v in dict.fromkeys(nd.operands)])
+                edges += [(u, v) for v in operands[-1]]
+                edges += [(u, offset[cc] + len(self.comps[cc]) - 1) for cc in nd.calls]
                 nodes.append(nd)
             roots.append(base + len(self.comps[c]) - 1)
-        big = [offset[c] for c in order if len(self.comps[c]) >= 4]
-        splits = sorted({0, *big, len(nodes)})
-        return FlatGraph(nodes, np.array(edges, np.int64).reshape(-1, 2), set(roots),
+        splits = sorted({0, *(offset[c] for c in order if len(self.comps[c]) >= 4), len(nodes)})
+        return FlatGraph(nodes, np.array(edges, np.int64).reshape(-1, 2), operands, set(roots),
                          np.array(splits, np.int64), offset[self.entry])
 
 
 @dataclass
 class FlatGraph:
     nodes: list[Node]
-    edges: np.ndarray  # (m, 2) [consumer, producer]
+    edges: np.ndarray  # (m, 2) [consumer, producer]: the operands, then called computations' roots
+    operands: list[list[int]]  # global indices of each node's distinct operands
     roots: set[int]
     splits: np.ndarray
     entry_start: int
-
-    def operands(self, u: int) -> list[int]:
-        """Global indices of the operands of node ``u`` (entry-relative mapping)."""
-        return self._ops[u]
-
-    def __post_init__(self) -> None:
-        self._ops: list[list[int]] = [[] for _ in self.nodes]
-        for u, v in self.edges.tolist():
-            self._ops[u].append(v)
 
 
 def node_facts(fg: FlatGraph, i: int) -> InstructionFacts:

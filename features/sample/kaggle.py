@@ -13,6 +13,7 @@ import sys
 import zipfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Iterator
 
@@ -26,10 +27,7 @@ from features.sample.layout_cost import LayoutCostModel
 from features.sample.layout_search import _slot_spaces, encode_node_config_feat, sample_layout_configs
 from features.sample.motifs import build_layout_graph
 from features.sample.files import (_candidates, _choose_configurable, _graph_arrays, _int_dtype,
-                                   _rng, _save, _stem, make_tile_file)
-
-DEFAULT_CONFIG_FRACTION = 1 / 32  # see "Cost" above: F = 1/8 is ~5x slower
-DEFAULT_GRAPH_FRACTION = 0.25  # 1.0 = the real counts (7,868 files), ~20x the G = 0.05 time
+                                   _rng, _stem, write_tile_file)
 
 
 @dataclass(frozen=True)
@@ -77,12 +75,12 @@ def _program(rng: np.random.Generator, source: str, spec: KaggleSpec,
     return fg, family
 
 
-def _config_count(rng: np.random.Generator, split: str, spec: KaggleSpec, fraction: float) -> int:
-    if split == "test":
-        return spec.test_configs
-    lo, hi = spec.layout_configs[0], max(spec.layout_configs[0] + 1,
-                                         int(spec.layout_configs[1] * fraction))
-    if rng.random() < spec.max_config_share:
+def _log_uniform(rng: np.random.Generator, bounds: tuple[int, int], fraction: float,
+                 top_share: float = 0.0) -> int:
+    """A config count, log-uniform from ``lo`` to ``fraction`` of ``hi``; the top (the scaled
+    ``hi``) itself with probability ``top_share``."""
+    lo, hi = bounds[0], max(bounds[0] + 1, int(bounds[1] * fraction))
+    if top_share and rng.random() < top_share:
         return hi
     return int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
 
@@ -90,17 +88,15 @@ def _config_count(rng: np.random.Generator, split: str, spec: KaggleSpec, fracti
 def _config_chunks(rng: np.random.Generator, spaces, n: int, search: str, dup_heavy: bool,
                    chunk: int) -> Iterator[np.ndarray]:
     """(k, nc, 3) perm-id chunks summing to ``n`` configs; a dup-heavy file repeats a small pool."""
-    pool = sample_layout_configs(rng, spaces, int(rng.integers(4, 40)), search) if dup_heavy \
-        else None
+    pool = sample_layout_configs(rng, spaces, int(rng.integers(4, 40)), search) if dup_heavy else None
     done = 0
     while done < n:
         k = min(chunk, n - done)
         if pool is not None:
             cfg = pool[rng.integers(len(pool), size=k)]
         else:
-            cfg = sample_layout_configs(rng, spaces, k, search) if k > 1 else \
-                sample_layout_configs(rng, spaces, 2, search)[1:]
-            cfg = cfg[rng.permutation(k)]  # the pure default (row 0 of a chunk) moves
+            # the pure default (row 0 of a chunk) moves; a single config is row 1 of two
+            cfg = sample_layout_configs(rng, spaces, max(k, 2), search)[-k:][rng.permutation(k)]
         done += k
         yield cfg
 
@@ -110,12 +106,13 @@ def _write_member(zf: zipfile.ZipFile, key: str, array: np.ndarray) -> None:
         np.lib.format.write_array(fp, np.ascontiguousarray(array), allow_pickle=False)
 
 
-def _write_layout_file(path: Path, base: dict[str, np.ndarray], ids: np.ndarray,
-                       splits: np.ndarray, rng: np.random.Generator, spaces,
-                       model: LayoutCostModel, n: int, search: str, dup_heavy: bool,
-                       chunk: int, test: bool) -> np.ndarray:
+def _write_layout_file(path: Path, fg: FlatGraph, base: dict[str, np.ndarray], ids: np.ndarray,
+                       rng: np.random.Generator, n: int, search: str, dup_heavy: bool, chunk: int,
+                       test: bool) -> np.ndarray:
     """Stream one layout npz (deflate members); returns the true runtimes (float64)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    spaces, model = _slot_spaces(fg, ids), LayoutCostModel(fg, ids)
+    splits = fg.splits.astype(np.int64)
     measured = np.empty(n, np.float64)
     header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False,
               "shape": (n, len(ids), 18)}
@@ -145,20 +142,17 @@ def _layout_job(job: KaggleJob, root: Path, seed: int, fraction: float, spec: Ka
     base = _graph_arrays(fg, rng)
     lo = int(np.clip(rng.normal(spec.configurable_mean, spec.configurable_sd), 20, 2000))
     ids = _choose_configurable(fg, rng, lo, lo, ops)
-    spaces = _slot_spaces(fg, ids)
-    model = LayoutCostModel(fg, ids)
-    splits = fg.splits.astype(np.int64)
     hidden: dict[str, np.ndarray] = {}
     rows: list[tuple[str, str]] = []
+    test = job.split == "test"
     for search in job.searches:
         coll = BY_NAME[f"layout:{job.source}:{search}"]
         srng = _rng(seed, "kaggle", coll.name, job.split, job.index)
-        n = _config_count(srng, job.split, spec, fraction)
+        n = spec.test_configs if test else \
+            _log_uniform(srng, spec.layout_configs, fraction, spec.max_config_share)
         dup_heavy = job.split == "train" and srng.random() < spec.dup_heavy_share
-        test = job.split == "test"
-        target = _write_layout_file(coll.split_dir(root, job.split) / f"{stem}.npz", base, ids,
-                                    splits, srng, spaces, model, n, search, dup_heavy,
-                                    spec.chunk_configs, test)
+        target = _write_layout_file(coll.split_dir(root, job.split) / f"{stem}.npz", fg, base, ids,
+                                    srng, n, search, dup_heavy, spec.chunk_configs, test)
         if test:
             hidden[coll.submission_id(stem)] = target
             rows.append((coll.submission_id(stem), ";".join(map(str, range(n)))))
@@ -168,25 +162,21 @@ def _layout_job(job: KaggleJob, root: Path, seed: int, fraction: float, spec: Ka
 def _tile_job(job: KaggleJob, root: Path, seed: int, fraction: float, spec: KaggleSpec
               ) -> tuple[dict[str, np.ndarray], list[tuple[str, str]]]:
     rng = _rng(seed, "kaggle-tile", job.split, job.index)
-    lo, hi = spec.tile_configs[0], max(spec.tile_configs[0] + 1, int(spec.tile_configs[1] * fraction))
-    n = int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
+    n = _log_uniform(rng, spec.tile_configs, fraction)
     if job.split == "test" and job.index < spec.tiny_test_tiles:
         n = int(rng.integers(2, 5))
-    kind, arrays, target = make_tile_file(rng, spec.tile_nodes, (n, n))
     hidden: dict[str, np.ndarray] = {}
     rows: list[tuple[str, str]] = []
-    _save(root, BY_NAME["tile:xla"], job.split, _stem(kind, job.index, 4, seed, "", job.split),
-          arrays, target, hidden, rows, "0;1;2;3;4")
+    write_tile_file(root, rng, seed, job.split, job.index, spec.tile_nodes, (n, n), hidden, rows)
     return hidden, rows
 
 
-def run_job(args: tuple[KaggleJob, str, int, float, tuple[str, ...], KaggleSpec]
-            ) -> tuple[dict[str, np.ndarray], list[tuple[str, str]]]:
+def run_job(job: KaggleJob, root: Path, seed: int, fraction: float, spec: KaggleSpec,
+            ops: frozenset[str]) -> tuple[dict[str, np.ndarray], list[tuple[str, str]]]:
     """Write the files of one job under ``root``; returns (hidden targets, submission rows)."""
-    job, root, seed, fraction, ops, spec = args
     if job.kind == "tile":
-        return _tile_job(job, Path(root), seed, fraction, spec)
-    return _layout_job(job, Path(root), seed, fraction, spec, frozenset(ops))
+        return _tile_job(job, root, seed, fraction, spec)
+    return _layout_job(job, root, seed, fraction, spec, ops)
 
 
 def write_kaggle(root: Path, seed: int, config_fraction: float, graph_fraction: float,
@@ -196,25 +186,20 @@ def write_kaggle(root: Path, seed: int, config_fraction: float, graph_fraction: 
     returns the hidden test targets and the sample-submission rows."""
     if not 0 < config_fraction <= 1 or not 0 < graph_fraction <= 1:
         raise ValueError("config and graph fractions must be in (0, 1]")
-    work = [(j, str(root), seed, config_fraction, tuple(configurable_ops), spec)
-            for j in kaggle_jobs(graph_fraction, spec)]
+    work = kaggle_jobs(graph_fraction, spec)
+    run = partial(run_job, root=root, seed=seed, fraction=config_fraction, spec=spec,
+                  ops=frozenset(configurable_ops))
     hidden: dict[str, np.ndarray] = {}
     rows: list[tuple[str, str]] = []
     jobs = jobs or os.cpu_count() or 1
-    bar = tqdm(total=len(work), desc="sample kaggle", unit="graph", disable=not progress,
-               file=sys.stderr)
-    if jobs <= 1:
-        results = map(run_job, work)
-    else:
-        pool = ProcessPoolExecutor(max_workers=jobs)
-        results = pool.map(run_job, work, chunksize=1)
+    pool = ProcessPoolExecutor(max_workers=jobs) if jobs > 1 else None
     try:
-        for h, r in results:
+        results = pool.map(run, work, chunksize=1) if pool else map(run, work)
+        for h, r in tqdm(results, total=len(work), desc="sample kaggle", unit="graph",
+                         disable=not progress, file=sys.stderr):
             hidden.update(h)
             rows += r
-            bar.update()
     finally:
-        if jobs > 1:
+        if pool:
             pool.shutdown(cancel_futures=True)
-        bar.close()
     return hidden, rows

@@ -24,8 +24,7 @@ def desc_id(rank: int) -> int:
 
 def complete_layout(minor: Sequence[int], rank: int) -> tuple[int, ...]:
     """A layout given by its most-minor dims; the remaining dims follow in descending order."""
-    rest = [d for d in range(rank - 1, -1, -1) if d not in minor]
-    return tuple(minor) + tuple(rest)
+    return tuple(minor) + tuple(d for d in range(rank - 1, -1, -1) if d not in minor)
 
 
 def _sublanes(dtype: str) -> int:
@@ -34,12 +33,8 @@ def _sublanes(dtype: str) -> int:
 
 def _major_disorder(p: tuple[int, ...]) -> float:
     """Fraction of out-of-order pairs among the major dims (row-major = 0)."""
-    major = p[2:]
-    k = len(major)
-    if k < 2:
-        return 0.0
-    inv = sum(1 for i in range(k) for j in range(i + 1, k) if major[i] < major[j])
-    return inv / (k * (k - 1) / 2)
+    pairs = list(itertools.combinations(p[2:], 2))
+    return sum(a < b for a, b in pairs) / len(pairs) if pairs else 0.0
 
 
 @lru_cache(maxsize=None)
@@ -62,22 +57,16 @@ def padded_bytes_table(shape: tuple[int, ...], dtype: str) -> np.ndarray:
     return np.array(vals)
 
 
-def _minor_table(rank: int, pos: int) -> np.ndarray:
-    return np.array([p[pos] if len(p) > pos else -1 for p in PERMS[rank]])
+#: the most-minor and second-most-minor dim of every layout (perm id) of a rank; -1: none
+MINOR = {r: np.array([p[0] for p in PERMS[r]]) for r in range(1, 7)}
+SECOND = {r: np.array([p[1] if r > 1 else -1 for p in PERMS[r]]) for r in range(1, 7)}
 
-
-MINOR = {r: _minor_table(r, 0) for r in range(1, 7)}
-SECOND = {r: _minor_table(r, 1) for r in range(1, 7)}
 
 def _copy_cost(shape: tuple[int, ...], dtype: str, a, b) -> np.ndarray:
     """Cost of a transposing copy from layout ``a`` to ``b`` (0 where they agree)."""
     pad = padded_bytes_table(shape, dtype)
     cost = COPY_OVERHEAD_NS + 1.3 * (pad[a] + pad[b]) / HBM_BYTES_PER_NS
     return np.where(np.asarray(a) != np.asarray(b), cost, 0.0)
-
-
-def _roofline(t_compute, t_mem):
-    return np.maximum(t_compute, t_mem) + 0.15 * np.minimum(t_compute, t_mem) + OP_OVERHEAD_NS
 
 
 def _mxu_pad(n: int) -> float:
@@ -94,16 +83,14 @@ class LayoutCostModel:
     def runtimes(self, out_ids: np.ndarray, in_ids: np.ndarray, k_ids: np.ndarray) -> np.ndarray:
         """``*_ids``: (c, nc) perm ids; -1 = compiler default. Returns (c,) float ns."""
         fg = self.fg
-        c = out_ids.shape[0]
         var: list = [0] * len(fg.nodes)  # actual output layout of every node
-        total = np.zeros(c)
+        total = np.zeros(out_ids.shape[0])
         for u, nd in enumerate(fg.nodes):
             r = len(nd.shape)
-            ops = fg.operands(u)[:len(dict.fromkeys(nd.operands))]
+            ops = fg.operands[u]
             j = self.slot_of.get(u)
             if j is not None:
-                raw = out_ids[:, j]
-                var[u] = np.where(raw < 0, desc_id(r), raw) if r else 0
+                var[u] = self._resolve(out_ids, j, desc_id(r)) if r else 0
             elif nd.op in PROPAGATING and ops and fg.nodes[ops[0]].shape == nd.shape:
                 var[u] = var[ops[0]]
             else:
@@ -113,11 +100,10 @@ class LayoutCostModel:
             total = total + self._node_cost(u, nd, ops, var, j, in_ids, k_ids)
         return total
 
-    def _resolve(self, raw_ids: np.ndarray | None, j: int | None, actual):
-        if j is None or raw_ids is None:
-            return actual
-        raw = raw_ids[:, j]
-        return np.where(raw < 0, actual, raw)
+    @staticmethod
+    def _resolve(raw_ids: np.ndarray, j: int | None, actual):
+        """The layout config slot ``j`` asks for (-1: ``actual``); ``actual`` if not configurable."""
+        return actual if j is None else np.where(raw_ids[:, j] < 0, actual, raw_ids[:, j])
 
     def _node_cost(self, u: int, nd: Node, ops: list[int], var: list, j: int | None,
                    in_ids: np.ndarray, k_ids: np.ndarray):
@@ -144,7 +130,8 @@ class LayoutCostModel:
             pad_w = padded_bytes_table(sw.shape, sw.dtype)[k_v]
             fn = self._conv_compute if nd.op == "convolution" else self._dot_compute
             t_c = fn(nd, sx, sw, in_v, k_v, var[u])
-            return cost + _roofline(t_c, (pad_in + pad_w + pad_out) / HBM_BYTES_PER_NS)
+            t_m = (pad_in + pad_w + pad_out) / HBM_BYTES_PER_NS  # roofline, with little overlap
+            return cost + (np.maximum(t_c, t_m) + 0.15 * np.minimum(t_c, t_m) + OP_OVERHEAD_NS)
         # memory-bound op: write + reads, elementwise ones fused
         frac = FUSED_ELEMENTWISE if nd.op in PROPAGATING else 1.0
         cost = OP_OVERHEAD_NS * frac + frac * pad_out / HBM_BYTES_PER_NS

@@ -27,26 +27,21 @@ class SlotSpace:
 def _slot_spaces(fg: FlatGraph, ids: np.ndarray) -> list[SlotSpace]:
     spaces = []
     for u in ids.tolist():
-        nd, ops = fg.nodes[u], fg.operands(u)
+        nd, ops = fg.nodes[u], fg.operands[u]
         conv = nd.op == "convolution"
         k_shape = fg.nodes[ops[1]].shape if conv else ()
         spaces.append(SlotSpace((nd.shape, fg.nodes[ops[0]].shape, k_shape), nd.dtype, conv))
     return spaces
 
 
-def _layout_choices(rank: int, two_minor: bool) -> np.ndarray:
-    """Perm ids a random search draws from (conv: any ordered pair of most-minor dims)."""
+def _random_layouts(rng: np.random.Generator, rank: int, two_minor: bool, n: int) -> np.ndarray:
+    """``n`` random layouts (perm ids; conv: any ordered pair of most-minor dims); 10 % are left
+    at -1 (compiler default)."""
     if two_minor and rank > 2:
         pairs = itertools.permutations(range(rank), 2)
-        return np.array([PERM_ID[rank][complete_layout(p, rank)] for p in pairs])
-    return np.arange(len(PERMS[rank]))
-
-
-def _random_layouts(rng: np.random.Generator, rank: int, two_minor: bool, n: int) -> np.ndarray:
-    """``n`` random layouts (perm ids); 10 % are left at -1 (compiler default)."""
-    if rank == 0:
-        return np.full(n, -1)
-    choices = _layout_choices(rank, two_minor)
+        choices = np.array([PERM_ID[rank][complete_layout(p, rank)] for p in pairs])
+    else:
+        choices = np.arange(len(PERMS[rank]))
     ids = choices[rng.integers(len(choices), size=n)]
     return np.where(rng.random(n) < 0.1, -1, ids)
 
@@ -97,6 +92,7 @@ def sample_layout_configs(rng: np.random.Generator, spaces: list[SlotSpace], n: 
     return cfg
 
 
+@lru_cache(maxsize=None)
 def encode_layout(perm_id: int, rank: int, two_minor: bool) -> list[int]:
     if perm_id < 0 or rank == 0:
         return [-1] * 6
@@ -108,15 +104,11 @@ def encode_layout(perm_id: int, rank: int, two_minor: bool) -> list[int]:
 def encode_node_config_feat(cfg: np.ndarray, spaces: list[SlotSpace]) -> np.ndarray:
     n, nc, _ = cfg.shape
     out = np.full((n, nc, 18), -1, np.float32)
-    cache: dict[tuple, list[int]] = {}
     for j, s in enumerate(spaces):
         for t, rank in enumerate(s.ranks):
             if not rank:
                 continue
             col = cfg[:, j, t]
             for v in np.unique(col).tolist():
-                key = (v, rank, s.two_minor)
-                if key not in cache:
-                    cache[key] = encode_layout(v, rank, s.two_minor)
-                out[col == v, j, 6 * t:6 * t + 6] = cache[key]
+                out[col == v, j, 6 * t:6 * t + 6] = encode_layout(v, rank, s.two_minor)
     return out

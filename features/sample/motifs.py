@@ -32,9 +32,8 @@ def _batch_norm(b: HloBuilder, x: int, train: bool) -> int:
     r = len(s)
     scale, shift = b.param((s[-1],)), b.param((s[-1],))
     if train:
-        cen, inv = _normalize(b, x, list(range(r - 1)), (r - 1,))
-        x = b.ew("multiply", cen, b.bcast(b.ew("multiply", inv, scale), s, (r - 1,)))
-        return b.ew("add", x, b.bcast(shift, s, (r - 1,)))
+        x, inv = _normalize(b, x, list(range(r - 1)), (r - 1,))
+        scale = b.ew("multiply", inv, scale)
     y = b.ew("multiply", x, b.bcast(scale, s, (r - 1,)))
     return b.ew("add", y, b.bcast(shift, s, (r - 1,)))
 
@@ -66,9 +65,9 @@ def _incoming_grad(b: HloBuilder, seed_grad: int, dy: int | None, s: tuple[int, 
 
 
 def _backward(b: HloBuilder, seed_grad: int, target: int) -> list[int]:
-    """Backward pass of the traced convolutions, last first, as JAX lowers it: ReLU masks
-    (select), weight-gradient convs (``f01b_i01o->01bf``), input-gradient convs with a reversed
-    kernel (``b01f_01oi->b01f``) and SGD updates. Stops near ``target`` nodes."""
+    """Backward pass of the traced convolutions (none unless a training step), last first, as JAX
+    lowers it: ReLU masks (select), weight-gradient convs (``f01b_i01o->01bf``), input-gradient
+    convs with a reversed kernel (``b01f_01oi->b01f``) and SGD updates. Stops near ``target``."""
     updates: list[int] = []
     dy: int | None = None
     for x, w, conv, act, stride, lhs_dil in reversed(b.trace or []):
@@ -108,8 +107,7 @@ def _softmax(b: HloBuilder, x: int) -> int:
 
 def _classifier_head(b: HloBuilder, x: int, classes: int) -> int:
     s = b.shape(x)
-    nsp = len(s) - 2
-    pooled = b.ew("divide", b.reduce(x, tuple(range(1, nsp + 1))), b.scalar_bcast((s[0], s[-1])))
+    pooled = b.ew("divide", b.reduce(x, tuple(range(1, len(s) - 1))), b.scalar_bcast((s[0], s[-1])))
     w, bias = b.param((s[-1], classes)), b.param((classes,))
     logits = b.dot(pooled, w, (1,), (0,))
     logits = b.ew("add", logits, b.bcast(bias, b.shape(logits), (1,)))
@@ -152,10 +150,7 @@ def build_resnet(b: HloBuilder, rng: np.random.Generator, target: int) -> list[i
         blocks_in_stage += 1
         if blocks_in_stage >= per_stage and stage < len(widths) - 1:
             stage, blocks_in_stage = stage + 1, 0
-    probs = _classifier_head(b, x, int(_pick(rng, [10, 100, 1000])))
-    if not train:
-        return [probs]
-    return [probs, *_backward(b, x, target)]
+    return [_classifier_head(b, x, int(_pick(rng, [10, 100, 1000]))), *_backward(b, x, target)]
 
 
 def build_unet(b: HloBuilder, rng: np.random.Generator, target: int, nsp: int) -> list[int]:
@@ -197,8 +192,6 @@ def build_unet(b: HloBuilder, rng: np.random.Generator, target: int, nsp: int) -
     out = b.conv(x, w, 1)
     diff = b.ew("subtract", out, label)
     loss = b.reduce(b.ew("multiply", diff, diff), tuple(range(len(b.shape(diff)))))
-    if not train:
-        return [out, loss]
     return [out, loss, *_backward(b, x, target)]
 
 
@@ -228,8 +221,9 @@ def _dense(b: HloBuilder, x2: int, out: int) -> int:
 
 
 def _dense_backward(b: HloBuilder, seed_grad: int, target: int) -> list[int]:
-    """Backward pass of the traced dense layers, last first: ``dW = x^T dY`` (dot contracting
-    dim 0 of both), ``dX = dY W^T`` (contracting dim 1 of both) and SGD updates."""
+    """Backward pass of the traced dense layers (none unless a training step), last first:
+    ``dW = x^T dY`` (dot contracting dim 0 of both), ``dX = dY W^T`` (contracting dim 1 of both)
+    and SGD updates."""
     updates: list[int] = []
     dy: int | None = None
     for x2, w, y in reversed(b.dense_trace or []):
@@ -287,7 +281,7 @@ def build_bert(b: HloBuilder, rng: np.random.Generator, target: int, shared: boo
     """BERT/ALBERT-like encoder stack; adds layers until ``target`` nodes. ``shared``: ALBERT's
     cross-layer weight sharing; a training step (probability ``train_prob``) adds the backward
     pass of the dense layers."""
-    train, fwd = _train_step(b, rng, train_prob, target, 0.65)
+    _, fwd = _train_step(b, rng, train_prob, target, 0.65)
     if shared:
         b.shared = {}
     batch = int(_pick(rng, [1, 2, 4, 8, 16, 32]))
@@ -324,8 +318,6 @@ def build_bert(b: HloBuilder, rng: np.random.Generator, target: int, shared: boo
     cls = b.reshape(b.slice(x, (0, 0, 0), (batch, 1, hid)), (batch, hid))
     pooled = b.ew("tanh", _dense(b, cls, hid))
     probs = _softmax(b, _dense(b, pooled, int(_pick(rng, [2, 3, 10]))))
-    if not train:
-        return [probs]
     return [probs, *_dense_backward(b, probs, target)]
 
 
@@ -352,10 +344,8 @@ def build_layout_graph(source: str, rng: np.random.Generator, target: int) -> tu
 
 
 def build_tile_kernel(rng: np.random.Generator, target: int) -> tuple[HloBuilder, dict]:
-    """A fused kernel: body computation (params ... root) then outer params and the fusion node.
-
-    Returns the builder and a description used by the tile cost model.
-    """
+    """A fused kernel (body computation, then outer params and the fusion node) and the
+    description the tile cost models use."""
     b = HloBuilder()
     body = b.new_comp()
     b.cur = body
@@ -363,18 +353,15 @@ def build_tile_kernel(rng: np.random.Generator, target: int) -> tuple[HloBuilder
     dtype = "bf16" if rng.random() < 0.5 else "f32"
     info: dict = {"kind": kind, "dtype": dtype}
     if kind == "conv":
-        n = int(_pick(rng, [1, 8, 16, 32, 64]))
-        hw = int(_pick(rng, [7, 12, 14, 28, 56]))
-        cin = int(_pick(rng, [3, 32, 64, 96, 128, 192, 256, 384, 512]))
-        cout = int(_pick(rng, [32, 64, 128, 192, 256, 384, 512]))
-        k = int(_pick(rng, [1, 3, 3, 5]))
+        n, hw, cin, cout, k = (int(_pick(rng, o)) for o in (  # drawn in this order
+            [1, 8, 16, 32, 64], [7, 12, 14, 28, 56], [3, 32, 64, 96, 128, 192, 256, 384, 512],
+            [32, 64, 128, 192, 256, 384, 512], [1, 3, 3, 5]))
         x, w = b.param((n, hw, hw, cin), dtype), b.param((k, k, cin, cout), dtype)
         y = b.conv(x, w)
         info.update(contract=k * k * cin, cin=cin, kernel_shape=(k, k, cin, cout))
     elif kind == "dot":
-        m = int(_pick(rng, [128, 256, 512, 1024, 2048, 4096, 8192]))
-        kk = int(_pick(rng, [64, 128, 256, 512, 768, 1024, 3072]))
-        nn = int(_pick(rng, [64, 128, 256, 384, 768, 1024, 3072]))
+        m, kk, nn = (int(_pick(rng, o)) for o in ([128, 256, 512, 1024, 2048, 4096, 8192],
+                     [64, 128, 256, 512, 768, 1024, 3072], [64, 128, 256, 384, 768, 1024, 3072]))
         x, w = b.param((m, kk), dtype), b.param((kk, nn), dtype)
         y = b.dot(x, w, (1,), (0,))
         info.update(contract=kk, cin=kk, kernel_shape=(kk, nn))
@@ -412,10 +399,9 @@ def build_tile_kernel(rng: np.random.Generator, target: int) -> tuple[HloBuilder
     for nd in b.comps[body]:  # layout assignment already ran: same-rank arrays share it
         if len(nd.shape) == rank and nd.op != "parameter":
             nd.layout = layout
-    info["out_shape"] = b.shape(root)
-    info["layout"] = layout
-    info["in_bytes"] = sum(math.prod(nd.shape) * TYPE_BYTES.get(nd.dtype, 4)
-                           for nd in b.comps[body] if nd.op == "parameter")
+    info.update(out_shape=b.shape(root), layout=layout,
+                in_bytes=sum(math.prod(nd.shape) * TYPE_BYTES.get(nd.dtype, 4)
+                             for nd in b.comps[body] if nd.op == "parameter"))
     # outer computation: one parameter per body parameter, then the fusion node (root)
     b.cur = b.entry
     outer = [b.param(nd.shape, nd.dtype) for nd in b.comps[body] if nd.op == "parameter"]

@@ -59,9 +59,7 @@ def stored_bytes(shape: tuple[int, ...], dtype: str) -> np.ndarray:
     rows = max(1, ROW_BYTES // b)
     out = []
     for p in PERMS[len(shape)]:
-        minor = _ceil(shape[p[0]], LANES)
-        run = minor * b
-        transferred = _ceil(run, BURST)
+        transferred = _ceil(_ceil(shape[p[0]], LANES) * b, BURST)  # lane-padded minor run, in bursts
         second = _ceil(shape[p[1]], rows) if len(p) > 1 else 1
         rest = math.prod(shape[d] for d in p[2:]) if len(p) > 2 else 1
         total = float(transferred * second * rest)
@@ -100,21 +98,31 @@ def _copy_ns(factor: float, src: tuple[tuple[int, ...], str], a: int,
     return float(factor * moved / _bandwidth(moved) + COPY_LAUNCH_NS)
 
 
-def _copy_one(shape: tuple[int, ...], dtype: str, a: int, b: int) -> float:
-    if len(shape) < 2:
-        return 0.0
-    factor = _relayout_factor(PERMS[len(shape)][a], PERMS[len(shape)][b])
-    return _copy_ns(factor, (shape, dtype), a, (shape, dtype), b) if factor else 0.0
+def _relayout(src: tuple[tuple[int, ...], str], dst: tuple[tuple[int, ...], str], perm, a, b
+              ) -> np.ndarray:
+    """ns of a copy transposing by ``perm`` from ``src`` in layout ids ``a`` to ``dst`` in ``b``
+    (arrays broadcast); free where the physical order does not change."""
+    r = len(dst[0])
+
+    def one(x: int, y: int) -> float:
+        pa, pb = PERMS[r][x], tuple(perm[d] for d in PERMS[r][y])  # physical orders, in src dims
+        if r < 2 or pa == pb:
+            return 0.0
+        # same minor dim: a plain copy; the two minor dims swapped: x1.25; else x2
+        factor = 1.0 if pa[0] == pb[0] else 1.25 if (pa[0], pa[1]) == (pb[1], pb[0]) else 2.0
+        return _copy_ns(factor, src, x, dst, y)
+
+    return _pairwise(one, a, b)
 
 
 def copy_cost(shape: tuple[int, ...], dtype: str, a, b) -> np.ndarray:
     """ns to relayout an array from layout ids ``a`` to ``b`` (arrays broadcast)."""
-    return _pairwise(lambda x, y: _copy_one(shape, dtype, x, y), a, b)
+    return _relayout((shape, dtype), (shape, dtype), range(len(shape)), a, b)
 
 
-def _pad_array(d: int) -> float:
-    """Systolic-array padding of a contraction / output-feature extent (work units)."""
-    return 2.0 * _ceil(d, 128) if d <= 128 else float(_ceil(d, ARRAY))
+def _pad_array(d) -> np.ndarray:
+    """Systolic-array padding of contraction / output-feature extents (work units)."""
+    return np.where(d <= 128, 2.0 * np.ceil(d / 128) * 128, np.ceil(d / ARRAY) * ARRAY)
 
 
 def _rate(dtype: str) -> float:
@@ -126,27 +134,14 @@ def _factor_table(rank: int, best: tuple[int, ...], good: tuple[int, ...], good_
                   other_f: float, pos: int = 0) -> np.ndarray:
     """Per layout: 1 when the dim at physical position ``pos`` (0 = minor) is in ``best``,
     ``good_f`` when in ``good``, else ``other_f``."""
-    out = []
-    for p in PERMS[rank]:
-        d = p[pos] if pos < len(p) else -1
-        out.append(1.0 if d in best else good_f if d in good else other_f)
-    return np.array(out)
+    at_pos = (p[pos] if pos < len(p) else -1 for p in PERMS[rank])
+    return np.array([1.0 if d in best else good_f if d in good else other_f for d in at_pos])
 
 
 # ---- layout graphs ---------------------------------------------------------------------------
 def _default_id(nd: Node) -> int:
     r = len(nd.shape)
-    if nd.layout is not None and len(nd.layout) == r:
-        return PERM_ID[r][tuple(nd.layout)]
-    return desc_id(r)
-
-
-def _relayout_factor(pa: tuple[int, ...], pb: tuple[int, ...]) -> float:
-    if pa == pb:
-        return 0.0
-    if pa[0] == pb[0]:
-        return 1.0
-    return 1.25 if len(pa) > 1 and (pa[0], pa[1]) == (pb[1], pb[0]) else 2.0
+    return PERM_ID[r][tuple(nd.layout)] if nd.layout is not None and len(nd.layout) == r else desc_id(r)
 
 
 class AltLayoutCostModel:
@@ -161,17 +156,13 @@ class AltLayoutCostModel:
         self.fg = fg
         self.slot = {int(u): j for j, u in enumerate(np.asarray(config_ids).reshape(-1).tolist())}
 
-    def _ops(self, u: int) -> list[int]:
-        return self.fg.operands(u)[:len(dict.fromkeys(self.fg.nodes[u].operands))]
-
     def runtimes(self, out_ids: np.ndarray, in_ids: np.ndarray, k_ids: np.ndarray) -> np.ndarray:
         fg = self.fg
-        c = out_ids.shape[0]
         lay: list = [0] * len(fg.nodes)
-        total = np.zeros(c)
+        total = np.zeros(out_ids.shape[0])
         for u in range(fg.entry_start, len(fg.nodes)):
             nd = fg.nodes[u]
-            ops = self._ops(u)
+            ops = fg.operands[u]
             j = self.slot.get(u)
             if j is not None:
                 cost = self._configured(nd, ops, lay, u, out_ids[:, j], in_ids[:, j], k_ids[:, j])
@@ -190,8 +181,7 @@ class AltLayoutCostModel:
         return want, copy_cost(nd.shape, nd.dtype, actual, want)
 
     def _configured(self, nd: Node, ops: list[int], lay: list, u: int, out, req_in, req_k):
-        r = len(nd.shape)
-        lay[u] = np.where(out < 0, _default_id(nd), out) if r else 0
+        lay[u] = np.where(out < 0, _default_id(nd), out) if nd.shape else 0
         x, extra = self._requested(ops[0], lay[ops[0]], req_in)
         w = lay[ops[1]] if len(ops) > 1 else 0
         if nd.op == "convolution":
@@ -200,14 +190,21 @@ class AltLayoutCostModel:
         return extra + self._compute(nd, ops, lay, x, w, lay[u])
 
     def _plain(self, nd: Node, ops: list[int], lay: list, u: int):
-        if nd.op in ELEMENTWISE:
-            return self._elementwise(nd, ops, lay, u)
-        lay[u] = _default_id(nd)
+        same = [v for v in ops if self.fg.nodes[v].shape == nd.shape] if nd.op in ELEMENTWISE else []
+        copies = 0.0
+        if same and len(nd.shape) >= 2:  # elementwise: the layout most same-shape operands have
+            cand = np.stack(np.broadcast_arrays(*[np.asarray(lay[v]) for v in same]), 0)
+            votes = (cand[:, None] == cand[None, :]).sum(axis=1) * len(same) + np.arange(
+                len(same)).reshape((-1,) + (1,) * (cand.ndim - 1))
+            lay[u] = np.take_along_axis(cand, votes.argmax(axis=0)[None], 0)[0]
+            copies = sum(copy_cost(nd.shape, self.fg.nodes[v].dtype, lay[v], lay[u]) for v in same)
+        else:
+            lay[u] = _default_id(nd)
         if nd.op in FREE:
             return 0.0
-        if nd.op == "broadcast":
+        if nd.op == "broadcast" or nd.op in ELEMENTWISE:  # fused: a share of the write
             out = _table(nd.shape, nd.dtype, lay[u])
-            return FUSED_FRACTION * out / _bandwidth(out)
+            return copies + FUSED_FRACTION * out / _bandwidth(out)
         return self._compute(nd, ops, lay, lay[ops[0]] if ops else 0,
                              lay[ops[1]] if len(ops) > 1 else 0, lay[u])
 
@@ -221,36 +218,18 @@ class AltLayoutCostModel:
         if nd.op == "reshape":
             return _reshape_cost(nd, fg.nodes[ops[0]], x, out)
         if nd.op == "transpose":
-            return _transpose_cost(nd, fg.nodes[ops[0]], x, out)
+            sx = fg.nodes[ops[0]]
+            return _relayout((sx.shape, sx.dtype), (nd.shape, nd.dtype), nd.attrs["dimensions"], x, out)
         if nd.op == "reduce":
             return _reduce_cost(nd, fg.nodes[ops[0]], x, out)
         return _memory_op(nd, [fg.nodes[v] for v in ops], [x] + [lay[v] for v in ops[1:]], out)
 
-    def _elementwise(self, nd: Node, ops: list[int], lay: list, u: int):
-        same = [v for v in ops if self.fg.nodes[v].shape == nd.shape]
-        if not same or len(nd.shape) < 2:
-            lay[u] = _default_id(nd)
-            out = _table(nd.shape, nd.dtype, lay[u])
-            return FUSED_FRACTION * out / _bandwidth(out)
-        cand = np.stack(np.broadcast_arrays(*[np.asarray(lay[v]) for v in same]), 0)
-        votes = (cand[:, None] == cand[None, :]).sum(axis=1) * len(same) + np.arange(len(same)).reshape(
-            (-1,) + (1,) * (cand.ndim - 1))
-        chosen = np.take_along_axis(cand, votes.argmax(axis=0)[None], 0)[0]
-        lay[u] = chosen
-        copies = sum(copy_cost(nd.shape, self.fg.nodes[v].dtype, lay[v], chosen) for v in same)
-        out = _table(nd.shape, nd.dtype, chosen)
-        return copies + FUSED_FRACTION * out / _bandwidth(out)
-
     def _outputs(self, lay: list):
         fg = self.fg
         root = len(fg.nodes) - 1
-        outs = self._ops(root) if fg.nodes[root].op == "tuple" else [root]
-        cost = 0.0
-        for v in outs:
-            nd = fg.nodes[v]
-            if len(nd.shape) >= 2:
-                cost = cost + copy_cost(nd.shape, nd.dtype, lay[v], desc_id(len(nd.shape)))
-        return cost
+        outs = fg.operands[root] if fg.nodes[root].op == "tuple" else [root]
+        return sum((copy_cost(fg.nodes[v].shape, fg.nodes[v].dtype, lay[v], desc_id(len(fg.nodes[v].shape)))
+                    for v in outs if len(fg.nodes[v].shape) >= 2), 0.0)
 
 
 def _memory_op(nd: Node, operands: list[Node], lays: list, out) -> np.ndarray:
@@ -270,7 +249,7 @@ def _dot_cost(nd: Node, sx: Node, sw: Node, x, w, out) -> np.ndarray:
     n = math.prod(sw.shape[d] for d in n_dims)
     work = 2.0 * batch * _ceil(m, 8) * _pad_array(k) * _pad_array(n) / _rate(nd.dtype)
     rx, rw, ro = len(sx.shape), len(sw.shape), len(nd.shape)
-    extra = 0.0
+    extra, f_x = 0.0, 1.0
     if rx >= 2:
         minor_ok = _factor_table(rx, lc, (), 1.0, 0.0)
         second_ok = _factor_table(rx, lc, (), 1.15, 0.0, pos=1)
@@ -279,8 +258,6 @@ def _dot_cost(nd: Node, sx: Node, sw: Node, x, w, out) -> np.ndarray:
         target = PERM_ID[rx][complete_layout(lc[-1:], rx)]  # last contracting dim minor
         extra = np.where(needs, copy_cost(sx.shape, sx.dtype, x, target), 0.0)
         f_x = np.where(needs, 1.0, f_x)
-    else:
-        f_x = 1.0
     f_w = 1.0
     if rw >= 2:
         best = np.array([1.0 if p[0] in n_dims and p[1] in rc else 1.1 if p[0] in rc else 1.4
@@ -304,14 +281,12 @@ def _conv_cost(nd: Node, sx: Node, sw: Node, x, w, out) -> np.ndarray:
     spatial = math.prod(nd.shape) / cout
     work = 2.0 * spatial * _pad_array(cout) * _ceil(cin, 64) * math.prod(sw.shape[d] for d in ksp)
     work /= _rate(nd.dtype)
-    batch_in, batch_out = sx.shape[ib], nd.shape[ob]
-    f_x = _factor_table(len(sx.shape), (i_f,), (ib,), 1.3 if batch_in >= 64 else 2.5, 1.8)[np.asarray(x)]
+    f_x = _factor_table(len(sx.shape), (i_f,), (ib,), 1.3 if sx.shape[ib] >= 64 else 2.5, 1.8)[np.asarray(x)]
     kt = np.array([1.0 if p[0] == ko and p[1] == ki else 1.2 if p[0] == ki else 1.6
                    for p in PERMS[len(sw.shape)]])
     f_w = kt[np.asarray(w)]
-    f_o = _factor_table(r, (of,), (ob,), 1.2 if batch_out >= 64 else 2.0, 1.7)[np.asarray(out)]
-    xb, wb, obytes = _table(sx.shape, sx.dtype, x), _table(sw.shape, sw.dtype, w), _table(nd.shape, nd.dtype, out)
-    moved = xb + wb + obytes
+    f_o = _factor_table(r, (of,), (ob,), 1.2 if nd.shape[ob] >= 64 else 2.0, 1.7)[np.asarray(out)]
+    moved = _table(sx.shape, sx.dtype, x) + _table(sw.shape, sw.dtype, w) + _table(nd.shape, nd.dtype, out)
     return _overlap(work * f_x * f_w * f_o, moved / _bandwidth(moved)) + LAUNCH_NS
 
 
@@ -329,21 +304,6 @@ def _reshape_cost(nd: Node, sx: Node, x, out) -> np.ndarray:
     return _pairwise(one, x, out)
 
 
-def _transpose_cost(nd: Node, sx: Node, x, out) -> np.ndarray:
-    r = len(nd.shape)
-    perm = nd.attrs["dimensions"]
-
-    def one(a: int, b: int) -> float:
-        if r < 2:
-            return 0.0
-        p_in = PERMS[r][a]
-        q = tuple(perm[d] for d in PERMS[r][b])  # output's physical order, in input dims
-        factor = _relayout_factor(p_in, q)
-        return _copy_ns(factor, (sx.shape, sx.dtype), a, (nd.shape, nd.dtype), b) if factor else 0.0
-
-    return _pairwise(one, x, out)
-
-
 def _reduce_cost(nd: Node, sx: Node, x, out) -> np.ndarray:
     dims = nd.attrs["dimensions"]
     ri = len(sx.shape)
@@ -356,19 +316,6 @@ def _reduce_cost(nd: Node, sx: Node, x, out) -> np.ndarray:
 
 
 # ---- tile kernels ----------------------------------------------------------------------------
-def _tile_extents(info: dict, feats: np.ndarray) -> np.ndarray:
-    """(n, rank) output tile extents in elements from ``output_bounds`` (format units)."""
-    shape, layout = list(info["out_shape"]), list(info["layout"])
-    r = len(shape)
-    unit = np.ones(r)
-    if r:
-        unit[layout[0]] = 128.0
-    if r > 1:
-        unit[layout[1]] = 8.0
-    bounds = np.maximum(feats[:, 8:8 + r].astype(np.float64), 1.0)
-    return np.minimum(bounds * unit, np.array(shape, np.float64))
-
-
 def alt_tile_runtime(info: dict, feats: np.ndarray) -> np.ndarray:
     """True runtime (ns) of a fused kernel for each tile config row, alt physics."""
     feats = np.asarray(feats)
@@ -377,7 +324,9 @@ def alt_tile_runtime(info: dict, feats: np.ndarray) -> np.ndarray:
     n = feats.shape[0]
     if shape.size == 0:
         return np.full(n, TILE_LAUNCH_NS + STEP_NS)
-    ext = _tile_extents(info, feats)
+    unit = np.ones(len(shape))  # output tile extents (elements) from output_bounds (format units)
+    unit[list(info["layout"])[:2]] = (128.0, 8.0)[:len(shape)]
+    ext = np.minimum(np.maximum(feats[:, 8:8 + len(shape)].astype(np.float64), 1.0) * unit, shape)
     steps = np.prod(np.ceil(shape / ext), axis=1)
     tile = np.prod(ext, axis=1)
     minor = ext[:, list(info["layout"])[0]]
@@ -390,23 +339,19 @@ def alt_tile_runtime(info: dict, feats: np.ndarray) -> np.ndarray:
             np.full(n, cin / 8)
         k_slice = contract / cin * np.minimum(cin, k_bound * 8.0)
         ksteps = np.ceil(contract / k_slice)
-        pad_k = np.where(k_slice <= 128, 2.0 * np.ceil(k_slice / 128) * 128, np.ceil(k_slice / ARRAY) * ARRAY)
-        pad_n = np.where(minor <= 128, 2.0 * np.ceil(minor / 128) * 128, np.ceil(minor / ARRAY) * ARRAY)
-        compute = 2.0 * np.ceil(rows / 8) * 8 * pad_n * pad_k / _rate(info["dtype"])
+        compute = 2.0 * np.ceil(rows / 8) * 8 * _pad_array(minor) * _pad_array(k_slice) / _rate(info["dtype"])
         load = (rows * k_slice + k_slice * minor) * b
         partial = np.where(ksteps > 1, 2.0 * tile * 4.0, 0.0)  # f32 partial sums re-read/written
         store = tile * b / ksteps
         grid = steps * ksteps
     else:
         in_per_out = float(info["in_bytes"]) / max(1.0, float(np.prod(shape)))
-        copy = 1.3 if info.get("kind") == "copy" else 1.0
         compute = tile / 1024.0 * (2.0 if info.get("reduce") else 1.0)
-        load = tile * in_per_out * copy
+        load = tile * in_per_out * (1.3 if info.get("kind") == "copy" else 1.0)
         partial = np.zeros(n)
         store = tile * b
         grid = steps
-    run = minor * b
-    dma_eff = np.minimum(1.0, run / TILE_BURST) ** 0.5
+    dma_eff = np.minimum(1.0, minor * b / TILE_BURST) ** 0.5
     per_step_bytes = load + store + 0.25 * partial
     working = BUFFERS * (load + tile * b)
     spill = np.maximum(0.0, working - LOCAL_BYTES)

@@ -13,10 +13,8 @@ def _tile_units(info: dict) -> list[int]:
     """Elements per bound unit for each output dim: 128 (minor), sublanes (second-minor), 1."""
     shape, layout = info["out_shape"], info["layout"]
     units = [1] * len(shape)
-    if shape:
-        units[layout[0]] = 128
-        if len(shape) > 1:
-            units[layout[1]] = _sublanes(info["dtype"])
+    for d, unit in zip(layout[:2], (128, _sublanes(info["dtype"]))):
+        units[d] = unit
     return units
 
 
@@ -30,13 +28,9 @@ def _default_tile(info: dict) -> tuple[list[int], list[int]]:
     elems = 1.0
     for d in layout:
         cap = max(1, -(-shape[d] // units[d]))
-        best = 1
-        for v in (cap, 64, 32, 16, 8, 4, 2, 1):
-            if v <= cap and elems * v * units[d] * per_elem <= VMEM_BUDGET / 4:
-                best = v
-                break
-        ob[d] = best
-        elems *= best * units[d]
+        ob[d] = next((v for v in (cap, 64, 32, 16, 8, 4, 2, 1)
+                      if v <= cap and elems * v * units[d] * per_elem <= VMEM_BUDGET / 4), 1)
+        elems *= ob[d] * units[d]
     ks = info["kernel_shape"]
     limit = {len(ks) - 2: 32, len(ks) - 1: 2}
     return ob, [min(cap, limit.get(d, cap)) for d, cap in enumerate(_kernel_caps(ks))]
@@ -65,11 +59,9 @@ def sample_tile_configs_default(info: dict) -> np.ndarray:
 
 def sample_tile_configs(rng: np.random.Generator, info: dict, n: int) -> np.ndarray:
     """(n, 24) tile config_feat; row 0 is the compiler default."""
-    shape = info["out_shape"]
-    units = _tile_units(info)
     feats = np.zeros((n, 24), np.float32)
     ob0, kb0 = _default_tile(info)
-    ocap = [max(1, -(-s // units[d])) for d, s in enumerate(shape[:6])]
+    ocap = [max(1, -(-s // unit)) for s, unit in zip(info["out_shape"][:6], _tile_units(info))]
     kcap = _kernel_caps(info["kernel_shape"])
 
     steps = (-3, -2, -2, -1, -1, 0, 0, 0, 1, 1, 2, 2)
@@ -110,15 +102,13 @@ def tile_runtime(info: dict, feats: np.ndarray) -> np.ndarray:
     contract = info["contract"]
     if contract:
         ks = info["kernel_shape"]
-        kb = np.maximum(feats[:, 0:len(ks)].astype(float), 1.0)
         kunits = np.array([1.0] * (len(ks) - 2) + [8.0, 128.0])
-        kext = np.minimum(kb * kunits, np.array(ks, float))
+        kext = np.minimum(np.maximum(feats[:, :len(ks)].astype(float), 1.0) * kunits, np.array(ks, float))
         cin_tile = kext[:, -2]
         steps = np.ceil(info["cin"] / cin_tile)
         k_pad = steps * cin_tile / info["cin"]
         spatial = np.prod(kext[:, :-2], axis=1) if len(ks) > 2 else 1.0
-        taps = math.prod(ks[:-2]) if len(ks) > 2 else 1
-        tap_steps = taps / spatial
+        tap_steps = math.prod(ks[:-2]) / spatial  # kernel taps per spatial kernel tile
         rows = tile_elems / lane_ext
         fill = np.minimum(1.0, lane_ext / 128.0) * np.minimum(1.0, rows / 128.0) ** 0.3
         flops = 2.0 * padded_out * contract * k_pad * _mxu_pad(int(ks[-1]))

@@ -12,23 +12,13 @@ from typing import Sequence
 import numpy as np
 from tpurank.collections import BY_NAME, SPLITS, hidden_runtimes_path, npz_dir
 
-from features.sample.constants import SCALES, ScaleSpec
+from features.sample.constants import (KAGGLE_CONFIG_FRACTION, KAGGLE_GRAPH_FRACTION, SCALES,
+                                       ScaleSpec)
 from features.sample.files import (_candidates, _graph_arrays, _rng, _save, _stem,
-                                   make_layout_file, make_tile_file)
+                                   make_layout_file, write_tile_file)
 from features.sample.hlo import FlatGraph
 from features.sample.motifs import build_layout_graph
 from features.sample.physics_alt import PHYSICS
-
-
-def _write_tile(root: Path, spec: ScaleSpec, seed: int, hidden: dict, rows: list,
-                physics: str = "tpu") -> None:
-    coll = BY_NAME["tile:xla"]
-    for split, count in zip(SPLITS, spec.tile_counts):
-        for i in range(count):
-            rng = _rng(seed, coll.name, split, i)
-            kind, arrays, target = make_tile_file(rng, spec.tile_nodes, spec.tile_configs, physics)
-            _save(root, coll, split, _stem(kind, i, 4, seed, "", split), arrays, target, hidden,
-                  rows, "0;1;2;3;4")
 
 
 def _sized_layout_graph(source: str, rng: np.random.Generator, node_range: tuple[int, int],
@@ -46,8 +36,13 @@ def _sized_layout_graph(source: str, rng: np.random.Generator, node_range: tuple
     return fg, family
 
 
-def _write_layout(root: Path, spec: ScaleSpec, seed: int, hidden: dict, rows: list,
-                  configurable_ops: frozenset[str], physics: str = "tpu") -> None:
+def _write_scale(root: Path, spec: ScaleSpec, seed: int, hidden: dict, rows: list,
+                 configurable_ops: frozenset[str], physics: str = "tpu") -> None:
+    """Every tile, then every layout file of a tiny / small scale."""
+    for split, count in zip(SPLITS, spec.tile_counts):
+        for i in range(count):
+            write_tile_file(root, _rng(seed, "tile:xla", split, i), seed, split, i, spec.tile_nodes,
+                            spec.tile_configs, hidden, rows, physics)
     for source in ("xla", "nlp"):
         node_range = spec.nlp_nodes if source == "nlp" else spec.xla_nodes
         for split, count in zip(SPLITS, spec.layout_counts):
@@ -59,9 +54,8 @@ def _write_layout(root: Path, spec: ScaleSpec, seed: int, hidden: dict, rows: li
                 for search in ("default", "random"):
                     coll = BY_NAME[f"layout:{source}:{search}"]
                     srng = _rng(seed, coll.name, split, i)
-                    lo, hi = spec.layout_configs
                     n = spec.test_configs if split == "test" and spec.test_configs else \
-                        int(srng.integers(lo, hi + 1))
+                        int(srng.integers(spec.layout_configs[0], spec.layout_configs[1] + 1))
                     arrays, target = make_layout_file(fg, base, search, n, spec, srng,
                                                       configurable_ops, physics)
                     _save(root, coll, split, stem, arrays, target, hidden, rows,
@@ -73,18 +67,15 @@ ALL_SCALES = (*sorted(SCALES), "kaggle")
 
 def generate_dataset(out_dir: str | os.PathLike, scale: str = "tiny", seed: int = 0,
                      configurable_ops: Sequence[str] = ("convolution", "dot", "reshape"),
-                     config_fraction: float | None = None, graph_fraction: float | None = None,
+                     config_fraction: float = KAGGLE_CONFIG_FRACTION,
+                     graph_fraction: float = KAGGLE_GRAPH_FRACTION,
                      jobs: int = 1, progress: bool = False, physics: str = "tpu") -> Path:
-    """Write a complete sample dataset (Kaggle layout) to ``out_dir`` and return its path.
+    """Write a complete sample dataset (Kaggle layout) to ``out_dir`` and return its path;
+    ``scale="kaggle"``: :mod:`features.sample.kaggle` over ``jobs`` processes (0 = all cores).
 
-    ``scale="kaggle"`` writes the real data's shape (:mod:`features.sample.kaggle`, a stress
-    dataset) with ``config_fraction`` of the real config counts and ``graph_fraction`` of the
-    real graph counts, over ``jobs`` worker processes (0 = all cores).
-
-    The tree is written into a temporary sibling directory and renamed into place with
-    ``.complete`` already inside, so an interrupted run leaves nothing half-written. An existing
-    ``out_dir`` is replaced only if it is empty or a previous sample (has ``.complete`` or
-    ``npz_all``).
+    Written into a temporary sibling renamed into place with ``.complete`` inside, so an
+    interrupted run leaves nothing half-written. An existing ``out_dir`` is replaced only if it
+    is empty or a previous sample (has ``.complete`` or ``npz_all``).
     """
     if scale not in ALL_SCALES:
         raise ValueError(f"unknown scale {scale!r}; expected one of {list(ALL_SCALES)}")
@@ -103,19 +94,14 @@ def generate_dataset(out_dir: str | os.PathLike, scale: str = "tiny", seed: int 
         if scale == "kaggle":
             from features.sample import kaggle
 
-            cf = kaggle.DEFAULT_CONFIG_FRACTION if config_fraction is None else config_fraction
-            gf = kaggle.DEFAULT_GRAPH_FRACTION if graph_fraction is None else graph_fraction
-            hidden, rows = kaggle.write_kaggle(tmp, seed, cf, gf, tuple(sorted(ops)), jobs,
-                                               progress)
-            scale = f"kaggle config_fraction={cf:g} graph_fraction={gf:g}"
+            hidden, rows = kaggle.write_kaggle(tmp, seed, config_fraction, graph_fraction,
+                                               tuple(sorted(ops)), jobs, progress)
+            scale = f"kaggle config_fraction={config_fraction:g} graph_fraction={graph_fraction:g}"
         else:
-            spec = SCALES[scale]
-            _write_tile(tmp, spec, seed, hidden, rows, physics)
-            _write_layout(tmp, spec, seed, hidden, rows, ops, physics)
+            _write_scale(tmp, SCALES[scale], seed, hidden, rows, ops, physics)
         hp = hidden_runtimes_path(tmp)
         hp.parent.mkdir(parents=True, exist_ok=True)
-        with open(hp, "wb") as fh:
-            np.savez(fh, **hidden)
+        np.savez(hp, **hidden)
         (tmp / "sample_submission.csv").write_text(
             "".join(f"{sid},{top}\n" for sid, top in [("ID", "TopConfigs"), *sorted(rows)]))
         (tmp / ".complete").write_text(f"scale={scale} seed={seed}"
@@ -134,25 +120,24 @@ def generate_dataset(out_dir: str | os.PathLike, scale: str = "tiny", seed: int 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m features.sample",
                                 description="Write the generated TpuGraphs-like sample dataset.")
-    p.add_argument("--out", required=True, help="output data root (Kaggle layout)")
+    p.add_argument("--out", dest="out_dir", metavar="DIR", required=True,
+                   help="output data root (Kaggle layout)")
     p.add_argument("--scale", default="tiny", choices=ALL_SCALES,
                    help="tiny | small (quality samples) | kaggle (the real shape: a stress dataset)")
-    p.add_argument("--config-fraction", type=float, default=None,
+    p.add_argument("--config-fraction", type=float, default=KAGGLE_CONFIG_FRACTION,
                    help="kaggle: share of the real config counts (default 1/32)")
-    p.add_argument("--graph-fraction", type=float, default=None,
+    p.add_argument("--graph-fraction", type=float, default=KAGGLE_GRAPH_FRACTION,
                    help="kaggle: share of the real graph counts (default 0.25)")
     p.add_argument("--jobs", type=int, default=0, help="kaggle: worker processes (0 = all cores)")
     p.add_argument("--seed", type=int, default=0, help="dataset seed (output is byte-identical per seed)")
     p.add_argument("--physics", default="tpu", choices=PHYSICS,
                    help="cost model of the runtimes: tpu, or alt (features.sample.physics_alt)")
     p.add_argument("--configurable-ops", default="convolution,dot,reshape",
+                   type=lambda v: tuple(s.strip() for s in v.split(",") if s.strip()),
                    help="comma-separated opcodes that may be configurable in layout graphs")
     a = p.parse_args(argv)
     t0 = time.time()
-    out = generate_dataset(a.out, a.scale, a.seed,
-                           tuple(s.strip() for s in a.configurable_ops.split(",") if s.strip()),
-                           a.config_fraction, a.graph_fraction, a.jobs, progress=True,
-                           physics=a.physics)
+    out = generate_dataset(**vars(a), progress=True)
     n = sum(1 for _ in npz_dir(out).rglob("*.npz"))
     print(f"wrote {n} graph files to {out} ({a.scale}, seed {a.seed}) in {time.time() - t0:.1f}s")
     return 0

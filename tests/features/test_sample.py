@@ -9,11 +9,15 @@ import numpy as np
 import pytest
 
 from features import sample
-from features.sample.motifs import _relu
+from features.sample.constants import OPCODE_IDS, SCALES
+from features.sample.hlo import FlatGraph, HloBuilder, featurize
+from features.sample.layout_cost import LayoutCostModel, PERM_ID, padded_bytes_table
+from features.sample.motifs import _relu, build_tile_kernel
+from features.sample.tile_cost import tile_runtime
 from tpurank.collections import COLLECTIONS, hidden_runtimes_path
 from features.io import LAYOUT_KEYS, TILE_KEYS, discover, load_npz, read_hidden_runtimes
 
-VALID_OPCODES = set(sample.OPCODE_IDS.values())
+VALID_OPCODES = set(OPCODE_IDS.values())
 
 
 def _arrays(path: Path) -> dict[str, np.ndarray]:
@@ -59,7 +63,7 @@ def _check_layout_config(ncf: np.ndarray, name: str) -> None:
 
 def test_format_all_collections(tiny_root: Path) -> None:
     files = discover(tiny_root)
-    spec = sample.SCALES["tiny"]
+    spec = SCALES["tiny"]
     for coll in COLLECTIONS:
         counts = [sum(1 for f in files if f.collection == coll and f.split == s)
                   for s in ("train", "valid", "test")]
@@ -84,7 +88,7 @@ def test_format_all_collections(tiny_root: Path) -> None:
             ids = a["node_config_ids"]
             assert np.issubdtype(ids.dtype, np.integer) and ids.ndim == 1
             assert (np.diff(ids) > 0).all() and ids.min() >= 0 and ids.max() < n
-            opnames = {v: k for k, v in sample.OPCODE_IDS.items()}
+            opnames = {v: k for k, v in OPCODE_IDS.items()}
             assert {opnames[o] for o in a["node_opcode"][ids]} <= {"convolution", "dot",
                                                                    "reshape"}
             ncf = a["node_config_feat"]
@@ -195,8 +199,8 @@ def test_tile_normalizers_differ_per_row(tiny_root: Path) -> None:
 # ---- the cost model -------------------------------------------------------------------------
 
 
-def _conv_graph(batch: int = 8, cin: int = 128, cout: int = 128) -> sample.FlatGraph:
-    b = sample.HloBuilder()
+def _conv_graph(batch: int = 8, cin: int = 128, cout: int = 128) -> FlatGraph:
+    b = HloBuilder()
     x = b.param((batch, 32, 32, cin))
     y = _relu(b, b.conv(x, b.param((3, 3, cin, cout))))
     r = b.reshape(y, (batch * 32 * 32, cout))
@@ -204,12 +208,12 @@ def _conv_graph(batch: int = 8, cin: int = 128, cout: int = 128) -> sample.FlatG
     return b.finalize()
 
 
-def _ids_of(fg: sample.FlatGraph, op: str) -> list[int]:
+def _ids_of(fg: FlatGraph, op: str) -> list[int]:
     return [i for i, nd in enumerate(fg.nodes) if nd.op == op]
 
 
 def _runtime(fg, ids, out, inn, ker) -> float:
-    model = sample.LayoutCostModel(fg, np.array(ids))
+    model = LayoutCostModel(fg, np.array(ids))
     arr = [np.array([v]) for v in (out, inn, ker)]
     return float(model.runtimes(*(a.reshape(1, -1) for a in arr))[0])
 
@@ -217,7 +221,7 @@ def _runtime(fg, ids, out, inn, ker) -> float:
 def test_cost_model_responds_to_layout() -> None:
     fg = _conv_graph()
     conv = _ids_of(fg, "convolution")[0]
-    pid = sample.PERM_ID[4]
+    pid = PERM_ID[4]
     default = _runtime(fg, [conv], [-1], [-1], [-1])
     same = _runtime(fg, [conv], [pid[(3, 2, 1, 0)]], [pid[(3, 2, 1, 0)]], [pid[(3, 2, 1, 0)]])
     assert same == pytest.approx(default)  # explicit row-major == default here
@@ -231,7 +235,7 @@ def test_cost_model_responds_to_layout() -> None:
 def test_reshape_bitcast_only_when_tiling_kept() -> None:
     fg = _conv_graph()
     rs = _ids_of(fg, "reshape")[0]
-    pid2, pid4 = sample.PERM_ID[2], sample.PERM_ID[4]
+    pid2, pid4 = PERM_ID[2], PERM_ID[4]
     base = _runtime(fg, [rs], [-1], [-1], [-1])
     copied = _runtime(fg, [rs], [pid2[(0, 1)]], [-1], [-1])
     asked_other_input = _runtime(fg, [rs], [-1], [pid4[(3, 1, 2, 0)]], [-1])
@@ -239,11 +243,11 @@ def test_reshape_bitcast_only_when_tiling_kept() -> None:
 
 
 def test_padding_to_tpu_tiles() -> None:
-    pad = sample.padded_bytes_table((2, 3, 256), "f32")
-    pid = sample.PERM_ID[3]
+    pad = padded_bytes_table((2, 3, 256), "f32")
+    pid = PERM_ID[3]
     assert pad[pid[(2, 1, 0)]] == 2 * 8 * 256 * 4  # 3 rows padded to 8 sublanes
     assert pad[pid[(1, 2, 0)]] == 2 * 128 * 256 * 4  # 3 lanes padded to 128
-    assert sample.padded_bytes_table((2, 3, 256), "bf16")[pid[(2, 1, 0)]] == 2 * 16 * 256 * 2
+    assert padded_bytes_table((2, 3, 256), "bf16")[pid[(2, 1, 0)]] == 2 * 16 * 256 * 2
 
 
 def test_conv_feature_alignment_matters() -> None:
@@ -254,14 +258,14 @@ def test_conv_feature_alignment_matters() -> None:
 
 def test_tile_vmem_spill_and_default() -> None:
     rng = np.random.default_rng(0)
-    b, info = sample.build_tile_kernel(rng, 12)
+    b, info = build_tile_kernel(rng, 12)
     info = dict(info, kind="elementwise", contract=0, cin=0, kernel_shape=(), reduce=False,
                 out_shape=(512, 4096), layout=(1, 0), dtype="f32", in_bytes=512 * 4096 * 4)
     feats = np.zeros((3, 24), np.float32)
     feats[0, 8:10] = (1, 1)  # 1 x 128 elements per step: overhead-bound
     feats[1, 8:10] = (8, 4)  # 64 x 512
     feats[2, 8:10] = (64, 32)  # 512 x 4096 x 8 B x 2 > 16 MiB VMEM: spills
-    rt = sample.tile_runtime(info, feats)
+    rt = tile_runtime(info, feats)
     assert rt[1] < rt[0] and rt[1] < rt[2]
 
 
@@ -269,12 +273,12 @@ def test_node_features_match_real_featurizer(shared_data: Path) -> None:
     """A 3-D conv built by the generator featurises exactly like the real UNet record's."""
     ref = np.load(shared_data / "real-tpu" / "reference" / "module_tuning_data_layout.npz")
     nf, ids = ref["node_feat"], ref["node_config_ids"]
-    b = sample.HloBuilder()
+    b = HloBuilder()
     x = b.param((2, 96, 96, 96, 32), "bf16")
     conv = b.conv(x, b.param((3, 3, 3, 32, 64), "bf16"))
     b.tuple_([conv])
     fg = b.finalize()
-    ours = sample.featurize(fg)[_ids_of(fg, "convolution")[0]]
+    ours = featurize(fg)[_ids_of(fg, "convolution")[0]]
     np.testing.assert_array_equal(ours, nf[ids[5]])
 
 
@@ -304,19 +308,19 @@ def test_other_configurable_ops(tmp_path: Path) -> None:
     """``configurable_ops`` can add e.g. transpose; its layouts then change the runtime."""
     root = sample.generate_dataset(tmp_path / "t", "tiny", seed=2,
                                    configurable_ops=("transpose", "dot"))
-    opnames = {v: k for k, v in sample.OPCODE_IDS.items()}
+    opnames = {v: k for k, v in OPCODE_IDS.items()}
     seen: set[str] = set()
     for gf in discover(root, [c for c in COLLECTIONS if c.name == "layout:nlp:random"]):
         a = _arrays(gf.path)
         seen |= {opnames[o] for o in a["node_opcode"][a["node_config_ids"]]}
     assert "transpose" in seen and seen <= {"transpose", "dot"}
-    b = sample.HloBuilder()
+    b = HloBuilder()
     x = b.param((8, 128, 256))
     t = b.transpose(b.ew("exponential", x), (0, 2, 1))
     b.tuple_([b.ew("negate", t)])
     fg = b.finalize()
     tid = _ids_of(fg, "transpose")
-    pid = sample.PERM_ID[3]
+    pid = PERM_ID[3]
     base = _runtime(fg, tid, [-1], [-1], [-1])
     assert _runtime(fg, tid, [-1], [pid[(1, 2, 0)]], [-1]) > base  # input copy needed
     assert _runtime(fg, tid, [pid[(0, 2, 1)]], [-1], [-1]) > base  # 8-wide minor dim pads
