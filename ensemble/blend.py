@@ -48,7 +48,7 @@ def blend_collection(cfg: BlendConfig, coll: Collection) -> tuple[dict, dict[str
         k = len(cfg.model_list)
         fit = (fit_weights(coll, valid, valid_truth, cfg.grid_step, cfg.alphas, cfg.max_fit_configs,
                            criterion=crit) if valid_truth
-               else FitResult([1.0 / k] * k, 1.0, [], 0, method="equal (no valid graphs)"))
+               else FitResult([1.0 / k] * k, 1.0, 0, method="equal (no valid graphs)"))
         summary: dict = {"protocol": "valid (in-sample)"}
         slots = None
         if hedge and valid_truth:
@@ -95,15 +95,11 @@ def blend_oof(cfg: BlendConfig, coll: Collection, crit: Criterion, hedge: bool):
                       criterion=crit, groups=oof.fold_of)
     nested = nested_blend(coll, oof.normed, oof.truth, oof.fold_of, cfg.grid_step, cfg.alphas,
                           scorer, crit, hedge)
-    fits = nested.fits.items()
     blend = {"scores": fold_scores(coll, nested.costs, oof.truth, oof.fold_of),
-             "weights": {k: f.weights for k, f in fits}, "alpha": {k: f.alpha for k, f in fits},
-             "method": {k: f.method for k, f in fits}}
+             "weights": {k: f.weights for k, f in nested.fits.items()}}
     summary: dict = {"protocol": "oof", "oof": {
-        "folds": oof.folds, "plan": str(oof.plan.path), "n_graphs": len(oof.truth),
-        "manifests": oof.manifests, "n_labelled": len(oof.labelled),
-        "n_configs": int(sum(t.size for t in oof.truth.values())),
-        "not_in_every_run": oof.not_in_every_run, "under_2_common_configs": oof.under_2_common_configs,
+        "folds": oof.folds, "n_graphs": len(oof.truth), "manifests": oof.manifests,
+        "n_labelled": len(oof.labelled), "n_configs": int(sum(t.size for t in oof.truth.values())),
         "blend": blend,
         "models": {m: fold_scores(coll, p, oof.truth, oof.fold_of) for m, p in zip(cfg.model_list, oof.normed)},
         "runs": {m: run_scores(cfg, coll, m, oof) for m in cfg.model_list}}}
