@@ -242,14 +242,7 @@ def run_reports(work: str | os.PathLike, folds: bool = False) -> dict[str, list[
     ``folds`` of its single fold models too, for every trained model of the registry."""
     from tpurank.registry import MODELS
 
-    out = {}
-    for m in MODELS:
-        if m.trains:
-            ranker = m.ranker
-            runs = ranker.runs(work)
-            fold = sorted((Path(work) / "models" / m.name).rglob(f"fold*/{ranker.report}")) if folds else []
-            out[m.name] = runs + [json.loads(p.read_text()) for p in fold]
-    return out
+    return {m.name: m.ranker.runs(work, folds) for m in MODELS if m.trains}
 
 
 def plot_training_curves(work: str | os.PathLike):

@@ -82,15 +82,14 @@ class Ranker:
         each linked valid graph and its ``report`` times that (``final_eval_seconds``)."""
         raise NotImplementedError
 
-    def runs(self, work: str | Path) -> list[dict[str, Any]]:
-        """The ``report`` of every whole run (not of single fold models) under its models."""
-        base = Path(work) / "models" / self.name
-        paths = sorted(p for p in base.rglob(self.report or "-")
-                       if not any(part.startswith("fold") and part[4:].isdigit() for part in p.parts))
-        return [json.loads(p.read_text()) for p in paths]
+    def runs(self, work: str | Path, folds: bool = False) -> list[dict[str, Any]]:
+        """The ``report`` of every whole run under its models, then (``folds``) of every fold model."""
+        paths = sorted((Path(work) / "models" / self.name).rglob(self.report or "-"))
+        whole = [p for p in paths if not any(part.startswith("fold") and part[4:].isdigit() for part in p.parts)]
+        return [json.loads(p.read_text()) for p in whole + ([p for p in paths if p not in whole] if folds else [])]
 
     def real_costs(self, dirs: list[Path], records: Any, device: str) -> tuple[list[dict], str]:
         """Costs per real record (stem -> costs) of each trained model directory of one seed (its
         folds), and a note; ``records`` (:class:`ensemble.real.Records`) gives the records
-        featurized as a feature folder's build says (``processed``, ``tabular``)."""
+        featurized: ``processed(features_dir)``, ``tabular()``."""
         raise NotImplementedError
