@@ -84,19 +84,6 @@ def collection_scores_figure(scores: Mapping[str, Mapping[str, float]], title: s
     return fig
 
 
-def plot_per_graph(coll: Collection, scores: Mapping[str, Mapping[str, float]], path: Path) -> None:
-    """Each model's per-graph scores, sorted (one curve per model)."""
-    fig = _figure(6, 3.4)
-    ax = fig.subplots()
-    for model, per_graph in scores.items():
-        ax.plot(np.sort(list(per_graph.values()))[::-1], label=model)
-    ax.axhline(0, color="black", lw=0.5)
-    ax.set(xlabel="graphs, sorted by score", ylabel="top-5 score" if coll.is_tile else "Kendall τ",
-           title=f"{coll.name}: per-graph valid score")
-    ax.legend(fontsize=8)
-    _save(fig, path)
-
-
 def plot_rank_scatter(coll: Collection, preds: Mapping[str, np.ndarray], truth: Mapping[str, np.ndarray],
                       stems: Sequence[str], path: Path) -> None:
     """Predicted rank vs true rank (blend) for a few graphs."""
@@ -255,9 +242,7 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
         valid = per_graph_scores(cfg, coll, shown, "valid", norm)
         test = per_graph_scores(cfg, coll, shown, "test", norm)
         details["valid"][name], details["test"][name] = valid, test
-        if valid:
-            plot_per_graph(coll, valid, run_dir / f"per_graph_{coll.slug}.png")
-            graph_blocks.append(("img", f"per_graph_{coll.slug}.png", f"{name}: per-graph valid scores"))
+        if valid:  # the per-graph scores' distribution is in _score_blocks
             truth = read_truth(cfg.data, coll, "valid")
             blend = read_model_predictions(cfg.preds_dir, BLEND_MODEL, coll, "valid", norm)
             stems = sorted(truth, key=lambda s: -len(truth[s]))[:SCATTER_GRAPHS]
@@ -289,7 +274,7 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
                          "or choose anything. Kaggle data has no such section."),
                    _mean_table(test_means, shown, n_test), ("img", "scores_test.png", "hidden test per collection")]
         _save(collection_scores_figure(test_means, "hidden test (sample only)"), run_dir / "scores_test.png")
-    blocks += [("h2", "Per-graph scores and rank scatter (valid)")] + graph_blocks
+    blocks += [("h2", "Rank scatter (valid)")] + graph_blocks
     plan = _plan_blocks(cfg)
     blocks += plan[0]
     meta = {"blend": summary["metadata"], "report": run_metadata(cfg)}
@@ -307,7 +292,7 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
                                for c, s in summary["collections"].items()},
             "hidden_test": test_means,
             "repaired_test_graphs": [dict(zip(("graph", "problem", "repair"), r)) for r in repaired],
-            "per_graph": details, "weights": {c: s["weights"] for c, s in summary["collections"].items()}}
+            "per_graph": details}
     if plan[1] is not None:
         data["plan"] = plan[1]
     return blocks, data
