@@ -147,13 +147,12 @@ def weights_files(work: str | os.PathLike) -> list[Path]:
     return sorted(p.relative_to(work) for p in models + stats)
 
 
-def write_manifest(work: str | os.PathLike, out: str | os.PathLike,
-                   files: list[Path] | None = None) -> dict[str, Any]:
+def write_manifest(work: str | os.PathLike, out: str | os.PathLike) -> dict[str, Any]:
     """``out/MANIFEST.json``: where the weights come from, their preset, seed and commit."""
     import time
 
     work = Path(work)
-    files = weights_files(work) if files is None else files
+    files = weights_files(work)
     manifest: dict[str, Any] = {"source_work": str(work), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                 "models": sorted({str(Path(*f.parts[:3])) for f in files if f.parts[0] == "models"}),
                                 "feature_files": [str(f) for f in files if f.parts[0] == "features"]}
@@ -166,21 +165,10 @@ def write_manifest(work: str | os.PathLike, out: str | os.PathLike,
 
 
 def export_weights(work: str | os.PathLike, out: str | os.PathLike) -> Path:
-    """Copy :func:`weights_files` of a trained ``work`` into ``out`` with a manifest (the Kaggle
+    """:func:`install_weights` of a trained ``work`` into ``out`` with a manifest (the Kaggle
     weights dataset)."""
-    src, dst = Path(work), Path(out)
-    files = weights_files(src)
-    if not any(f.parts[0] == "models" for f in files):
-        raise FileNotFoundError(f"{src / 'models'}: no trained models; train first (`make run`)")
-    _copy_weights(src, dst, files)
-    write_manifest(src, dst, files)
-    return dst
-
-
-def _copy_weights(src: Path, dst: Path, files: list[Path]) -> None:
-    for rel in files:
-        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src / rel, dst / rel)
+    write_manifest(work, install_weights(work, out))
+    return Path(out)
 
 
 def slim_work(work: str | os.PathLike) -> dict[str, int]:
@@ -221,10 +209,13 @@ def install_weights(weights: str | os.PathLike, work: str | os.PathLike) -> Path
     """Copy :func:`weights_files` of trained artifacts (the weights dataset, the train kernel's
     output or any trained WORK) into ``work``: Kaggle inputs are read-only."""
     src, dst = Path(weights), Path(work)
-    if not (src / "models").is_dir():
-        raise FileNotFoundError(f"{src}: no models/ folder; is this the tpurank weights dataset "
-                                "or the train kernel's work folder?")
-    _copy_weights(src, dst, weights_files(src))
+    files = weights_files(src)
+    if not any(f.parts[0] == "models" for f in files):
+        raise FileNotFoundError(f"{src / 'models'}: no trained models; is this the tpurank weights dataset, "
+                                "the train kernel's work folder or a trained WORK (`make run`)?")
+    for rel in files:
+        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src / rel, dst / rel)
     return dst
 
 
