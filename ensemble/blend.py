@@ -1,19 +1,13 @@
-"""Blend model predictions per graph and write the submission: one flow per collection
-(docs/ensemble.md, "Blend").
-
-1. **Read** each model's normalised costs: its out-of-fold predictions of every labelled graph
-   (:mod:`ensemble.oof`; a model without them stops the blend, naming it), or with
-   ``--protocol valid`` the valid split.
-2. **Fit the weights** (:func:`ensemble.weights.fit_weights`) on every OOF graph for the test,
-   and without each fold (:func:`nested_blend`) for the reported score and the valid graphs.
-3. **Hedge the tile top 5** (:mod:`ensemble.hedge`), chosen the same way.
-4. **Write** the blend's predictions, the submission, ``WORK/blend/summary.json`` and
-   ``submissions/<run>/``, then run the checker. Test runtimes are never read.
+"""Blend model predictions per graph and write the submission (docs/ensemble.md, "Blend"): per
+collection the weights (and the tile top-5 portfolio) are fitted on the models' out-of-fold
+predictions for the test, and without each fold (:func:`nested_blend`) for the reported score and
+the valid graphs; or, with ``--protocol valid``, on the valid split. Test runtimes are never read.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 import time
 from pathlib import Path
@@ -231,10 +225,18 @@ def run_blend(cfg: BlendConfig) -> dict:
     summary["submission"] = str(submission)
     summary["run_dir"] = str(run_dir)
     write_json(run_dir / "blend.json", summary)
-    write_json(cfg.blend_dir / "summary.json", summary)
+    write_json(Path(cfg.work) / "blend" / "summary.json", summary)
     if problems:
         raise ValueError(f"{submission} failed the checker: " + "; ".join(problems[:5]))
     return summary
+
+
+def read_summary(work: str | Path) -> dict:
+    """``WORK/blend/summary.json``, written by :func:`run_blend`."""
+    path = Path(work) / "blend" / "summary.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no blend summary (run `python -m ensemble blend` first)")
+    return json.loads(path.read_text())
 
 
 def oof_scores(coll_summary: dict) -> dict[str, dict]:

@@ -274,19 +274,12 @@ def validation_table(work: str | os.PathLike) -> list[dict[str, Any]]:
     return list(rows.values())
 
 
-def blend_summary(work: str | os.PathLike) -> dict[str, Any]:
-    """``WORK/blend/summary.json`` written by the blend stage."""
-    path = Path(work) / "blend" / "summary.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no blend summary; run the blend stage first")
-    return json.loads(path.read_text())
-
-
 def plot_validation_scores(work: str | os.PathLike):
     """Validation score per collection of each model and of the blend (grouped bars, a Figure)."""
+    from ensemble.blend import read_summary
     from ensemble.report import collection_scores_figure
 
-    colls = blend_summary(work)["collections"]
+    colls = read_summary(work)["collections"]
     return collection_scores_figure({c: s["valid_score"] for c, s in colls.items()},
                                     "Validation score per collection (valid split)")
 

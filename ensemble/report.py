@@ -20,6 +20,7 @@ from tpurank.config import parse_config, run_metadata
 from models.metrics import graph_score
 from models.predictions import model_runs, read_model_predictions
 
+from ensemble.blend import read_summary
 from ensemble.truth import truth as read_truth
 from ensemble.weights import BLEND_MODEL, WORST_FRACTION, BlendConfig, tail_mean
 
@@ -221,10 +222,7 @@ def _score_blocks(summary: dict, models: Sequence[str], shown: Sequence[str],
 
 
 def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
-    summary_path = cfg.blend_dir / "summary.json"
-    if not summary_path.is_file():
-        raise FileNotFoundError(f"{summary_path}: no blend summary (run `python -m ensemble blend` first)")
-    summary = json.loads(summary_path.read_text())
+    summary = read_summary(cfg.work)
     run_dir = Path(cfg.submission).parent / summary["run_id"]
     norm = summary["norm"]
     models = list(summary["models"])

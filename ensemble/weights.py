@@ -102,10 +102,6 @@ class BlendConfig(StageConfig):
     def preds_dir(self) -> Path:
         return Path(self.work) / "preds"
 
-    @property
-    def blend_dir(self) -> Path:
-        return Path(self.work) / "blend"
-
 
 @dataclass
 class FitResult:

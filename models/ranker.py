@@ -1,12 +1,7 @@
-"""What the pipeline needs of a ranker: :class:`Ranker`, and :class:`RankerConfig`, the options
-every ranker's stage config names alike.
-
-A model of :mod:`tpurank.registry` is a stage module whose ``train`` writes ``WORK/models/<name>
-[-tag]/<slug>/seed<k>[/fold<j>]/`` and ``predict`` ``WORK/preds/<name>[-tag][@seed<k>]/<slug>/
-{oof,valid,test-fold<j>,test}.npz`` (:mod:`models.predictions`), and whose ``RANKER`` tells the
-rest: the planner's time model (:mod:`ensemble.run`), its runs' reports (the notebooks) and its
-scoring of the real TPU records (:mod:`ensemble.real`). The orchestration names no model.
-"""
+"""What the pipeline needs of a ranker: :class:`Ranker` (a model package's ``RANKER``: the
+planner's time model, its runs' reports, its scoring of the real TPU records), and
+:class:`RankerConfig`, the options every ranker's stage config names alike. The orchestration
+names no model."""
 
 from __future__ import annotations
 
