@@ -46,8 +46,8 @@ def blend_collection(cfg: BlendConfig, coll: Collection) -> tuple[dict, dict[str
         summary: dict = {"protocol": "valid (in-sample)"}
         slots = None
         if hedge and valid_truth:
-            slots, values = hedged_slots(valid, valid_truth, crit, sorted(valid_truth))
-            summary["portfolio"] = _portfolio(cfg, crit, slots, values, len(valid_truth))
+            slots = hedged_slots(valid, valid_truth, crit, sorted(valid_truth))
+            summary["portfolio"] = _portfolio(cfg, crit, slots, len(valid_truth))
         per_stem = {s: (fit.weights, slots) for s in valid_truth}
     else:
         lacking = has_oof(cfg.preds_dir, cfg.model_list, coll)
@@ -100,9 +100,8 @@ def blend_oof(cfg: BlendConfig, coll: Collection, crit: Criterion, hedge: bool):
     slots = None
     if hedge:  # the weighted average's nested scores stay beside the portfolio's, for comparison
         summary["oof"]["average"] = fold_scores(coll, nested.average, oof.truth, oof.fold_of)
-        slots, values = hedged_slots(oof.normed, oof.truth, crit, sorted(oof.truth))
-        summary["portfolio"] = dict(_portfolio(cfg, crit, slots, values, len(oof.truth)),
-                                    fold_slots=nested.slots)
+        slots = hedged_slots(oof.normed, oof.truth, crit, sorted(oof.truth))
+        summary["portfolio"] = dict(_portfolio(cfg, crit, slots, len(oof.truth)), fold_slots=nested.slots)
     write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, OOF_SPLIT), nested.costs)
     save_npz(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, OOF_CONFIG_SPLIT),
              **{s: oof.index[s] for s in nested.costs})
@@ -137,15 +136,15 @@ def nested_blend(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
                                              scorer=scorer, criterion=criterion, groups=fold_of)
         out.average.update(blend_costs(normed, fit.weights, scored))
         if hedge:
-            out.slots[str(k)] = hedged_slots(normed, truth, criterion, fit_on)[0]
+            out.slots[str(k)] = hedged_slots(normed, truth, criterion, fit_on)
         out.costs.update(blend_or_portfolio(normed, fit.weights, scored, out.slots.get(str(k))))
     return out
 
 
-def _portfolio(cfg: BlendConfig, crit: Criterion, slots: list[int], values: list[float], n: int) -> dict:
-    """What the summary records of the tile portfolio (``values``: each model's criterion alone)."""
+def _portfolio(cfg: BlendConfig, crit: Criterion, slots: list[int], n: int) -> dict:
+    """What the summary records of the tile portfolio."""
     return {"members": [*cfg.model_list, BLEND_MODEL], "slots": slots, "criterion": crit.describe(),
-            "n_graphs": n, "options": dict(zip(cfg.model_list, values))}
+            "n_graphs": n}
 
 
 def load_normed(cfg: BlendConfig, coll: Collection, split: str,
