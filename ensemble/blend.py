@@ -1,19 +1,13 @@
-"""Blend model predictions per graph and write the submission: one flow per collection
-(docs/ensemble.md, "Blend").
-
-1. **Read** each model's normalised costs: its out-of-fold predictions of every labelled graph
-   (:mod:`ensemble.oof`; a model without them stops the blend, naming it), or with
-   ``--protocol valid`` the valid split.
-2. **Fit the weights** (:func:`ensemble.weights.fit_weights`) on every OOF graph for the test,
-   and without each fold (:func:`nested_blend`) for the reported score and the valid graphs.
-3. **Hedge the tile top 5** (:mod:`ensemble.hedge`), chosen the same way.
-4. **Write** the blend's predictions, the submission, ``WORK/blend/summary.json`` and
-   ``submissions/<run>/``, then run the checker. Test runtimes are never read.
+"""Blend model predictions per graph and write the submission (docs/ensemble.md, "Blend"): per
+collection the weights (and the tile top-5 portfolio) are fitted on the models' out-of-fold
+predictions for the test, and without each fold (:func:`nested_blend`) for the reported score and
+the valid graphs; or, with ``--protocol valid``, on the valid split. Test runtimes are never read.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 import time
 from pathlib import Path
@@ -48,12 +42,12 @@ def blend_collection(cfg: BlendConfig, coll: Collection) -> tuple[dict, dict[str
         k = len(cfg.model_list)
         fit = (fit_weights(coll, valid, valid_truth, cfg.grid_step, cfg.alphas, cfg.max_fit_configs,
                            criterion=crit) if valid_truth
-               else FitResult([1.0 / k] * k, 1.0, [], 0, method="equal (no valid graphs)"))
+               else FitResult([1.0 / k] * k, 1.0, 0, method="equal (no valid graphs)"))
         summary: dict = {"protocol": "valid (in-sample)"}
         slots = None
         if hedge and valid_truth:
-            slots, values = hedged_slots(valid, valid_truth, crit, sorted(valid_truth))
-            summary["portfolio"] = _portfolio(cfg, crit, slots, values, len(valid_truth))
+            slots = hedged_slots(valid, valid_truth, crit, sorted(valid_truth))
+            summary["portfolio"] = _portfolio(cfg, crit, slots, len(valid_truth))
         per_stem = {s: (fit.weights, slots) for s in valid_truth}
     else:
         lacking = has_oof(cfg.preds_dir, cfg.model_list, coll)
@@ -95,24 +89,19 @@ def blend_oof(cfg: BlendConfig, coll: Collection, crit: Criterion, hedge: bool):
                       criterion=crit, groups=oof.fold_of)
     nested = nested_blend(coll, oof.normed, oof.truth, oof.fold_of, cfg.grid_step, cfg.alphas,
                           scorer, crit, hedge)
-    fits = nested.fits.items()
     blend = {"scores": fold_scores(coll, nested.costs, oof.truth, oof.fold_of),
-             "weights": {k: f.weights for k, f in fits}, "alpha": {k: f.alpha for k, f in fits},
-             "method": {k: f.method for k, f in fits}}
+             "weights": {k: f.weights for k, f in nested.fits.items()}}
     summary: dict = {"protocol": "oof", "oof": {
-        "folds": oof.folds, "plan": str(oof.plan.path), "n_graphs": len(oof.truth),
-        "manifests": oof.manifests, "n_labelled": len(oof.labelled),
-        "n_configs": int(sum(t.size for t in oof.truth.values())),
-        "not_in_every_run": oof.not_in_every_run, "under_2_common_configs": oof.under_2_common_configs,
+        "folds": oof.folds, "n_graphs": len(oof.truth), "manifests": oof.manifests,
+        "n_labelled": len(oof.labelled), "n_configs": int(sum(t.size for t in oof.truth.values())),
         "blend": blend,
         "models": {m: fold_scores(coll, p, oof.truth, oof.fold_of) for m, p in zip(cfg.model_list, oof.normed)},
         "runs": {m: run_scores(cfg, coll, m, oof) for m in cfg.model_list}}}
     slots = None
     if hedge:  # the weighted average's nested scores stay beside the portfolio's, for comparison
         summary["oof"]["average"] = fold_scores(coll, nested.average, oof.truth, oof.fold_of)
-        slots, values = hedged_slots(oof.normed, oof.truth, crit, sorted(oof.truth))
-        summary["portfolio"] = dict(_portfolio(cfg, crit, slots, values, len(oof.truth)),
-                                    fold_slots=nested.slots)
+        slots = hedged_slots(oof.normed, oof.truth, crit, sorted(oof.truth))
+        summary["portfolio"] = dict(_portfolio(cfg, crit, slots, len(oof.truth)), fold_slots=nested.slots)
     write_predictions(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, OOF_SPLIT), nested.costs)
     save_npz(predictions_path(cfg.preds_dir, BLEND_MODEL, coll, OOF_CONFIG_SPLIT),
              **{s: oof.index[s] for s in nested.costs})
@@ -147,15 +136,15 @@ def nested_blend(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
                                              scorer=scorer, criterion=criterion, groups=fold_of)
         out.average.update(blend_costs(normed, fit.weights, scored))
         if hedge:
-            out.slots[str(k)] = hedged_slots(normed, truth, criterion, fit_on)[0]
+            out.slots[str(k)] = hedged_slots(normed, truth, criterion, fit_on)
         out.costs.update(blend_or_portfolio(normed, fit.weights, scored, out.slots.get(str(k))))
     return out
 
 
-def _portfolio(cfg: BlendConfig, crit: Criterion, slots: list[int], values: list[float], n: int) -> dict:
-    """What the summary records of the tile portfolio (``values``: each model's criterion alone)."""
+def _portfolio(cfg: BlendConfig, crit: Criterion, slots: list[int], n: int) -> dict:
+    """What the summary records of the tile portfolio."""
     return {"members": [*cfg.model_list, BLEND_MODEL], "slots": slots, "criterion": crit.describe(),
-            "n_graphs": n, "options": dict(zip(cfg.model_list, values))}
+            "n_graphs": n}
 
 
 def load_normed(cfg: BlendConfig, coll: Collection, split: str,
@@ -235,10 +224,18 @@ def run_blend(cfg: BlendConfig) -> dict:
     summary["submission"] = str(submission)
     summary["run_dir"] = str(run_dir)
     write_json(run_dir / "blend.json", summary)
-    write_json(cfg.blend_dir / "summary.json", summary)
+    write_json(Path(cfg.work) / "blend" / "summary.json", summary)
     if problems:
         raise ValueError(f"{submission} failed the checker: " + "; ".join(problems[:5]))
     return summary
+
+
+def read_summary(work: str | Path) -> dict:
+    """``WORK/blend/summary.json``, written by :func:`run_blend`."""
+    path = Path(work) / "blend" / "summary.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no blend summary (run `python -m ensemble blend` first)")
+    return json.loads(path.read_text())
 
 
 def oof_scores(coll_summary: dict) -> dict[str, dict]:

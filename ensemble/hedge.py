@@ -72,14 +72,13 @@ def hedged_counts(values: Sequence[float], k: int = TILE_TOP_K) -> list[int]:
 
 
 def hedged_slots(normed: Sequence[Mapping[str, np.ndarray]], truth: Mapping[str, np.ndarray],
-                 criterion: Criterion, stems: Sequence[str]) -> tuple[list[int], list[float]]:
-    """The slots of the models and of their average (none: it orders the rest) fitted on
-    ``stems``, and each model's ``criterion`` of its own top-5 score there. Nothing is searched
-    but which model is better, so on every kernel the answer holds each model's top pick and
-    scores at least what the better model's top 4 scores."""
-    values = [float(criterion.value(np.array([tile_score(m[s], truth[s]) for s in stems])))
-              for m in normed]
-    return hedged_counts(values) + [0], values
+                 criterion: Criterion, stems: Sequence[str]) -> list[int]:
+    """The slots of the models (by each one's ``criterion`` of its own top-5 score on ``stems``)
+    and of their average (none: it orders the rest). Nothing is searched but which model is
+    better, so on every kernel the answer holds each model's top pick and scores at least what
+    the better model's top 4 scores."""
+    return hedged_counts([float(criterion.value(np.array([tile_score(m[s], truth[s]) for s in stems])))
+                          for m in normed]) + [0]
 
 
 def blend_or_portfolio(normed: Sequence[Mapping[str, np.ndarray]], weights: Sequence[float],

@@ -27,15 +27,12 @@ class OofData:
     """One collection's OOF inputs of the blend."""
 
     folds: int  # K of the fold plan
-    plan: FoldPlan
     fold_of: dict[str, int]  # stem -> fold
     labelled: dict[str, np.ndarray]  # every labelled graph's truth
     normed: list[dict[str, np.ndarray]]  # per model: its runs' costs normalised and averaged, on...
     truth: dict[str, np.ndarray]  # ... the configs every run of every model predicted
     index: dict[str, np.ndarray]  # stem -> those configs
     runs: dict[str, list[str]]  # model -> its runs with OOF predictions
-    not_in_every_run: list[str]
-    under_2_common_configs: list[str]
     manifests: list[str]  # the fold manifests checked
 
 
@@ -75,15 +72,13 @@ def load_oof(cfg, coll: Collection) -> OofData:
     if unknown:
         raise ValueError(f"{coll.name}/oof: predictions for {len(unknown)} graph(s) that are not "
                          f"labelled graphs under {cfg.data}, e.g. {unknown[:3]}")
-    out = OofData(folds, plan, fold_of, labelled, [{} for _ in cfg.model_list], {}, {}, runs,
-                  sorted(set.union(*[set(d) for d in every]) - set(stems)), [], [])
+    out = OofData(folds, fold_of, labelled, [{} for _ in cfg.model_list], {}, {}, runs, [])
     for stem in stems:  # on the configs every run predicted (train OOF may cover a subset)
         common = every[0][stem][0]
         for d in every[1:]:
             common = np.intersect1d(common, d[stem][0])
         common = np.unique(common)
-        if common.size < 2:
-            out.under_2_common_configs.append(stem)
+        if common.size < 2:  # nothing to rank
             continue
         out.truth[stem] = _at(labelled[stem], common, f"{coll.name}/oof graph {stem}")
         out.index[stem] = common
@@ -172,9 +167,9 @@ def fold_scores(coll: Collection, costs: Mapping[str, np.ndarray], truth: Mappin
 
 
 def run_scores(cfg, coll: Collection, model: str, oof: OofData) -> dict:
-    """OOF scores of each seed run of ``model`` alone (on the configs it predicted), over the
-    folds of that run's own plan, and their mean ± sd over every (seed run, fold) cell."""
-    per_run = {}
+    """The mean ± sd of ``model``'s OOF scores over every (seed run, fold) cell: each seed run
+    alone (on the configs it predicted), over the folds of that run's own plan."""
+    cells = []
     for run in oof.runs[model]:
         m = re.search(re.escape(SEED_SEPARATOR) + r"(\d+)$", run)
         own = plan_path(cfg.work, coll, oof.folds, int(m.group(1))) if m else None
@@ -183,9 +178,8 @@ def run_scores(cfg, coll: Collection, model: str, oof: OofData) -> dict:
         stems = [s for s in preds if s in oof.labelled and s in fold_of]
         costs = {s: preds[s][1] for s in stems}
         truth = {s: _at(oof.labelled[s], preds[s][0], f"{run}/{coll.slug}/oof") for s in stems}
-        per_run[run] = {k: v for k, v in fold_scores(coll, costs, truth, fold_of).items() if k != "per_graph"}
-    if not per_run:
+        cells += fold_scores(coll, costs, truth, fold_of)["per_fold"].values()
+    if not cells:
         return {}
-    cells = [v for r in per_run.values() for v in r["per_fold"].values()]
-    return {"per_run": per_run, "spread": {"mean": float(np.mean(cells)), "sd": float(np.std(cells)),
-                                           "cells": len(cells), "runs": len(per_run)}}
+    return {"spread": {"mean": float(np.mean(cells)), "sd": float(np.std(cells)), "cells": len(cells),
+                       "runs": len(oof.runs[model])}}

@@ -147,13 +147,12 @@ def weights_files(work: str | os.PathLike) -> list[Path]:
     return sorted(p.relative_to(work) for p in models + stats)
 
 
-def write_manifest(work: str | os.PathLike, out: str | os.PathLike,
-                   files: list[Path] | None = None) -> dict[str, Any]:
+def write_manifest(work: str | os.PathLike, out: str | os.PathLike) -> dict[str, Any]:
     """``out/MANIFEST.json``: where the weights come from, their preset, seed and commit."""
     import time
 
     work = Path(work)
-    files = weights_files(work) if files is None else files
+    files = weights_files(work)
     manifest: dict[str, Any] = {"source_work": str(work), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                 "models": sorted({str(Path(*f.parts[:3])) for f in files if f.parts[0] == "models"}),
                                 "feature_files": [str(f) for f in files if f.parts[0] == "features"]}
@@ -166,21 +165,10 @@ def write_manifest(work: str | os.PathLike, out: str | os.PathLike,
 
 
 def export_weights(work: str | os.PathLike, out: str | os.PathLike) -> Path:
-    """Copy :func:`weights_files` of a trained ``work`` into ``out`` with a manifest (the Kaggle
+    """:func:`install_weights` of a trained ``work`` into ``out`` with a manifest (the Kaggle
     weights dataset)."""
-    src, dst = Path(work), Path(out)
-    files = weights_files(src)
-    if not any(f.parts[0] == "models" for f in files):
-        raise FileNotFoundError(f"{src / 'models'}: no trained models; train first (`make run`)")
-    _copy_weights(src, dst, files)
-    write_manifest(src, dst, files)
-    return dst
-
-
-def _copy_weights(src: Path, dst: Path, files: list[Path]) -> None:
-    for rel in files:
-        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src / rel, dst / rel)
+    write_manifest(work, install_weights(work, out))
+    return Path(out)
 
 
 def slim_work(work: str | os.PathLike) -> dict[str, int]:
@@ -221,10 +209,13 @@ def install_weights(weights: str | os.PathLike, work: str | os.PathLike) -> Path
     """Copy :func:`weights_files` of trained artifacts (the weights dataset, the train kernel's
     output or any trained WORK) into ``work``: Kaggle inputs are read-only."""
     src, dst = Path(weights), Path(work)
-    if not (src / "models").is_dir():
-        raise FileNotFoundError(f"{src}: no models/ folder; is this the tpurank weights dataset "
-                                "or the train kernel's work folder?")
-    _copy_weights(src, dst, weights_files(src))
+    files = weights_files(src)
+    if not any(f.parts[0] == "models" for f in files):
+        raise FileNotFoundError(f"{src / 'models'}: no trained models; is this the tpurank weights dataset, "
+                                "the train kernel's work folder or a trained WORK (`make run`)?")
+    for rel in files:
+        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src / rel, dst / rel)
     return dst
 
 
@@ -242,14 +233,7 @@ def run_reports(work: str | os.PathLike, folds: bool = False) -> dict[str, list[
     ``folds`` of its single fold models too, for every trained model of the registry."""
     from tpurank.registry import MODELS
 
-    out = {}
-    for m in MODELS:
-        if m.trains:
-            ranker = m.ranker
-            runs = ranker.runs(work)
-            fold = sorted((Path(work) / "models" / m.name).rglob(f"fold*/{ranker.report}")) if folds else []
-            out[m.name] = runs + [json.loads(p.read_text()) for p in fold]
-    return out
+    return {m.name: m.ranker.runs(work, folds) for m in MODELS if m.trains}
 
 
 def plot_training_curves(work: str | os.PathLike):
@@ -290,19 +274,12 @@ def validation_table(work: str | os.PathLike) -> list[dict[str, Any]]:
     return list(rows.values())
 
 
-def blend_summary(work: str | os.PathLike) -> dict[str, Any]:
-    """``WORK/blend/summary.json`` written by the blend stage."""
-    path = Path(work) / "blend" / "summary.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no blend summary; run the blend stage first")
-    return json.loads(path.read_text())
-
-
 def plot_validation_scores(work: str | os.PathLike):
     """Validation score per collection of each model and of the blend (grouped bars, a Figure)."""
+    from ensemble.blend import read_summary
     from ensemble.report import collection_scores_figure
 
-    colls = blend_summary(work)["collections"]
+    colls = read_summary(work)["collections"]
     return collection_scores_figure({c: s["valid_score"] for c, s in colls.items()},
                                     "Validation score per collection (valid split)")
 

@@ -117,36 +117,6 @@ def heuristic_scores(graphs: Sequence[RealGraph], collection: str) -> Scores:
 
 # ---------------------------------------------------------------- trained models
 
-def _process(graphs: Sequence[RealGraph], coll: Collection, features_dir: Path,
-             tabular: bool = False) -> tuple[dict[str, Any], list[Any]]:
-    """Processed graphs (``valid`` split: all configs, source order) and tabular frames, with the
-    settings and normalisation stats of the feature build in ``features_dir``."""
-    from features import tabular as tab
-    from features.buildconfig import BuildConfig
-    from features.io import load_npz
-    from features.processed import load_norm
-    from features.stages import process_graph
-    from tpurank.config import load_run_config
-
-    build_json = features_dir / coll.slug / "build.json"
-    if not build_json.is_file():
-        raise FileNotFoundError(f"{build_json}: no feature build for {coll.name}")
-    build_cfg, norm = load_run_config(BuildConfig, build_json), load_norm(features_dir, coll)
-    processed, frames = {}, []
-    for g in graphs:
-        graph = load_npz(g.path)
-        parts: list[tuple[np.ndarray, np.ndarray]] = []
-        sink = (lambda idx, feats: parts.append((idx, feats))) if tabular else None
-        pg = process_graph(graph, coll, SPLIT, g.stem, norm, build_cfg, None, tabular_sink=sink)
-        processed[g.stem] = pg
-        if tabular:
-            names = pg.meta["tabular_feature_names"]
-            idx = np.concatenate([p[0] for p in parts])
-            feats = np.concatenate([p[1] for p in parts])
-            frames.append(tab.make_frame(g.stem, idx, pg.target, feats, names))
-    return processed, frames
-
-
 def trained_models(base: Path, marker: str) -> dict[int, list[Path]]:
     """``{seed: model directories}`` of the models trained under ``base`` (one collection of one
     model): ``seed<k>/fold<j>/`` for a cross-validated run (``--folds K``, the presets' default),
@@ -166,32 +136,51 @@ def trained_models(base: Path, marker: str) -> dict[int, list[Path]]:
 @dataclass
 class Records:
     """The real records of one collection as a ranker reads them (:meth:`Ranker.real_costs`):
-    featurized with a trained feature folder's settings and statistics, made once per folder."""
+    processed graphs (the ``valid`` split: every config, in source order) and tabular rows, made
+    once per feature folder with its build settings and normalisation stats."""
 
     graphs: Sequence[RealGraph]
     coll: Collection
     work: Path
-    scratch: Path  # where the tabular rows are written
-    made: dict = field(default_factory=dict)
+    made: dict = field(default_factory=dict)  # feature folder -> (stem -> processed graph, tabular frame)
 
-    def _made(self, features: Path | None, tabular: bool) -> tuple[dict[str, Any], list[Any]]:
-        fdir = Path(features or self.work / "features")
-        if (fdir, tabular) not in self.made:
-            self.made[fdir, tabular] = _process(self.graphs, self.coll, fdir, tabular)
-        return self.made[fdir, tabular]
-
-    def processed(self, features: Path | None = None) -> dict[str, Any]:
-        """stem -> processed graph (the ``valid`` split: every config, in source order)."""
-        return self._made(features, False)[0]
-
-    def tabular(self, features: Path | None = None) -> Path:
-        """The records' tabular rows, as a parquet file (``<split>.parquet``)."""
+    def _made(self, features: Path | None) -> tuple[dict[str, Any], Any]:
         import polars as pl
 
         from features import tabular as tab
+        from features.buildconfig import BuildConfig
+        from features.io import load_npz
+        from features.processed import load_norm
+        from features.stages import process_graph
+        from tpurank.config import load_run_config
 
-        path = self.scratch / self.coll.slug / f"{SPLIT}.parquet"
-        tab.write_parquet(pl.concat(self._made(features, True)[1], how="vertical"), path)
+        fdir = Path(features or self.work / "features")
+        if fdir in self.made:
+            return self.made[fdir]
+        build_json = fdir / self.coll.slug / "build.json"
+        if not build_json.is_file():
+            raise FileNotFoundError(f"{build_json}: no feature build for {self.coll.name}")
+        build_cfg, norm = load_run_config(BuildConfig, build_json), load_norm(fdir, self.coll)
+        processed, frames = {}, []
+        for g in self.graphs:
+            parts: list[tuple[np.ndarray, np.ndarray]] = []
+            pg = processed[g.stem] = process_graph(load_npz(g.path), self.coll, SPLIT, g.stem, norm, build_cfg,
+                                                   None, tabular_sink=lambda idx, feats: parts.append((idx, feats)))
+            idx, feats = (np.concatenate(p) for p in zip(*parts))
+            frames.append(tab.make_frame(g.stem, idx, pg.target, feats, pg.meta["tabular_feature_names"]))
+        self.made[fdir] = processed, pl.concat(frames, how="vertical")
+        return self.made[fdir]
+
+    def processed(self, features: Path | None = None) -> dict[str, Any]:
+        """stem -> processed graph, featurized as ``features`` (default ``WORK/features``) says."""
+        return self._made(features)[0]
+
+    def tabular(self) -> Path:
+        """The records' tabular rows (``WORK/features``' build) as a parquet file."""
+        from features import tabular as tab
+
+        path = self.work / "real" / "features" / self.coll.slug / f"{SPLIT}.parquet"
+        tab.write_parquet(self._made(None)[1], path)
         return path
 
 
@@ -207,7 +196,7 @@ def model_scores(model: str, work: Path, graphs: Sequence[RealGraph], coll: Coll
     trained = trained_models(base, ranker.marker)
     if not trained:
         return Scores(model, label, missing=f"no trained {ranker.title} under {base}")
-    records = Records(graphs, coll, work, work / "real" / "features")
+    records = Records(graphs, coll, work)
     per_seed: dict[int, dict[str, np.ndarray]] = {}
     notes = []
     for seed, dirs in trained.items():

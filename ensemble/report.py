@@ -20,6 +20,7 @@ from tpurank.config import parse_config, run_metadata
 from models.metrics import graph_score
 from models.predictions import model_runs, read_model_predictions
 
+from ensemble.blend import read_summary
 from ensemble.truth import truth as read_truth
 from ensemble.weights import BLEND_MODEL, WORST_FRACTION, BlendConfig, tail_mean
 
@@ -84,19 +85,6 @@ def collection_scores_figure(scores: Mapping[str, Mapping[str, float]], title: s
     return fig
 
 
-def plot_per_graph(coll: Collection, scores: Mapping[str, Mapping[str, float]], path: Path) -> None:
-    """Each model's per-graph scores, sorted (one curve per model)."""
-    fig = _figure(6, 3.4)
-    ax = fig.subplots()
-    for model, per_graph in scores.items():
-        ax.plot(np.sort(list(per_graph.values()))[::-1], label=model)
-    ax.axhline(0, color="black", lw=0.5)
-    ax.set(xlabel="graphs, sorted by score", ylabel="top-5 score" if coll.is_tile else "Kendall τ",
-           title=f"{coll.name}: per-graph valid score")
-    ax.legend(fontsize=8)
-    _save(fig, path)
-
-
 def plot_rank_scatter(coll: Collection, preds: Mapping[str, np.ndarray], truth: Mapping[str, np.ndarray],
                       stems: Sequence[str], path: Path) -> None:
     """Predicted rank vs true rank (blend) for a few graphs."""
@@ -123,50 +111,6 @@ def _mean_table(scores: Mapping[str, Mapping[str, float]], models: Sequence[str]
               else "—" for m in models]
     rows.append(["**final (mean)**", ""] + finals)
     return ("table", ["collection", "graphs"] + list(models), rows)
-
-
-def _valid_note(summary: dict) -> str:
-    if all(s.get("protocol") == "oof" for s in summary["collections"].values()):
-        return ("Models: out-of-fold predictions of the official valid graphs (each from the fold "
-                "model that did not see it). Blend: each valid graph blended with the weights "
-                "fitted on the other folds (nested), so no number here was fitted on its graph.")
-    return ("**In-sample numbers.** The models early-stopped and chose their options on these "
-            "graphs and the blend weights were fitted on them: these scores are optimistic. Train "
-            "with `--folds K` for out-of-fold scores.")
-
-
-def _oof_blocks(summary: dict, models: Sequence[str], run_dir: Path) -> list[Block]:
-    """The OOF table: per collection graphs, folds, each model's mean ± sd over folds (and
-    over seed runs × folds), the blend's leave-one-fold-out mean ± sd."""
-    colls = {c: s["oof"] for c, s in summary["collections"].items() if s.get("oof")}
-    if not colls:
-        return [("h2", "Out-of-fold scores"),
-                ("p", "No out-of-fold predictions (models trained without `--folds K`): only the "
-                      "in-sample valid table below is available.")]
-    header = (["collection", "graphs", "folds"] + [f"{m}, seed runs averaged (± sd over folds)" for m in models]
-              + [f"{m} (± sd over seed runs × folds)" for m in models] + [f"{BLEND_MODEL} (nested, ± sd over folds)"])
-
-    def pm(v: dict) -> str:
-        return f"{v['mean']:.4f} ± {v['sd']:.4f}"
-
-    rows, means = [], {}
-    for c, o in colls.items():
-        n = o["n_graphs"] if o["n_graphs"] == o["n_labelled"] else f"{o['n_graphs']} of {o['n_labelled']}"
-        spreads = [o["runs"].get(m, {}).get("spread") for m in models]
-        rows.append([c, str(n), str(o["folds"]), *(pm(o["models"][m]) for m in models),
-                     *(f"{pm(sp)} ({sp['runs']}×)" if sp else "—" for sp in spreads), pm(o["blend"]["scores"])])
-        means[c] = {**{m: o["models"][m]["mean"] for m in models}, BLEND_MODEL: o["blend"]["scores"]["mean"]}
-    final = [f"**{np.mean([means[c][m] for c in means]):.4f}**" for m in [*models, BLEND_MODEL]]
-    rows.append(["**final (mean)**", str(sum(o["n_graphs"] for o in colls.values())), "", *final[:-1],
-                 *[""] * len(models), final[-1]])
-    _save(collection_scores_figure(means, "out-of-fold (blend: nested)"), run_dir / "scores_oof.png")
-    return [("h2", "Out-of-fold scores (every labelled graph: train + valid)"),
-            ("p", "Each graph is scored on the prediction of the fold model that did not see it. "
-                  "The blend is scored leave-one-fold-out: its weights (and shrinkage) are fitted on "
-                  "the other folds' OOF predictions and applied to the left-out fold. Mean over "
-                  "folds of the per-fold mean score, ± the sd over folds. \"N of M\" graphs: the "
-                  "others had fewer than 2 configs predicted by every run (nothing to rank)."),
-            ("table", header, rows), ("img", "scores_oof.png", "OOF score per collection")]
 
 
 def distribution_rows(per_graph: Mapping[str, Mapping[str, float]]) -> list[list[str]]:
@@ -206,41 +150,79 @@ def plot_distributions(per_coll: Mapping[str, Mapping[str, Mapping[str, float]]]
     _save(fig, path)
 
 
-def _distribution_blocks(summary: dict, models: Sequence[str], valid: Mapping[str, dict],
-                         run_dir: Path) -> list[Block]:
-    """Per collection, the per-graph score distribution of every model and of the blend: out of
-    fold (blend nested) when the models were cross-validated, else on the official valid split."""
-    per_coll: dict[str, dict[str, dict[str, float]]] = {}
-    for c, s in summary["collections"].items():
-        oof = s.get("oof")
-        if oof:
-            per_coll[c] = {m: oof["models"][m]["per_graph"] for m in models}
-            if "average" in oof:  # the tile portfolio's weighted average
-                per_coll[c][f"{BLEND_MODEL} (average)"] = oof["average"]["per_graph"]
-            per_coll[c][BLEND_MODEL] = oof["blend"]["scores"]["per_graph"]
-        elif valid.get(c):
-            per_coll[c] = dict(valid[c])
-    if not per_coll:
-        return []
-    blocks: list[Block] = [
-        ("h2", "Per-graph score distribution"),
-        ("p", "Every model's and the blend's per-graph scores, out of fold (blend nested) where "
-              "the models were cross-validated, else on the official valid split. The tile score is "
-              f"unbounded below: the worst graph and the mean of the worst {WORST_FRACTION:.0%} show "
-              "what a mean hides.")]
-    for c, per_graph in per_coll.items():
-        kind = "out of fold" if summary["collections"][c].get("oof") else "valid"
-        blocks += [("p", f"**{c}** ({kind})"), ("table", DISTRIBUTION_HEADER, distribution_rows(per_graph))]
-    plot_distributions(per_coll, "per-graph scores", run_dir / "distribution.png")
-    blocks.append(("img", "distribution.png", "per-graph score distribution per collection"))
-    return blocks
+def _score_blocks(summary: dict, models: Sequence[str], shown: Sequence[str],
+                  valid: Mapping[str, dict], valid_means: dict, run_dir: Path) -> list[Block]:
+    """The scores of every model and of the blend: out of fold per collection (graphs, folds,
+    each model's mean ± sd over folds and over seed runs × folds, the blend's leave-one-fold-out
+    mean ± sd), the per-graph distribution (out of fold where the models were cross-validated,
+    else on the official valid split) and the official valid split's means."""
+    colls = summary["collections"]
+    header = (["collection", "graphs", "folds"] + [f"{m}, seed runs averaged (± sd over folds)" for m in models]
+              + [f"{m} (± sd over seed runs × folds)" for m in models] + [f"{BLEND_MODEL} (nested, ± sd over folds)"])
+
+    def pm(v: dict) -> str:
+        return f"{v['mean']:.4f} ± {v['sd']:.4f}"
+
+    rows, means, per_coll = [], {}, {}
+    for c, s in colls.items():
+        o = s.get("oof")
+        if not o:
+            if valid.get(c):
+                per_coll[c] = dict(valid[c])
+            continue
+        n = o["n_graphs"] if o["n_graphs"] == o["n_labelled"] else f"{o['n_graphs']} of {o['n_labelled']}"
+        spreads = [o["runs"].get(m, {}).get("spread") for m in models]
+        rows.append([c, str(n), str(o["folds"]), *(pm(o["models"][m]) for m in models),
+                     *(f"{pm(sp)} ({sp['runs']}×)" if sp else "—" for sp in spreads), pm(o["blend"]["scores"])])
+        means[c] = {**{m: o["models"][m]["mean"] for m in models}, BLEND_MODEL: o["blend"]["scores"]["mean"]}
+        per_coll[c] = {m: o["models"][m]["per_graph"] for m in models}
+        if "average" in o:  # the tile portfolio's weighted average
+            per_coll[c][f"{BLEND_MODEL} (average)"] = o["average"]["per_graph"]
+        per_coll[c][BLEND_MODEL] = o["blend"]["scores"]["per_graph"]
+    if means:
+        final = [f"**{np.mean([means[c][m] for c in means]):.4f}**" for m in [*models, BLEND_MODEL]]
+        rows.append(["**final (mean)**", str(sum(colls[c]["oof"]["n_graphs"] for c in means)), "", *final[:-1],
+                     *[""] * len(models), final[-1]])
+        _save(collection_scores_figure(means, "out-of-fold (blend: nested)"), run_dir / "scores_oof.png")
+        blocks: list[Block] = [
+            ("h2", "Out-of-fold scores (every labelled graph: train + valid)"),
+            ("p", "Each graph is scored on the prediction of the fold model that did not see it. "
+                  "The blend is scored leave-one-fold-out: its weights (and shrinkage) are fitted on "
+                  "the other folds' OOF predictions and applied to the left-out fold. Mean over "
+                  "folds of the per-fold mean score, ± the sd over folds. \"N of M\" graphs: the "
+                  "others had fewer than 2 configs predicted by every run (nothing to rank)."),
+            ("table", header, rows), ("img", "scores_oof.png", "OOF score per collection")]
+    else:
+        blocks = [("h2", "Out-of-fold scores"),
+                  ("p", "No out-of-fold predictions (models trained without `--folds K`): only the "
+                        "in-sample valid table below is available.")]
+    if per_coll:
+        blocks += [("h2", "Per-graph score distribution"),
+                   ("p", "The tile score is unbounded below: the worst graph and the mean of the worst "
+                         f"{WORST_FRACTION:.0%} show what a mean hides.")]
+        for c, per_graph in per_coll.items():
+            kind = "out of fold, blend nested" if c in means else "valid"
+            blocks += [("p", f"**{c}** ({kind})"), ("table", DISTRIBUTION_HEADER, distribution_rows(per_graph))]
+        plot_distributions(per_coll, "per-graph scores", run_dir / "distribution.png")
+        blocks.append(("img", "distribution.png", "per-graph score distribution per collection"))
+    blocks.append(("h2", "Official valid split (mean per-graph official metric)"))
+    if not valid_means:
+        return blocks + [("p", "No valid graphs with runtimes under the data root.")]
+    if all(s.get("protocol") == "oof" for s in colls.values()):
+        note = ("Models: out-of-fold predictions of the official valid graphs (each from the fold "
+                "model that did not see it). Blend: each valid graph blended with the weights "
+                "fitted on the other folds (nested), so no number here was fitted on its graph.")
+    else:
+        note = ("**In-sample numbers.** The models early-stopped and chose their options on these "
+                "graphs and the blend weights were fitted on them: these scores are optimistic. Train "
+                "with `--folds K` for out-of-fold scores.")
+    _save(collection_scores_figure(valid_means, "valid"), run_dir / "scores_valid.png")
+    return blocks + [("p", note), _mean_table(valid_means, shown, {c: s["n_valid"] for c, s in colls.items()}),
+                     ("img", "scores_valid.png", "official valid score per collection")]
 
 
 def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
-    summary_path = cfg.blend_dir / "summary.json"
-    if not summary_path.is_file():
-        raise FileNotFoundError(f"{summary_path}: no blend summary (run `python -m ensemble blend` first)")
-    summary = json.loads(summary_path.read_text())
+    summary = read_summary(cfg.work)
     run_dir = Path(cfg.submission).parent / summary["run_id"]
     norm = summary["norm"]
     models = list(summary["models"])
@@ -258,9 +240,7 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
         valid = per_graph_scores(cfg, coll, shown, "valid", norm)
         test = per_graph_scores(cfg, coll, shown, "test", norm)
         details["valid"][name], details["test"][name] = valid, test
-        if valid:
-            plot_per_graph(coll, valid, run_dir / f"per_graph_{coll.slug}.png")
-            graph_blocks.append(("img", f"per_graph_{coll.slug}.png", f"{name}: per-graph valid scores"))
+        if valid:  # the per-graph scores' distribution is in _score_blocks
             truth = read_truth(cfg.data, coll, "valid")
             blend = read_model_predictions(cfg.preds_dir, BLEND_MODEL, coll, "valid", norm)
             stems = sorted(truth, key=lambda s: -len(truth[s]))[:SCATTER_GRAPHS]
@@ -274,16 +254,7 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
                    ("p", "Every test graph is ranked: these had a problem with a documented repair "
                          "(features.repair); train and valid files with problems are skipped instead."),
                    ("table", ["graph", "problem", "repair"], repaired)]
-    blocks += _oof_blocks(summary, models, run_dir)
-    blocks += _distribution_blocks(summary, models, details["valid"], run_dir)
-    blocks.append(("h2", "Official valid split (mean per-graph official metric)"))
-    if valid_means:
-        n_valid = {c: s["n_valid"] for c, s in summary["collections"].items()}
-        _save(collection_scores_figure(valid_means, "valid"), run_dir / "scores_valid.png")
-        blocks += [("p", _valid_note(summary)), _mean_table(valid_means, shown, n_valid),
-                   ("img", "scores_valid.png", "official valid score per collection")]
-    else:
-        blocks.append(("p", "No valid graphs with runtimes under the data root."))
+    blocks += _score_blocks(summary, models, shown, details["valid"], valid_means, run_dir)
     blocks += [("h2", "Blend weights"), _weights_table(summary, models),
                ("p", "Weights: the coarse simplex grid point that maximises the criterion on the "
                      "fitted graphs (OOF predictions of every labelled graph, or the valid split), "
@@ -301,7 +272,7 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
                          "or choose anything. Kaggle data has no such section."),
                    _mean_table(test_means, shown, n_test), ("img", "scores_test.png", "hidden test per collection")]
         _save(collection_scores_figure(test_means, "hidden test (sample only)"), run_dir / "scores_test.png")
-    blocks += [("h2", "Per-graph scores and rank scatter (valid)")] + graph_blocks
+    blocks += [("h2", "Rank scatter (valid)")] + graph_blocks
     plan = _plan_blocks(cfg)
     blocks += plan[0]
     meta = {"blend": summary["metadata"], "report": run_metadata(cfg)}
@@ -319,7 +290,7 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
                                for c, s in summary["collections"].items()},
             "hidden_test": test_means,
             "repaired_test_graphs": [dict(zip(("graph", "problem", "repair"), r)) for r in repaired],
-            "per_graph": details, "weights": {c: s["weights"] for c, s in summary["collections"].items()}}
+            "per_graph": details}
     if plan[1] is not None:
         data["plan"] = plan[1]
     return blocks, data

@@ -102,10 +102,6 @@ class BlendConfig(StageConfig):
     def preds_dir(self) -> Path:
         return Path(self.work) / "preds"
 
-    @property
-    def blend_dir(self) -> Path:
-        return Path(self.work) / "blend"
-
 
 @dataclass
 class FitResult:
@@ -113,14 +109,12 @@ class FitResult:
 
     weights: list[float]
     alpha: float
-    best_grid_weights: list[float]
     n_graphs: int
     in_sample: dict[str, float] = field(default_factory=dict)  # alpha -> criterion, fitted graphs
     loo: dict[str, float] = field(default_factory=dict)  # alpha -> criterion of the held-out scores (method: leave-one-fold-out or -graph-out)
     method: str = "loo-shrinkage"  # lofo-shrinkage: held out by fold; loo-shrinkage: by graph
     criterion: str = "mean"
     anchor: list[float] = field(default_factory=list)  # what the weights are shrunk toward
-    model_tail: list[float] = field(default_factory=list)  # each model's mean over its worst graphs (criterion's fraction)
     loo_mean: dict[str, float] = field(default_factory=dict)  # alpha -> mean held-out score
     loo_worst: dict[str, float] = field(default_factory=dict)  # alpha -> mean of the worst 5 % of them
 
@@ -203,19 +197,17 @@ def fit_weights(coll: Collection, normed: Sequence[Mapping[str, np.ndarray]],
     stems = sorted(truth if stems is None else stems)
     if k == 1 or len(stems) < MIN_GRAPHS_TO_FIT:
         reason = "single model" if k == 1 else f"fewer than {MIN_GRAPHS_TO_FIT} graphs to fit on"
-        return FitResult(equal.tolist(), 1.0, equal.tolist(), len(stems), method=f"equal ({reason})",
+        return FitResult(equal.tolist(), 1.0, len(stems), method=f"equal ({reason})",
                          criterion=criterion.describe(), anchor=equal.tolist())
     scorer = scorer or GraphScorer(coll, normed, truth, max_configs)
     grid = simplex_grid(k, grid_step)
     scores = scorer.matrix(grid, stems)  # (p, g)
     singles = scores[[int(np.flatnonzero(np.isclose(grid[:, m], 1.0))[0]) for m in range(k)]]
     worst = Criterion(1.0, criterion.tail_fraction)  # each model's mean over its worst graphs
-    model_tail = worst.value(singles)
-    target = tail_anchor(model_tail)
+    target = tail_anchor(worst.value(singles))
     best_all = grid[_best_index(criterion.value(scores), grid, target)]
     folds = _fold_index(stems, groups)
-    result = FitResult([], 0.0, best_all.tolist(), len(stems), criterion=criterion.describe(),
-                       anchor=target.tolist(), model_tail=model_tail.tolist(),
+    result = FitResult([], 0.0, len(stems), criterion=criterion.describe(), anchor=target.tolist(),
                        method="loo-shrinkage" if folds is None else "lofo-shrinkage")
     if folds is None:  # leave-one-graph-out: every graph its own fold
         folds = np.arange(len(stems))

@@ -1,12 +1,7 @@
-"""What the pipeline needs of a ranker: :class:`Ranker`, and :class:`RankerConfig`, the options
-every ranker's stage config names alike.
-
-A model of :mod:`tpurank.registry` is a stage module whose ``train`` writes ``WORK/models/<name>
-[-tag]/<slug>/seed<k>[/fold<j>]/`` and ``predict`` ``WORK/preds/<name>[-tag][@seed<k>]/<slug>/
-{oof,valid,test-fold<j>,test}.npz`` (:mod:`models.predictions`), and whose ``RANKER`` tells the
-rest: the planner's time model (:mod:`ensemble.run`), its runs' reports (the notebooks) and its
-scoring of the real TPU records (:mod:`ensemble.real`). The orchestration names no model.
-"""
+"""What the pipeline needs of a ranker: :class:`Ranker` (a model package's ``RANKER``: the
+planner's time model, its runs' reports, its scoring of the real TPU records), and
+:class:`RankerConfig`, the options every ranker's stage config names alike. The orchestration
+names no model."""
 
 from __future__ import annotations
 
@@ -82,15 +77,14 @@ class Ranker:
         each linked valid graph and its ``report`` times that (``final_eval_seconds``)."""
         raise NotImplementedError
 
-    def runs(self, work: str | Path) -> list[dict[str, Any]]:
-        """The ``report`` of every whole run (not of single fold models) under its models."""
-        base = Path(work) / "models" / self.name
-        paths = sorted(p for p in base.rglob(self.report or "-")
-                       if not any(part.startswith("fold") and part[4:].isdigit() for part in p.parts))
-        return [json.loads(p.read_text()) for p in paths]
+    def runs(self, work: str | Path, folds: bool = False) -> list[dict[str, Any]]:
+        """The ``report`` of every whole run under its models, then (``folds``) of every fold model."""
+        paths = sorted((Path(work) / "models" / self.name).rglob(self.report or "-"))
+        whole = [p for p in paths if not any(part.startswith("fold") and part[4:].isdigit() for part in p.parts)]
+        return [json.loads(p.read_text()) for p in whole + ([p for p in paths if p not in whole] if folds else [])]
 
     def real_costs(self, dirs: list[Path], records: Any, device: str) -> tuple[list[dict], str]:
         """Costs per real record (stem -> costs) of each trained model directory of one seed (its
         folds), and a note; ``records`` (:class:`ensemble.real.Records`) gives the records
-        featurized as a feature folder's build says (``processed``, ``tabular``)."""
+        featurized: ``processed(features_dir)``, ``tabular()``."""
         raise NotImplementedError

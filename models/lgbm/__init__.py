@@ -24,7 +24,7 @@ class LgbmRanker(Ranker):
     report, score_key, marker = "metrics.json", "valid_score", "model.txt"
 
     def real_costs(self, dirs: list[Path], records: Any, device: str) -> tuple[list[dict], str]:
-        path = records.tabular(None)
+        path = records.tabular()
         models = [RankerModel.load(d) for d in dirs]
         costs = [m.predict_file(path, progress=False) for m in models]
         return costs, models[0].info.mode

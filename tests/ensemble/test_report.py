@@ -31,7 +31,7 @@ def test_report_files_created(fake_root, tmp_path):
     assert report_main(args) == 0
     run_dir = sub.parent / summary["run_id"]
     for name in ["report.md", "report.html", "report.json", "scores_valid.png", "scores_test.png",
-                 "per_graph_tile-xla.png", "scatter_layout-nlp-random.png", "blend.json"]:
+                 "distribution.png", "scatter_layout-nlp-random.png", "blend.json"]:
         assert (run_dir / name).is_file() and (run_dir / name).stat().st_size > 0, name
     md = (run_dir / "report.md").read_text()
     assert "Blend weights" in md and "git SHA" in md and "generated sample only" in md

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ensemble import pipeline
+from ensemble.blend import read_summary
 from ensemble.run import PlannedRun
 from tpurank import registry
 
@@ -50,7 +51,7 @@ def test_the_pipeline_runs_a_registered_third_ranker(toy, tiny_root: Path, tmp_p
         assert {p.stem for p in (work / "preds" / "toy@seed0" / slug).glob("*.npz")} >= {
             "oof", "oof-config", "valid", "test-fold0", "test"}
     assert pipeline.submit(run) == run.submission_path and run.submission_path.is_file()
-    summary = pipeline.blend_summary(work)
+    summary = read_summary(work)
     assert summary["models"] == ["lgbm", "toy"]
     for coll in COLLS:  # fitted out of fold, with a weight for the toy
         assert summary["collections"][coll]["protocol"] == "oof"

@@ -9,6 +9,7 @@ import pytest
 
 from ensemble.weights import (Criterion, GraphScorer, fit_weights, tail_anchor, tail_count,
                               tail_mean)
+from models.metrics import tile_score
 from models.predictions import normalise_costs
 from tpurank.collections import get_collection
 
@@ -60,9 +61,11 @@ def _tile_models(n_graphs: int, seed: int = 0, blind_every: int = 7):
 def test_shrinkage_never_moves_weight_to_a_model_worse_on_the_tail():
     truth, avg, safe = _tile_models(21)
     fit = fit_weights(TILE, [avg, safe], truth, criterion=Criterion(0.0, 0.1))
-    assert fit.model_tail[0] < fit.model_tail[1] - 0.01
+    grid_optimum = fit_weights(TILE, [avg, safe], truth, alphas=(0.0,), criterion=Criterion(0.0, 0.1))
+    tails = [tail_mean({s: tile_score(m[s], truth[s]) for s in truth}, 0.1) for m in (avg, safe)]
+    assert tails[0] < tails[1] - 0.01
     assert fit.anchor == [0.0, 1.0]
-    assert fit.weights[0] <= fit.best_grid_weights[0] + 1e-12  # shrinkage only takes from 'avg'
+    assert fit.weights[0] <= grid_optimum.weights[0] + 1e-12  # shrinkage only takes from 'avg'
 
 
 def test_leave_one_graph_out_matches_a_refit_without_each_graph():
@@ -82,7 +85,7 @@ def test_leave_one_graph_out_matches_a_refit_without_each_graph():
             rest = [s for s in stems if s != stem]
             sub = fit_weights(TILE, [avg, safe], {s: truth[s] for s in rest}, grid_step=0.1,
                               alphas=(0.0,), criterion=crit)
-            w = (1 - alpha) * np.asarray(sub.best_grid_weights) + alpha * np.asarray(sub.anchor)
+            w = (1 - alpha) * np.asarray(sub.weights) + alpha * np.asarray(sub.anchor)
             loo.append(scorer.score(w, stem))
             anchors.add(tuple(sub.anchor))
         assert fit.loo[f"{alpha:g}"] == pytest.approx(float(crit.value(np.array(loo))))
@@ -103,7 +106,7 @@ def test_one_ruined_kernel_explains_a_large_leave_one_out_gap_over_hundreds():
     ruined = np.r_[1.0, np.full(19, 12.0)]  # k000: its best config 12x faster than the rest
     truth["k000"], a["k000"], b["k000"] = ruined, normalise_costs(-ruined), normalise_costs(ruined)
     fit = fit_weights(TILE, [a, b], truth, alphas=(0.0,))
-    assert fit.best_grid_weights[1] >= 0.5  # fitted with k000: enough of b to save it (-10 -> 1)
+    assert fit.weights[1] >= 0.5  # fitted with k000: enough of b to save it (-10 -> 1)
     assert fit.in_sample["0"] - fit.loo["0"] == pytest.approx(11 / 340, abs=1e-9)
 
 
