@@ -236,29 +236,12 @@ def run_reports(work: str | os.PathLike, folds: bool = False) -> dict[str, list[
     return {m.name: m.ranker.runs(work, folds) for m in MODELS if m.trains}
 
 
-def plot_training_curves(work: str | os.PathLike):
-    """Train loss and validation score vs step, one panel per run with a ``history`` (a Figure)."""
-    from matplotlib.figure import Figure
+def plot_learning_curves(work: str | os.PathLike):
+    """Held-out score against training seconds, one panel per collection (a Figure; the
+    report's "Learning curves")."""
+    from ensemble.report import learning_curves, learning_curves_figure
 
-    reports = [(m, r) for m, rs in run_reports(work, folds=True).items() for r in rs
-               if r.get("history") and "loss" in r["history"][0]]
-    ncols = min(3, max(1, len(reports)))
-    nrows = max(1, -(-len(reports) // ncols))
-    fig = Figure(figsize=(4.2 * ncols, 3.0 * nrows), layout="constrained")
-    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    for ax in axes[len(reports):] if reports else []:
-        ax.set_axis_off()
-    for ax, (model, rep) in zip(axes, reports):
-        steps = [h["step"] for h in rep["history"]]
-        ax.plot(steps, [h["loss"] for h in rep["history"]], color="tab:orange", label="train loss")
-        ax.set(xlabel="step", title=f"{model} {rep['collection']} (seed {rep.get('seed')})")
-        twin = ax.twinx()
-        twin.plot(steps, [h["valid"] for h in rep["history"]], "o-", color="tab:blue", label="valid")
-        ax.legend(loc="upper left", fontsize=7)
-        twin.legend(loc="upper right", fontsize=7)
-    if not reports:
-        axes[0].text(0.5, 0.5, "no training history found", ha="center", transform=axes[0].transAxes)
-    return fig
+    return learning_curves_figure(learning_curves(work))
 
 
 def validation_table(work: str | os.PathLike) -> list[dict[str, Any]]:

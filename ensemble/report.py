@@ -272,7 +272,8 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
                          "or choose anything. Kaggle data has no such section."),
                    _mean_table(test_means, shown, n_test), ("img", "scores_test.png", "hidden test per collection")]
         _save(collection_scores_figure(test_means, "hidden test (sample only)"), run_dir / "scores_test.png")
-    blocks += [("h2", "Rank scatter (valid)")] + graph_blocks
+    curve_blocks, curves = _curve_blocks(cfg, run_dir)
+    blocks += [("h2", "Rank scatter (valid)")] + graph_blocks + curve_blocks
     plan = _plan_blocks(cfg)
     blocks += plan[0]
     meta = {"blend": summary["metadata"], "report": run_metadata(cfg)}
@@ -290,10 +291,77 @@ def build_report(cfg: ReportConfig) -> tuple[list[Block], dict]:
                                for c, s in summary["collections"].items()},
             "hidden_test": test_means,
             "repaired_test_graphs": [dict(zip(("graph", "problem", "repair"), r)) for r in repaired],
-            "per_graph": details}
+            "per_graph": details, "learning_curves": curves}
     if plan[1] is not None:
         data["plan"] = plan[1]
     return blocks, data
+
+
+def learning_curves(work: str | Path) -> dict[str, list[dict]]:
+    """collection -> ``{"model", "seconds", "valid"}`` of every trained model, fold models
+    included, whose report records its held-out score against its training time (``history``)."""
+    from tpurank.registry import MODELS
+
+    curves: dict[str, list[dict]] = {}
+    for m in MODELS:
+        for rep in m.ranker.runs(work, folds=True) if m.trains else []:
+            hist = [h for h in rep.get("history", []) if "seconds" in h and np.isfinite(h["valid"])]
+            if hist:
+                curves.setdefault(rep["collection"], []).append(
+                    {"model": m.name, "seconds": [h["seconds"] for h in hist], "valid": [h["valid"] for h in hist]})
+    return curves
+
+
+def curve_summary(curves: Mapping[str, list[dict]]) -> dict[str, dict[str, float]]:
+    """Per collection: models, median evaluations and training seconds, mean first and last
+    score, and the last quarter of training: the mean gain of the last score over the best before
+    75 % of the time, and how many models' last score beat all their earlier ones (still climbing)."""
+    out = {}
+    for coll, cs in curves.items():
+        late = [c["valid"][-1] - max([v for t, v in zip(c["seconds"], c["valid"]) if t <= 0.75 * c["seconds"][-1]]
+                                     or [-np.inf]) for c in cs]
+        out[coll] = {"models": len(cs), "evaluations": float(np.median([len(c["valid"]) for c in cs])),
+                     "seconds": float(np.median([c["seconds"][-1] for c in cs])),
+                     "first": float(np.mean([c["valid"][0] for c in cs])),
+                     "last": float(np.mean([c["valid"][-1] for c in cs])),
+                     "late_gain": float(np.mean([g for g in late if np.isfinite(g)] or [np.nan])),
+                     "climbing": sum(g > 0 for g in late)}
+    return out
+
+
+def learning_curves_figure(curves: Mapping[str, list[dict]]):
+    """One panel per collection: each model's held-out score against its training seconds."""
+    fig = _figure(4.0 * max(1, len(curves)), 3.2)
+    axes = fig.subplots(1, max(1, len(curves)), squeeze=False)[0]
+    colors = {}
+    for ax, (coll, cs) in zip(axes, sorted(curves.items())):
+        for c in cs:
+            color = colors.setdefault(c["model"], f"C{len(colors)}")
+            ax.plot(c["seconds"], c["valid"], "-", color=color, alpha=0.6, lw=1, label=c["model"])
+        handles = {h.get_label(): h for h in ax.get_lines()}
+        ax.legend(handles.values(), handles.keys(), fontsize=7)
+        ax.set(title=coll, xlabel="training seconds", ylabel="held-out score")
+    if not curves:
+        axes[0].text(0.5, 0.5, "no training history found", ha="center", transform=axes[0].transAxes)
+    return fig
+
+
+def _curve_blocks(cfg: ReportConfig, run_dir: Path) -> tuple[list[Block], dict]:
+    curves = learning_curves(cfg.work)
+    if not curves:
+        return [], {}
+    summary = curve_summary(curves)
+    _save(learning_curves_figure(curves), run_dir / "learning_curves.png")
+    rows = [[c, str(s["models"]), f"{s['evaluations']:.0f}", f"{s['seconds']:.0f}", f"{s['first']:.3f}",
+             f"{s['last']:.3f}", f"{s['late_gain']:+.3f}", f"{s['climbing']}/{s['models']}"]
+            for c, s in sorted(summary.items())]
+    return [("h2", "Learning curves"),
+            ("p", "Each trained model's held-out score (fold models: their inner valid graphs) against "
+                  "its training seconds. Last quarter: the last score minus the best before 75 % of the "
+                  "time; climbing: models whose last score beat all their earlier ones."),
+            ("table", ["collection", "models", "evaluations", "seconds", "first", "last",
+                       "last quarter", "climbing"], rows),
+            ("img", "learning_curves.png", "held-out score against training time")], summary
 
 
 def _plan_blocks(cfg: ReportConfig) -> tuple[list[Block], dict | None]:

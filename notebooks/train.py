@@ -95,10 +95,10 @@ pipeline.run_stage(run, "features")
 pipeline.train(run, build_features=False)
 
 # %% [markdown]
-# ## Training curves (train loss and validation score)
+# ## Learning curves (held-out score against training time)
 
 # %%
-pipeline.plot_training_curves(run.work)
+pipeline.plot_learning_curves(run.work)
 
 # %% [markdown]
 # ## Validation score per collection and model

@@ -50,3 +50,17 @@ def test_report_without_blend_is_a_clear_error(tmp_path):
     from ensemble.report import write_report
     with pytest.raises(FileNotFoundError, match="run `python -m ensemble blend` first"):
         write_report(cfg)
+
+
+def test_curve_summary_says_which_models_were_still_climbing():
+    import pytest
+    from ensemble.report import curve_summary, learning_curves_figure
+
+    curves = {"layout:xla:random": [
+        {"model": "gnn", "seconds": [10, 20, 30, 40], "valid": [0.1, 0.3, 0.35, 0.5]},  # climbing
+        {"model": "gnn", "seconds": [10, 20, 30, 40], "valid": [0.2, 0.6, 0.5, 0.55]}]}  # plateaued
+    s = curve_summary(curves)["layout:xla:random"]
+    assert s["models"] == 2 and s["climbing"] == 1 and s["evaluations"] == 4 and s["seconds"] == 40
+    assert s["late_gain"] == pytest.approx(((0.5 - 0.35) + (0.55 - 0.6)) / 2)
+    assert s["first"] == pytest.approx(0.15) and s["last"] == pytest.approx(0.525)
+    assert len(learning_curves_figure(curves).axes) == 1
