@@ -111,12 +111,12 @@ def build_wheels(out: Path, python_version: str, extras: list[str]) -> None:
     what the image lacks; ``--no-deps``: the image has their dependencies (missing_from_image)."""
     missing = missing_from_image()  # torch, in the image, is never bundled, not even as an extra
     names = missing + [n for n in extras if n not in missing and canonicalize_name(n) not in NEVER_BUNDLED]
+    requested = [pinned(n) for n in names]
     run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(out),
          "--python-version", python_version, "--implementation", "cp",
          *[arg for plat in PLATFORMS for arg in ("--platform", plat)],
-         "--no-deps", *[pinned(n) for n in names]])
-    listing = {"python_version": python_version, "image": image_requirements(),
-               "requested": [pinned(n) for n in names],
+         "--no-deps", *requested])
+    listing = {"python_version": python_version, "image": image_requirements(), "requested": requested,
                "wheels": sorted(p.name for p in out.glob("*.whl"))}
     (out / "WHEELS.json").write_text(json.dumps(listing, indent=2) + "\n")
 

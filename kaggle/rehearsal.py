@@ -120,15 +120,6 @@ def text_output(nb: Any) -> str:
                      for cell in nb.cells for out in cell.get("outputs", []))
 
 
-def offline_env(kaggle: Path, jupyter: Path) -> dict[str, str]:
-    """The notebooks' environment: the sandbox as /kaggle, pip with no index, one thread."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PIP_FIND_LINKS", "PIP_INDEX_URL")}
-    env.update(TPURANK_KAGGLE_ROOT=str(kaggle), PIP_NO_INDEX="1", PIP_CONFIG_FILE=os.devnull,
-               JUPYTER_PATH=str(jupyter), OMP_NUM_THREADS="1",
-               MPLBACKEND="module://matplotlib_inline.backend_inline")
-    return env
-
-
 def check_submission(path: Path, data: Path) -> None:
     """``python -m ensemble check`` (the submission stage's own check); fails loudly."""
     out = bundle.run([sys.executable, "-m", "ensemble", "check", str(path), "--data", str(data)], cwd=REPO)
@@ -149,11 +140,16 @@ def check_device(work: Path) -> str:
 
 def run_kernel(name: str, build: Path, kaggle: Path, scratch: Path, params: dict[str, Any]) -> Any:
     """A kernel of the bundle run as Kaggle runs it: a fresh image environment, ``working/`` as
-    the current folder, its notebook from the bundle."""
+    the current folder, its notebook from the bundle; the sandbox as /kaggle, pip with no index,
+    one thread."""
     jupyter = scratch / name / "jupyter"
     kernel = kernel_spec(image_environment(scratch / name), jupyter)
     code_file = json.loads((build / name / bundle.kmeta.KERNEL_FILE).read_text())["code_file"]
-    with mock.patch.dict(os.environ, offline_env(kaggle, jupyter), clear=True):
+    with mock.patch.dict(os.environ, TPURANK_KAGGLE_ROOT=str(kaggle), PIP_NO_INDEX="1",
+                         PIP_CONFIG_FILE=os.devnull, JUPYTER_PATH=str(jupyter), OMP_NUM_THREADS="1",
+                         MPLBACKEND="module://matplotlib_inline.backend_inline"):
+        for key in ("PYTHONPATH", "PIP_FIND_LINKS", "PIP_INDEX_URL"):
+            os.environ.pop(key, None)
         return execute_notebook(build / name / code_file, params, kaggle / "working", kernel)
 
 

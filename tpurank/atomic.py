@@ -57,8 +57,7 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
             os.fsync(fh.fileno())
         os.replace(tmp_path, path)
     finally:
-        if tmp_path.exists():
-            tmp_path.unlink()
+        tmp_path.unlink(missing_ok=True)
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

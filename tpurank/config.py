@@ -69,11 +69,8 @@ def git_sha(cwd: str | os.PathLike | None = None) -> str:
 # --- field comments ----------------------------------------------------------------------------
 
 def _class_comments(klass: type) -> dict[str, str]:
-    """``{field: comment}`` from the source of one class body (empty when there is no source).
-
-    A field's help is its trailing ``# comment``, else the block of ``#`` comment lines right
-    above it (section rules such as ``# --- boosting ---`` are skipped).
-    """
+    """``{field: comment}`` of one class body (empty without source): a field's trailing
+    ``# comment``, else the ``#`` lines right above it (rules such as ``# --- boosting ---`` skipped)."""
     try:
         source = textwrap.dedent(inspect.getsource(klass))
     except (OSError, TypeError):
@@ -137,10 +134,8 @@ def _convert(value: str, tp: Any) -> Any:
                 return choice
         raise ValueError(f"expected one of {', '.join(map(str, args))}; got {value!r}")
     if tp is bool:
-        if value.lower() in TRUE_WORDS:
-            return True
-        if value.lower() in FALSE_WORDS:
-            return False
+        if value.lower() in TRUE_WORDS + FALSE_WORDS:
+            return value.lower() in TRUE_WORDS
         raise ValueError(f"expected a boolean ({'/'.join(TRUE_WORDS)} or {'/'.join(FALSE_WORDS)}); "
                          f"got {value!r}")
     if origin in (list, tuple):
@@ -157,14 +152,15 @@ def _convert(value: str, tp: Any) -> Any:
 
 def apply_overrides(cfg: T, overrides: dict[str, Any]) -> T:
     """Return a copy of ``cfg`` with fields replaced; string values are converted to field types."""
-    fields = {f.name: f for f in dataclasses.fields(cfg)}
+    fields = {f.name for f in dataclasses.fields(cfg)}
+    hints = typing.get_type_hints(type(cfg))
     changes = {}
     for key, value in overrides.items():
         key = key.replace("-", "_")
         if key not in fields:
             raise ValueError(f"{type(cfg).__name__} has no option {key!r}; "
                              f"known: {', '.join(sorted(fields))}")
-        tp = typing.get_type_hints(type(cfg)).get(key, str)
+        tp = hints.get(key, str)
         if isinstance(value, str) and tp is not str:
             try:
                 value = _convert(value, tp)
