@@ -171,10 +171,9 @@ def bundle(out: Path = DEFAULT_BUILD, owner: str = DEFAULT_OWNER, python_version
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         build(tmp)
-        problems += [p.replace(str(tmp), str(folder))
-                     for p in write_metadata(tmp, name, owner, weights_from is not None)]
         shutil.rmtree(folder, ignore_errors=True)
         tmp.rename(folder)
+        problems += write_metadata(folder, name, owner, weights_from is not None)
         sizes[name] = folder_size(folder)
     if problems:
         raise SystemExit("invalid Kaggle metadata:\n  " + "\n  ".join(problems))

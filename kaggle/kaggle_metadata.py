@@ -58,13 +58,11 @@ def load_template(name: str, owner: str) -> dict[str, Any]:
 
 def _check_owner_slug(value: Any, field: str, problems: list[str],
                       slug_len: tuple[int, int] | None = None) -> None:
-    if not isinstance(value, str) or not _OWNER_SLUG.match(value):
+    slug = value.split("/", 1)[1] if isinstance(value, str) and _OWNER_SLUG.match(value) else None
+    if slug is None:
         problems.append(f"{field}: expected 'owner/slug', got {value!r}")
-        return
-    if slug_len:
-        slug = value.split("/", 1)[1]
-        if not slug_len[0] <= len(slug) <= slug_len[1]:
-            problems.append(f"{field}: slug {slug!r} must be {slug_len[0]}-{slug_len[1]} characters")
+    elif slug_len and not slug_len[0] <= len(slug) <= slug_len[1]:
+        problems.append(f"{field}: slug {slug!r} must be {slug_len[0]}-{slug_len[1]} characters")
 
 
 def validate_dataset_metadata(meta: dict[str, Any], folder: str | Path | None = None) -> list[str]:

@@ -57,9 +57,8 @@ def meta_id(build: Path, name: str) -> str:
     return json.loads(path.read_text())["id"]
 
 
-def plan(build: Path, steps: tuple[str, ...] = STEPS, create: bool = False,
-         message: str = "tpurank update", output_dir: Path | None = None,
-         accelerator: str | None = None) -> list[Step]:
+def plan(build: Path, steps: tuple[str, ...], create: bool, message: str, output_dir: Path | None,
+         accelerator: str | None) -> list[Step]:
     """The steps of ``steps`` that the bundle's route has (the weights route trains nowhere on
     Kaggle), with their prerequisites and commands."""
     bundle = read_bundle(build)

@@ -9,7 +9,6 @@ is only a shorter spelling of it.
 from __future__ import annotations
 
 import importlib
-import os
 import runpy
 import shutil
 import subprocess
@@ -77,7 +76,7 @@ def run_pipeline(args: list[str]) -> int:
     root = Path(__file__).resolve().parent.parent
     make = shutil.which("make")
     if make is not None and (root / "Makefile").is_file():
-        return subprocess.run([make, "-C", str(root), "run", *args], env=os.environ).returncode
+        return subprocess.run([make, "-C", str(root), "run", *args]).returncode
     values = dict(a.split("=", 1) for a in args)
     unknown = sorted(set(values) - set(PLANNED_RUN_VARS))
     if "BUDGET" not in values or unknown:

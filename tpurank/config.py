@@ -211,8 +211,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
         flag = "--" + f.name.replace("_", "-")
         kwargs: dict[str, Any] = {"metavar": type_label(hints.get(f.name, str)).upper()}
         if f.name == "preset" and getattr(cls, "PRESETS", None):
-            kwargs["choices"] = list(cls.PRESETS)
-            kwargs["metavar"] = "{" + ",".join(cls.PRESETS) + "}"
+            kwargs.update(choices=list(cls.PRESETS), metavar="{" + ",".join(cls.PRESETS) + "}")
         parser.add_argument(flag, dest=f.name, default=argparse.SUPPRESS,
                             help=option_help(cls, f.name).replace("%", "%%"), **kwargs)
 
