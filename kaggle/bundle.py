@@ -1,8 +1,5 @@
 """Build the Kaggle datasets (code, wheels, optionally weights) and the two kernel folders.
 
-    python kaggle/bundle.py [--weights-from WORK] [--out kaggle/build] [--owner NAME]
-                            [--kaggle-python 3.11] [--extra PKG ...]
-
 Writes OUT/tpurank-{code,wheels,train,inference} (and OUT/tpurank-weights with --weights-from),
 each with its filled-in and validated Kaggle metadata, and OUT/BUNDLE.json (the route, which
 push.py reads); the folders and the two routes are docs/kaggle.md's. The wheels dataset holds
@@ -32,7 +29,7 @@ from kaggle_metadata import (BUNDLE_FILE, CODE, DEFAULT_BUILD, DEFAULT_OWNER, IN
 
 KERNELS = (TRAIN, INFERENCE)
 IMAGE_PACKAGES = REPO / "kaggle" / "image_packages.txt"
-NEVER_BUNDLED = ("torch",)
+NEVER_BUNDLED = ("torch",)  # canonical names
 KAGGLE_PYTHON = "3.11"
 PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64",
              "linux_x86_64")
@@ -76,21 +73,16 @@ def runtime_requirements(dist: str) -> list[Requirement]:
     return [r for r in reqs if r.marker is None or r.marker.evaluate({"extra": ""})]
 
 
-def image_requirements(path: Path = IMAGE_PACKAGES) -> list[str]:
+def image_requirements() -> list[str]:
     """The requirement lines (``name==version``) of the Kaggle image's package list."""
-    lines = [ln.split("#", 1)[0].strip() for ln in path.read_text().splitlines()]
+    lines = [ln.split("#", 1)[0].strip() for ln in IMAGE_PACKAGES.read_text().splitlines()]
     return [ln for ln in lines if ln]
 
 
-def image_names(path: Path = IMAGE_PACKAGES) -> set[str]:
-    """Canonical names of the packages the Kaggle image ships (:func:`image_requirements`)."""
-    return {canonicalize_name(Requirement(line).name) for line in image_requirements(path)}
-
-
-def missing_from_image(path: Path = IMAGE_PACKAGES) -> list[str]:
+def missing_from_image() -> list[str]:
     """What tpurank needs at run time that the image lacks: its installed requirements walked
     breadth first, stopping at the image's packages (whose own dependencies are the image's)."""
-    image = image_names(path) | {canonicalize_name(n) for n in NEVER_BUNDLED}
+    image = {canonicalize_name(Requirement(line).name) for line in image_requirements()} | set(NEVER_BUNDLED)
     missing: dict[str, str] = {}  # canonical name -> name
     todo = [r.name for r in runtime_requirements("tpurank")]
     while todo:
@@ -118,14 +110,13 @@ def build_wheels(out: Path, python_version: str, extras: list[str]) -> None:
     """Binary wheels for the Kaggle interpreter (a platform-independent wheel also matches) of
     what the image lacks; ``--no-deps``: the image has their dependencies (missing_from_image)."""
     missing = missing_from_image()  # torch, in the image, is never bundled, not even as an extra
-    names = missing + [n for n in extras if n not in missing
-                       and canonicalize_name(n) not in map(canonicalize_name, NEVER_BUNDLED)]
+    names = missing + [n for n in extras if n not in missing and canonicalize_name(n) not in NEVER_BUNDLED]
+    requested = [pinned(n) for n in names]
     run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(out),
          "--python-version", python_version, "--implementation", "cp",
          *[arg for plat in PLATFORMS for arg in ("--platform", plat)],
-         "--no-deps", *[pinned(n) for n in names]])
-    listing = {"python_version": python_version, "image": image_requirements(),
-               "requested": [pinned(n) for n in names],
+         "--no-deps", *requested])
+    listing = {"python_version": python_version, "image": image_requirements(), "requested": requested,
                "wheels": sorted(p.name for p in out.glob("*.whl"))}
     (out / "WHEELS.json").write_text(json.dumps(listing, indent=2) + "\n")
 
@@ -180,10 +171,9 @@ def bundle(out: Path = DEFAULT_BUILD, owner: str = DEFAULT_OWNER, python_version
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         build(tmp)
-        problems += [p.replace(str(tmp), str(folder))
-                     for p in write_metadata(tmp, name, owner, weights_from is not None)]
         shutil.rmtree(folder, ignore_errors=True)
         tmp.rename(folder)
+        problems += write_metadata(folder, name, owner, weights_from is not None)
         sizes[name] = folder_size(folder)
     if problems:
         raise SystemExit("invalid Kaggle metadata:\n  " + "\n  ".join(problems))

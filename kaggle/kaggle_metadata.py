@@ -30,8 +30,7 @@ LICENSES = frozenset({
     "CDLA-Permissive-1.0", "CDLA-Sharing-1.0", "CC-BY-ND-4.0", "CC-BY-NC-ND-4.0", "ODC-BY-1.0",
     "LGPL-3.0", "AGPL-3.0", "FDL-1.3", "EU-ODP-Legal-Notice", "apache-2.0", "GPL-3.0",
 })
-KERNEL_LANGUAGES = ("python", "r", "rmarkdown")
-KERNEL_TYPES = ("script", "notebook")
+KERNEL_CHOICES = {"language": ("python", "r", "rmarkdown"), "kernel_type": ("script", "notebook")}
 KERNEL_BOOLS = ("is_private", "enable_gpu", "enable_tpu", "enable_internet")
 KERNEL_SOURCES = ("dataset_sources", "competition_sources", "kernel_sources", "model_sources")
 DATASET_FILE = "dataset-metadata.json"
@@ -59,13 +58,11 @@ def load_template(name: str, owner: str) -> dict[str, Any]:
 
 def _check_owner_slug(value: Any, field: str, problems: list[str],
                       slug_len: tuple[int, int] | None = None) -> None:
-    if not isinstance(value, str) or not _OWNER_SLUG.match(value):
+    slug = value.split("/", 1)[1] if isinstance(value, str) and _OWNER_SLUG.match(value) else None
+    if slug is None:
         problems.append(f"{field}: expected 'owner/slug', got {value!r}")
-        return
-    if slug_len:
-        slug = value.split("/", 1)[1]
-        if not slug_len[0] <= len(slug) <= slug_len[1]:
-            problems.append(f"{field}: slug {slug!r} must be {slug_len[0]}-{slug_len[1]} characters")
+    elif slug_len and not slug_len[0] <= len(slug) <= slug_len[1]:
+        problems.append(f"{field}: slug {slug!r} must be {slug_len[0]}-{slug_len[1]} characters")
 
 
 def validate_dataset_metadata(meta: dict[str, Any], folder: str | Path | None = None) -> list[str]:
@@ -112,10 +109,9 @@ def validate_kernel_metadata(meta: dict[str, Any], folder: str | Path | None = N
         problems.append("code_file: required")
     elif folder is not None and not (Path(folder) / code_file).is_file():
         problems.append(f"code_file: {code_file!r} not found in {folder}")
-    if meta.get("language") not in KERNEL_LANGUAGES:
-        problems.append(f"language: one of {KERNEL_LANGUAGES} (got {meta.get('language')!r})")
-    if meta.get("kernel_type") not in KERNEL_TYPES:
-        problems.append(f"kernel_type: one of {KERNEL_TYPES} (got {meta.get('kernel_type')!r})")
+    for key, choices in KERNEL_CHOICES.items():
+        if meta.get(key) not in choices:
+            problems.append(f"{key}: one of {choices} (got {meta.get(key)!r})")
     if meta.get("kernel_type") == "notebook" and meta.get("language") == "rmarkdown":
         problems.append("kernel_type 'notebook' cannot have language 'rmarkdown'")
     for key in KERNEL_BOOLS:

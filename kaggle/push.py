@@ -2,9 +2,6 @@
 commands (dry run, the default) or runs them (``--execute``), each step only once what it
 needs is ready (the steps: docs/kaggle.md).
 
-    python kaggle/push.py [--build kaggle/build] [--create] [--steps datasets,train,inference,submit]
-                          [--message MSG] [--wait SECONDS] [--accelerator ID] [--execute]
-
 A step waits up to ``--wait`` seconds for what it needs; then, or at once when a kernel failed,
 it refuses and prints the command that goes on from there. Credentials are the Kaggle CLI's own
 business (``~/.kaggle/kaggle.json`` or ``KAGGLE_USERNAME``/``KAGGLE_KEY``), never read here.
@@ -19,7 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -27,6 +24,7 @@ import kaggle_metadata as kmeta  # noqa: E402
 from kaggle_metadata import BUNDLE_FILE, DEFAULT_BUILD, DEFAULT_OWNER, INFERENCE, TRAIN  # noqa: E402
 
 STEPS = ("datasets", "train", "inference", "submit")
+DONE = {"dataset": "ready", "kernel": "complete"}  # the status a step waits for
 #: a kernel pushed by this run may still report its previous version's "complete" for a while:
 #: that status counts once the new run was seen queued or running, or after this many seconds
 FRESH_PUSH_GRACE = 180.0
@@ -34,11 +32,13 @@ FRESH_PUSH_GRACE = 180.0
 
 @dataclass
 class Step:
-    """One step: what must be ready first (``(kind, id)``: dataset or kernel) and its commands."""
+    """One step: what must be ready first (``(kind, id)``: dataset or kernel), its commands and
+    the id of the kernel it pushes (if any)."""
 
     name: str
-    needs: list[tuple[str, str]] = field(default_factory=list)
-    commands: list[list[str]] = field(default_factory=list)
+    needs: list[tuple[str, str]]
+    commands: list[list[str]]
+    pushes: str | None = None
 
 
 def read_bundle(build: Path) -> dict:
@@ -57,32 +57,29 @@ def meta_id(build: Path, name: str) -> str:
     return json.loads(path.read_text())["id"]
 
 
-def plan(build: Path, steps: tuple[str, ...] = STEPS, create: bool = False,
-         message: str = "tpurank update", output_dir: Path | None = None,
-         accelerator: str | None = None) -> list[Step]:
-    """The steps of ``steps`` that the bundle's route has, with their prerequisites and commands."""
+def plan(build: Path, steps: tuple[str, ...], create: bool, message: str, output_dir: Path | None,
+         accelerator: str | None) -> list[Step]:
+    """The steps of ``steps`` that the bundle's route has (the weights route trains nowhere on
+    Kaggle), with their prerequisites and commands."""
     bundle = read_bundle(build)
-    datasets = bundle["datasets"]
     local = bundle["route"] == "local"
-    ready = [("dataset", meta_id(build, d)) for d in datasets]
-    out: list[Step] = []
-    if "datasets" in steps:
-        verb = (lambda d: ["create", "-p", str(build / d), "-r", "zip"]) if create else \
-            (lambda d: ["version", "-p", str(build / d), "-r", "zip", "-m", message])
-        out.append(Step("datasets", [], [["kaggle", "datasets", *verb(d)] for d in datasets]))
-    if "train" in steps and not local:
-        push = ["kaggle", "kernels", "push", "-p", str(build / TRAIN)]
-        out.append(Step("train", ready, [push + (["--accelerator", accelerator] if accelerator else [])]))
-    if "inference" in steps:
-        needs = ready if local else [("kernel", meta_id(build, TRAIN))]
-        out.append(Step("inference", needs, [["kaggle", "kernels", "push", "-p", str(build / INFERENCE)]]))
-    if "submit" in steps:
-        kid, folder = meta_id(build, INFERENCE), str(output_dir or build / "kernel-output")
-        out.append(Step("submit", [("kernel", kid)], [
-            ["kaggle", "kernels", "output", kid, "-p", folder],
+    ready = [("dataset", meta_id(build, d)) for d in bundle["datasets"]]
+    train, inference = meta_id(build, TRAIN), meta_id(build, INFERENCE)
+    verb = ["create"] if create else ["version", "-m", message]
+    folder = str(output_dir or build / "kernel-output")
+    table = [
+        Step("datasets", [], [["kaggle", "datasets", verb[0], "-p", str(build / d), "-r", "zip", *verb[1:]]
+                              for d in bundle["datasets"]]),
+        Step("train", ready, [["kaggle", "kernels", "push", "-p", str(build / TRAIN),
+                               *(["--accelerator", accelerator] if accelerator else [])]], train),
+        Step("inference", ready if local else [("kernel", train)],
+             [["kaggle", "kernels", "push", "-p", str(build / INFERENCE)]], inference),
+        Step("submit", [("kernel", inference)], [
+            ["kaggle", "kernels", "output", inference, "-p", folder],
             ["kaggle", "competitions", "submit", kmeta.COMPETITION, "-f", f"{folder}/submission.csv",
-             "-m", message]]))
-    return out
+             "-m", message]]),
+    ]
+    return [step for step in table if step.name in steps and not (local and step.name == "train")]
 
 
 def check_build(build: Path) -> list[str]:
@@ -108,30 +105,23 @@ def check_build(build: Path) -> list[str]:
 def status(kind: str, ident: str) -> str:
     """``ready``/``pending``/``error`` of a dataset, ``queued``/``running``/``complete``/``error``
     (or ``cancel...``) of a kernel, as the Kaggle CLI prints it; ``unknown`` when it fails."""
-    proc = subprocess.run(["kaggle", "datasets" if kind == "dataset" else "kernels", "status", ident],
-                          capture_output=True, text=True)
+    proc = subprocess.run(["kaggle", f"{kind}s", "status", ident], capture_output=True, text=True)
     text = (proc.stdout + proc.stderr).lower()
     words = ("error", "cancel", "complete", "running", "queued", "ready", "pending")
     return next((w for w in words if w in text), "unknown") if proc.returncode == 0 else "unknown"
 
 
-def next_command(remaining: list[str], create: bool) -> str:
-    args = ",".join(remaining) + (" --create" if create and "datasets" in remaining else "")
-    return f'make kaggle-push PUSH=1 PUSH_ARGS="--steps {args}"'
-
-
 def wait_ready(kind: str, ident: str, wait: float, poll: float, pushed_at: float | None) -> str:
-    """Poll until ``ident`` is ready (dataset) or complete (kernel), failed, or ``wait`` is over;
-    returns the last status. A kernel this run pushed must be seen running first (or the grace
-    of :data:`FRESH_PUSH_GRACE` pass): before, "complete" may be its previous version's."""
-    done = "ready" if kind == "dataset" else "complete"
+    """Poll until ``ident`` is :data:`DONE`, failed, or ``wait`` is over; returns the last status.
+    A kernel this run pushed must be seen running first (or the grace of
+    :data:`FRESH_PUSH_GRACE` pass): before, "complete" may be its previous version's."""
     deadline, seen_running = time.monotonic() + wait, pushed_at is None
     while True:
         state = status(kind, ident)
         seen_running |= state in ("queued", "running")
         fresh = seen_running or time.monotonic() - (pushed_at or 0.0) > FRESH_PUSH_GRACE
-        if (state == done and fresh) or state in ("error", "cancel") or time.monotonic() >= deadline:
-            return state if state != done or fresh else "running"
+        if (state == DONE[kind] and fresh) or state in ("error", "cancel") or time.monotonic() >= deadline:
+            return state if state != DONE[kind] or fresh else "running"
         print(f"  waiting for {kind} {ident}: {state}", flush=True)
         time.sleep(poll)
 
@@ -143,25 +133,26 @@ def execute(steps: list[Step], wait: float, poll: float, create: bool) -> int:
         return 2
     pushed: dict[str, float] = {}  # kernel id -> when this run pushed it
     for i, step in enumerate(steps):
+        retry = (f'make kaggle-push PUSH=1 PUSH_ARGS="--steps {",".join(s.name for s in steps[i:])}'
+                 f'{" --create" if create and step.name == "datasets" else ""}"')
         for kind, ident in step.needs:
             state = wait_ready(kind, ident, wait, poll, pushed.get(ident))
             if state not in ("ready", "complete"):
-                what = "failed" if state in ("error", "cancel") else f"is not ready yet ({state})"
-                log = f"; its log: kaggle kernels output {ident} -p kernel-log" if kind == "kernel" \
-                    and state in ("error", "cancel") else ""
-                print(f"not running step {step.name!r}: {kind} {ident} {what}{log}\nwhen it is "
-                      f"{'complete' if kind == 'kernel' else 'ready'}, run: "
-                      f"{next_command([s.name for s in steps[i:]], create)}", file=sys.stderr)
+                failed = state in ("error", "cancel")
+                what = "failed" if failed else f"is not ready yet ({state})"
+                log = f"; its log: kaggle kernels output {ident} -p kernel-log" if failed \
+                    and kind == "kernel" else ""
+                print(f"not running step {step.name!r}: {kind} {ident} {what}{log}\n"
+                      f"when it is {DONE[kind]}, run: {retry}", file=sys.stderr)
                 return 3
         for cmd in step.commands:
             print("+", shlex.join(cmd), flush=True)
             rc = subprocess.run(cmd).returncode
             if rc != 0:
-                print(f"step {step.name!r} failed ({rc}); to retry: "
-                      f"{next_command([s.name for s in steps[i:]], create)}", file=sys.stderr)
+                print(f"step {step.name!r} failed ({rc}); to retry: {retry}", file=sys.stderr)
                 return rc
-            if cmd[:3] == ["kaggle", "kernels", "push"]:
-                pushed[meta_id(Path(cmd[4]).parent, Path(cmd[4]).name)] = time.monotonic()
+        if step.pushes:
+            pushed[step.pushes] = time.monotonic()
     return 0
 
 
@@ -169,8 +160,7 @@ def print_plan(steps: list[Step]) -> None:
     print("# dry run: the commands `make kaggle-push PUSH=1` would run")
     for step in steps:
         for kind, ident in step.needs:
-            print(f"# {step.name}: wait until `kaggle {kind}s status {ident}` says "
-                  f"{'ready' if kind == 'dataset' else 'complete'}")
+            print(f"# {step.name}: wait until `kaggle {kind}s status {ident}` says {DONE[kind]}")
         for cmd in step.commands:
             print(shlex.join(cmd))
 

@@ -1,7 +1,5 @@
 """The whole Kaggle route, rehearsed offline: ``make kaggle-rehearsal`` (docs/kaggle.md).
 
-    python kaggle/rehearsal.py [--root work/kaggle-rehearsal] [--budget 120] [--keep]
-
 A folder stands in for ``/kaggle`` (``TPURANK_KAGGLE_ROOT``, which the notebooks read): its
 ``input/`` holds the tiny generated sample and the datasets of a fresh bundle, its ``working/``
 each kernel's output. The train kernel's notebook runs in a fresh environment of exactly the
@@ -21,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bundle  # noqa: E402  (kaggle/ is a folder of scripts, not a package)
@@ -45,7 +44,7 @@ def image_distributions(requirements: list[str]) -> list[Any]:
     todo = [bundle.Requirement(r) for r in requirements]
     while todo:
         req = todo.pop()
-        key = req.name.lower().replace("_", "-")
+        key = bundle.canonicalize_name(req.name)
         if key in seen:
             continue
         dist = importlib.metadata.distribution(req.name)
@@ -121,15 +120,6 @@ def text_output(nb: Any) -> str:
                      for cell in nb.cells for out in cell.get("outputs", []))
 
 
-def offline_env(kaggle: Path, jupyter: Path) -> dict[str, str]:
-    """The notebooks' environment: the sandbox as /kaggle, pip with no index, one thread."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PIP_FIND_LINKS", "PIP_INDEX_URL")}
-    env.update(TPURANK_KAGGLE_ROOT=str(kaggle), PIP_NO_INDEX="1", PIP_CONFIG_FILE=os.devnull,
-               JUPYTER_PATH=str(jupyter), OMP_NUM_THREADS="1",
-               MPLBACKEND="module://matplotlib_inline.backend_inline")
-    return env
-
-
 def check_submission(path: Path, data: Path) -> None:
     """``python -m ensemble check`` (the submission stage's own check); fails loudly."""
     out = bundle.run([sys.executable, "-m", "ensemble", "check", str(path), "--data", str(data)], cwd=REPO)
@@ -150,19 +140,17 @@ def check_device(work: Path) -> str:
 
 def run_kernel(name: str, build: Path, kaggle: Path, scratch: Path, params: dict[str, Any]) -> Any:
     """A kernel of the bundle run as Kaggle runs it: a fresh image environment, ``working/`` as
-    the current folder, its notebook from the bundle."""
-    py = image_environment(scratch / name)
+    the current folder, its notebook from the bundle; the sandbox as /kaggle, pip with no index,
+    one thread."""
     jupyter = scratch / name / "jupyter"
-    kernel = kernel_spec(py, jupyter)
-    saved = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(offline_env(kaggle, jupyter))
-    try:
-        code_file = json.loads((build / name / bundle.kmeta.KERNEL_FILE).read_text())["code_file"]
+    kernel = kernel_spec(image_environment(scratch / name), jupyter)
+    code_file = json.loads((build / name / bundle.kmeta.KERNEL_FILE).read_text())["code_file"]
+    with mock.patch.dict(os.environ, TPURANK_KAGGLE_ROOT=str(kaggle), PIP_NO_INDEX="1",
+                         PIP_CONFIG_FILE=os.devnull, JUPYTER_PATH=str(jupyter), OMP_NUM_THREADS="1",
+                         MPLBACKEND="module://matplotlib_inline.backend_inline"):
+        for key in ("PYTHONPATH", "PIP_FIND_LINKS", "PIP_INDEX_URL"):
+            os.environ.pop(key, None)
         return execute_notebook(build / name / code_file, params, kaggle / "working", kernel)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 def rehearse(root: Path = DEFAULT_ROOT, budget: float = 120.0) -> dict[str, Any]:

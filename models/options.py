@@ -21,7 +21,7 @@ import re
 import sys
 from pathlib import Path
 
-from tpurank.config import _default, _shown, field_help
+from tpurank.config import _shown, field_help
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "options.md"
 MARK = re.compile(r"\s*\[(run|measured|pending)(?::\s*(.*))?\]\s*$")
@@ -79,7 +79,7 @@ def options_page() -> str:
         for f in dataclasses.fields(cls):
             text, _, _ = split_help(helps[f.name])
             flag = "--" + f.name.replace("_", "-")
-            lines.append(f"| `{flag}` | `{_cell(_shown(_default(f)))}` | {_cell(text)} | "
+            lines.append(f"| `{flag}` | `{_cell(_shown(getattr(cls(), f.name)))}` | {_cell(text)} | "
                          f"{_cell('; '.join(evidence(cls, f.name)) or '**none**')} |")
         lines.append("")
     return "\n".join(lines)

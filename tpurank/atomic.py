@@ -17,20 +17,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
+import psutil
 
 
 _TEMP_NAME = re.compile(r"^\..+\.tmp-(\d+)(?:-.*)?$")
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists (on this machine)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def temp_sibling(path: str | os.PathLike) -> Path:
@@ -42,20 +32,14 @@ def temp_sibling(path: str | os.PathLike) -> Path:
 def remove_dead_temporaries(directory: str | os.PathLike) -> int:
     """Delete the temporary files and directories in ``directory`` whose writer process is gone
     (killed, out of memory); returns how many. Live writers' temporaries are left alone."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        return 0
-    removed = 0
-    for entry in directory.iterdir():
-        match = _TEMP_NAME.match(entry.name)
-        if match is None or pid_alive(int(match.group(1))):
-            continue
+    dead = [entry for entry in Path(directory).glob(".*.tmp-*")
+            if (match := _TEMP_NAME.match(entry.name)) and not psutil.pid_exists(int(match.group(1)))]
+    for entry in dead:
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)
         else:
             entry.unlink(missing_ok=True)
-        removed += 1
-    return removed
+    return len(dead)
 
 
 @contextlib.contextmanager
@@ -73,8 +57,7 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
             os.fsync(fh.fileno())
         os.replace(tmp_path, path)
     finally:
-        if tmp_path.exists():
-            tmp_path.unlink()
+        tmp_path.unlink(missing_ok=True)
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

@@ -1,9 +1,5 @@
-"""``tpurank``: one console script in front of the stages' ``python -m`` entry points.
-
-    tpurank run [DATA=...] [PRESET=full] ...     the whole pipeline: ``make run`` with these variables
-    tpurank features build --data D ...           = python -m features build --data D ...
-    tpurank gnn train --preset quick ...          = python -m models.gnn train ...
-    tpurank lgbm | baseline | ensemble | hlo | sample ...   (models: tpurank.registry)
+"""``tpurank``: one console script in front of the stages' ``python -m`` entry points
+(``tpurank gnn train ...`` = ``python -m models.gnn train ...``) and ``make run`` (``tpurank run``).
 
 Stages are named by module strings and run with :mod:`runpy`, so this core package imports no
 stage (the layers go tpurank -> features -> models -> ensemble). ``python -m`` keeps working: this
@@ -13,7 +9,6 @@ is only a shorter spelling of it.
 from __future__ import annotations
 
 import importlib
-import os
 import runpy
 import shutil
 import subprocess
@@ -81,7 +76,7 @@ def run_pipeline(args: list[str]) -> int:
     root = Path(__file__).resolve().parent.parent
     make = shutil.which("make")
     if make is not None and (root / "Makefile").is_file():
-        return subprocess.run([make, "-C", str(root), "run", *args], env=os.environ).returncode
+        return subprocess.run([make, "-C", str(root), "run", *args]).returncode
     values = dict(a.split("=", 1) for a in args)
     unknown = sorted(set(values) - set(PLANNED_RUN_VARS))
     if "BUDGET" not in values or unknown:
@@ -90,7 +85,7 @@ def run_pipeline(args: list[str]) -> int:
               + (f"; unknown: {unknown}" if unknown else ""), file=sys.stderr)
         return 2
     options = [arg for key, value in values.items() for arg in (f"--{key.lower()}", value)]
-    return run_module("ensemble", "run", ["run", *options])
+    return run_module("ensemble", ["run", *options])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,18 +99,17 @@ def main(argv: list[str] | None = None) -> int:
     if word not in GROUPS:
         print(f"tpurank: unknown command {word!r}\n\n{usage()}", file=sys.stderr)
         return 2
-    return run_module(GROUPS[word][0], word, rest)
+    return run_module(GROUPS[word][0], rest)
 
 
-def run_module(module: str, word: str, argv: list[str]) -> int:
-    """``python -m module argv`` in this process; its exit code."""
+def run_module(module: str, argv: list[str]) -> int:
+    """``python -m module argv`` in this process (runpy sets ``sys.argv[0]``); its exit code."""
     saved = sys.argv
-    sys.argv = [f"tpurank {word}", *argv]
+    sys.argv = [module, *argv]
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as exc:
-        code = exc.code
-        return code if isinstance(code, int) else (0 if code is None else 1)
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     finally:
         sys.argv = saved
     return 0

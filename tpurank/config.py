@@ -69,11 +69,8 @@ def git_sha(cwd: str | os.PathLike | None = None) -> str:
 # --- field comments ----------------------------------------------------------------------------
 
 def _class_comments(klass: type) -> dict[str, str]:
-    """``{field: comment}`` from the source of one class body (empty when there is no source).
-
-    A field's help is its trailing ``# comment``, else the block of ``#`` comment lines right
-    above it (section rules such as ``# --- boosting ---`` are skipped).
-    """
+    """``{field: comment}`` of one class body (empty without source): a field's trailing
+    ``# comment``, else the ``#`` lines right above it (rules such as ``# --- boosting ---`` skipped)."""
     try:
         source = textwrap.dedent(inspect.getsource(klass))
     except (OSError, TypeError):
@@ -111,10 +108,6 @@ def field_help(cls: type) -> dict[str, str]:
 
 # --- types and values --------------------------------------------------------------------------
 
-def _field_type(cls: type, field: dataclasses.Field) -> Any:
-    return typing.get_type_hints(cls).get(field.name, str)
-
-
 def type_label(tp: Any) -> str:
     """What ``--help`` shows as an option's type: ``int``, ``bool``, ``float,...``, ``{a,b}``."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
@@ -141,10 +134,8 @@ def _convert(value: str, tp: Any) -> Any:
                 return choice
         raise ValueError(f"expected one of {', '.join(map(str, args))}; got {value!r}")
     if tp is bool:
-        if value.lower() in TRUE_WORDS:
-            return True
-        if value.lower() in FALSE_WORDS:
-            return False
+        if value.lower() in TRUE_WORDS + FALSE_WORDS:
+            return value.lower() in TRUE_WORDS
         raise ValueError(f"expected a boolean ({'/'.join(TRUE_WORDS)} or {'/'.join(FALSE_WORDS)}); "
                          f"got {value!r}")
     if origin in (list, tuple):
@@ -161,14 +152,15 @@ def _convert(value: str, tp: Any) -> Any:
 
 def apply_overrides(cfg: T, overrides: dict[str, Any]) -> T:
     """Return a copy of ``cfg`` with fields replaced; string values are converted to field types."""
-    fields = {f.name: f for f in dataclasses.fields(cfg)}
+    fields = {f.name for f in dataclasses.fields(cfg)}
+    hints = typing.get_type_hints(type(cfg))
     changes = {}
     for key, value in overrides.items():
         key = key.replace("-", "_")
         if key not in fields:
             raise ValueError(f"{type(cfg).__name__} has no option {key!r}; "
                              f"known: {', '.join(sorted(fields))}")
-        tp = _field_type(type(cfg), fields[key])
+        tp = hints.get(key, str)
         if isinstance(value, str) and tp is not str:
             try:
                 value = _convert(value, tp)
@@ -179,37 +171,20 @@ def apply_overrides(cfg: T, overrides: dict[str, Any]) -> T:
 
 
 def with_preset(cls: type[T], preset: str | None, **overrides: Any) -> T:
-    """Build ``cls()`` with a named preset (``cls.PRESETS[preset]``) and then ``overrides``.
-
-    ``work`` not given (neither in ``overrides`` nor by the preset) becomes
-    :func:`default_work` of the final ``data`` and ``preset``.
-    """
-    cfg = cls()
+    """Build stage config ``cls()`` with a named preset (``cls.PRESETS[preset]``) and then
+    ``overrides``. ``work`` set by neither becomes :func:`default_work` of the final ``data`` and
+    ``preset``."""
     presets: dict[str, dict[str, Any]] = getattr(cls, "PRESETS", {})
-    names = {f.name for f in dataclasses.fields(cfg)}
-    given = {k.replace("-", "_") for k in overrides}
-    if preset:
-        if preset not in presets:
-            raise ValueError(f"{cls.__name__}: unknown preset {preset!r}; known: {sorted(presets)}")
-        given |= set(presets[preset])
-        cfg = apply_overrides(cfg, dict(presets[preset]))
-        if "preset" in names:
-            cfg = dataclasses.replace(cfg, preset=preset)
-    cfg = apply_overrides(cfg, overrides)
-    if {"work", "data"} <= names and "work" not in given:
+    if preset and preset not in presets:
+        raise ValueError(f"{cls.__name__}: unknown preset {preset!r}; known: {sorted(presets)}")
+    values = {**presets[preset], "preset": preset} if preset else {}
+    cfg = apply_overrides(cls(), {**values, **overrides})
+    if "work" not in {k.replace("-", "_") for k in [*values, *overrides]}:
         cfg = dataclasses.replace(cfg, work=default_work(cfg.data, preset))
     return cfg
 
 
 # --- the command line --------------------------------------------------------------------------
-
-def _default(f: dataclasses.Field) -> Any:
-    if f.default is not dataclasses.MISSING:
-        return f.default
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    return None
-
 
 def _shown(value: Any) -> str:
     if isinstance(value, (list, tuple)):
@@ -221,8 +196,7 @@ def _shown(value: Any) -> str:
 
 def option_help(cls: type, name: str) -> str:
     """``help text [default: X; quick: Y, full: Z]`` of one field (the type is its metavar)."""
-    f = next(f for f in dataclasses.fields(cls) if f.name == name)
-    parts = [f"default: {_shown(_default(f))}"]
+    parts = [f"default: {_shown(getattr(cls(), name))}"]
     presets: dict[str, dict[str, Any]] = getattr(cls, "PRESETS", {})
     set_by = [f"{p}: {_shown(values[name])}" for p, values in presets.items() if name in values]
     if set_by:
@@ -232,13 +206,12 @@ def option_help(cls: type, name: str) -> str:
 
 def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
     """Add one ``--option`` per dataclass field, typed, with its help text and preset values."""
+    hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
-        tp = _field_type(cls, f)
         flag = "--" + f.name.replace("_", "-")
-        kwargs: dict[str, Any] = {"metavar": type_label(tp).upper()}
+        kwargs: dict[str, Any] = {"metavar": type_label(hints.get(f.name, str)).upper()}
         if f.name == "preset" and getattr(cls, "PRESETS", None):
-            kwargs["choices"] = list(cls.PRESETS)
-            kwargs["metavar"] = "{" + ",".join(cls.PRESETS) + "}"
+            kwargs.update(choices=list(cls.PRESETS), metavar="{" + ",".join(cls.PRESETS) + "}")
         parser.add_argument(flag, dest=f.name, default=argparse.SUPPRESS,
                             help=option_help(cls, f.name).replace("%", "%%"), **kwargs)
 
@@ -306,10 +279,7 @@ def run_metadata(cfg: Any = None) -> dict[str, Any]:
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     if cfg is not None:
-        meta["config_class"] = type(cfg).__name__
-        meta["config"] = dataclasses.asdict(cfg)
-        if hasattr(cfg, "seed"):
-            meta["seed"] = getattr(cfg, "seed")
+        meta.update(config_class=type(cfg).__name__, config=dataclasses.asdict(cfg), seed=cfg.seed)
     return meta
 
 

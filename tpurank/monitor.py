@@ -12,6 +12,7 @@ MON="python -m tpurank.monitor --log FILE"`` runs every stage of the pipeline th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
@@ -22,31 +23,19 @@ from typing import Any
 import psutil
 
 
-def tree_rss_and_fds(pid: int) -> tuple[int, int]:
-    """Summed resident bytes and open descriptors of ``pid`` and its descendants (processes gone
-    meanwhile skipped)."""
-    rss = fds = 0
-    try:
-        root = psutil.Process(pid)
-        tree = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return 0, 0
-    for proc in tree:
-        try:
-            rss += proc.memory_info().rss
-            fds += proc.num_fds()
-        except psutil.Error:
-            continue
-    return rss, fds
-
-
 def monitored(cmd: list[str], interval: float = 0.2, **popen: Any) -> dict[str, Any]:
-    """Run ``cmd`` to completion; its wall time, exit status, peak tree RSS (MB) and peak fds."""
+    """Run ``cmd`` to completion; its wall time, exit status, and the peaks of its process tree's
+    summed RSS (MB) and open descriptors (processes gone meanwhile skipped)."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, **popen)
+    root = psutil.Process(proc.pid)
     peak_rss = peak_fds = 0
     while proc.poll() is None:
-        rss, fds = tree_rss_and_fds(proc.pid)
+        rss = fds = 0
+        with contextlib.suppress(psutil.Error):
+            for member in [root, *root.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    rss, fds = rss + member.memory_info().rss, fds + member.num_fds()
         peak_rss, peak_fds = max(peak_rss, rss), max(peak_fds, fds)
         time.sleep(interval)
     return {"command": " ".join(cmd), "rc": proc.returncode,

@@ -40,7 +40,7 @@ def test_run_without_a_checkout_is_the_planned_run(monkeypatch, capsys) -> None:
     needs a budget."""
     monkeypatch.setattr(cli.shutil, "which", lambda name: None)
     calls = []
-    monkeypatch.setattr(cli, "run_module", lambda module, word, argv: calls.append((module, argv)) or 0)
+    monkeypatch.setattr(cli, "run_module", lambda module, argv: calls.append((module, argv)) or 0)
     assert cli.main(["run", "DATA=/kaggle/input/x", "PRESET=full"]) == 2
     assert "BUDGET=seconds" in capsys.readouterr().err
     assert cli.main(["run", "DATA=D", "BUDGET=3600", "COLOUR=red"]) == 2
