@@ -21,7 +21,7 @@ from tpurank.registry import MODELS
 GROUPS: dict[str, tuple[str, str]] = {
     "features": ("features", "validate | build | sample: the feature stage"),
     **{m.name: (m.module, m.help) for m in MODELS},
-    "ensemble": ("ensemble", "blend | check | report | score | submit | seeds | real"),
+    "ensemble": ("ensemble", "blend | check | report | score | submit | real | run"),
     "hlo": ("features.hlo", "info | convert: raw HLO protos"),
     "sample": ("features.sample", "write the generated sample dataset"),
 }
