@@ -31,8 +31,6 @@ from features.tasks import (Task, _graph_cached, _graph_task, _key, _marker, _no
 from features.validate import load_bad_files
 from features import tabular as tab
 
-__all__ = ["build_features", "load_build_config", "reduction_report", "main"]
-
 
 def _files(cfg: BuildConfig, colls: list[Collection], splits: list[str]) -> list[GraphFile]:
     """The files to build: bad files of the validate report skipped; test layout graphs without

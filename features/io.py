@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 import zipfile
 import zlib
-from contextlib import contextmanager
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Iterable, Iterator
+from typing import IO, ContextManager, Iterable, Iterator
 
 import numpy as np
 
@@ -233,14 +233,9 @@ def _member_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo,
     return header
 
 
-@contextmanager
-def _zip(path: str | os.PathLike, zf: zipfile.ZipFile | None) -> Iterator[zipfile.ZipFile]:
+def _zip(path: str | os.PathLike, zf: zipfile.ZipFile | None) -> ContextManager[zipfile.ZipFile]:
     """``zf``, or the npz at ``path`` opened (and closed on exit) when ``zf`` is None."""
-    if zf is not None:
-        yield zf
-        return
-    with open_npz(path) as own:
-        yield own
+    return nullcontext(zf) if zf is not None else open_npz(path)
 
 
 def _header_of(zf: zipfile.ZipFile, path: str | os.PathLike, key: str) -> tuple[zipfile.ZipInfo, NpyHeader]:

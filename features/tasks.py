@@ -64,14 +64,9 @@ def _load(cfg: BuildConfig, path: Path, split: str, configs: bool = True) -> tup
     """The graph and the repairs made to it (a test graph's, :mod:`features.repair`); layout
     configs streamed out of the npz into codes. ``configs=False``: nodes only (the norm pass),
     the big member is not even decompressed. A train/valid graph that would need a repair is an
-    error naming the file: those are skipped (``--skip-bad-report``), never repaired."""
-    try:
-        graph = load_coded(path, cfg.config_chunk, configs=configs)
-        graph, repairs = repair_graph(graph)
-    except Exception as exc:  # the message must name the file
-        if str(path) in str(exc):
-            raise
-        raise ValueError(f"{path}: cannot load graph: {type(exc).__name__}: {exc}") from exc
+    error naming the file: those are skipped (``--skip-bad-report``), never repaired (any other
+    error gets the file's name from :func:`_named`)."""
+    graph, repairs = repair_graph(load_coded(path, cfg.config_chunk, configs=configs))
     if repairs and split != REPAIRED_SPLIT:
         raise BadGraphError(path, f"needs a repair ({'; '.join(repairs)}), which only a test graph gets; "
                                   "skip it: features validate --skip-bad --report R, then features build "
@@ -140,9 +135,7 @@ def _norm_task(task: Task) -> dict[str, Any]:
 
 
 def _stage_path(task: Task) -> Path:
-    gf = task.file
-    marker = _marker(task.features_dir, gf.collection, gf.split, gf.stem, "norm_parts")
-    return marker.with_suffix(".stage.npz")
+    return _norm_key(task)[1].with_suffix(".stage.npz")
 
 
 #: the arrays of a NodeStage saved by the norm pass (the optional ones only when present)

@@ -64,19 +64,6 @@ def repairs_of(problems: Iterable[str]) -> list[str] | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# The array source of a file: small members read whole, big ones streamed in chunks.
-
-
-@dataclass
-class ArraySource:
-    """Shapes/dtypes of all arrays plus ways to get a small array or stream a big one."""
-
-    specs: dict[str, tuple[tuple[int, ...], np.dtype]]
-    load: Callable[[str], np.ndarray]
-    chunks: Callable[[str], Iterator[np.ndarray]]
-
-
-# ---------------------------------------------------------------------------------------------
 # Individual checks. Each returns a list of problem sentences.
 
 
@@ -167,9 +154,8 @@ def _check_finite(key: str, a: np.ndarray, repair: str = "") -> list[str]:
     return [Problem(f"{key} has {n_nan} NaN and {n_inf} infinite values", repair)]
 
 
-def _check_nodes(src: ArraySource) -> list[str]:
-    problems = _check_finite("node_feat", src.load("node_feat"), NON_FINITE)
-    opcode = src.load("node_opcode")
+def _check_nodes(node_feat: np.ndarray, opcode: np.ndarray) -> list[str]:
+    problems = _check_finite("node_feat", node_feat, NON_FINITE)
     unknown = np.setdiff1d(np.unique(opcode), known_opcode_ids())
     if unknown.size:
         problems.append(Problem(f"node_opcode has {unknown.size} unknown opcode ids (not in "
@@ -219,16 +205,16 @@ def _check_runtimes(key: str, rt: np.ndarray, split: str | None) -> list[str]:
     return problems
 
 
-def _check_layout_configs(src: ArraySource, n: int) -> list[str]:
+def _check_layout_configs(ids: np.ndarray, configs: Iterable[np.ndarray], n: int) -> list[str]:
     problems = []
-    ids = src.load("node_config_ids").astype(np.int64, copy=False)
+    ids = ids.astype(np.int64, copy=False)
     if ids.size and (ids.min() < 0 or ids.max() >= n):
         bad = ids[(ids < 0) | (ids >= n)]
         problems.append(f"node_config_ids has {bad.size} ids outside [0, {n}): {_listed(bad)}")
     uniq, counts = np.unique(ids, return_counts=True)
     if (counts > 1).any():
         problems.append(f"node_config_ids has duplicate ids: {_listed(uniq[counts > 1])}")
-    problems.extend(_check_layout_values(src.chunks("node_config_feat")))
+    problems.extend(_check_layout_values(configs))
     return problems
 
 
@@ -256,28 +242,30 @@ def _check_layout_values(chunks: Iterable[np.ndarray]) -> list[str]:
     return problems
 
 
-def _check_source(src: ArraySource, kind: str, split: str | None) -> list[str]:
+def _check_source(specs: dict[str, tuple[tuple[int, ...], np.dtype]], load: Callable[[str], np.ndarray],
+                  chunks: Callable[[str], Iterator[np.ndarray]], kind: str, split: str | None) -> list[str]:
+    """The checks of one file whose arrays have ``specs`` (shape, dtype): ``load`` reads a small
+    array, ``chunks`` streams a big one."""
     required = TILE_KEYS if kind == "tile" else LAYOUT_KEYS
-    missing = [k for k in required if k not in src.specs]
+    missing = [k for k in required if k not in specs]
     if missing:
         need = ", ".join(required)
         return [f"missing required key{'s' if len(missing) > 1 else ''} "
                 f"{', '.join(repr(k) for k in missing)} ({kind} files need: {need})"]
-    problems = _check_dtypes(src.specs) + _check_shapes(src.specs, kind)
+    problems = _check_dtypes(specs) + _check_shapes(specs, kind)
     if problems:  # value checks assume consistent shapes and dtypes
         return problems
-    n = src.specs["node_feat"][0][0]
-    problems += _check_nodes(src)
-    problems += _check_edges(src.load("edge_index"), n)
-    if "node_splits" in src.specs:
-        problems += _check_node_splits(src.load("node_splits"), n)
-    problems += _check_runtimes("config_runtime", src.load("config_runtime"), split)
+    n = specs["node_feat"][0][0]
+    problems += _check_nodes(load("node_feat"), load("node_opcode"))
+    problems += _check_edges(load("edge_index"), n)
+    if "node_splits" in specs:
+        problems += _check_node_splits(load("node_splits"), n)
+    problems += _check_runtimes("config_runtime", load("config_runtime"), split)
     if kind == "tile":
-        problems += _check_finite("config_feat", src.load("config_feat"))
-        problems += _check_runtimes("config_runtime_normalizers",
-                                    src.load("config_runtime_normalizers"), split)
+        problems += _check_finite("config_feat", load("config_feat"))
+        problems += _check_runtimes("config_runtime_normalizers", load("config_runtime_normalizers"), split)
     else:
-        problems += _check_layout_configs(src, n)
+        problems += _check_layout_configs(load("node_config_ids"), chunks("node_config_feat"), n)
     return problems
 
 
@@ -295,10 +283,10 @@ def validate_file(path: str | os.PathLike) -> list[str]:
             if kind is None:
                 return ["cannot tell tile from layout: neither config_feat nor node_config_feat "
                         "is present and the file is not in a tile/ or layout/ directory"]
-            src = ArraySource(specs={k: (h.shape, h.dtype) for k, h in headers.items()},
-                              load=lambda key: read_npz_member(path, key, zf=zf),
-                              chunks=lambda key: iter_npz_chunks(path, key, CHUNK_BYTES, zf=zf))
-            return _check_source(src, kind, path.parent.name if path.parent.name in SPLITS else None)
+            return _check_source({k: (h.shape, h.dtype) for k, h in headers.items()},
+                                 lambda key: read_npz_member(path, key, zf=zf),
+                                 lambda key: iter_npz_chunks(path, key, CHUNK_BYTES, zf=zf),
+                                 kind, path.parent.name if path.parent.name in SPLITS else None)
     except BadGraphError as exc:
         return [exc.problem]
 
