@@ -49,11 +49,7 @@ class CodeTable:
     def encode(self, keys: np.ndarray) -> np.ndarray:
         """Codes (int64, same shape) of ``keys``, adding the keys not seen before."""
         flat = keys.reshape(-1)
-        uniq = np.unique(flat)
-        pos = np.searchsorted(self._sorted, uniq)
-        known = (pos < len(self._sorted)) & (self._sorted[np.minimum(pos, len(self._sorted) - 1)]
-                                             == uniq) if len(self._sorted) else np.zeros(len(uniq), bool)
-        new = uniq[~known]
+        new = np.setdiff1d(flat, self._sorted)  # sorted
         if len(new):
             self.keys = np.concatenate([self.keys, new])
             order = np.argsort(self.keys, kind="stable")

@@ -174,8 +174,7 @@ def save_processed(g: ProcessedGraph, out_dir: str | os.PathLike) -> None:
     are written as codes + table (an int8 array is encoded first)."""
     out_dir = Path(out_dir)
     tmp = temp_sibling(out_dir)
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    shutil.rmtree(tmp, ignore_errors=True)  # a leftover of this process; mkdir fails if it stays
     tmp.mkdir(parents=True)
     for name in SMALL_ARRAYS:
         arr = getattr(g, name)
@@ -194,8 +193,7 @@ def save_processed(g: ProcessedGraph, out_dir: str | os.PathLike) -> None:
     meta = dict(g.meta, collection=g.collection, split=g.split, stem=g.stem)
     write_json(tmp / "meta.json", meta)
     _OPEN_MAPS.clear()  # no stale map of a replaced entry
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
+    shutil.rmtree(out_dir, ignore_errors=True)  # the replaced entry; os.replace fails if it stays
     os.replace(tmp, out_dir)
 
 
@@ -229,15 +227,12 @@ def load_processed(in_dir: str | os.PathLike) -> ProcessedGraph:
 def iter_processed(features_dir: str | os.PathLike, collection: Collection, split: str
                    ) -> Iterator[ProcessedGraph]:
     """All processed graphs of one collection/split, sorted by stem (O(1) open files each)."""
-    base = Path(features_dir) / collection.slug / "graphs" / split
-    if not base.is_dir():
-        return
-    for d in sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith(".")):
+    base = Path(features_dir) / collection.slug / "graphs" / split  # no graphs when absent
+    for d in sorted(p for p in base.glob("*") if p.is_dir() and not p.name.startswith(".")):
         yield load_processed(d)
 
 
-# ---------------------------------------------------------------------------------------------
-# norm.npz: node-feature (and tile config-feature) normalisation stats, fitted on train graphs only
+# ---- norm.npz: normalisation stats of the node (and tile config) features, fitted on train only ----
 NORM_EPS = 1e-6
 
 

@@ -28,8 +28,7 @@ from features import tabular as tab
 from features import transforms as tf
 
 
-# ---------------------------------------------------------------------------------------------
-# node stage
+# ---- node stage ---------------------------------------------------------------------------------
 @dataclass
 class NodeStage:
     """Pruned graph with unnormalised node features."""
@@ -146,8 +145,7 @@ def node_stage(graph: Graph, cfg: BuildConfig, exact_dot: dict[int, DotDims] | N
                      to_positions(links, pr.kept))
 
 
-# ---------------------------------------------------------------------------------------------
-# config stage
+# ---- config stage -------------------------------------------------------------------------------
 def _config_chunks(graph: Graph, rows: np.ndarray, chunk: int) -> Iterable[tuple[np.ndarray, np.ndarray]]:
     """``(rows_chunk, configs)`` for layout graphs, int8, ``chunk`` configs at a time."""
     src = graph.node_config_feat
@@ -198,8 +196,7 @@ def tile_config_feat(graph: Graph, rows: np.ndarray, cfg: BuildConfig) -> np.nda
     return signed_log1p(feats) if cfg.engineered else feats
 
 
-# ---------------------------------------------------------------------------------------------
-# single graph
+# ---- single graph -------------------------------------------------------------------------------
 def process_graph(graph: Graph, collection: Collection | str, split: str, stem: str,
                   norm: NormStats | None, cfg: BuildConfig, exact_dot: dict[int, DotDims] | None = None,
                   *, tabular_sink: Callable[[np.ndarray, np.ndarray], None] | None = None,

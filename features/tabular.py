@@ -1,9 +1,6 @@
-"""Tabular features for LightGBM: one row per (graph, config), written as parquet (polars). The
-columns are described in docs/features.md, "What the models get": ``graph``, ``config``,
-``target``, then float32 ``f_*`` (``f_g_*`` graph statistics; layout pattern counts per node type
-and tensor, :data:`LAYOUT_PATTERNS`, and ``f_mismatch_*``; tile config features; ``f_heur_*``).
-
-Configs are processed in chunks (``(chunk, nc, 18)`` int8 at a time), never the whole array.
+"""Tabular features for LightGBM: one row per (graph, config), written as parquet (polars); the
+columns: docs/features.md, "What the models get". Configs are processed in chunks
+(``(chunk, nc, 18)`` int8 at a time), never the whole array.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Container, Iterable, Iterator, Sequence
 
 import numpy as np
 from tqdm import tqdm
@@ -63,10 +63,7 @@ def repairs_of(problems: Iterable[str]) -> list[str] | None:
     return sorted(set(repairs)) if repairs and all(repairs) else None
 
 
-# ---------------------------------------------------------------------------------------------
-# Individual checks. Each returns a list of problem sentences.
-
-
+# ---- individual checks, each returning a list of problem sentences ------------------------------
 def _kind_from_path(path: Path) -> str | None:
     """``tile``/``layout`` from the Kaggle directory layout, None outside it."""
     parts = path.parts
@@ -77,8 +74,7 @@ def _kind_from_path(path: Path) -> str | None:
     return None
 
 
-def _kind_from_keys(keys: Iterable[str]) -> str | None:
-    keys = set(keys)
+def _kind_from_keys(keys: Container[str]) -> str | None:
     if "node_config_feat" in keys or "node_config_ids" in keys:
         return "layout"
     if "config_feat" in keys:
@@ -123,10 +119,7 @@ def _check_shapes(specs: dict[str, tuple[tuple[int, ...], np.dtype]], kind: str)
     else:
         nc = shape["node_config_ids"][0] if len(shape["node_config_ids"]) == 1 else None
         expected.update(node_config_ids=("nc",), node_config_feat=(c, nc, LAYOUT_CONFIG_DIM))
-    for key, exp in expected.items():
-        problem = _shape_problem(key, shape[key], exp)
-        if problem:
-            problems.append(problem)
+    problems += [p for key, exp in expected.items() if (p := _shape_problem(key, shape[key], exp))]
     if "node_splits" in shape:
         ns = shape["node_splits"]
         if not (len(ns) == 1 or (len(ns) == 2 and ns[0] == 1)):
@@ -269,10 +262,7 @@ def _check_source(specs: dict[str, tuple[tuple[int, ...], np.dtype]], load: Call
     return problems
 
 
-# ---------------------------------------------------------------------------------------------
-# Public API
-
-
+# ---- public API ---------------------------------------------------------------------------------
 def validate_file(path: str | os.PathLike) -> list[str]:
     """Problems of one npz file (empty list = valid). Never loads ``node_config_feat`` whole."""
     path = Path(path)
@@ -298,10 +288,7 @@ def check_file(path: str | os.PathLike) -> None:
         raise BadGraphError(path, "; ".join(problems))
 
 
-# ---------------------------------------------------------------------------------------------
-# A data root: the walk, the JSON report, the CLI
-
-
+# ---- a data root: the walk, the JSON report, the CLI --------------------------------------------
 @dataclass
 class FileReport:
     """Validation result of one file with the sizes used for the summary table."""
