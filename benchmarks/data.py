@@ -63,7 +63,8 @@ from features.configcodes import load_coded
 g = load_coded(SRC)
 rows = np.sort(np.random.default_rng(0).choice(g.num_configs, min(1000, g.num_configs), replace=False))
 batch = np.asarray(g.node_config_feat[rows])
-extra = {"codes_mb": g.node_config_feat.nbytes / 2**20, "batch_shape": list(batch.shape)}
+coded = g.node_config_feat
+extra = {"codes_mb": (coded.codes.nbytes + coded.table.nbytes) / 2**20, "batch_shape": list(batch.shape)}
 """,
     "np_load": """
 from features.io import load_npz

@@ -31,8 +31,6 @@ from features.tasks import (Task, _graph_cached, _graph_task, _key, _marker, _no
 from features.validate import load_bad_files
 from features import tabular as tab
 
-__all__ = ["build_features", "load_build_config", "reduction_report", "main"]
-
 
 def _files(cfg: BuildConfig, colls: list[Collection], splits: list[str]) -> list[GraphFile]:
     """The files to build: bad files of the validate report skipped; test layout graphs without
@@ -149,10 +147,7 @@ def _remove_stale(features_dir: Path, colls: list[Collection], splits: list[str]
     """Drop outputs of graphs no longer in the data (or now listed as bad) for the built splits."""
     for coll in colls:
         for split in splits:
-            base = features_dir / coll.slug / "graphs" / split
-            if not base.is_dir():
-                continue
-            for d in base.iterdir():
+            for d in (features_dir / coll.slug / "graphs" / split).glob("*"):  # none when absent
                 if d.is_dir() and not d.name.startswith(".") and (coll.name, split, d.name) not in current:
                     shutil.rmtree(d)
                     for extra in (_marker(str(features_dir), coll, split, d.name, "done"),
@@ -191,8 +186,7 @@ def reduction_report(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    cfg = parse_config(BuildConfig, argv, prog="python -m features build")
-    build_features(cfg)
+    build_features(parse_config(BuildConfig, argv, prog="python -m features build"))
     return 0
 
 

@@ -36,12 +36,8 @@ UNKNOWN_OPCODE_ID = 0
 def opcode_ids() -> dict[str, int]:
     """HLO opcode name -> id, from ``features/data/hlo_opcodes.tsv`` (Kaggle numbering)."""
     text = resources.files("features").joinpath("data/hlo_opcodes.tsv").read_text()
-    out: dict[str, int] = {}
-    for line in text.splitlines()[1:]:
-        parts = line.split("\t")
-        if len(parts) >= 2 and parts[0].strip().isdigit():
-            out[parts[1].strip()] = int(parts[0])
-    return out
+    rows = (line.split("\t") for line in text.splitlines()[1:])
+    return {p[1].strip(): int(p[0]) for p in rows if len(p) >= 2 and p[0].strip().isdigit()}
 
 
 def signed_log1p(x: np.ndarray) -> np.ndarray:

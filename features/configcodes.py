@@ -19,9 +19,6 @@ import numpy as np
 from features.io import (BadGraphError, Graph, _member_header, graph_from_arrays, iter_npz_rows,
                          load_npz, open_npz, read_npz_member)
 
-__all__ = ["CodedConfigs", "CodeTable", "pack_keys", "unpack_keys", "encode_blocks",
-           "encode_array", "load_coded"]
-
 BITS = 3  # values -1..6 -> 0..7
 WIDTH = 18
 MIN_VALUE, MAX_VALUE = -1, 6
@@ -52,11 +49,7 @@ class CodeTable:
     def encode(self, keys: np.ndarray) -> np.ndarray:
         """Codes (int64, same shape) of ``keys``, adding the keys not seen before."""
         flat = keys.reshape(-1)
-        uniq = np.unique(flat)
-        pos = np.searchsorted(self._sorted, uniq)
-        known = (pos < len(self._sorted)) & (self._sorted[np.minimum(pos, len(self._sorted) - 1)]
-                                             == uniq) if len(self._sorted) else np.zeros(len(uniq), bool)
-        new = uniq[~known]
+        new = np.setdiff1d(flat, self._sorted)  # sorted
         if len(new):
             self.keys = np.concatenate([self.keys, new])
             order = np.argsort(self.keys, kind="stable")
@@ -107,10 +100,6 @@ class CodedConfigs:
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         out = self[:]
         return out if dtype is None else out.astype(dtype)
-
-    @property
-    def nbytes(self) -> int:
-        return int(np.prod(self.codes.shape)) * np.dtype(self.codes.dtype).itemsize + self.table.nbytes
 
 
 def _check_small_ints(block: np.ndarray, path: str | os.PathLike) -> np.ndarray:

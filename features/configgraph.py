@@ -155,8 +155,5 @@ def to_positions(links: np.ndarray, kept: np.ndarray) -> np.ndarray:
     out = np.array(links, np.int64, copy=True)
     for col in (3, 4):
         ids = out[:, col]
-        pos = np.searchsorted(kept, ids)
-        clipped = np.minimum(pos, max(0, len(kept) - 1))
-        present = (ids >= 0) & (pos < len(kept)) & (kept[clipped] == ids) if len(kept) else ids < -1
-        out[:, col] = np.where(present, pos, NO_NODE)
+        out[:, col] = np.where((ids >= 0) & np.isin(ids, kept), np.searchsorted(kept, ids), NO_NODE)
     return out

@@ -136,16 +136,12 @@ def _names(stats: pl.DataFrame) -> list[str]:
     return [c.name for c in COLLECTIONS if c.name in present]
 
 
-def _log_bins(values: np.ndarray, bins: int = 30) -> np.ndarray:
-    lo, hi = max(float(values.min()), 1.0), max(float(values.max()), 2.0)
-    return np.geomspace(lo, hi * 1.0001, bins)
-
-
 def plot_graph_sizes(stats: pl.DataFrame) -> Figure:
     """Histogram of node counts per collection (log scale)."""
     fig = Figure(figsize=(9, 3.5), layout="constrained")
     ax = fig.add_subplot()
-    bins = _log_bins(stats["nodes"].to_numpy())
+    nodes = stats["nodes"].to_numpy()
+    bins = np.geomspace(max(float(nodes.min()), 1.0), max(float(nodes.max()), 2.0) * 1.0001, 30)
     for name in _names(stats):
         ax.hist(stats.filter(pl.col("collection") == name)["nodes"].to_numpy(), bins=bins,
                 histtype="step", linewidth=1.5, label=name)

@@ -144,21 +144,15 @@ class LayoutHeuristic:
         return np.concatenate(costs) if costs else np.zeros(0)
 
 
-def layout_costs(path: str | os.PathLike) -> np.ndarray:
-    """Heuristic cost per layout config of an npz graph file (linear scale; lower = faster);
-    ``node_config_feat`` is streamed from the npz ``CHUNK_CONFIGS`` rows at a time."""
+def graph_costs(path: str | os.PathLike, is_tile: bool) -> np.ndarray:
+    """Heuristic cost per config of an npz graph file: :func:`tile_costs` (log scale), or the
+    layout cost (linear scale) with ``node_config_feat`` streamed ``CHUNK_CONFIGS`` rows at a time."""
     with np.load(path, allow_pickle=False) as data:
         node_feat = repair_nodes(data["node_feat"], data["node_opcode"])[0]  # a test file's repairs
+        if is_tile:
+            return tile_costs(data["config_feat"], node_feat)
         heuristic = LayoutHeuristic(node_feat, data["node_config_ids"], data["edge_index"])
     return heuristic.costs_of_chunks(iter_npz_rows(path, "node_config_feat", CHUNK_CONFIGS))
-
-
-def graph_costs(path: str | os.PathLike, is_tile: bool) -> np.ndarray:
-    """Heuristic cost per config of an npz graph file: :func:`tile_costs` or :func:`layout_costs`."""
-    if is_tile:
-        with np.load(path, allow_pickle=False) as data:
-            return tile_costs(data["config_feat"], repair_nodes(data["node_feat"], data["node_opcode"])[0])
-    return layout_costs(path)
 
 
 # ---- features ------------------------------------------------------------------------------

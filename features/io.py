@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 import zipfile
 import zlib
-from contextlib import contextmanager
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Iterable, Iterator
+from typing import IO, ContextManager, Iterable, Iterator
 
 import numpy as np
 
@@ -102,10 +102,9 @@ def discover(root: str | os.PathLike, collections: Iterable[Collection] | None =
     """All ``*.npz`` graph files under ``root`` (Kaggle layout), sorted by collection/split/stem."""
     found: list[GraphFile] = []
     for coll in collections or COLLECTIONS:
-        for split in splits:
-            d = coll.split_dir(root, split)
-            if d.is_dir():
-                found.extend(GraphFile(coll, split, p.stem, p) for p in sorted(d.glob("*.npz")))
+        for split in splits:  # a missing directory globs nothing
+            paths = sorted(coll.split_dir(root, split).glob("*.npz"))
+            found += [GraphFile(coll, split, p.stem, p) for p in paths]
     return found
 
 
@@ -166,10 +165,7 @@ def read_hidden_runtimes(root: str | os.PathLike) -> dict[str, np.ndarray] | Non
         return {k: data[k].astype(np.float64) for k in data.files}
 
 
-# ---------------------------------------------------------------------------------------------
-# Streaming npz access
-
-
+# ---- streaming npz access -----------------------------------------------------------------------
 #: errors that mean "this zip/npy stream is damaged" (truncation, bad CRC, bad deflate data)
 ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError)
 DEFAULT_CHUNK_BYTES = 32 << 20
@@ -233,14 +229,9 @@ def _member_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo,
     return header
 
 
-@contextmanager
-def _zip(path: str | os.PathLike, zf: zipfile.ZipFile | None) -> Iterator[zipfile.ZipFile]:
+def _zip(path: str | os.PathLike, zf: zipfile.ZipFile | None) -> ContextManager[zipfile.ZipFile]:
     """``zf``, or the npz at ``path`` opened (and closed on exit) when ``zf`` is None."""
-    if zf is not None:
-        yield zf
-        return
-    with open_npz(path) as own:
-        yield own
+    return nullcontext(zf) if zf is not None else open_npz(path)
 
 
 def _header_of(zf: zipfile.ZipFile, path: str | os.PathLike, key: str) -> tuple[zipfile.ZipInfo, NpyHeader]:

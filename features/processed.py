@@ -27,6 +27,7 @@ import os
 import shutil
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -68,22 +69,20 @@ class LazyNpz(Mapping):
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = str(path)
-        self._arrays: dict[str, np.ndarray] | None = None
 
-    def _load(self) -> dict[str, np.ndarray]:
-        if self._arrays is None:
-            with np.load(self.path, allow_pickle=False) as z:
-                self._arrays = {k: z[k] for k in z.files}
-        return self._arrays
+    @cached_property
+    def _arrays(self) -> dict[str, np.ndarray]:
+        with np.load(self.path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
 
     def __getitem__(self, key: str) -> np.ndarray:
-        return self._load()[key]
+        return self._arrays[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._load())
+        return iter(self._arrays)
 
     def __len__(self) -> int:
-        return len(self._load())
+        return len(self._arrays)
 
     def __repr__(self) -> str:
         return f"LazyNpz({self.path!r})"
@@ -123,45 +122,27 @@ class LazyNpy:
 
 @dataclass
 class ProcessedGraph:
-    """One featurized (and, for layout, pruned) graph ready for a model.
-
-    - ``node_feat``: (n, F) float32, engineered and normalised node features.
-    - ``node_opcode``: (n,) int64 opcode ids (for embeddings).
-    - ``edge_index``: (2, m) int64, PyG convention **source = producer (operand), target = consumer**.
-    - ``orig_node_ids``: (n,) int64 node ids in the source npz.
-    - ``config_feat``: tile (c, Ft) float32; layout (c, nc, 18) int8 (values -1..5). Loaded graphs
-      hold an array-like (``shape``, ``config_feat[idx]`` -> ndarray): :class:`LazyNpy` or
-      :class:`~features.configcodes.CodedConfigs`; use ``np.asarray`` for a whole array.
-    - ``config_node_pos``: layout only, (nc,) int64 positions in this graph of the configurable nodes
-      (same order as the last-but-one axis of ``config_feat``).
-    - ``target``: (c,) float64 runtime to rank (tile: runtime/normalizer), None for test.
-    - ``config_index``: (c,) int64 index of each row in the source file's configs (train rows may
-      be deduplicated: the index of the first occurrence).
-    - ``config_graph``: layout only, (E, 6) int64 links between configurable nodes joined through
-      non-configurable nodes (:mod:`features.configgraph`: ``[src, dst, hops, first_inner,
-      last_inner, kind]``, ordinals of ``config_node_pos`` and positions in this graph), the factorized
-      GNN's head graph; None in graphs written before it (the GNN then derives it from
-      ``edge_index``).
-    - ``layout_context``: layout only, the arrays of the graph's
-      :class:`features.tabular.LayoutContext` (a few small tables per configurable node), from
-      which the descriptive per-config features of any config rows are computed; a loaded graph
-      holds a :class:`LazyNpz` that reads them on first use.
-    """
+    """One featurized (and, for layout, pruned) graph ready for a model (docs/features.md, "What
+    the models get"). A loaded graph's ``config_feat`` is an array-like (``shape``,
+    ``config_feat[idx]`` -> ndarray: :class:`LazyNpy` or :class:`~features.configcodes.CodedConfigs`;
+    ``np.asarray`` for the whole array), its ``layout_context`` a :class:`LazyNpz` read on first use."""
 
     collection: str
     split: str
     stem: str
-    node_feat: np.ndarray
-    node_opcode: np.ndarray
-    edge_index: np.ndarray
-    orig_node_ids: np.ndarray
-    config_feat: np.ndarray
-    config_index: np.ndarray
-    config_node_pos: np.ndarray | None = None
-    target: np.ndarray | None = None
+    node_feat: np.ndarray  # (n, F) float32, engineered and normalised
+    node_opcode: np.ndarray  # (n,) int64 opcode ids (for embeddings)
+    edge_index: np.ndarray  # (2, m) int64, PyG: source = producer (operand), target = consumer
+    orig_node_ids: np.ndarray  # (n,) int64 node ids in the source npz
+    config_feat: np.ndarray  # tile (c, Ft) float32; layout (c, nc, 18) int8, values -1..5
+    config_index: np.ndarray  # (c,) int64 source row of each config (train: the first of duplicates)
+    config_node_pos: np.ndarray | None = None  # layout: (nc,) positions of the configurable nodes
+    target: np.ndarray | None = None  # (c,) float64 to rank (tile: runtime/normalizer); None for test
     meta: dict[str, Any] = field(default_factory=dict)
-    layout_context: Mapping[str, np.ndarray] | None = None  # LayoutContext.arrays() (layout only)
-    config_graph: np.ndarray | None = None  # (E, 6) features.configgraph links (layout only)
+    #: layout: the arrays of the graph's features.tabular.LayoutContext (small per-node tables)
+    layout_context: Mapping[str, np.ndarray] | None = None
+    #: layout: (E, 6) features.configgraph links (ordinals of config_node_pos, inner nodes as positions)
+    config_graph: np.ndarray | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -193,8 +174,7 @@ def save_processed(g: ProcessedGraph, out_dir: str | os.PathLike) -> None:
     are written as codes + table (an int8 array is encoded first)."""
     out_dir = Path(out_dir)
     tmp = temp_sibling(out_dir)
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    shutil.rmtree(tmp, ignore_errors=True)  # a leftover of this process; mkdir fails if it stays
     tmp.mkdir(parents=True)
     for name in SMALL_ARRAYS:
         arr = getattr(g, name)
@@ -213,18 +193,8 @@ def save_processed(g: ProcessedGraph, out_dir: str | os.PathLike) -> None:
     meta = dict(g.meta, collection=g.collection, split=g.split, stem=g.stem)
     write_json(tmp / "meta.json", meta)
     _OPEN_MAPS.clear()  # no stale map of a replaced entry
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
+    shutil.rmtree(out_dir, ignore_errors=True)  # the replaced entry; os.replace fails if it stays
     os.replace(tmp, out_dir)
-
-
-def _config_feat(in_dir: Path) -> Any:
-    codes, feat = in_dir / "config_codes.npy", in_dir / "config_feat.npy"
-    if codes.is_file():
-        return CodedConfigs(LazyNpy(codes), np.load(in_dir / "config_table.npy", allow_pickle=False))
-    if feat.is_file():
-        return LazyNpy(feat)
-    raise FileNotFoundError(f"{in_dir}: no config_feat.npy / config_codes.npy; rebuild features")
 
 
 def load_processed(in_dir: str | os.PathLike) -> ProcessedGraph:
@@ -239,7 +209,14 @@ def load_processed(in_dir: str | os.PathLike) -> ProcessedGraph:
     for name in SMALL_ARRAYS:
         p = in_dir / f"{name}.npy"
         arrays[name] = np.load(p, allow_pickle=False) if p.is_file() else None
-    arrays["config_feat"] = _config_feat(in_dir)
+    codes, feat = in_dir / "config_codes.npy", in_dir / "config_feat.npy"
+    if codes.is_file():
+        table = np.load(in_dir / "config_table.npy", allow_pickle=False)
+        arrays["config_feat"] = CodedConfigs(LazyNpy(codes), table)
+    elif feat.is_file():
+        arrays["config_feat"] = LazyNpy(feat)
+    else:
+        raise FileNotFoundError(f"{in_dir}: no config_feat.npy / config_codes.npy; rebuild features")
     ctx_file = in_dir / "layout_context.npz"
     if ctx_file.is_file():  # read only by a consumer that uses it (the GNN's --tabular join)
         arrays["layout_context"] = LazyNpz(ctx_file)
@@ -250,15 +227,12 @@ def load_processed(in_dir: str | os.PathLike) -> ProcessedGraph:
 def iter_processed(features_dir: str | os.PathLike, collection: Collection, split: str
                    ) -> Iterator[ProcessedGraph]:
     """All processed graphs of one collection/split, sorted by stem (O(1) open files each)."""
-    base = Path(features_dir) / collection.slug / "graphs" / split
-    if not base.is_dir():
-        return
-    for d in sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith(".")):
+    base = Path(features_dir) / collection.slug / "graphs" / split  # no graphs when absent
+    for d in sorted(p for p in base.glob("*") if p.is_dir() and not p.name.startswith(".")):
         yield load_processed(d)
 
 
-# ---------------------------------------------------------------------------------------------
-# norm.npz: node-feature (and tile config-feature) normalisation stats, fitted on train graphs only
+# ---- norm.npz: normalisation stats of the node (and tile config) features, fitted on train only ----
 NORM_EPS = 1e-6
 
 

@@ -109,11 +109,9 @@ class PruneResult:
 
     def positions(self, orig_ids: np.ndarray) -> np.ndarray:
         """Positions in the pruned graph of original node ids (which must be kept)."""
-        pos = np.searchsorted(self.kept, orig_ids)
-        clipped = np.minimum(pos, len(self.kept) - 1)
-        if np.any(pos >= len(self.kept)) or np.any(self.kept[clipped] != orig_ids):
+        if not np.isin(orig_ids, self.kept).all():
             raise ValueError("node not kept by pruning")
-        return pos
+        return np.searchsorted(self.kept, orig_ids)
 
 
 def k_hop_nodes(num_nodes: int, edge_index: np.ndarray, seeds: np.ndarray, hops: int) -> np.ndarray:

@@ -43,16 +43,11 @@ def num_parts(num_nodes: int, size: int) -> int:
     return max(1, min(num_nodes, num_nodes // size + 1))
 
 
-def topological_order(num_nodes: int, edge_index: np.ndarray) -> np.ndarray:
-    """A topological order of a producer -> consumer DAG (``edge_index`` (2, m), PyG convention):
-    :func:`features.pruning.topo_order`, the identity for a graph whose ids are already sorted."""
-    return topo_order(num_nodes, np.asarray(edge_index, dtype=np.int64).reshape(2, -1)[::-1].T)
-
-
 def segment_graph(num_nodes: int, edge_index: np.ndarray, size: int) -> Segmentation:
-    """Partition a graph of ``num_nodes`` nodes into contiguous segments of about ``size`` nodes
-    of its topological order (each segment's node ids sorted)."""
-    order = topological_order(num_nodes, edge_index)
+    """Partition a graph of ``num_nodes`` nodes (``edge_index`` (2, m), PyG convention) into
+    contiguous segments of about ``size`` nodes of its topological order (each segment's node ids
+    sorted)."""
+    order = topo_order(num_nodes, np.asarray(edge_index, dtype=np.int64).reshape(2, -1)[::-1].T)
     parts = [np.sort(p) for p in np.array_split(order, num_parts(num_nodes, size)) if len(p)]
     starts = np.cumsum([0] + [len(p) for p in parts]).astype(np.int64)
     nodes = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)

@@ -28,8 +28,7 @@ from features import tabular as tab
 from features import transforms as tf
 
 
-# ---------------------------------------------------------------------------------------------
-# node stage
+# ---- node stage ---------------------------------------------------------------------------------
 @dataclass
 class NodeStage:
     """Pruned graph with unnormalised node features."""
@@ -146,18 +145,7 @@ def node_stage(graph: Graph, cfg: BuildConfig, exact_dot: dict[int, DotDims] | N
                      to_positions(links, pr.kept))
 
 
-# ---------------------------------------------------------------------------------------------
-# config stage
-@dataclass
-class ConfigSelection:
-    """Which source configs are kept (sorted ``index``) and their (averaged) targets."""
-
-    index: np.ndarray
-    target: np.ndarray | None
-    num_source: int
-    num_duplicates: int = 0
-
-
+# ---- config stage -------------------------------------------------------------------------------
 def _config_chunks(graph: Graph, rows: np.ndarray, chunk: int) -> Iterable[tuple[np.ndarray, np.ndarray]]:
     """``(rows_chunk, configs)`` for layout graphs, int8, ``chunk`` configs at a time."""
     src = graph.node_config_feat
@@ -167,14 +155,16 @@ def _config_chunks(graph: Graph, rows: np.ndarray, chunk: int) -> Iterable[tuple
         yield idx, np.asarray(block).astype(np.int8, copy=False)
 
 
-def select_configs(graph: Graph, split: str, cfg: BuildConfig, seed_key: str = "") -> ConfigSelection:
-    """Train: deduplicate identical configs (averaging runtimes) and optionally subsample.
-    Valid/test: every config, in the source order."""
+def select_configs(graph: Graph, split: str, cfg: BuildConfig,
+                   seed_key: str = "") -> tuple[np.ndarray, np.ndarray | None, int]:
+    """``(index, target, duplicates)``: the kept source configs (sorted), their (averaged)
+    targets and the number of duplicates merged. Train: deduplicate identical configs
+    (averaging runtimes) and optionally subsample. Valid/test: every config, in the source order."""
     c = graph.num_configs
     all_rows = np.arange(c, dtype=np.int64)
     target = None if split == "test" else graph.target()
     if split != "train":
-        return ConfigSelection(all_rows, target, c)
+        return all_rows, target, 0
     index, dups = all_rows, 0
     if cfg.dedup and c > 1:
         if graph.is_tile:
@@ -190,7 +180,7 @@ def select_configs(graph: Graph, split: str, cfg: BuildConfig, seed_key: str = "
     if cfg.max_train_configs and len(index) > cfg.max_train_configs:
         keep = subsample(len(index), cfg.max_train_configs, cfg.seed, seed_key)
         index, target = index[keep], target[keep]
-    return ConfigSelection(index, target, c, dups)
+    return index, target, dups
 
 
 def subsample(n: int, k: int, seed: int, key: str) -> np.ndarray:
@@ -206,11 +196,7 @@ def tile_config_feat(graph: Graph, rows: np.ndarray, cfg: BuildConfig) -> np.nda
     return signed_log1p(feats) if cfg.engineered else feats
 
 
-TILE_CONFIG_NAMES = tuple(tab.tile_feature_names()[len(tab.GRAPH_FEATURES):])
-
-
-# ---------------------------------------------------------------------------------------------
-# single graph
+# ---- single graph -------------------------------------------------------------------------------
 def process_graph(graph: Graph, collection: Collection | str, split: str, stem: str,
                   norm: NormStats | None, cfg: BuildConfig, exact_dot: dict[int, DotDims] | None = None,
                   *, tabular_sink: Callable[[np.ndarray, np.ndarray], None] | None = None,
@@ -223,31 +209,31 @@ def process_graph(graph: Graph, collection: Collection | str, split: str, stem: 
     coll = get_collection(collection) if isinstance(collection, str) else collection
     ns = stage if stage is not None else node_stage(graph, cfg, exact_dot if cfg.dot_features else None)
     node_feat = _apply(ns.node_feat, *(norm.node_mean, norm.node_std) if norm else (None, None))
-    sel = select_configs(graph, split, cfg, seed_key=f"{coll.slug}/{stem}")
+    index, target, dups = select_configs(graph, split, cfg, seed_key=f"{coll.slug}/{stem}")
     meta: dict[str, Any] = {"node_feature_names": ns.names, "prune": ns.stats,
                             "transform_params": cfg.transform_params(), "code": code_digest(),
-                            "num_source_configs": sel.num_source, "num_duplicates": sel.num_duplicates}
+                            "num_source_configs": graph.num_configs, "num_duplicates": dups}
     if tabular_sink is not None:
         meta["tabular_feature_names"] = tab.tabular_feature_names(graph.is_tile, cfg.heuristic)
         if cfg.heuristic:
             tabular_sink = _with_heuristic(tabular_sink, tab.heuristic_table(graph, cfg.config_chunk))
     layout_arrays = None
     if graph.is_tile:
-        config_feat = tile_config_feat(graph, sel.index, cfg)
+        config_feat = tile_config_feat(graph, index, cfg)
         if norm is not None and norm.config_mean is not None:
             config_feat = _apply(config_feat, norm.config_mean, norm.config_std)
-        meta["config_feature_names"] = list(TILE_CONFIG_NAMES)
+        meta["config_feature_names"] = tab.tile_feature_names()[len(tab.GRAPH_FEATURES):]
         if tabular_sink is not None:
-            tabular_sink(sel.index, tab.tile_tabular_features(graph, sel.index, cfg.pad_minus_one))
+            tabular_sink(index, tab.tile_tabular_features(graph, index, cfg.pad_minus_one))
     else:
-        config_feat, layout_ctx = _layout_configs(graph, sel.index, cfg, tabular_sink, exact_dot)
+        config_feat, layout_ctx = _layout_configs(graph, index, cfg, tabular_sink, exact_dot)
         layout_arrays = layout_ctx.arrays()
         meta["config_feature_names"] = ["out_layout_0..5", "in_layout_0..5", "kernel_layout_0..5"]
     return ProcessedGraph(collection=coll.name, split=split, stem=stem, node_feat=node_feat,
                           node_opcode=ns.node_opcode, edge_index=ns.edge_index,
                           orig_node_ids=ns.orig_node_ids, config_feat=config_feat,
-                          config_index=sel.index, config_node_pos=ns.config_node_pos,
-                          target=sel.target, meta=meta, layout_context=layout_arrays,
+                          config_index=index, config_node_pos=ns.config_node_pos,
+                          target=target, meta=meta, layout_context=layout_arrays,
                           config_graph=ns.config_graph)
 
 

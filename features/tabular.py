@@ -1,9 +1,6 @@
-"""Tabular features for LightGBM: one row per (graph, config), written as parquet (polars). The
-columns are described in docs/features.md, "What the models get": ``graph``, ``config``,
-``target``, then float32 ``f_*`` (``f_g_*`` graph statistics; layout pattern counts per node type
-and tensor, :data:`LAYOUT_PATTERNS`, and ``f_mismatch_*``; tile config features; ``f_heur_*``).
-
-Configs are processed in chunks (``(chunk, nc, 18)`` int8 at a time), never the whole array.
+"""Tabular features for LightGBM: one row per (graph, config), written as parquet (polars); the
+columns: docs/features.md, "What the models get". Configs are processed in chunks
+(``(chunk, nc, 18)`` int8 at a time), never the whole array.
 """
 
 from __future__ import annotations
@@ -40,14 +37,11 @@ GRAPH_FEATURES = ("f_g_log_nodes", "f_g_log_edges", "f_g_n_config_nodes", "f_g_n
 
 
 def layout_feature_names() -> list[str]:
-    names = list(GRAPH_FEATURES)
-    for t in NODE_TYPES:
-        for s in TENSORS:
-            for p in LAYOUT_PATTERNS:
-                names += [f"f_{t}_{s}_{p}_n", f"f_{t}_{s}_{p}_w"]
-    names += ["f_nondefault_n", "f_nondefault_w", "f_out_minor_mean",
-              "f_mismatch_n", "f_mismatch_w", "f_mismatch_default_n", "f_pairs"]
-    return names
+    patterns = [f"f_{t}_{s}_{p}_{k}" for t in NODE_TYPES for s in TENSORS for p in LAYOUT_PATTERNS
+                for k in "nw"]
+    return list(GRAPH_FEATURES) + patterns + [
+        "f_nondefault_n", "f_nondefault_w", "f_out_minor_mean", "f_mismatch_n", "f_mismatch_w",
+        "f_mismatch_default_n", "f_pairs"]
 
 
 def _shape_rows(node_feat: np.ndarray, rank: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -253,12 +247,10 @@ def kernel_output_shape(graph: Graph) -> np.ndarray:
 
 
 def tile_feature_names() -> list[str]:
-    names = list(GRAPH_FEATURES) + [f"f_cfg_{i}" for i in range(24)]
-    for b in ("kernel", "output"):
-        names += [f"f_{b}_ratio_{i}" for i in range(6)]
-        names += [f"f_{b}_log_tiles", f"f_{b}_waste", f"f_{b}_minor_mod128", f"f_{b}_second_mod8"]
-    names += ["f_kernel_over_output_prod", "f_log_kernel_prod", "f_log_output_prod"]
-    return names
+    stats = [f"ratio_{i}" for i in range(6)] + ["log_tiles", "waste", "minor_mod128", "second_mod8"]
+    bounds = [f"f_{b}_{stat}" for b in ("kernel", "output") for stat in stats]
+    return list(GRAPH_FEATURES) + [f"f_cfg_{i}" for i in range(24)] + bounds + [
+        "f_kernel_over_output_prod", "f_log_kernel_prod", "f_log_output_prod"]
 
 
 def _bound_stats(bounds: np.ndarray, shape: np.ndarray) -> np.ndarray:

@@ -64,14 +64,9 @@ def _load(cfg: BuildConfig, path: Path, split: str, configs: bool = True) -> tup
     """The graph and the repairs made to it (a test graph's, :mod:`features.repair`); layout
     configs streamed out of the npz into codes. ``configs=False``: nodes only (the norm pass),
     the big member is not even decompressed. A train/valid graph that would need a repair is an
-    error naming the file: those are skipped (``--skip-bad-report``), never repaired."""
-    try:
-        graph = load_coded(path, cfg.config_chunk, configs=configs)
-        graph, repairs = repair_graph(graph)
-    except Exception as exc:  # the message must name the file
-        if str(path) in str(exc):
-            raise
-        raise ValueError(f"{path}: cannot load graph: {type(exc).__name__}: {exc}") from exc
+    error naming the file: those are skipped (``--skip-bad-report``), never repaired (any other
+    error gets the file's name from :func:`_named`)."""
+    graph, repairs = repair_graph(load_coded(path, cfg.config_chunk, configs=configs))
     if repairs and split != REPAIRED_SPLIT:
         raise BadGraphError(path, f"needs a repair ({'; '.join(repairs)}), which only a test graph gets; "
                                   "skip it: features validate --skip-bad --report R, then features build "
@@ -108,14 +103,15 @@ def _input_key(task: Task, kind: str, *extra: Any) -> str:
                 cfg.transform_params(), code_digest(), *extra)
 
 
-def _norm_key(task: Task) -> tuple[str, Path, Path]:
+def _norm_key(task: Task) -> tuple[str, Path, Path, Path]:
+    """The norm pass's key, marker, moments and saved node stage of one graph."""
     gf = task.file
     marker = _marker(task.features_dir, gf.collection, gf.split, gf.stem, "norm_parts")
-    return _input_key(task, "norm"), marker, marker.with_suffix(".npz")
+    return _input_key(task, "norm"), marker, marker.with_suffix(".npz"), marker.with_suffix(".stage.npz")
 
 
 def _norm_cached(task: Task) -> dict[str, Any] | None:
-    key, marker, npz = _norm_key(task)
+    key, marker, npz, _ = _norm_key(task)
     if _read_marker(marker, key) and npz.is_file():
         return {"stem": task.file.stem, "collection": task.file.collection.name, "cached": True,
                 "npz": str(npz)}
@@ -126,23 +122,17 @@ def _norm_task(task: Task) -> dict[str, Any]:
     """Train graph -> moments of its (unnormalised) node / tile config features (cache hits are
     answered by :func:`_run`'s probe, :func:`_norm_cached`)."""
     cfg, gf = task.cfg, task.file
-    key, marker, npz = _norm_key(task)
+    key, marker, npz, stage = _norm_key(task)
     graph, _ = _load(cfg, gf.path, gf.split, configs=False)
     exact = _exact_dims(cfg, gf)
     ns = node_stage(graph, cfg, exact)
     arrays = {"node": _moments(ns.node_feat)}
     if graph.is_tile:
         arrays["config"] = _moments(tile_config_feat(graph, np.arange(graph.num_configs), cfg))
-    _save_stage(task, key, ns)  # the graph pass reuses it: the node stage runs once per graph
+    _save_stage(stage, key, ns)  # the graph pass reuses it: the node stage runs once per graph
     save_npz(npz, **arrays)
     write_json(marker, {"key": key})
     return {"stem": gf.stem, "collection": gf.collection.name, "cached": False, "npz": str(npz)}
-
-
-def _stage_path(task: Task) -> Path:
-    gf = task.file
-    marker = _marker(task.features_dir, gf.collection, gf.split, gf.stem, "norm_parts")
-    return marker.with_suffix(".stage.npz")
 
 
 #: the arrays of a NodeStage saved by the norm pass (the optional ones only when present)
@@ -150,17 +140,14 @@ STAGE_ARRAYS = ("node_feat", "node_opcode", "edge_index", "orig_node_ids", "conf
                 "config_graph")
 
 
-def _save_stage(task: Task, key: str, ns: NodeStage) -> None:
+def _save_stage(path: Path, key: str, ns: NodeStage) -> None:
     arrays = {k: getattr(ns, k) for k in STAGE_ARRAYS if getattr(ns, k) is not None}
-    save_npz(_stage_path(task), key=np.array(key), stats=np.array(json.dumps(ns.stats)), **arrays)
+    save_npz(path, key=np.array(key), stats=np.array(json.dumps(ns.stats)), **arrays)
 
 
 def _load_stage(task: Task) -> NodeStage | None:
     """The node stage the norm pass computed for this train graph (None when absent or stale)."""
-    path = _stage_path(task)
-    if not path.is_file():
-        return None
-    key = _norm_key(task)[0]
+    key, _, _, path = _norm_key(task)
     try:
         with np.load(path, allow_pickle=False) as d:
             if str(d["key"]) != key:
@@ -203,10 +190,8 @@ def _graph_task(task: Task) -> dict[str, Any]:
     stage = _load_stage(task) if split == "train" else None
     pg = process_graph(graph, coll, split, stem, norm, cfg, exact, stage=stage,
                        tabular_sink=(lambda idx, feats: frames.append((idx, feats))) if cfg.tabular else None)
-    pg.meta["source"] = _identity(gf.path)
-    pg.meta["exact_dot"] = exact is not None
-    pg.meta["node_stage_reused"] = stage is not None
-    pg.meta["repairs"] = repairs
+    pg.meta.update(source=_identity(gf.path), exact_dot=exact is not None,
+                   node_stage_reused=stage is not None, repairs=repairs)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     save_processed(pg, out_dir)
     if cfg.tabular:
@@ -222,7 +207,7 @@ def _graph_task(task: Task) -> dict[str, Any]:
                    duplicates=int(pg.meta["num_duplicates"]), stem=stem, split=split, repairs=repairs,
                    collection=coll.name, seconds=round(time.perf_counter() - start, 3))
     write_json(marker, {"key": key, "summary": summary})
-    _stage_path(task).unlink(missing_ok=True)  # used once: the graph is done
+    _norm_key(task)[3].unlink(missing_ok=True)  # the node stage is used once: the graph is done
     return dict(summary, cached=False)
 
 
@@ -263,9 +248,8 @@ def _run(fn: Callable[[Task], dict[str, Any]], tasks: list[Task], jobs: int, des
                 for fut in as_completed(futures):
                     results.append(fut.result())
                     bar.update()
-            except BaseException:
-                for fut in futures:  # fail fast: finished graphs stay cached for the rerun
-                    fut.cancel()
+            except BaseException:  # fail fast: finished graphs stay cached for the rerun
+                pool.shutdown(wait=False, cancel_futures=True)
                 raise
     bar.close()
     return results

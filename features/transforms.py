@@ -60,21 +60,16 @@ def repad_node_feat(node_feat: np.ndarray, node_opcode: np.ndarray, edge_index: 
     _pad_beyond(x, MINOR_TO_MAJOR.start, MAX_RANK, rank)
     _pad_beyond(x, DIMENSIONS.start, MAX_RANK, np.maximum(rank, operand_max_rank(rank, csr)))
     wrank = np.count_nonzero(x[:, WINDOW_SIZE], axis=1)
-    for start in WINDOW_BLOCK_STARTS:
+    for start in (*WINDOW_BLOCK_STARTS, WINDOW_REVERSAL.start):
         _pad_beyond(x, start, MAX_RANK, wrank)
-    _pad_beyond(x, WINDOW_REVERSAL.start, MAX_RANK, wrank)
     _pad_beyond(x, CONV_INPUT_SPATIAL.start, 4, wrank)
     _pad_beyond(x, CONV_KERNEL_SPATIAL.start, 4, wrank)
     ids = opcode_ids()
-    not_conv = op != ids["convolution"]
-    x[np.ix_(not_conv, CONV_SCALAR)] = -1.0
+    x[np.ix_(op != ids["convolution"], CONV_SCALAR)] = -1.0
     two = np.minimum(rank, 2)
-    zero = np.zeros(n, np.int64)
-    for start in SLICE_BLOCKS:
-        _pad_beyond(x, start, 2, np.where(op == ids["slice"], two, zero))
-    _pad_beyond(x, DYN_SLICE_SIZES, 2, np.where(op == ids["dynamic-slice"], two, zero))
-    for start in PAD_BLOCKS:
-        _pad_beyond(x, start, 2, np.where(op == ids["pad"], two, zero))
+    for opcode, starts in ("slice", SLICE_BLOCKS), ("dynamic-slice", (DYN_SLICE_SIZES,)), ("pad", PAD_BLOCKS):
+        for start in starts:
+            _pad_beyond(x, start, 2, np.where(op == ids[opcode], two, 0))
     return x
 
 
@@ -108,9 +103,8 @@ def lane_features(node_feat_padded: np.ndarray) -> np.ndarray:
     present = dims > 0
     mod = np.where(present, np.mod(dims, 128) / 128.0, -1.0)
     div = np.where(present, np.log1p(np.floor_divide(np.maximum(dims, 0), 128)), -1.0)
-    n = x.shape[0]
     m2m = x[:, MINOR_TO_MAJOR].astype(np.int64)
-    rows = np.arange(n)
+    rows = np.arange(x.shape[0])
     minor = np.where(m2m[:, 0] >= 0, dims[rows, np.clip(m2m[:, 0], 0, 5)], -1.0)
     second = np.where(m2m[:, 1] >= 0, dims[rows, np.clip(m2m[:, 1], 0, 5)], -1.0)
     extra = np.stack([np.where(minor > 0, np.log1p(np.maximum(minor, 0)), -1.0),

@@ -20,7 +20,7 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Container, Iterable, Iterator, Sequence
 
 import numpy as np
 from tqdm import tqdm
@@ -63,23 +63,7 @@ def repairs_of(problems: Iterable[str]) -> list[str] | None:
     return sorted(set(repairs)) if repairs and all(repairs) else None
 
 
-# ---------------------------------------------------------------------------------------------
-# The array source of a file: small members read whole, big ones streamed in chunks.
-
-
-@dataclass
-class ArraySource:
-    """Shapes/dtypes of all arrays plus ways to get a small array or stream a big one."""
-
-    specs: dict[str, tuple[tuple[int, ...], np.dtype]]
-    load: Callable[[str], np.ndarray]
-    chunks: Callable[[str], Iterator[np.ndarray]]
-
-
-# ---------------------------------------------------------------------------------------------
-# Individual checks. Each returns a list of problem sentences.
-
-
+# ---- individual checks, each returning a list of problem sentences ------------------------------
 def _kind_from_path(path: Path) -> str | None:
     """``tile``/``layout`` from the Kaggle directory layout, None outside it."""
     parts = path.parts
@@ -90,8 +74,7 @@ def _kind_from_path(path: Path) -> str | None:
     return None
 
 
-def _kind_from_keys(keys: Iterable[str]) -> str | None:
-    keys = set(keys)
+def _kind_from_keys(keys: Container[str]) -> str | None:
     if "node_config_feat" in keys or "node_config_ids" in keys:
         return "layout"
     if "config_feat" in keys:
@@ -136,10 +119,7 @@ def _check_shapes(specs: dict[str, tuple[tuple[int, ...], np.dtype]], kind: str)
     else:
         nc = shape["node_config_ids"][0] if len(shape["node_config_ids"]) == 1 else None
         expected.update(node_config_ids=("nc",), node_config_feat=(c, nc, LAYOUT_CONFIG_DIM))
-    for key, exp in expected.items():
-        problem = _shape_problem(key, shape[key], exp)
-        if problem:
-            problems.append(problem)
+    problems += [p for key, exp in expected.items() if (p := _shape_problem(key, shape[key], exp))]
     if "node_splits" in shape:
         ns = shape["node_splits"]
         if not (len(ns) == 1 or (len(ns) == 2 and ns[0] == 1)):
@@ -167,9 +147,8 @@ def _check_finite(key: str, a: np.ndarray, repair: str = "") -> list[str]:
     return [Problem(f"{key} has {n_nan} NaN and {n_inf} infinite values", repair)]
 
 
-def _check_nodes(src: ArraySource) -> list[str]:
-    problems = _check_finite("node_feat", src.load("node_feat"), NON_FINITE)
-    opcode = src.load("node_opcode")
+def _check_nodes(node_feat: np.ndarray, opcode: np.ndarray) -> list[str]:
+    problems = _check_finite("node_feat", node_feat, NON_FINITE)
     unknown = np.setdiff1d(np.unique(opcode), known_opcode_ids())
     if unknown.size:
         problems.append(Problem(f"node_opcode has {unknown.size} unknown opcode ids (not in "
@@ -219,16 +198,16 @@ def _check_runtimes(key: str, rt: np.ndarray, split: str | None) -> list[str]:
     return problems
 
 
-def _check_layout_configs(src: ArraySource, n: int) -> list[str]:
+def _check_layout_configs(ids: np.ndarray, configs: Iterable[np.ndarray], n: int) -> list[str]:
     problems = []
-    ids = src.load("node_config_ids").astype(np.int64, copy=False)
+    ids = ids.astype(np.int64, copy=False)
     if ids.size and (ids.min() < 0 or ids.max() >= n):
         bad = ids[(ids < 0) | (ids >= n)]
         problems.append(f"node_config_ids has {bad.size} ids outside [0, {n}): {_listed(bad)}")
     uniq, counts = np.unique(ids, return_counts=True)
     if (counts > 1).any():
         problems.append(f"node_config_ids has duplicate ids: {_listed(uniq[counts > 1])}")
-    problems.extend(_check_layout_values(src.chunks("node_config_feat")))
+    problems.extend(_check_layout_values(configs))
     return problems
 
 
@@ -256,35 +235,34 @@ def _check_layout_values(chunks: Iterable[np.ndarray]) -> list[str]:
     return problems
 
 
-def _check_source(src: ArraySource, kind: str, split: str | None) -> list[str]:
+def _check_source(specs: dict[str, tuple[tuple[int, ...], np.dtype]], load: Callable[[str], np.ndarray],
+                  chunks: Callable[[str], Iterator[np.ndarray]], kind: str, split: str | None) -> list[str]:
+    """The checks of one file whose arrays have ``specs`` (shape, dtype): ``load`` reads a small
+    array, ``chunks`` streams a big one."""
     required = TILE_KEYS if kind == "tile" else LAYOUT_KEYS
-    missing = [k for k in required if k not in src.specs]
+    missing = [k for k in required if k not in specs]
     if missing:
         need = ", ".join(required)
         return [f"missing required key{'s' if len(missing) > 1 else ''} "
                 f"{', '.join(repr(k) for k in missing)} ({kind} files need: {need})"]
-    problems = _check_dtypes(src.specs) + _check_shapes(src.specs, kind)
+    problems = _check_dtypes(specs) + _check_shapes(specs, kind)
     if problems:  # value checks assume consistent shapes and dtypes
         return problems
-    n = src.specs["node_feat"][0][0]
-    problems += _check_nodes(src)
-    problems += _check_edges(src.load("edge_index"), n)
-    if "node_splits" in src.specs:
-        problems += _check_node_splits(src.load("node_splits"), n)
-    problems += _check_runtimes("config_runtime", src.load("config_runtime"), split)
+    n = specs["node_feat"][0][0]
+    problems += _check_nodes(load("node_feat"), load("node_opcode"))
+    problems += _check_edges(load("edge_index"), n)
+    if "node_splits" in specs:
+        problems += _check_node_splits(load("node_splits"), n)
+    problems += _check_runtimes("config_runtime", load("config_runtime"), split)
     if kind == "tile":
-        problems += _check_finite("config_feat", src.load("config_feat"))
-        problems += _check_runtimes("config_runtime_normalizers",
-                                    src.load("config_runtime_normalizers"), split)
+        problems += _check_finite("config_feat", load("config_feat"))
+        problems += _check_runtimes("config_runtime_normalizers", load("config_runtime_normalizers"), split)
     else:
-        problems += _check_layout_configs(src, n)
+        problems += _check_layout_configs(load("node_config_ids"), chunks("node_config_feat"), n)
     return problems
 
 
-# ---------------------------------------------------------------------------------------------
-# Public API
-
-
+# ---- public API ---------------------------------------------------------------------------------
 def validate_file(path: str | os.PathLike) -> list[str]:
     """Problems of one npz file (empty list = valid). Never loads ``node_config_feat`` whole."""
     path = Path(path)
@@ -295,10 +273,10 @@ def validate_file(path: str | os.PathLike) -> list[str]:
             if kind is None:
                 return ["cannot tell tile from layout: neither config_feat nor node_config_feat "
                         "is present and the file is not in a tile/ or layout/ directory"]
-            src = ArraySource(specs={k: (h.shape, h.dtype) for k, h in headers.items()},
-                              load=lambda key: read_npz_member(path, key, zf=zf),
-                              chunks=lambda key: iter_npz_chunks(path, key, CHUNK_BYTES, zf=zf))
-            return _check_source(src, kind, path.parent.name if path.parent.name in SPLITS else None)
+            return _check_source({k: (h.shape, h.dtype) for k, h in headers.items()},
+                                 lambda key: read_npz_member(path, key, zf=zf),
+                                 lambda key: iter_npz_chunks(path, key, CHUNK_BYTES, zf=zf),
+                                 kind, path.parent.name if path.parent.name in SPLITS else None)
     except BadGraphError as exc:
         return [exc.problem]
 
@@ -310,10 +288,7 @@ def check_file(path: str | os.PathLike) -> None:
         raise BadGraphError(path, "; ".join(problems))
 
 
-# ---------------------------------------------------------------------------------------------
-# A data root: the walk, the JSON report, the CLI
-
-
+# ---- a data root: the walk, the JSON report, the CLI --------------------------------------------
 @dataclass
 class FileReport:
     """Validation result of one file with the sizes used for the summary table."""

@@ -39,7 +39,6 @@ LAYOUT_COLLECTION = "layout:xla:default"
 
 # ---------------------------------------------------------------- node features (docs/competition.md §4)
 # the encoding itself is features.hlo.node_features (shared with the sample generator)
-
 def instruction_facts(inst: Any, is_root: bool) -> InstructionFacts:
     """What :func:`features.hlo.node_features.node_features` encodes, read from an HloInstructionProto."""
     wd = inst.window.dimensions
@@ -73,7 +72,6 @@ def instruction_facts(inst: Any, is_root: bool) -> InstructionFacts:
 
 
 # ---------------------------------------------------------------- graph structure
-
 @dataclass
 class ModuleIndex:
     """Flat node numbering of a module and the lookups needed to build edges."""
@@ -162,7 +160,6 @@ def operand_shapes(index: ModuleIndex, node: int) -> list[tuple[int, ...]]:
 
 
 # ---------------------------------------------------------------- configs (docs/competition.md §5)
-
 def tile_config_features(tile: Any) -> np.ndarray:
     """24 tile features: kernel/output/input bounds, each 6 + sum + product (0 when empty)."""
     f: list[float] = []
@@ -229,7 +226,6 @@ def tile_record_arrays(record: Any) -> dict[str, np.ndarray] | None:
 
 
 # ---------------------------------------------------------------- new programs and files
-
 def configurable_nodes(module: Any, opcodes: Sequence[str] = DEFAULT_CONFIGURABLE,
                        extra_nodes: Sequence[int] = ()) -> np.ndarray:
     """Flat indices of nodes whose opcode is in ``opcodes`` plus ``extra_nodes`` (sorted, unique)."""
@@ -321,7 +317,6 @@ def convert_file(pb_path: str | os.PathLike, out_dir: str | os.PathLike, split: 
 
 
 # ---------------------------------------------------------------- exact dot dims
-
 def _ints(values: Any) -> tuple[int, ...]:
     return tuple(int(v) for v in values)
 

@@ -10,6 +10,7 @@ field is empty); window reversal keeps the leading flags, the count of true and 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -57,10 +58,7 @@ def encode_dims(values: Iterable[int], lead: int, aggregate: bool,
     vals = [int(v) for v in values]
     out = [float(v) for v in vals[:lead]] + [0.0] * max(0, lead - len(vals))
     if aggregate:
-        prod = 1
-        for v in vals:
-            prod *= v
-        out += [float(sum(vals)), 0.0 if (not vals and zero_product_on_empty) else float(prod)]
+        out += [float(sum(vals)), 0.0 if (not vals and zero_product_on_empty) else float(math.prod(vals))]
     return out
 
 

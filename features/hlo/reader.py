@@ -18,16 +18,13 @@ from google.protobuf.message import DecodeError
 
 from features.hlo.schema import message_class
 
-KINDS = ("TuningData", "ModuleTuningData", "HloModuleProto")
-
-
 class HloProtoError(ValueError):
     """A raw proto file that cannot be read as the expected message."""
 
 
 @dataclass
 class ProtoFile:
-    """A parsed raw proto file: ``kind`` is one of :data:`KINDS`; ``message`` the parsed message."""
+    """A parsed raw proto file; ``kind``: TuningData, ModuleTuningData or HloModuleProto."""
 
     path: Path
     kind: str
@@ -70,17 +67,11 @@ def _problem(kind: str, msg: Any) -> str | None:
     if kind == "HloModuleProto":
         return module_problem(msg)
     if kind == "ModuleTuningData":
-        if not msg.HasField("module"):
-            return "no module"
-        return module_problem(msg.module)
+        return module_problem(msg.module) if msg.HasField("module") else "no module"
     if len(msg.modules) == 0:
         return "no modules"
-    for i, rec in enumerate(msg.modules):
-        if rec.HasField("module"):
-            problem = module_problem(rec.module)
-            if problem:
-                return f"module {i}: {problem}"
-    return None
+    problems = ((i, module_problem(r.module)) for i, r in enumerate(msg.modules) if r.HasField("module"))
+    return next((f"module {i}: {problem}" for i, problem in problems if problem), None)
 
 
 def parse_bytes(data: bytes, kind: str, name: str = "<bytes>", with_runs: bool = True) -> Any:

@@ -1,13 +1,15 @@
 """The subset of XLA's ``hlo.proto`` / ``xla_data.proto`` and tpu_graphs' ``tuning.proto`` that
 tpurank reads (docs/competition.md §8), built as protobuf descriptors in code: no ``protoc``, no TensorFlow.
 
-Field numbers follow the public XLA schema, so real files parse; every field not listed here is
-kept by the protobuf runtime as an *unknown field* and ignored. Messages are proto3 (repeated
-integers accept both packed and unpacked encodings).
+Each message is written as its fields in ``.proto`` syntax. Field numbers follow the public XLA
+schema, so real files parse; every field not listed here is kept by the protobuf runtime as an
+*unknown field* and ignored. Messages are proto3 (repeated integers accept both packed and
+unpacked encodings).
 """
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -16,110 +18,75 @@ from google.protobuf import descriptor_pb2, descriptor_pool
 from google.protobuf.message_factory import GetMessageClass
 
 FDP = descriptor_pb2.FieldDescriptorProto
-T_INT64, T_UINT64, T_INT32, T_BOOL = FDP.TYPE_INT64, FDP.TYPE_UINT64, FDP.TYPE_INT32, FDP.TYPE_BOOL
-T_STRING, T_MSG = FDP.TYPE_STRING, FDP.TYPE_MESSAGE
-REP, OPT = FDP.LABEL_REPEATED, FDP.LABEL_OPTIONAL
+SCALARS = {"int64": FDP.TYPE_INT64, "uint64": FDP.TYPE_UINT64, "int32": FDP.TYPE_INT32,
+           "bool": FDP.TYPE_BOOL, "string": FDP.TYPE_STRING}  # any other type names a message
+FIELD = re.compile(r"(repeated )?([\w.]+) (\w+) = (\d+);")
 
-# (name, number, type, label, message type name or None)
-Field = tuple[str, int, int, int, "str | None"]
-
-XLA_MESSAGES: dict[str, list[Field]] = {
-    "LayoutProto": [("minor_to_major", 1, T_INT64, REP, None)],
-    "ShapeProto": [("element_type", 2, T_INT32, OPT, None),  # PrimitiveType enum, read as int
-                   ("dimensions", 3, T_INT64, REP, None),
-                   ("tuple_shapes", 4, T_MSG, REP, ".xla.ShapeProto"),
-                   ("layout", 5, T_MSG, OPT, ".xla.LayoutProto")],
-    "WindowDimension": [("size", 1, T_INT64, OPT, None), ("stride", 2, T_INT64, OPT, None),
-                        ("padding_low", 3, T_INT64, OPT, None),
-                        ("padding_high", 4, T_INT64, OPT, None),
-                        ("window_dilation", 5, T_INT64, OPT, None),
-                        ("base_dilation", 6, T_INT64, OPT, None),
-                        ("window_reversal", 7, T_BOOL, OPT, None)],
-    "Window": [("dimensions", 1, T_MSG, REP, ".xla.WindowDimension")],
-    "ConvolutionDimensionNumbers": [
-        ("kernel_input_feature_dimension", 3, T_INT64, OPT, None),
-        ("kernel_output_feature_dimension", 4, T_INT64, OPT, None),
-        ("kernel_spatial_dimensions", 6, T_INT64, REP, None),
-        ("input_batch_dimension", 7, T_INT64, OPT, None),
-        ("input_feature_dimension", 8, T_INT64, OPT, None),
-        ("output_batch_dimension", 9, T_INT64, OPT, None),
-        ("output_feature_dimension", 10, T_INT64, OPT, None),
-        ("input_spatial_dimensions", 11, T_INT64, REP, None)],
-    "PaddingConfigDimension": [("edge_padding_low", 1, T_INT64, OPT, None),
-                               ("edge_padding_high", 2, T_INT64, OPT, None)],
-    "PaddingConfig": [("dimensions", 1, T_MSG, REP, ".xla.PaddingConfigDimension")],
-    "DotDimensionNumbers": [("lhs_contracting_dimensions", 1, T_INT64, REP, None),
-                            ("rhs_contracting_dimensions", 2, T_INT64, REP, None),
-                            ("lhs_batch_dimensions", 3, T_INT64, REP, None),
-                            ("rhs_batch_dimensions", 4, T_INT64, REP, None)],
-    "SliceDimensions": [("start", 1, T_INT64, OPT, None), ("limit", 2, T_INT64, OPT, None),
-                        ("stride", 3, T_INT64, OPT, None)],
-    "HloInstructionProto": [
-        ("name", 1, T_STRING, OPT, None),
-        ("opcode", 2, T_STRING, OPT, None),
-        ("shape", 3, T_MSG, OPT, ".xla.ShapeProto"),
-        ("parameter_number", 9, T_INT64, OPT, None),
-        ("dimensions", 14, T_INT64, REP, None),
-        ("window", 15, T_MSG, OPT, ".xla.Window"),
-        ("convolution_dimension_numbers", 16, T_MSG, OPT, ".xla.ConvolutionDimensionNumbers"),
-        ("slice_dimensions", 17, T_MSG, REP, ".xla.SliceDimensions"),
-        ("dynamic_slice_sizes", 20, T_INT64, REP, None),
-        ("padding_config", 21, T_MSG, OPT, ".xla.PaddingConfig"),
-        ("dot_dimension_numbers", 30, T_MSG, OPT, ".xla.DotDimensionNumbers"),
-        ("id", 35, T_INT64, OPT, None),
-        ("operand_ids", 36, T_INT64, REP, None),
-        ("called_computation_ids", 38, T_INT64, REP, None),
-        ("feature_group_count", 50, T_INT64, OPT, None),
-        ("batch_group_count", 58, T_INT64, OPT, None),
-        ("is_stable", 60, T_BOOL, OPT, None)],
-    "HloComputationProto": [("name", 1, T_STRING, OPT, None),
-                            ("instructions", 2, T_MSG, REP, ".xla.HloInstructionProto"),
-                            ("id", 5, T_INT64, OPT, None),
-                            ("root_id", 6, T_INT64, OPT, None)],
-    "HloModuleProto": [("name", 1, T_STRING, OPT, None),
-                       ("computations", 3, T_MSG, REP, ".xla.HloComputationProto"),
-                       ("id", 5, T_INT64, OPT, None),
-                       ("entry_computation_id", 6, T_INT64, OPT, None)],
-    "ExecutionProfile": [("compute_time_ns", 4, T_INT64, OPT, None)],
+XLA_MESSAGES: dict[str, str] = {
+    "LayoutProto": "repeated int64 minor_to_major = 1;",
+    "ShapeProto": "int32 element_type = 2; repeated int64 dimensions = 3; "  # element_type: PrimitiveType
+                  "repeated .xla.ShapeProto tuple_shapes = 4; .xla.LayoutProto layout = 5;",
+    "WindowDimension": "int64 size = 1; int64 stride = 2; int64 padding_low = 3; int64 padding_high = 4; "
+                       "int64 window_dilation = 5; int64 base_dilation = 6; bool window_reversal = 7;",
+    "Window": "repeated .xla.WindowDimension dimensions = 1;",
+    "ConvolutionDimensionNumbers":
+        "int64 kernel_input_feature_dimension = 3; int64 kernel_output_feature_dimension = 4; "
+        "repeated int64 kernel_spatial_dimensions = 6; int64 input_batch_dimension = 7; "
+        "int64 input_feature_dimension = 8; int64 output_batch_dimension = 9; "
+        "int64 output_feature_dimension = 10; repeated int64 input_spatial_dimensions = 11;",
+    "PaddingConfigDimension": "int64 edge_padding_low = 1; int64 edge_padding_high = 2;",
+    "PaddingConfig": "repeated .xla.PaddingConfigDimension dimensions = 1;",
+    "DotDimensionNumbers": "repeated int64 lhs_contracting_dimensions = 1; repeated int64 "
+                           "rhs_contracting_dimensions = 2; repeated int64 lhs_batch_dimensions = 3; "
+                           "repeated int64 rhs_batch_dimensions = 4;",
+    "SliceDimensions": "int64 start = 1; int64 limit = 2; int64 stride = 3;",
+    "HloInstructionProto":
+        "string name = 1; string opcode = 2; .xla.ShapeProto shape = 3; int64 parameter_number = 9; "
+        "repeated int64 dimensions = 14; .xla.Window window = 15; "
+        ".xla.ConvolutionDimensionNumbers convolution_dimension_numbers = 16; "
+        "repeated .xla.SliceDimensions slice_dimensions = 17; repeated int64 dynamic_slice_sizes = 20; "
+        ".xla.PaddingConfig padding_config = 21; .xla.DotDimensionNumbers dot_dimension_numbers = 30; "
+        "int64 id = 35; repeated int64 operand_ids = 36; repeated int64 called_computation_ids = 38; "
+        "int64 feature_group_count = 50; int64 batch_group_count = 58; bool is_stable = 60;",
+    "HloComputationProto": "string name = 1; repeated .xla.HloInstructionProto instructions = 2; "
+                           "int64 id = 5; int64 root_id = 6;",
+    "HloModuleProto": "string name = 1; repeated .xla.HloComputationProto computations = 3; int64 id = 5; "
+                      "int64 entry_computation_id = 6;",
+    "ExecutionProfile": "int64 compute_time_ns = 4;",
 }
 
-TPU_GRAPHS_MESSAGES: dict[str, list[Field]] = {
-    "TileSizeConfig": [("kernel_bounds", 1, T_INT64, REP, None),
-                       ("output_bounds", 2, T_INT64, REP, None),
-                       ("input_bounds", 3, T_INT64, REP, None)],
-    "HloOpConfig": [("tile_size_config", 1, T_MSG, OPT, ".tpu_graphs.TileSizeConfig")],
-    "TensorLayoutConfig": [("dims", 1, T_INT32, REP, None)],
-    "NodeLayoutConfig": [("tensors", 1, T_MSG, REP, ".tpu_graphs.TensorLayoutConfig")],
-    "LayoutConfig": [("nodes", 1, T_MSG, REP, ".tpu_graphs.NodeLayoutConfig")],
-    "HloModuleConfig": [("layout_config", 1, T_MSG, OPT, ".tpu_graphs.LayoutConfig")],
-    "ConfigProfile": [("op_config", 1, T_MSG, OPT, ".tpu_graphs.HloOpConfig"),
-                      ("module_config", 2, T_MSG, OPT, ".tpu_graphs.HloModuleConfig"),
-                      ("error", 3, T_BOOL, OPT, None),
-                      ("profile", 4, T_MSG, OPT, ".xla.ExecutionProfile"),
-                      ("is_default", 5, T_BOOL, OPT, None)],
-    "ModuleTuningData": [("module", 1, T_MSG, OPT, ".xla.HloModuleProto"),
-                         ("runs", 3, T_MSG, REP, ".tpu_graphs.ConfigProfile"),
-                         ("config_index_to_node", 4, T_UINT64, REP, None)],
-    "TuningData": [("modules", 1, T_MSG, REP, ".tpu_graphs.ModuleTuningData")],
+TPU_GRAPHS_MESSAGES: dict[str, str] = {
+    "TileSizeConfig": "repeated int64 kernel_bounds = 1; repeated int64 output_bounds = 2; "
+                      "repeated int64 input_bounds = 3;",
+    "HloOpConfig": ".tpu_graphs.TileSizeConfig tile_size_config = 1;",
+    "TensorLayoutConfig": "repeated int32 dims = 1;",
+    "NodeLayoutConfig": "repeated .tpu_graphs.TensorLayoutConfig tensors = 1;",
+    "LayoutConfig": "repeated .tpu_graphs.NodeLayoutConfig nodes = 1;",
+    "HloModuleConfig": ".tpu_graphs.LayoutConfig layout_config = 1;",
+    # ``oneof config`` of ConfigProfile is not needed to read it, so it is left out
+    "ConfigProfile": ".tpu_graphs.HloOpConfig op_config = 1; .tpu_graphs.HloModuleConfig module_config = 2; "
+                     "bool error = 3; .xla.ExecutionProfile profile = 4; bool is_default = 5;",
+    "ModuleTuningData": ".xla.HloModuleProto module = 1; repeated .tpu_graphs.ConfigProfile runs = 3; "
+                        "repeated uint64 config_index_to_node = 4;",
+    "TuningData": "repeated .tpu_graphs.ModuleTuningData modules = 1;",
     # The same records without ``runs``: what reading only the graph needs. A layout record can
     # hold 100k runs; left unparsed they stay raw bytes (unknown fields) instead of 100k objects.
-    "ModuleTuningDataHeader": [("module", 1, T_MSG, OPT, ".xla.HloModuleProto"),
-                               ("config_index_to_node", 4, T_UINT64, REP, None)],
-    "TuningDataHeader": [("modules", 1, T_MSG, REP, ".tpu_graphs.ModuleTuningDataHeader")],
+    "ModuleTuningDataHeader": ".xla.HloModuleProto module = 1; repeated uint64 config_index_to_node = 4;",
+    "TuningDataHeader": "repeated .tpu_graphs.ModuleTuningDataHeader modules = 1;",
 }
 
-# ``oneof config`` of ConfigProfile is not needed to read it, so it is left out.
 
-
-def _file_proto(name: str, package: str, messages: dict[str, list[Field]],
+def _file_proto(name: str, package: str, messages: dict[str, str],
                 deps: tuple[str, ...] = ()) -> descriptor_pb2.FileDescriptorProto:
     fp = descriptor_pb2.FileDescriptorProto(name=name, package=package, syntax="proto3")
     fp.dependency.extend(deps)
-    for msg_name, fields in messages.items():
+    for msg_name, spec in messages.items():
         msg = fp.message_type.add(name=msg_name)
-        for fname, number, ftype, label, type_name in fields:
-            f = msg.field.add(name=fname, number=number, type=ftype, label=label)
-            if type_name:
+        for repeated, type_name, fname, number in FIELD.findall(spec):
+            f = msg.field.add(name=fname, number=int(number),
+                              type=SCALARS.get(type_name, FDP.TYPE_MESSAGE),
+                              label=FDP.LABEL_REPEATED if repeated else FDP.LABEL_OPTIONAL)
+            if type_name not in SCALARS:
                 f.type_name = type_name
     return fp
 
@@ -146,17 +113,8 @@ def message_class(name: str) -> Any:
         raise KeyError(f"no message {name!r} in the tpurank HLO schema subset") from None
 
 
-# XLA PrimitiveType numbers (docs/competition.md §8) and their one-hot slot among node features 2..20 (docs/competition.md §4).
-ELEMENT_TYPE_SLOTS: dict[int, int] = {
-    0: 0,    # PRIMITIVE_TYPE_INVALID
-    1: 1,    # PRED
-    2: 2, 3: 3, 4: 4, 5: 5,      # S8 S16 S32 S64
-    6: 6, 7: 7, 8: 8, 9: 9,      # U8 U16 U32 U64
-    10: 10, 11: 11, 12: 12,      # F16 F32 F64
-    16: 13,  # BF16
-    15: 14,  # C64
-    18: 15,  # C128
-    13: 16,  # TUPLE
-    14: 17,  # OPAQUE_TYPE
-    17: 18,  # TOKEN
-}
+#: XLA PrimitiveType numbers (docs/competition.md §8) in the order of their one-hot slots among node
+#: features 2..20 (docs/competition.md §4): INVALID, PRED, S8, S16, S32, S64, U8, U16, U32, U64, F16,
+#: F32, F64, BF16, C64, C128, TUPLE, OPAQUE_TYPE, TOKEN
+ELEMENT_TYPE_SLOTS: dict[int, int] = {t: slot for slot, t in enumerate(
+    (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 16, 15, 18, 13, 14, 17))}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from features.heuristic import graph_costs, layout_costs, log_costs, rank_fraction, tile_costs
+from features.heuristic import graph_costs, log_costs, rank_fraction, tile_costs
 from features.io import iter_npz_rows, load_npz
 
 
@@ -56,12 +56,12 @@ def layout_file(path, layouts):
 def test_layout_prefers_the_lane_aligned_minor_dim(tmp_path):
     # [1, 0]: dim 1 (256, a multiple of 128) most minor; [0, 1]: dim 0 (300) minor -> padded
     # []: all -1 = compiler default = (0, 1) -> same as [0, 1]
-    cost = layout_costs(layout_file(tmp_path / "g.npz", [[1, 0], [0, 1], []]))
+    cost = graph_costs(layout_file(tmp_path / "g.npz", [[1, 0], [0, 1], []]), False)
     assert cost[0] < cost[1]
     assert cost[2] == pytest.approx(cost[1])
     # input layout (slot 1) prices the operand: lane-aligned input beats a padded one
-    both = layout_costs(layout_file(tmp_path / "h.npz", [[1, 0, -1, -1, -1, -1, 1, 0],
-                                                         [1, 0, -1, -1, -1, -1, 0, 1]]))
+    both = graph_costs(layout_file(tmp_path / "h.npz", [[1, 0, -1, -1, -1, -1, 1, 0],
+                                                        [1, 0, -1, -1, -1, -1, 0, 1]]), False)
     assert both[0] < both[1]
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from features.processed import ProcessedGraph
-from features.segments import (cached_segmentation, num_parts, segment_graph, segments_path,
-                               topological_order)
+from features.pruning import topo_order
+from features.segments import cached_segmentation, num_parts, segment_graph, segments_path
 
 
 def _dag(n: int, seed: int = 0) -> np.ndarray:
@@ -50,7 +50,7 @@ def test_contiguous_follows_topological_order():
     assert seg.num_segments == n // size + 1  # the organisers' count
     assign = _assignment(seg)
     assert np.all(assign[edges[0]] <= assign[edges[1]])  # no edge points back to an earlier segment
-    order = topological_order(n, edges)
+    order = topo_order(n, edges[::-1].T)  # npz rows [consumer, producer]
     pos = np.empty(n, dtype=np.int64)
     pos[order] = np.arange(n)
     assert np.all(pos[edges[0]] < pos[edges[1]])
