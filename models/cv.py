@@ -302,20 +302,17 @@ def fold_plan(work: str | os.PathLike, features_dir: str | os.PathLike, collecti
 # fold manifests (what each fold model saw), written beside the models
 
 
-def fold_manifest(plan: FoldPlan, seen: dict[int, Iterable[Key]] | None = None) -> dict:
-    """The ``folds.json`` a model writes beside its fold models: per fold the graphs the fold
-    model saw (trained or early-stopped on). ``seen`` defaults to the plan's training +
-    inner-valid graphs; pass what was actually used when it differs."""
+def write_fold_manifest(path: str | os.PathLike, plan: FoldPlan,
+                        seen: dict[int, Iterable[Key]] | None = None, **extra: object) -> dict:
+    """Write the ``folds.json`` a model keeps beside its fold models: per fold the graphs the fold
+    model saw (trained or early-stopped on; default: the plan's training + inner-valid graphs),
+    plus ``extra`` fields. Returns it."""
     if seen is None:
         seen = {k: plan.training(k) + plan.inner_valid(k) for k in range(plan.folds)}
-    return {"collection": plan.collection, "folds": plan.folds, "seed": plan.seed,
-            "plan": str(plan.path) if plan.path else "",
-            "seen": {str(k): sorted(_key(sp, st) for sp, st in v) for k, v in sorted(seen.items())}}
-
-
-def write_fold_manifest(path: str | os.PathLike, plan: FoldPlan,
-                        seen: dict[int, Iterable[Key]] | None = None) -> dict:
-    manifest = fold_manifest(plan, seen)
+    manifest = {"collection": plan.collection, "folds": plan.folds, "seed": plan.seed,
+                "plan": str(plan.path) if plan.path else "",
+                "seen": {str(k): sorted(_key(sp, st) for sp, st in v)
+                         for k, v in sorted(seen.items())}, **extra}
     write_json(path, manifest)
     return manifest
 

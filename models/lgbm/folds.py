@@ -7,7 +7,7 @@ those inner-valid graphs is kept (never chosen on a held-out graph). It predicts
 
 Files (``M`` = ``WORK/models/lgbm[-tag]/<slug>/seed<s>``): ``M/fold<k>/`` (``model.txt``,
 ``model.json``, ``metrics.json``, ``held_out.npz``, ``done.json``), ``M/folds.json`` (per fold the
-graphs its model saw, :func:`models.cv.fold_manifest`, and its mode), ``M/metrics.json`` and
+graphs its model saw, :func:`models.cv.write_fold_manifest`, and its mode), ``M/metrics.json`` and
 ``M/done.json``; predictions under ``PREDS/lgbm[-tag]@seed<s>/<slug>/`` (:mod:`models.predictions`).
 A killed run resumes fold by fold (``fold<k>/done.json``, written last).
 """
@@ -25,7 +25,8 @@ import numpy as np
 from tpurank.atomic import remove_dead_temporaries, save_npz, write_json
 from tpurank.collections import Collection
 from features.processed import tabular_path
-from models.cv import LABELLED_SPLITS as LABELLED, Key, check_manifest, fold_manifest, fold_plan
+from models.cv import (LABELLED_SPLITS as LABELLED, Key, check_manifest, fold_plan,
+                       write_fold_manifest)
 from models.lgbm.config import LgbmConfig
 from models.lgbm.data import Rows, by_config, concat_rows, feature_columns, load_rows, read_keys
 from models.lgbm.model import RankerModel
@@ -40,10 +41,6 @@ HELD_OUT_FILE = "held_out.npz"
 
 def fold_dir(cfg: LgbmConfig, collection: Collection, k: int) -> Path:
     return cfg.model_dir(collection) / f"fold{k}"
-
-
-def get_plan(cfg: LgbmConfig, collection: Collection):
-    return fold_plan(cfg.work, cfg.features_dir(), collection, folds=cfg.folds, seed=cfg.seed)
 
 
 def _files(cfg: LgbmConfig, collection: Collection,
@@ -183,23 +180,22 @@ def write_oof(cfg: LgbmConfig, collection: Collection, plan) -> dict[str, np.nda
     return oof
 
 
-def write_manifest(cfg: LgbmConfig, collection: Collection, plan, folds: list[dict]) -> dict:
+def write_manifest(cfg: LgbmConfig, collection: Collection, plan, folds: list[dict]) -> None:
     """``folds.json``: what each fold model saw, checked against the plan (no OOF leak)."""
     seen = {m["fold"]: [tuple(s.split("/", 1)) for s in m["seen"]] for m in folds}
-    manifest = fold_manifest(plan, seen)
-    manifest["held_out"] = {str(k): sorted(f"{sp}/{st}" for sp, st in plan.held_out(k))
-                            for k in range(plan.folds)}
-    manifest["modes"] = {str(m["fold"]): m["mode"] for m in folds}
-    manifest["models"] = {str(k): str(fold_dir(cfg, collection, k)) for k in range(plan.folds)}
+    manifest = write_fold_manifest(
+        cfg.model_dir(collection) / FOLDS_FILE, plan, seen,
+        held_out={str(k): sorted(f"{sp}/{st}" for sp, st in plan.held_out(k))
+                  for k in range(plan.folds)},
+        modes={str(m["fold"]): m["mode"] for m in folds},
+        models={str(k): str(fold_dir(cfg, collection, k)) for k in range(plan.folds)})
     check_manifest(manifest, plan)
-    write_json(cfg.model_dir(collection) / FOLDS_FILE, manifest)
-    return manifest
 
 
 def train_folds(cfg: LgbmConfig, collection: Collection, seconds: float = float("inf")) -> dict:
     """All folds of one collection (each resumed when done), then OOF/test files and metrics."""
     start = time.perf_counter()
-    plan = get_plan(cfg, collection)
+    plan = fold_plan(cfg.work, cfg.features_dir(), collection, folds=cfg.folds, seed=cfg.seed)
     train_path = tabular_path(cfg.features_dir(), collection, "train")
     names = feature_columns(train_path)
     truth = labelled_truth(cfg, collection)

@@ -27,7 +27,7 @@ from features.io import discover
 from features.processed import tabular_path
 from models.budget import TimeBudget
 from models.lgbm.config import LgbmConfig
-from models.lgbm.data import feature_columns, load_rows, truth_by_graph
+from models.lgbm.data import load_rows, truth_by_graph
 from models.lgbm.model import RankerModel
 from models.lgbm.runstate import (DONE_FILE, Slicer, candidates, fit_candidates, is_current, read_done,
                                   record, summarise, write_done)
@@ -39,21 +39,11 @@ def evaluate_model(model: RankerModel, cfg: LgbmConfig,
                    collection: Collection) -> tuple[dict | None, dict[str, np.ndarray] | None]:
     """``(score, costs)`` of ``model`` on every valid config (Nones without graded rows)."""
     path = tabular_path(cfg.features_dir(), collection, "valid")
-    if not path.is_file():
-        return None, None
     truth = truth_by_graph(path)
     if not truth:
         return None, None
     costs = model.predict_file(path, cfg.predict_batch_rows)
     return score_collection(collection, costs, truth), costs
-
-
-def _load_valid(cfg: LgbmConfig, collection: Collection, names: list[str]):
-    path = tabular_path(cfg.features_dir(), collection, "valid")
-    if not path.is_file():
-        return None
-    rows = load_rows(path, cfg.max_valid_configs_per_graph, cfg.seed + 1, names)
-    return rows if len(rows) and rows.target is not None else None
 
 
 def train_collection(cfg: LgbmConfig, collection: Collection,
@@ -68,12 +58,15 @@ def train_collection(cfg: LgbmConfig, collection: Collection,
     out_dir.mkdir(parents=True, exist_ok=True)
     remove_dead_temporaries(out_dir)  # what a killed run's atomic writes left
     train_path = tabular_path(cfg.features_dir(), collection, "train")
-    names = feature_columns(train_path) if train_path.is_file() else []
     start = time.perf_counter()
-    train = load_rows(train_path, cfg.max_train_configs_per_graph, cfg.seed, names or None)
+    train = load_rows(train_path, cfg.max_train_configs_per_graph, cfg.seed)
     if not len(train):
         raise ValueError(f"{train_path}: no train rows with a target")
-    valid = _load_valid(cfg, collection, train.feature_names)
+    valid_path = tabular_path(cfg.features_dir(), collection, "valid")
+    valid = (load_rows(valid_path, cfg.max_valid_configs_per_graph, cfg.seed + 1, train.feature_names)
+             if valid_path.is_file() else None)
+    if valid is not None and (not len(valid) or valid.target is None):
+        valid = None
     load_s = time.perf_counter() - start
     valid_costs: dict[str, dict[str, np.ndarray] | None] = {}
 
@@ -89,7 +82,7 @@ def train_collection(cfg: LgbmConfig, collection: Collection,
     costs = valid_costs[chosen]
     if costs is not None:  # predicted once here; `predict` reuses it
         record(out_dir, predictions_path(cfg.preds_dir(), cfg.run_name(), collection, "valid"),
-               costs, [tabular_path(cfg.features_dir(), collection, "valid")])
+               costs, [valid_path])
     metrics = {"collection": collection.name, "mode": chosen, "seed": cfg.seed, "folds": 0,
                "train_rows": len(train), "train_graphs": len(train.graphs),
                "valid_rows_early_stopping": 0 if valid is None else len(valid),
