@@ -1,15 +1,9 @@
-"""Grouped K-fold cross-validation of the LightGBM ranker (``--folds K``, K >= 2) over
-:func:`models.cv.fold_plan`'s folds (shared with every other model). Fold model ``k`` trains on
-``plan.training(k)`` (rows of the train *and* valid tabular files) and early-stops on
-``plan.inner_valid(k)``; with ``--mode auto`` the candidate with the better official score on
-those inner-valid graphs is kept (never chosen on a held-out graph). It predicts every config of
-``plan.held_out(k)`` (out-of-fold) and of the test split.
-
-Files (``M`` = ``WORK/models/lgbm[-tag]/<slug>/seed<s>``): ``M/fold<k>/`` (``model.txt``,
-``model.json``, ``metrics.json``, ``held_out.npz``, ``done.json``), ``M/folds.json`` (per fold the
-graphs its model saw, :func:`models.cv.write_fold_manifest`, and its mode), ``M/metrics.json`` and
-``M/done.json``; predictions under ``PREDS/lgbm[-tag]@seed<s>/<slug>/`` (:mod:`models.predictions`).
-A killed run resumes fold by fold (``fold<k>/done.json``, written last).
+"""Grouped K-fold cross-validation of the LightGBM ranker (``--folds K >= 2``) over
+:func:`models.cv.fold_plan`'s folds: fold model ``k`` trains on ``plan.training(k)`` (train and
+valid tabular rows), early-stops (and, with ``--mode auto``, picks its mode) on
+``plan.inner_valid(k)``, never on a held-out graph, and predicts ``plan.held_out(k)`` and the test
+split. ``M/fold<k>/`` (``M`` = the model dir) holds each fold's model and ``done.json`` (a killed
+run resumes fold by fold); ``M/folds.json`` what each fold model saw.
 """
 
 from __future__ import annotations

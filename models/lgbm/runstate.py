@@ -1,13 +1,9 @@
-"""What a LightGBM training run keeps between invocations and shares between the plain and the
-fold protocol (:mod:`models.lgbm.train`, :mod:`models.lgbm.folds`; neither imports the other at
-module level): completion markers (``done.json``, written last), the candidate modes, the saved
-model files, the split of a collection's time over its fits, and the prediction ledger.
-
-The ledger, ``<model_dir>/predictions.json``, records for each prediction file a model wrote the
-SHA-256 of the model text and the size and mtime of the tabular input(s) and of the written file:
-a later request for the same output is skipped while all still match (``train`` writes the valid
-split; ``predict`` reuses it). The record is written after the predictions file, both
-atomically: a kill in between only costs a re-prediction.
+"""What a LightGBM run keeps between invocations, shared by the plain and the fold protocol:
+completion markers (``done.json``, written last), the candidate modes, the split of a
+collection's time over its fits, and the prediction ledger ``<model_dir>/predictions.json``
+(per prediction file the model's SHA-256 and the inputs' and output's size and mtime: ``predict``
+reuses what still matches; written after the predictions, so a kill between only costs a
+re-prediction).
 """
 
 from __future__ import annotations

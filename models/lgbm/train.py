@@ -1,16 +1,7 @@
-"""Training and prediction orchestration: every selected collection, resumable, within a time
-budget (docs/lgbm.md, "Training" and "Outputs"; with ``--folds K >= 2`` see :mod:`models.lgbm.folds`).
-
-Per collection: fit each candidate mode on the sampled train rows, early-stopped on the valid
-rows (:mod:`models.lgbm.fit`; booster checkpoints ``checkpoint-<mode>.json`` resumed after a
-kill); score every valid config and write those predictions once (the ledger of
-:mod:`models.lgbm.runstate`: ``predict`` reuses them); save the model and, last, ``done.json``:
-a rerun skips every collection whose marker matches the settings.
-
-Prediction covers every config of every valid and test graph, in the common format (model
-``lgbm``): costs are the negated ranking scores (LightGBM's are higher = faster). Valid/test rows
-are never deduplicated: each graph's array has one entry per config of the source file (checked
-in :func:`models.lgbm.data.assemble_costs`).
+"""Training and prediction of every selected collection, resumable, within a time budget
+(docs/lgbm.md, "Training" and "Outputs"; ``--folds K >= 2``: :mod:`models.lgbm.folds`). Costs are
+the negated ranking scores (LightGBM's are higher = faster), one per config of every valid and
+test graph (checked in :func:`models.lgbm.data.assemble_costs`).
 """
 
 from __future__ import annotations
@@ -137,12 +128,8 @@ def train_all(cfg: LgbmConfig) -> dict[str, dict]:
 
 
 def predict_collection(cfg: LgbmConfig, collection: Collection) -> dict[str, dict]:
-    """Write ``WORK/preds/lgbm[-tag]@seed<k>/<slug>/{valid,test}.npz``; returns a summary per split.
-
-    A file already written by the same model from the same tabular input (``train`` writes the
-    valid split; the ledger of :mod:`models.lgbm.runstate`) is reused, not predicted again. With
-    ``--folds K`` the fold models' files are checked/completed by :mod:`models.lgbm.folds`.
-    """
+    """Write ``WORK/preds/lgbm[-tag]@seed<k>/<slug>/{valid,test}.npz`` (reusing a file the ledger
+    says the same model wrote from the same input); returns a summary per split."""
     if cfg.folds >= 2:
         from models.lgbm.folds import predict_folds
         return predict_folds(cfg, collection)
