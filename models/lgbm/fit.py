@@ -3,9 +3,7 @@ classifier (:mod:`models.lgbm.pairwise`).
 
 Ranking modes early-stop on the *official* metric (tile top-5 score / layout Kendall τ, mean
 over the early-stopping graphs); the pairwise mode on the binary log-loss of sampled pairs of
-those graphs. :class:`BoostControl` does the early stopping, stops boosting when the time budget
-is spent (keeping the best iteration so far) and checkpoints the booster so that a killed fit
-resumes (``init_model``) instead of starting over.
+those graphs (:class:`BoostControl`: also the time budget and resumable checkpoints).
 """
 
 from __future__ import annotations
@@ -130,15 +128,12 @@ def progress_callback(bar: tqdm, every: int = 10) -> Callable:
 
 
 class BoostControl:
-    """One LightGBM callback for early stopping, the deadline and resumable checkpoints.
-
-    Early stopping (``patience`` rounds without improvement of the first validation metric, as
-    ``lightgbm.early_stopping(first_metric_only=True)``) and the deadline (``time.monotonic()``)
-    both stop at the best iteration so far. With ``checkpoint`` (a JSON path), the booster text
-    and the early-stopping state are saved there in one atomic write every ``checkpoint_every``
-    seconds, tagged with ``key``; a new control for the same path and key resumes from it
-    (:attr:`init_model`, :attr:`start_iteration`, the best iteration to beat). A resumed fit is
-    not bit-identical to an uninterrupted one (bagging draws restart), only equivalent.
+    """One LightGBM callback for early stopping (as ``lightgbm.early_stopping(first_metric_only=
+    True)``), the deadline (``time.monotonic()``), both stopping at the best iteration so far, and
+    resumable checkpoints: every ``checkpoint_every`` seconds the booster text and early-stopping
+    state go to ``checkpoint`` in one atomic write, tagged with ``key``; a new control for the
+    same path and key resumes from it. A resumed fit is only equivalent to an uninterrupted one,
+    not bit-identical (bagging draws restart).
     """
 
     def __init__(self, deadline: float = float("inf"), patience: int = 0,

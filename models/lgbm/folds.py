@@ -142,13 +142,11 @@ def write_test_average(cfg: LgbmConfig, collection: Collection) -> Path | None:
 
 
 def write_oof(cfg: LgbmConfig, collection: Collection, plan) -> dict[str, np.ndarray]:
-    """``oof.npz`` (every labelled graph), its ``oof-config.npz`` / ``oof-target.npz`` and
-    ``valid.npz`` (the official valid graphs).
+    """``oof.npz`` (every labelled graph), ``oof-config.npz``, ``oof-target.npz`` and ``valid.npz``.
 
-    Train graphs' tabular rows are deduplicated (and maybe subsampled) by the feature build, so
-    their OOF arrays cover those rows only, in ascending config order; ``oof-config.npz`` holds
-    the source config index of each entry and ``oof-target.npz`` its true runtime (the mean over
-    duplicates), so the OOF file is scorable on its own. Valid graphs cover every config 0..c-1.
+    Train graphs' tabular rows are deduplicated (maybe subsampled) by the feature build, so their
+    OOF arrays cover those rows only, in ascending config order, with each entry's source config
+    index and true runtime (mean over duplicates) beside them: the OOF file is scorable alone.
     """
     oof: dict[str, np.ndarray] = {}
     for k in range(cfg.folds):
