@@ -41,7 +41,10 @@ def worker(root: str, pairs: int, n_features: int) -> dict:
     from models.lgbm.config import LgbmConfig
     from models.lgbm.data import Rows
     try:
-        from models.lgbm.fit import fit_pairwise
+        from models.lgbm.fit import fit_model
+
+        def fit_pairwise(rows, valid, cfg, collection, seed):
+            return fit_model("pairwise", rows, valid, cfg, collection).booster
     except ImportError:  # before models.lgbm.fit existed
         from models.lgbm.train import fit_pairwise
     from models.lgbm.model import ModelInfo, RankerModel

@@ -50,13 +50,14 @@ def refit_costs(cfg, coll) -> dict[str, np.ndarray]:
     from features.processed import tabular_path
     from models.lgbm.data import feature_columns
     from models.lgbm.fit import fit_model
-    from models.lgbm.folds import get_plan, load_graphs
+    from models.cv import fold_plan
+    from models.lgbm.folds import load_graphs
 
     metrics = json.loads((cfg.model_dir(coll) / "metrics.json").read_text())
     folds = int(metrics["folds"])
     rounds = max(1, round(float(np.mean(metrics["best_iteration"])) * folds / (folds - 1)))
     names = feature_columns(tabular_path(cfg.features_dir(), coll, "train"))
-    plan = get_plan(cfg, coll)
+    plan = fold_plan(cfg.work, cfg.features_dir(), coll, folds=cfg.folds, seed=cfg.seed)
     rows = load_graphs(cfg, coll, list(plan.graphs()), cfg.max_train_configs_per_graph, cfg.seed, names)
     model = fit_model(metrics["mode"], rows, None, dataclasses.replace(cfg, num_boost_round=rounds), coll)
     return model.predict_file(tabular_path(cfg.features_dir(), coll, "test"), cfg.predict_batch_rows)

@@ -1,14 +1,9 @@
 """The time budget of a training invocation (``--time-budget SECONDS``), shared by the runs it
-makes (collections, folds): time a run leaves unused carries over to the next ones.
-
-Two ways to split it, one per model (standard library only: the LightGBM stage imports no torch):
-
-* :meth:`TimeBudget.share` (the GNN): the caller says what weight of runs is left, this one
-  included; the remaining time is split in proportion to weight.
-* :meth:`TimeBudget.claim` (LightGBM): the runs are named with their weights up front
-  (``weights``: training rows); a run gets ``remaining × (floor / n_left + (1 - floor) × w / Σw)``,
-  the sums running over the runs not claimed yet, so the smallest still gets at least
-  ``floor / n_left`` of what is left.
+makes (collections, folds): time a run leaves unused carries over to the next ones. Standard
+library only (the LightGBM stage imports no torch). :meth:`TimeBudget.share` (GNN) splits the
+remaining time in proportion to weight; :meth:`TimeBudget.claim` (LightGBM) gives each named run
+``remaining × (floor / n_left + (1 - floor) × w / Σw)`` over the runs not claimed yet, so the
+smallest still gets at least ``floor / n_left`` of what is left.
 """
 
 from __future__ import annotations

@@ -6,10 +6,8 @@ atomically as ``WORK/folds/<slug>/K<K>-seed<s>.json`` and recreated (identically
 labelled graphs change.
 
 Grouping: the group key is the graph *stem*. The ``default`` and ``random`` twins of a layout
-graph share a stem (one program searched two ways), so folds are assigned over the union of the
-stems of both searches of a source: ``layout:X:default`` and ``layout:X:random`` get the same
-fold (and inner-validation choice) for every stem. A stem in both ``train`` and ``valid`` is one
-group too.
+graph share a stem (one program searched two ways), so folds are assigned over the stems of both
+searches of a source (and of both splits): both get the same fold (and inner-validation choice) for every stem.
 
 Stratification: stems are dealt round-robin into folds family by family (:func:`family_of`), so
 every model family spreads over the folds and fold sizes differ by at most one; within a family
@@ -257,14 +255,11 @@ def labelled_graphs(features_dir: str | os.PathLike, collection: Collection,
                     data: str | os.PathLike | None = None) -> tuple[list[Key], list[str]]:
     """(the collection's labelled graphs, the sorted stem universe of its twin collections)."""
     root, bad = (str(data), "") if data else _data_root(features_dir, collection)
-    graphs = _raw_graphs(root, collection, bad) if root else []
-    if graphs:
-        universe = {s for c in twin_collections(collection) for _, s in _raw_graphs(root, c, bad)}
-    else:
-        graphs = _processed_graphs(features_dir, collection)
-        universe = {s for c in twin_collections(collection)
-                    for _, s in _processed_graphs(features_dir, c)}
-    return sorted(graphs), sorted(universe | {s for _, s in graphs})
+    twins = twin_collections(collection)  # the collection among them
+    found = {c.name: _raw_graphs(root, c, bad) for c in twins} if root else {}
+    if not found.get(collection.name):
+        found = {c.name: _processed_graphs(features_dir, c) for c in twins}
+    return sorted(found[collection.name]), sorted({s for g in found.values() for _, s in g})
 
 
 def fold_plan(work: str | os.PathLike, features_dir: str | os.PathLike, collection: Collection,
@@ -302,20 +297,17 @@ def fold_plan(work: str | os.PathLike, features_dir: str | os.PathLike, collecti
 # fold manifests (what each fold model saw), written beside the models
 
 
-def fold_manifest(plan: FoldPlan, seen: dict[int, Iterable[Key]] | None = None) -> dict:
-    """The ``folds.json`` a model writes beside its fold models: per fold the graphs the fold
-    model saw (trained or early-stopped on). ``seen`` defaults to the plan's training +
-    inner-valid graphs; pass what was actually used when it differs."""
+def write_fold_manifest(path: str | os.PathLike, plan: FoldPlan,
+                        seen: dict[int, Iterable[Key]] | None = None, **extra: object) -> dict:
+    """Write the ``folds.json`` a model keeps beside its fold models: per fold the graphs the fold
+    model saw (trained or early-stopped on; default: the plan's training + inner-valid graphs),
+    plus ``extra`` fields. Returns it."""
     if seen is None:
         seen = {k: plan.training(k) + plan.inner_valid(k) for k in range(plan.folds)}
-    return {"collection": plan.collection, "folds": plan.folds, "seed": plan.seed,
-            "plan": str(plan.path) if plan.path else "",
-            "seen": {str(k): sorted(_key(sp, st) for sp, st in v) for k, v in sorted(seen.items())}}
-
-
-def write_fold_manifest(path: str | os.PathLike, plan: FoldPlan,
-                        seen: dict[int, Iterable[Key]] | None = None) -> dict:
-    manifest = fold_manifest(plan, seen)
+    manifest = {"collection": plan.collection, "folds": plan.folds, "seed": plan.seed,
+                "plan": str(plan.path) if plan.path else "",
+                "seen": {str(k): sorted(_key(sp, st) for sp, st in v)
+                         for k, v in sorted(seen.items())}, **extra}
     write_json(path, manifest)
     return manifest
 

@@ -1,25 +1,18 @@
 """The common prediction format every model writes and the ensemble reads.
 
 One file per (run, collection, split), ``PREDS/<run>/<collection-slug>/<split>.npz``: keys are
-graph stems, values float32 *costs*, one per config in the config order of the source npz file
-(**lower cost = predicted faster**; a graph's ranking is ``np.argsort(cost, kind="stable")``).
-Valid/test arrays always have one entry per config of the original file (training-split
-deduplication never applies to them).
+graph stems, values float32 *costs* (**lower = predicted faster**), one per config of the source
+file, in its order (valid/test rows are never deduplicated).
 
-**Seeds.** A model trained with several seeds writes one run per seed, ``<model>@seed<k>``
-(:func:`run_name`); a plain ``PREDS/<model>/`` run (e.g. the seed-free ``baseline``) is accepted
-too. Reading model ``gnn`` (:func:`read_model_predictions`) takes *every* run of it, normalises
-each graph's costs (:func:`normalise_costs`) and averages them: seeds average first, then models
-blend. To blend a single seed, name the run itself (``gnn@seed0``).
+A model trained with several seeds writes one run per seed, ``<model>@seed<k>``
+(:func:`run_name`); reading model ``gnn`` (:func:`read_model_predictions`) averages every run's
+per-graph normalised costs (:func:`normalise_costs`): seeds average first, then models blend.
 
-**Cross-validation** (``--folds K``, :mod:`models.cv`). A run trained on K folds also writes
-``oof.npz`` (every labelled graph, predicted by the one fold model that did not see it),
-``oof-config.npz`` (optional: per stem the source config index of each oof entry, as train rows
-may be deduplicated or subsampled; absent = every config, in order), ``oof-target.npz`` (the
-processed target of each oof entry), ``valid.npz`` (the official valid graphs' OOF predictions),
-``test-fold<k>.npz`` (fold model k on the test graphs) and ``test.npz`` (their fold average,
-:func:`average_folds`). The ensemble fits its blend on ``oof`` (:mod:`ensemble.oof`), aligned on
-the configs every run predicted (:func:`read_oof`).
+A run trained on ``--folds K`` (:mod:`models.cv`) also writes ``oof.npz`` (every labelled graph,
+by the fold model that did not see it), ``oof-config.npz`` (optional: each oof entry's source
+config index, as train rows may be deduplicated or subsampled), ``oof-target.npz``,
+``valid.npz`` (the valid graphs' OOF costs), ``test-fold<k>.npz`` and ``test.npz`` (their
+average, :func:`average_folds`). The ensemble fits its blend on ``oof`` (:func:`read_oof`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -89,6 +88,3 @@ class LgbmConfig(RankerConfig):
         if self.mode not in MODES + ("auto",):
             raise ValueError(f"unknown --mode {self.mode!r}; expected default, auto or one of {MODES}")
         return self.mode
-
-    def num_threads(self) -> int:
-        return self.threads if self.threads > 0 else (os.cpu_count() or 1)

@@ -1,12 +1,7 @@
-"""Tabular rows for LightGBM: lazy parquet reading, relevance grades and query-group chunking.
-
-Input is the feature pipeline's ``tabular/<split>.parquet`` (:func:`features.processed.tabular_path`):
-columns ``graph`` (str), ``config`` (int64, index into the source file's configs), ``target``
-(float64 runtime, lower = faster; null for test) and float32 features ``f_*``.
-
-Memory: a graph may hold 100k configs. Only the three key columns are read for the whole file;
-feature columns are read for a sampled subset of rows (training) or streamed batch by batch
-(prediction).
+"""Tabular rows for LightGBM (``tabular/<split>.parquet``: ``graph``, ``config``, ``target``,
+float32 ``f_*``): lazy reading, relevance grades and query-group chunking. A graph may hold 100k
+configs, so only the key columns are read whole; features are read for the sampled rows
+(training) or streamed in slices (prediction).
 """
 
 from __future__ import annotations

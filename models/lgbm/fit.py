@@ -3,14 +3,13 @@ classifier (:mod:`models.lgbm.pairwise`).
 
 Ranking modes early-stop on the *official* metric (tile top-5 score / layout Kendall τ, mean
 over the early-stopping graphs); the pairwise mode on the binary log-loss of sampled pairs of
-those graphs. :class:`BoostControl` does the early stopping, stops boosting when the time budget
-is spent (keeping the best iteration so far) and checkpoints the booster so that a killed fit
-resumes (``init_model``) instead of starting over.
+those graphs (:class:`BoostControl`: also the time budget and resumable checkpoints).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -46,13 +45,12 @@ def safe_names(names: list[str]) -> list[str]:
     return [re.sub(r"[^0-9A-Za-z_.\-]", "_", n) for n in names]
 
 
-def booster_params(cfg: LgbmConfig, seed: int) -> dict:
+def booster_params(cfg: LgbmConfig) -> dict:
     """LightGBM parameters shared by every mode (deterministic for a given seed)."""
-    return {
-        "learning_rate": cfg.learning_rate, "num_leaves": cfg.num_leaves, **TREES, "seed": seed,
-        "deterministic": True, "force_col_wise": True, "num_threads": cfg.num_threads(),
-        "verbosity": -1, "metric": "None",
-    }
+    return {"learning_rate": cfg.learning_rate, "num_leaves": cfg.num_leaves, **TREES,
+            "seed": cfg.seed, "deterministic": True, "force_col_wise": True,
+            "num_threads": cfg.threads if cfg.threads > 0 else (os.cpu_count() or 1),
+            "verbosity": -1, "metric": "None"}
 
 
 def ranking_params(collection: Collection) -> dict:
@@ -130,15 +128,12 @@ def progress_callback(bar: tqdm, every: int = 10) -> Callable:
 
 
 class BoostControl:
-    """One LightGBM callback for early stopping, the deadline and resumable checkpoints.
-
-    Early stopping (``patience`` rounds without improvement of the first validation metric, as
-    ``lightgbm.early_stopping(first_metric_only=True)``) and the deadline (``time.monotonic()``)
-    both stop at the best iteration so far. With ``checkpoint`` (a JSON path), the booster text
-    and the early-stopping state are saved there in one atomic write every ``checkpoint_every``
-    seconds, tagged with ``key``; a new control for the same path and key resumes from it
-    (:attr:`init_model`, :attr:`start_iteration`, the best iteration to beat). A resumed fit is
-    not bit-identical to an uninterrupted one (bagging draws restart), only equivalent.
+    """One LightGBM callback for early stopping (as ``lightgbm.early_stopping(first_metric_only=
+    True)``), the deadline (``time.monotonic()``), both stopping at the best iteration so far, and
+    resumable checkpoints: every ``checkpoint_every`` seconds the booster text and early-stopping
+    state go to ``checkpoint`` in one atomic write, tagged with ``key``; a new control for the
+    same path and key resumes from it. A resumed fit is only equivalent to an uninterrupted one,
+    not bit-identical (bagging draws restart).
     """
 
     def __init__(self, deadline: float = float("inf"), patience: int = 0,
@@ -209,36 +204,6 @@ class BoostControl:
             self._save(env)
 
 
-def _train(params: dict, train_set: lgb.Dataset, valid_set: lgb.Dataset | None, cfg: LgbmConfig,
-           desc: str, feval: Callable | None, stop: BoostControl) -> lgb.Booster:
-    stop.patience = cfg.early_stopping_rounds
-    rounds = max(1, cfg.num_boost_round - stop.start_iteration)
-    valid_sets = [valid_set] if valid_set is not None else []
-    with tqdm(total=rounds, desc=desc, unit="it", leave=False, mininterval=1.0) as bar:
-        return lgb.train(params, train_set, num_boost_round=rounds, init_model=stop.init_model,
-                         valid_sets=valid_sets, valid_names=["valid"] * len(valid_sets),
-                         feval=feval if valid_sets else None,
-                         callbacks=[progress_callback(bar), stop])
-
-
-def fit_ranker(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: Collection,
-               seed: int, stop: BoostControl | None = None) -> lgb.Booster:
-    """LambdaRank with one query group per graph chunk (see ``chunk_groups``)."""
-    stop = stop or BoostControl()
-    rng = np.random.default_rng(seed)
-    grades = train.grades(N_GRADES)
-    order, sizes = chunk_groups(train.graph_code, MAX_GROUP_SIZE, rng)
-    train_set = lgb.Dataset(train.X[order], label=grades[order], group=sizes,
-                            feature_name=safe_names(train.feature_names), free_raw_data=True)
-    valid_set = None
-    if valid is not None and len(valid):
-        valid_set = lgb.Dataset(valid.X, label=valid.grades(N_GRADES), reference=train_set)
-    params = booster_params(cfg, seed) | ranking_params(collection)
-    feval = (official_feval(collection, valid, cfg.eval_every, cfg.min_rounds, stop.start_iteration)
-             if valid_set is not None else None)
-    return _train(params, train_set, valid_set, cfg, f"{collection.name} lambdarank", feval, stop)
-
-
 def _pair_dataset(rows: Rows, pairs_per_graph: int, max_total: int, rng: np.random.Generator,
                   reference: lgb.Dataset | None = None) -> lgb.Dataset:
     """Pairs of ``rows`` as a LightGBM Dataset fed by a :class:`PairSequence` (bounded memory)."""
@@ -249,37 +214,47 @@ def _pair_dataset(rows: Rows, pairs_per_graph: int, max_total: int, rng: np.rand
                        free_raw_data=True)
 
 
-def fit_pairwise(train: Rows, valid: Rows | None, cfg: LgbmConfig, collection: Collection,
-                 seed: int, stop: BoostControl | None = None) -> lgb.Booster:
-    """Binary classifier ``a faster than b`` on sampled same-graph pairs (see ``pairwise``)."""
-    stop = stop or BoostControl()
-    rng = np.random.default_rng(seed)
-    train_set = _pair_dataset(train, cfg.pairs_per_graph, MAX_PAIRS_TOTAL, rng)
-    valid_set = None
-    if valid is not None and len(valid):
-        valid_set = _pair_dataset(valid, cfg.valid_pairs_per_graph, MAX_PAIRS_TOTAL // 4, rng,
-                                  reference=train_set)
-    params = booster_params(cfg, seed) | {"objective": "binary",
-                                          "bin_construct_sample_cnt": PAIR_BIN_SAMPLE}
-    return _train(params, train_set, valid_set, cfg, f"{collection.name} pairwise",
-                  logloss_feval(cfg.min_rounds, stop.start_iteration), stop)
-
-
 def fit_model(mode: str, train: Rows, valid: Rows | None, cfg: LgbmConfig,
               collection: Collection, deadline: float = float("inf"),
               checkpoint: Path | None = None, key: str = "") -> RankerModel:
     """Fit one ``mode`` model; boosting stops at ``deadline`` (``time.monotonic()``) if earlier.
 
-    With ``checkpoint``, the booster is saved there every ``cfg.checkpoint_every`` seconds and
-    a checkpoint left by a killed fit with the same ``key`` is resumed (then removed).
+    ``lambdarank``: one query group per graph chunk (see ``chunk_groups``); ``pairwise``: a binary
+    classifier ``a faster than b`` on sampled same-graph pairs (see ``pairwise``). With
+    ``checkpoint``, the booster is saved there every ``cfg.checkpoint_every`` seconds and a
+    checkpoint left by a killed fit with the same ``key`` is resumed (then removed).
     """
-    stop = BoostControl(deadline, checkpoint=checkpoint if cfg.checkpoint_every > 0 else None,
+    stop = BoostControl(deadline, patience=cfg.early_stopping_rounds,
+                        checkpoint=checkpoint if cfg.checkpoint_every > 0 else None,
                         checkpoint_every=cfg.checkpoint_every, key=f"{key}:{mode}")
     resumed = stop.start_iteration
+    rng = np.random.default_rng(cfg.seed)
+    has_valid = valid is not None and len(valid) > 0
     if mode == "pairwise":
-        booster = fit_pairwise(train, valid, cfg, collection, cfg.seed, stop)
+        train_set = _pair_dataset(train, cfg.pairs_per_graph, MAX_PAIRS_TOTAL, rng)
+        valid_set = _pair_dataset(valid, cfg.valid_pairs_per_graph, MAX_PAIRS_TOTAL // 4, rng,
+                                  reference=train_set) if has_valid else None
+        params = {"objective": "binary", "bin_construct_sample_cnt": PAIR_BIN_SAMPLE}
+        feval = logloss_feval(cfg.min_rounds, resumed)
     else:
-        booster = fit_ranker(train, valid, cfg, collection, cfg.seed, stop)
+        grades = train.grades(N_GRADES)
+        order, sizes = chunk_groups(train.graph_code, MAX_GROUP_SIZE, rng)
+        train_set = lgb.Dataset(train.X[order], label=grades[order], group=sizes,
+                                feature_name=safe_names(train.feature_names), free_raw_data=True)
+        valid_set = lgb.Dataset(valid.X, label=valid.grades(N_GRADES),
+                                reference=train_set) if has_valid else None
+        params = ranking_params(collection)
+        feval = official_feval(collection, valid, cfg.eval_every, cfg.min_rounds,
+                               resumed) if has_valid else None
+    valid_sets = [valid_set] if valid_set is not None else []
+    rounds = max(1, cfg.num_boost_round - resumed)
+    with tqdm(total=rounds, desc=f"{collection.name} {mode}", unit="it", leave=False,
+              mininterval=1.0) as bar:
+        booster = lgb.train(booster_params(cfg) | params, train_set,
+                            num_boost_round=rounds, init_model=stop.init_model,
+                            valid_sets=valid_sets, valid_names=["valid"] * len(valid_sets),
+                            feval=feval if valid_sets else None,
+                            callbacks=[progress_callback(bar), stop])
     info = ModelInfo(mode=mode, feature_names=list(train.feature_names), collection=collection.name,
                      seed=cfg.seed, pair_refs=cfg.pair_refs,
                      best_iteration=int(booster.best_iteration or booster.current_iteration()))

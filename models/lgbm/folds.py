@@ -1,15 +1,9 @@
-"""Grouped K-fold cross-validation of the LightGBM ranker (``--folds K``, K >= 2) over
-:func:`models.cv.fold_plan`'s folds (shared with every other model). Fold model ``k`` trains on
-``plan.training(k)`` (rows of the train *and* valid tabular files) and early-stops on
-``plan.inner_valid(k)``; with ``--mode auto`` the candidate with the better official score on
-those inner-valid graphs is kept (never chosen on a held-out graph). It predicts every config of
-``plan.held_out(k)`` (out-of-fold) and of the test split.
-
-Files (``M`` = ``WORK/models/lgbm[-tag]/<slug>/seed<s>``): ``M/fold<k>/`` (``model.txt``,
-``model.json``, ``metrics.json``, ``held_out.npz``, ``done.json``), ``M/folds.json`` (per fold the
-graphs its model saw, :func:`models.cv.fold_manifest`, and its mode), ``M/metrics.json`` and
-``M/done.json``; predictions under ``PREDS/lgbm[-tag]@seed<s>/<slug>/`` (:mod:`models.predictions`).
-A killed run resumes fold by fold (``fold<k>/done.json``, written last).
+"""Grouped K-fold cross-validation of the LightGBM ranker (``--folds K >= 2``) over
+:func:`models.cv.fold_plan`'s folds: fold model ``k`` trains on ``plan.training(k)`` (train and
+valid tabular rows), early-stops (and, with ``--mode auto``, picks its mode) on
+``plan.inner_valid(k)``, never on a held-out graph, and predicts ``plan.held_out(k)`` and the test
+split. ``M/fold<k>/`` (``M`` = the model dir) holds each fold's model and ``done.json`` (a killed
+run resumes fold by fold); ``M/folds.json`` what each fold model saw.
 """
 
 from __future__ import annotations
@@ -25,7 +19,8 @@ import numpy as np
 from tpurank.atomic import remove_dead_temporaries, save_npz, write_json
 from tpurank.collections import Collection
 from features.processed import tabular_path
-from models.cv import LABELLED_SPLITS as LABELLED, Key, check_manifest, fold_manifest, fold_plan
+from models.cv import (LABELLED_SPLITS as LABELLED, Key, check_manifest, fold_plan,
+                       write_fold_manifest)
 from models.lgbm.config import LgbmConfig
 from models.lgbm.data import Rows, by_config, concat_rows, feature_columns, load_rows, read_keys
 from models.lgbm.model import RankerModel
@@ -40,10 +35,6 @@ HELD_OUT_FILE = "held_out.npz"
 
 def fold_dir(cfg: LgbmConfig, collection: Collection, k: int) -> Path:
     return cfg.model_dir(collection) / f"fold{k}"
-
-
-def get_plan(cfg: LgbmConfig, collection: Collection):
-    return fold_plan(cfg.work, cfg.features_dir(), collection, folds=cfg.folds, seed=cfg.seed)
 
 
 def _files(cfg: LgbmConfig, collection: Collection,
@@ -151,13 +142,11 @@ def write_test_average(cfg: LgbmConfig, collection: Collection) -> Path | None:
 
 
 def write_oof(cfg: LgbmConfig, collection: Collection, plan) -> dict[str, np.ndarray]:
-    """``oof.npz`` (every labelled graph), its ``oof-config.npz`` / ``oof-target.npz`` and
-    ``valid.npz`` (the official valid graphs).
+    """``oof.npz`` (every labelled graph), ``oof-config.npz``, ``oof-target.npz`` and ``valid.npz``.
 
-    Train graphs' tabular rows are deduplicated (and maybe subsampled) by the feature build, so
-    their OOF arrays cover those rows only, in ascending config order; ``oof-config.npz`` holds
-    the source config index of each entry and ``oof-target.npz`` its true runtime (the mean over
-    duplicates), so the OOF file is scorable on its own. Valid graphs cover every config 0..c-1.
+    Train graphs' tabular rows are deduplicated (maybe subsampled) by the feature build, so their
+    OOF arrays cover those rows only, in ascending config order, with each entry's source config
+    index and true runtime (mean over duplicates) beside them: the OOF file is scorable alone.
     """
     oof: dict[str, np.ndarray] = {}
     for k in range(cfg.folds):
@@ -183,23 +172,22 @@ def write_oof(cfg: LgbmConfig, collection: Collection, plan) -> dict[str, np.nda
     return oof
 
 
-def write_manifest(cfg: LgbmConfig, collection: Collection, plan, folds: list[dict]) -> dict:
+def write_manifest(cfg: LgbmConfig, collection: Collection, plan, folds: list[dict]) -> None:
     """``folds.json``: what each fold model saw, checked against the plan (no OOF leak)."""
     seen = {m["fold"]: [tuple(s.split("/", 1)) for s in m["seen"]] for m in folds}
-    manifest = fold_manifest(plan, seen)
-    manifest["held_out"] = {str(k): sorted(f"{sp}/{st}" for sp, st in plan.held_out(k))
-                            for k in range(plan.folds)}
-    manifest["modes"] = {str(m["fold"]): m["mode"] for m in folds}
-    manifest["models"] = {str(k): str(fold_dir(cfg, collection, k)) for k in range(plan.folds)}
+    manifest = write_fold_manifest(
+        cfg.model_dir(collection) / FOLDS_FILE, plan, seen,
+        held_out={str(k): sorted(f"{sp}/{st}" for sp, st in plan.held_out(k))
+                  for k in range(plan.folds)},
+        modes={str(m["fold"]): m["mode"] for m in folds},
+        models={str(k): str(fold_dir(cfg, collection, k)) for k in range(plan.folds)})
     check_manifest(manifest, plan)
-    write_json(cfg.model_dir(collection) / FOLDS_FILE, manifest)
-    return manifest
 
 
 def train_folds(cfg: LgbmConfig, collection: Collection, seconds: float = float("inf")) -> dict:
     """All folds of one collection (each resumed when done), then OOF/test files and metrics."""
     start = time.perf_counter()
-    plan = get_plan(cfg, collection)
+    plan = fold_plan(cfg.work, cfg.features_dir(), collection, folds=cfg.folds, seed=cfg.seed)
     train_path = tabular_path(cfg.features_dir(), collection, "train")
     names = feature_columns(train_path)
     truth = labelled_truth(cfg, collection)

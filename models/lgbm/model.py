@@ -95,23 +95,20 @@ class RankerModel:
         refs = self._reference_rows(path, keys, row_of) if self.is_pairwise else {}
         score = np.zeros(len(keys), np.float64)
         bar = tqdm(total=len(keys), desc=f"lgbm predict {path.parent.parent.name}/{path.stem}",
-                   unit="row", leave=False, **({} if progress else {"disable": True}))
+                   unit="row", leave=False, disable=not progress)
         for offset, df in iter_slices(path, names, batch_rows,
                                       wanted=None if graphs is None else mask):
             X = np.ascontiguousarray(df.to_numpy().astype(np.float32, copy=False))
             if graphs is not None:  # keep the batch's rows of the wanted graphs
                 X = X[mask[offset:offset + len(X)]]
                 offset = int(np.searchsorted(row_of, offset))
-            rows = slice(offset, offset + len(X))
+            batch = score[offset:offset + len(X)]  # a view: filled in place
             if self.is_pairwise:
-                codes = keys.code[rows]
-                batch = np.empty(len(X), np.float64)
-                uniq, inv = np.unique(codes, return_inverse=True)
+                uniq, inv = np.unique(keys.code[offset:offset + len(X)], return_inverse=True)
                 for code, run in zip(uniq, graph_runs(inv.astype(np.int64))):
                     batch[run] = self.score_graph(X[run], refs[int(code)])
-                score[rows] = batch
             else:
-                score[rows] = self.score_graph(X)
+                batch[:] = self.score_graph(X)
             bar.update(len(X))
         bar.close()
         if not complete:

@@ -1,13 +1,9 @@
-"""What a LightGBM training run keeps between invocations and shares between the plain and the
-fold protocol (:mod:`models.lgbm.train`, :mod:`models.lgbm.folds`; neither imports the other at
-module level): completion markers (``done.json``, written last), the candidate modes, the saved
-model files, the split of a collection's time over its fits, and the prediction ledger.
-
-The ledger, ``<model_dir>/predictions.json``, records for each prediction file a model wrote the
-SHA-256 of the model text and the size and mtime of the tabular input(s) and of the written file:
-a later request for the same output is skipped while all still match (``train`` writes the valid
-split; ``predict`` reuses it). The record is written after the predictions file, both
-atomically: a kill in between only costs a re-prediction.
+"""What a LightGBM run keeps between invocations, shared by the plain and the fold protocol:
+completion markers (``done.json``, written last), the candidate modes, the split of a
+collection's time over its fits, and the prediction ledger ``<model_dir>/predictions.json``
+(per prediction file the model's SHA-256 and the inputs' and output's size and mtime: ``predict``
+reuses what still matches; written after the predictions, so a kill between only costs a
+re-prediction).
 """
 
 from __future__ import annotations
@@ -81,20 +77,13 @@ def choose(results: dict[str, dict], key: str = "valid_score") -> str:
     return max(scored, key=lambda m: scored[m])
 
 
-def save_model(model: RankerModel, out_dir: Path, cfg: LgbmConfig, title: str) -> list:
-    """Model text + meta, importance files and ``config.json``; returns the importance rows."""
-    model.save(out_dir)
-    importance = save_importance(model, out_dir, title=title)
-    save_run_config(cfg, out_dir)
-    return importance
-
-
 def fit_candidates(cfg: LgbmConfig, collection: Collection, train: Rows, valid: Rows | None,
                    out_dir: Path, slicer: "Slicer", evaluate: Callable[[str, RankerModel], dict],
                    key: str, title: str) -> tuple[str, RankerModel, dict[str, dict], list]:
     """Fit every candidate mode (booster checkpoints ``out_dir/checkpoint-<mode>.json``), keep the
     one with the best ``key`` of ``evaluate(mode, model)`` (more result fields) and save it in
-    ``out_dir``; returns its mode, the model, every candidate's results and its importance rows."""
+    ``out_dir`` (model, importance files, ``config.json``); returns its mode, the model, every
+    candidate's results and its importance rows."""
     results: dict[str, dict] = {}
     models: dict[str, RankerModel] = {}
     for m in candidates(cfg, collection):
@@ -110,7 +99,10 @@ def fit_candidates(cfg: LgbmConfig, collection: Collection, train: Rows, valid: 
     chosen = choose(results, key)
     model = models[chosen]
     model.info.extra["candidates"] = {m: r[key] for m, r in results.items()}
-    return chosen, model, results, save_model(model, out_dir, cfg, f"{title} ({chosen})")
+    model.save(out_dir)
+    importance = save_importance(model, out_dir, title=f"{title} ({chosen})")
+    save_run_config(cfg, out_dir)
+    return chosen, model, results, importance
 
 
 def score_common(collection: Collection, costs: dict[str, np.ndarray],

@@ -1,16 +1,7 @@
-"""Training and prediction orchestration: every selected collection, resumable, within a time
-budget (docs/lgbm.md, "Training" and "Outputs"; with ``--folds K >= 2`` see :mod:`models.lgbm.folds`).
-
-Per collection: fit each candidate mode on the sampled train rows, early-stopped on the valid
-rows (:mod:`models.lgbm.fit`; booster checkpoints ``checkpoint-<mode>.json`` resumed after a
-kill); score every valid config and write those predictions once (the ledger of
-:mod:`models.lgbm.runstate`: ``predict`` reuses them); save the model and, last, ``done.json``:
-a rerun skips every collection whose marker matches the settings.
-
-Prediction covers every config of every valid and test graph, in the common format (model
-``lgbm``): costs are the negated ranking scores (LightGBM's are higher = faster). Valid/test rows
-are never deduplicated: each graph's array has one entry per config of the source file (checked
-in :func:`models.lgbm.data.assemble_costs`).
+"""Training and prediction of every selected collection, resumable, within a time budget
+(docs/lgbm.md, "Training" and "Outputs"; ``--folds K >= 2``: :mod:`models.lgbm.folds`). Costs are
+the negated ranking scores (LightGBM's are higher = faster), one per config of every valid and
+test graph (checked in :func:`models.lgbm.data.assemble_costs`).
 """
 
 from __future__ import annotations
@@ -27,7 +18,7 @@ from features.io import discover
 from features.processed import tabular_path
 from models.budget import TimeBudget
 from models.lgbm.config import LgbmConfig
-from models.lgbm.data import feature_columns, load_rows, truth_by_graph
+from models.lgbm.data import load_rows, truth_by_graph
 from models.lgbm.model import RankerModel
 from models.lgbm.runstate import (DONE_FILE, Slicer, candidates, fit_candidates, is_current, read_done,
                                   record, summarise, write_done)
@@ -39,21 +30,11 @@ def evaluate_model(model: RankerModel, cfg: LgbmConfig,
                    collection: Collection) -> tuple[dict | None, dict[str, np.ndarray] | None]:
     """``(score, costs)`` of ``model`` on every valid config (Nones without graded rows)."""
     path = tabular_path(cfg.features_dir(), collection, "valid")
-    if not path.is_file():
-        return None, None
     truth = truth_by_graph(path)
     if not truth:
         return None, None
     costs = model.predict_file(path, cfg.predict_batch_rows)
     return score_collection(collection, costs, truth), costs
-
-
-def _load_valid(cfg: LgbmConfig, collection: Collection, names: list[str]):
-    path = tabular_path(cfg.features_dir(), collection, "valid")
-    if not path.is_file():
-        return None
-    rows = load_rows(path, cfg.max_valid_configs_per_graph, cfg.seed + 1, names)
-    return rows if len(rows) and rows.target is not None else None
 
 
 def train_collection(cfg: LgbmConfig, collection: Collection,
@@ -68,12 +49,15 @@ def train_collection(cfg: LgbmConfig, collection: Collection,
     out_dir.mkdir(parents=True, exist_ok=True)
     remove_dead_temporaries(out_dir)  # what a killed run's atomic writes left
     train_path = tabular_path(cfg.features_dir(), collection, "train")
-    names = feature_columns(train_path) if train_path.is_file() else []
     start = time.perf_counter()
-    train = load_rows(train_path, cfg.max_train_configs_per_graph, cfg.seed, names or None)
+    train = load_rows(train_path, cfg.max_train_configs_per_graph, cfg.seed)
     if not len(train):
         raise ValueError(f"{train_path}: no train rows with a target")
-    valid = _load_valid(cfg, collection, train.feature_names)
+    valid_path = tabular_path(cfg.features_dir(), collection, "valid")
+    valid = (load_rows(valid_path, cfg.max_valid_configs_per_graph, cfg.seed + 1, train.feature_names)
+             if valid_path.is_file() else None)
+    if valid is not None and (not len(valid) or valid.target is None):
+        valid = None
     load_s = time.perf_counter() - start
     valid_costs: dict[str, dict[str, np.ndarray] | None] = {}
 
@@ -89,7 +73,7 @@ def train_collection(cfg: LgbmConfig, collection: Collection,
     costs = valid_costs[chosen]
     if costs is not None:  # predicted once here; `predict` reuses it
         record(out_dir, predictions_path(cfg.preds_dir(), cfg.run_name(), collection, "valid"),
-               costs, [tabular_path(cfg.features_dir(), collection, "valid")])
+               costs, [valid_path])
     metrics = {"collection": collection.name, "mode": chosen, "seed": cfg.seed, "folds": 0,
                "train_rows": len(train), "train_graphs": len(train.graphs),
                "valid_rows_early_stopping": 0 if valid is None else len(valid),
@@ -144,12 +128,8 @@ def train_all(cfg: LgbmConfig) -> dict[str, dict]:
 
 
 def predict_collection(cfg: LgbmConfig, collection: Collection) -> dict[str, dict]:
-    """Write ``WORK/preds/lgbm[-tag]@seed<k>/<slug>/{valid,test}.npz``; returns a summary per split.
-
-    A file already written by the same model from the same tabular input (``train`` writes the
-    valid split; the ledger of :mod:`models.lgbm.runstate`) is reused, not predicted again. With
-    ``--folds K`` the fold models' files are checked/completed by :mod:`models.lgbm.folds`.
-    """
+    """Write ``WORK/preds/lgbm[-tag]@seed<k>/<slug>/{valid,test}.npz`` (reusing a file the ledger
+    says the same model wrote from the same input); returns a summary per split."""
     if cfg.folds >= 2:
         from models.lgbm.folds import predict_folds
         return predict_folds(cfg, collection)

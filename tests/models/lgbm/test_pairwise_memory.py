@@ -11,7 +11,7 @@ from tpurank.config import with_preset
 from models.lgbm.config import LgbmConfig
 from models.lgbm.data import Rows
 from models.lgbm.pairwise import PairSequence, pair_matrix, pairwise_scores, sample_pairs
-from models.lgbm.fit import fit_pairwise
+from models.lgbm.fit import fit_model
 
 LAYOUT = get_collection("layout:xla:random")
 F = 50  # pair rows: 2F float32 = 400 bytes
@@ -56,7 +56,7 @@ def test_pairwise_training_memory_does_not_grow_with_the_pair_count(monkeypatch)
     peaks = {}
     for pairs in (20_000, 200_000):  # 2,000 and 20,000 pairs per graph
         cfg.pairs_per_graph = pairs // 10
-        peaks[pairs] = _peak_mb(lambda: fit_pairwise(rows, None, cfg, LAYOUT, seed=0))
+        peaks[pairs] = _peak_mb(lambda: fit_model("pairwise", rows, None, cfg, LAYOUT))
     matrix_mb = 200_000 * 2 * F * 4 / 2**20  # 76 MB: what one float32 pair matrix would take
     a, b, _ = sample_pairs(rows.graph_code, rows.target, 20_000, np.random.default_rng(0))
     assert _peak_mb(lambda: pair_matrix(rows.X, a, b)) > matrix_mb  # the old way, for scale
