@@ -301,13 +301,14 @@ def write_fold_manifest(path: str | os.PathLike, plan: FoldPlan,
                         seen: dict[int, Iterable[Key]] | None = None, **extra: object) -> dict:
     """Write the ``folds.json`` a model keeps beside its fold models: per fold the graphs the fold
     model saw (trained or early-stopped on; default: the plan's training + inner-valid graphs),
-    plus ``extra`` fields. Returns it."""
+    plus ``extra`` fields, after :func:`check_manifest` (a leaking manifest is never written). Returns it."""
     if seen is None:
         seen = {k: plan.training(k) + plan.inner_valid(k) for k in range(plan.folds)}
     manifest = {"collection": plan.collection, "folds": plan.folds, "seed": plan.seed,
                 "plan": str(plan.path) if plan.path else "",
                 "seen": {str(k): sorted(_key(sp, st) for sp, st in v)
                          for k, v in sorted(seen.items())}, **extra}
+    check_manifest(manifest, plan)
     write_json(path, manifest)
     return manifest
 

@@ -19,8 +19,7 @@ import numpy as np
 from tpurank.atomic import remove_dead_temporaries, save_npz, write_json
 from tpurank.collections import Collection
 from features.processed import tabular_path
-from models.cv import (LABELLED_SPLITS as LABELLED, Key, check_manifest, fold_plan,
-                       write_fold_manifest)
+from models.cv import LABELLED_SPLITS as LABELLED, Key, fold_plan, write_fold_manifest
 from models.lgbm.config import LgbmConfig
 from models.lgbm.data import Rows, by_config, concat_rows, feature_columns, load_rows, read_keys
 from models.lgbm.model import RankerModel
@@ -175,13 +174,12 @@ def write_oof(cfg: LgbmConfig, collection: Collection, plan) -> dict[str, np.nda
 def write_manifest(cfg: LgbmConfig, collection: Collection, plan, folds: list[dict]) -> None:
     """``folds.json``: what each fold model saw, checked against the plan (no OOF leak)."""
     seen = {m["fold"]: [tuple(s.split("/", 1)) for s in m["seen"]] for m in folds}
-    manifest = write_fold_manifest(
+    write_fold_manifest(
         cfg.model_dir(collection) / FOLDS_FILE, plan, seen,
         held_out={str(k): sorted(f"{sp}/{st}" for sp, st in plan.held_out(k))
                   for k in range(plan.folds)},
         modes={str(m["fold"]): m["mode"] for m in folds},
         models={str(k): str(fold_dir(cfg, collection, k)) for k in range(plan.folds)})
-    check_manifest(manifest, plan)
 
 
 def train_folds(cfg: LgbmConfig, collection: Collection, seconds: float = float("inf")) -> dict:

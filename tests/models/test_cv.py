@@ -130,7 +130,9 @@ def test_manifest_detects_leak(root: Path, tmp_path: Path) -> None:
     write_fold_manifest(path, plan)
     check_manifest(path, plan)
     leaky = {k: plan.training(k) + plan.held_out(k)[:1] for k in range(3)}
+    clean = path.read_text()
     with pytest.raises(ValueError, match="in-sample"):
-        check_manifest(write_fold_manifest(path, plan, leaky), plan)
+        write_fold_manifest(path, plan, leaky)
+    assert path.read_text() == clean  # a leaking manifest is never written
     write_json(tmp_path / "plan.json", plan.to_json())
     assert load_plan(tmp_path / "plan.json").assignment == plan.assignment
