@@ -80,8 +80,8 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--p-change", type=float, default=0.5, help="chance a node leaves its default")
     p.add_argument("--seed", type=int, default=0, help="candidate sampling seed")
     p.add_argument("--model-seed", type=int, default=None, help="trained seed (default: lowest)")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--top", type=int, default=10)
+    p.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
+    p.add_argument("--top", type=int, default=10, help="ranked candidates printed")
     p.add_argument("--csv", default="", help="write every candidate, ranked, to this CSV")
     return p.parse_args(list(argv))
 

@@ -277,7 +277,7 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--work", default="work/sample-small-quick", help="work dir of the trained pipeline")
     p.add_argument("--collection", default="", help="whose model scores (default: the graph's; "
                                                     "--hlo: layout:xla:random)")
-    p.add_argument("--model-seed", type=int, default=None)
+    p.add_argument("--model-seed", type=int, default=None, help="trained seed (default: lowest)")
     p.add_argument("--k", type=int, default=10, help="proposals to write")
     p.add_argument("--time-budget", type=float, default=20.0, help="seconds of search (0 = none)")
     p.add_argument("--max-evals", type=int, default=0, help="configs to score at most (0 = none)")
@@ -289,8 +289,8 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
                    help="layouts: auto (conv: two most-minor dims, others: permutations), minor2, full")
     p.add_argument("--plain", action="store_true",
                    help="propose the K configs predicted fastest, not one per trust radius")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the search")
+    p.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
     p.add_argument("--out", default="proposals.txt", help="where the proposals are written")
     args = p.parse_args(list(argv))
     if bool(args.graph) == bool(args.hlo):
