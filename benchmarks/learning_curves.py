@@ -40,8 +40,15 @@ def rows_of(curves: dict[str, list[dict]]) -> list[dict]:
 
 
 def run_sha(work: Path) -> str:
-    """The commit a finished run's blend recorded."""
-    return json.loads((work / "blend" / "summary.json").read_text())["metadata"]["git_sha"]
+    """The commit a finished run's blend recorded, else (models trained, no blend yet) its first
+    model's ``config.json``."""
+    summary = work / "blend" / "summary.json"
+    if summary.is_file():
+        return json.loads(summary.read_text())["metadata"]["git_sha"]
+    configs = sorted((work / "models").rglob("config.json"))
+    if not configs:
+        raise SystemExit(f"{work}: no blend summary and no trained model's config.json")
+    return json.loads(configs[0].read_text())["git_sha"]
 
 
 def main(argv: list[str] | None = None) -> int:
