@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         for coll, cs in curves_of(label, Path(work), args.out.parent).items():
             pooled.setdefault(coll, []).extend(cs)
     rows = rows_of(pooled)
-    notes = ("Held-out score: a fold model's inner valid graphs (15 % of its train graphs), scored every "
+    notes = ("Held-out score: the graphs a fold model watches (the quick preset's: held-out ones; before it, an inner slice of its train graphs), scored every "
              "`--eval-every` steps; seconds: its training time. first/last: the mean of the models' first "
              "and last scores; last quarter: the mean of the last score minus the best before 75 % of "
              "the time; climbing: models whose last score beat all their earlier ones. Figures: "

@@ -78,6 +78,12 @@ def labelled_graphs(cfg: GnnConfig, collection: Collection) -> dict[Key, Process
             for g in load_graphs(cfg.features_dir(), collection, split)}
 
 
+def watches_held_out(cfg: GnnConfig, collection: Collection) -> bool:
+    """Whether fold models train on their inner slice and watch held-out graphs instead
+    (``--inner-valid false``, layout only: BENCHMARKS.md, "How the GNN's fold models train")."""
+    return not cfg.inner_valid and not collection.is_tile
+
+
 def fold_training(cfg: GnnConfig, collection: Collection, plan, k: int,
                   graphs: dict[Key, ProcessedGraph], others: list[tuple[Any, dict]]
                   ) -> tuple[list[ProcessedGraph], list[ProcessedGraph]]:
@@ -90,6 +96,14 @@ def fold_training(cfg: GnnConfig, collection: Collection, plan, k: int,
         train += [other_graphs[key] for key in other_plan.training(k)
                   if key in other_graphs and trainable(other_graphs[key])]
     valid = [graphs[key] for key in plan.inner_valid(k) if key in graphs]
+    if watches_held_out(cfg, collection):  # the inner set trains too
+        if cfg.keep != "last" or cfg.patience != 0:
+            raise ValueError("--inner-valid false needs --keep last --patience 0: the fold's "
+                             "held-out graphs may draw its learning curve, never choose weights")
+        train += [g for g in valid if trainable(g)]
+        held = [graphs[key] for key in plan.held_out(k) if key in graphs and trainable(graphs[key])]
+        pick = np.random.default_rng([cfg.seed, k]).permutation(len(held))[:max(1, len(valid))]
+        valid = [held[i] for i in sorted(pick)]
     if not train:
         raise RuntimeError(f"{collection.name}: fold {k} has no usable training graphs under "
                            f"{cfg.features_dir()} (plan {plan.path})")
@@ -112,7 +126,8 @@ def train_folds(cfg: GnnConfig, collection: Collection, budget: TimeBudget, unit
     weight = cfg.budget_weight(collection)
     for k in range(plan.folds):
         train, valid = fold_training(cfg, collection, plan, k, graphs, others)
-        seen[k] = sorted({(g.split, g.stem) for g in train + valid})
+        inner = [] if watches_held_out(cfg, collection) else valid
+        seen[k] = sorted({(g.split, g.stem) for g in train + inner})
         reports.append(fit(cfg, collection, train, valid, fold_dir(cfg, collection, k),
                            budget.share(units_left - k * weight, weight), ctx, device,
                            extra_config={"fold": k, "folds": plan.folds, "fold_plan": str(plan.path)}))
@@ -133,7 +148,8 @@ def fold_summary(collection: Collection, cfg: GnnConfig, reports: list[dict]) ->
             "train_configs_per_s": configs / seconds if seconds > 0 else math.nan,
             "stopped_by": ",".join(sorted({r["stopped_by"] for r in reports})),
             "world_size": reports[0]["world_size"] if reports else 1, "folds": len(reports),
-            "score_kind": "inner-valid mean over folds", "cross_attn": cfg.cross_attn,
+            "score_kind": ("held-out monitor" if watches_held_out(cfg, collection)
+                           else "inner-valid") + " mean over folds", "cross_attn": cfg.cross_attn,
             "joint_search": cfg.joint_search}
 
 

@@ -258,6 +258,30 @@ def test_folds_train_oof_and_fold_ensemble(tmp_path, fold_features, capsys):
     assert "OOF" in capsys.readouterr().out
 
 
+def test_fold_models_without_inner_valid_train_on_it_and_watch_held_out_graphs(fold_features):
+    from models.gnn.folds import fold_training, labelled_graphs, watches_held_out
+    from models.cv import fold_plan
+
+    coll = get_collection("layout:xla:random")
+    cfg = GnnConfig(features=str(fold_features), folds=3, keep="last", patience=0)
+    plan = fold_plan(fold_features.parent / "w", fold_features, coll, folds=3, seed=0)
+    graphs = labelled_graphs(cfg, coll)
+    for k in range(3):
+        inner = {key for key in plan.inner_valid(k)}
+        train, watched = fold_training(dataclasses.replace(cfg, inner_valid=False), coll, plan, k,
+                                       graphs, [])
+        keys = {(g.split, g.stem) for g in train}
+        assert inner <= keys and not keys & set(plan.held_out(k))
+        assert {(g.split, g.stem) for g in watched} <= set(plan.held_out(k))
+        assert len(watched) == max(1, len(inner))
+    tile = get_collection("tile:xla")
+    assert watches_held_out(dataclasses.replace(cfg, inner_valid=False), coll)
+    assert not watches_held_out(dataclasses.replace(cfg, inner_valid=False), tile)
+    with pytest.raises(ValueError, match="--keep last --patience 0"):
+        fold_training(dataclasses.replace(cfg, inner_valid=False, keep="best"), coll, plan, 0,
+                      graphs, [])
+
+
 def test_oof_rows_of_train_graphs_are_capped_and_seeded(fold_features):
     from models.gnn.data import load_graphs
     from models.gnn.folds import oof_rows

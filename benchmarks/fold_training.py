@@ -1,0 +1,157 @@
+"""How the GNN's layout fold models train, measured as arms on finished quick runs: writes
+``benchmarks/gnn_fold_training.json`` (``make docs`` renders it into BENCHMARKS.md, "How the
+GNN's fold models train").
+
+An arm retrains the GNN fold models of a finished quick run of :mod:`benchmarks.budget` (its
+feature store linked; its LightGBM and baseline predictions kept) with one option set, then reruns
+the predict and blend stages:
+
+* every fold model gets the quick preset's share (``make run PRESET=quick``: 66.7 s a layout one,
+  33.3 s a tile one), counted in CPU seconds on one thread (``--budget-clock cpu --threads 1``):
+  two arms at once on 2 cores get the same compute;
+* every score is the blend stage's out-of-fold one (each graph by fold models that never saw it,
+  the blend nested); no test runtime is read. The learning curves are those of the report.
+
+    python -m benchmarks.fold_training train --source work/bench/tpu-s0-quick --arm base \\
+        [--root work/bench-folds] [-- GNN OPTIONS ...]
+    python -m benchmarks.fold_training collect [--root work/bench-folds] \\
+        [--out benchmarks/gnn_fold_training.json]
+
+``train`` is resumable (a trained model is not trained again); run two at once with one thread
+each, from the directory the runs were made in (their fold manifests name relative paths).
+``collect`` reads every arm under ``--root`` (``<label>-s<seed>-<arm>``) and runs nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.keep import blend, run_command
+
+ROOT = Path(__file__).resolve().parents[1]
+LAYOUT = "layout:xla:default,layout:xla:random,layout:nlp:default,layout:nlp:random"
+#: quick's 900 s: 12 layout fold models at weight 1, 3 tile ones at 0.5 (each call its share)
+SHARES = ((LAYOUT, 800), ("tile:xla", 100))
+KEPT = ("preds/lgbm@seed{s}", "preds/baseline", "models/lgbm")  # what the blend reads of the source
+NOTES = ("Arms: base, `--inner-valid true` (the inner slice held back and watched); no-inner, "
+         "`--inner-valid false` (it trains too; held-out graphs are watched); gap, also `--pair-gap "
+         "0.05` (a pair of the logistic loss weighed min(1, ln(t_slow / t_fast) / 0.05); removed "
+         "since). Each arm retrains every GNN fold model of a finished quick run (`make run "
+         "PRESET=quick`, seeds 0 and 1, one thread a stage) with one option set, at the quick share "
+         "(66.7 CPU s a layout fold model, 33.3 a tile one, one thread, two arms at once); the "
+         "run's LightGBM is kept. Scores: the blend stage's nested out-of-fold score (gnn: the "
+         "GNN's own); tile worst 5%: the mean of the worst 5 % of tile kernels; mean ± sd over seeds; Δ: the arm minus base, seed by seed, averaged. climbing: layout "
+         "fold models whose last watched score beat all their earlier ones; last quarter: the "
+         "last score minus the best before 75 % of the time (base: on the inner slice, the others "
+         "on held-out graphs).")
+
+
+def train(source: Path, arm: str, root: Path, options: list[str]) -> Path:
+    """One arm on one finished run (see the module docstring); returns its WORK."""
+    row = json.loads((source / "bench_row.json").read_text())
+    work = root / f"{row['label']}-s{row['seed']}-{arm}"
+    work.mkdir(parents=True, exist_ok=True)
+    if not (work / "features").exists():
+        (work / "features").symlink_to((source / "features").resolve())
+    shutil.copy(source / "validate_report.json", work / "validate_report.json")
+    common = ["--work", str(work), "--data", row["data"], "--preset", "quick",
+              "--seed", str(row["seed"])]
+    for collections, seconds in SHARES:
+        run_command([sys.executable, "-m", "models.gnn", "train", *common, "--collections",
+                     collections, "--threads", "1", "--budget-clock", "cpu", "--time-budget",
+                     str(seconds), *options])
+    run_command([sys.executable, "-m", "models.gnn", "predict", *common, "--collections", "all",
+                 "--predict-threads", "1", *options])
+    for rel in KEPT:
+        rel = rel.format(s=row["seed"])
+        if not (work / rel).exists():
+            shutil.copytree(source / rel, work / rel, dirs_exist_ok=True)
+    blend(row, work)
+    (work / "arm.json").write_text(json.dumps({**row, "arm": arm, "options": options,
+                                               "source": str(source)}, indent=1))
+    return work
+
+
+def arm_row(work: Path) -> dict[str, Any]:
+    """An arm's OOF scores and its layout learning curves' summary."""
+    from benchmarks.keep import scores
+    from ensemble.report import curve_summary, learning_curves
+
+    meta = json.loads((work / "arm.json").read_text())
+    curves = curve_summary({c: v for c, v in learning_curves(work).items()
+                            if c.startswith("layout")})
+    return {"label": meta["label"], "seed": meta["seed"], "arm": meta["arm"],
+            "options": " ".join(meta["options"]), **scores(work),
+            "climbing": sum(s["climbing"] for s in curves.values()),
+            "models": sum(s["models"] for s in curves.values()),
+            "last quarter": float(np.mean([s["late_gain"] for s in curves.values()]))}
+
+
+def tables(rows: list[dict[str, Any]]) -> dict[str, dict]:
+    """One row per data set and arm: the GNN's OOF per layout collection, the GNN's and the
+    blend's layout mean and tile (mean ± sd over seeds; Δ: against base, seed by seed) and the
+    layout learning curves."""
+    table = []
+    for label in sorted({r["label"] for r in rows}):
+        mine = [r for r in rows if r["label"] == label]
+        base = {r["seed"]: r for r in mine if r["arm"] == "base"}
+        colls = sorted(c for c in mine[0]["collections"] if c.startswith("layout"))
+        for arm in ["base"] + sorted({r["arm"] for r in mine} - {"base"}):
+            runs = [r for r in mine if r["arm"] == arm]
+            cells: dict[str, Any] = {"data": label, "arm": arm, "seeds": len(runs)}
+            getters = {f"gnn {c.split(':', 1)[1]}": (lambda r, c=c: r["collections"][c]["gnn"])
+                       for c in colls}
+            for model in ("gnn", "blend"):
+                getters[f"{model} layout mean"] = (lambda r, m=model: float(np.mean(
+                    [r["collections"][c][m] for c in colls])))
+                getters[f"{model} tile"] = lambda r, m=model: r["collections"]["tile:xla"][m]
+            getters["blend tile worst 5%"] = lambda r: r["tile worst 5%"]["blend"]
+            for name, get in getters.items():
+                vals = [get(r) for r in runs]
+                cells[name] = f"{np.mean(vals):.3f}±{np.std(vals):.3f}"
+                compared = name in ("gnn layout mean", "gnn tile") or name.startswith("blend")
+                if arm != "base" and compared:
+                    delta = [get(r) - get(base[r["seed"]]) for r in runs if r["seed"] in base]
+                    cells[name] += f" (Δ {np.mean(delta):+.3f})"
+            climbing, models = (sum(r[k] for r in runs) for k in ("climbing", "models"))
+            cells["climbing"] = f"{climbing}/{models}"
+            cells["last quarter"] = f"{np.mean([r['last quarter'] for r in runs]):+.3f}"
+            table.append(cells)
+    return {"Out of fold, per data set and arm": {"rows": table, "columns": list(table[0])}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", help="one arm on one finished quick run")
+    t.add_argument("--source", type=Path, required=True, help="a finished run of benchmarks.budget")
+    t.add_argument("--arm", required=True, help="the arm's name (base: the defaults)")
+    t.add_argument("options", nargs="*", help="GNN options of the arm (after --)")
+    c = sub.add_parser("collect", help="write the artifact from every arm under --root")
+    c.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "gnn_fold_training.json")
+    for q in (t, c):
+        q.add_argument("--root", type=Path, default=Path("work/bench-folds"),
+                       help="the arms' WORKs")
+    args = p.parse_args(argv)
+    if args.command == "train":
+        train(args.source, args.arm, args.root, args.options)
+        return 0
+    from benchmarks.render.artifacts import bench_metadata
+    from tpurank.atomic import write_json
+
+    rows = [arm_row(w.parent) for w in sorted(args.root.glob("*/arm.json"))]
+    command = "python -m benchmarks.fold_training " + " ".join(argv or sys.argv[1:])
+    write_json(args.out, {**bench_metadata(command), "raw": rows, "notes": NOTES,
+                          "tables": tables(rows)})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
