@@ -356,9 +356,10 @@ def _curve_blocks(cfg: ReportConfig, run_dir: Path) -> tuple[list[Block], dict]:
              f"{s['last']:.3f}", f"{s['late_gain']:+.3f}", f"{s['climbing']}/{s['models']}"]
             for c, s in sorted(summary.items())]
     return [("h2", "Learning curves"),
-            ("p", "Each trained model's score on the graphs it watches (quick fold models: held-out ones) against "
-                  "its training seconds. Last quarter: the last score minus the best before 75 % of the "
-                  "time; climbing: models whose last score beat all their earlier ones."),
+            ("p", "Each trained model's score on the graphs it watches (quick layout fold models: "
+                  "held-out ones) against its training seconds. Last quarter: the last score minus "
+                  "the best before 75 % of the time; climbing: models whose last score beat all "
+                  "their earlier ones."),
             ("table", ["collection", "models", "evaluations", "seconds", "first", "last",
                        "last quarter", "climbing"], rows),
             ("img", "learning_curves.png", "held-out score against training time")], summary

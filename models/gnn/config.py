@@ -69,9 +69,9 @@ class GnnConfig(RankerConfig):
 
     PRESETS: ClassVar[dict[str, dict[str, object]]] = {
         # quick: a CPU budget bounded by time (docs/gnn.md, "Time and threads", "Cross-validation");
-        # no early stopping, so no inner valid set: its graphs train too, and the learning
-        # curve is drawn on held-out graphs (BENCHMARKS.md, "Weights kept"; "How the GNN's
-        # fold models train")
+        # no early stopping, so the layout fold models train on their inner slice too and
+        # watch held-out graphs; tile ones keep the slice (BENCHMARKS.md, "Weights kept";
+        # "How the GNN's fold models train")
         "quick": {"hidden": 64, "layers": 3, "configs_per_step": 64, "steps": 100000,
                   "time_budget": 900.0, "eval_every": 50, "patience": 0, "val_max_configs": 128,
                   "predict_batch": 64, "threads": 0, "warmup_steps": 20, "lr": 3e-3,
