@@ -73,7 +73,7 @@ def train(source: Path, arm: str, root: Path, options: list[str]) -> Path:
         rel = rel.format(s=row["seed"])
         if not (work / rel).exists():
             shutil.copytree(source / rel, work / rel, dirs_exist_ok=True)
-    blend(row, work)
+    blend(row, work, ("blend", "report"))
     (work / "arm.json").write_text(json.dumps({**row, "arm": arm, "options": options,
                                                "source": str(source)}, indent=1))
     return work
@@ -88,10 +88,19 @@ def arm_row(work: Path) -> dict[str, Any]:
     curves = curve_summary({c: v for c, v in learning_curves(work).items()
                             if c.startswith("layout")})
     return {"label": meta["label"], "seed": meta["seed"], "arm": meta["arm"],
-            "options": " ".join(meta["options"]), **scores(work),
+            "options": " ".join(meta["options"]), **scores(work), "held-out": held_out(work),
             "climbing": sum(s["climbing"] for s in curves.values()),
             "models": sum(s["models"] for s in curves.values()),
             "last quarter": float(np.mean([s["late_gain"] for s in curves.values()]))}
+
+
+def held_out(work: Path) -> dict[str, dict[str, float]]:
+    """The report's hidden-test scores (generated samples only; never used to choose anything):
+    per collection and model; empty before the report stage ran."""
+    from benchmarks.render.capture import newest_report
+
+    found = list((work / "sub").glob("*/report.json"))
+    return json.loads(newest_report(work / "sub").read_text())["hidden_test"] if found else {}
 
 
 def tables(rows: list[dict[str, Any]]) -> dict[str, dict]:
@@ -113,10 +122,14 @@ def tables(rows: list[dict[str, Any]]) -> dict[str, dict]:
                     [r["collections"][c][m] for c in colls])))
                 getters[f"{model} tile"] = lambda r, m=model: r["collections"]["tile:xla"][m]
             getters["blend tile worst 5%"] = lambda r: r["tile worst 5%"]["blend"]
+            if all(r["held-out"] for r in runs):  # the sample's hidden test, never fitted on
+                for model in ("gnn", "blend"):
+                    getters[f"{model} layout held-out"] = (lambda r, m=model: float(np.mean(
+                        [r["held-out"][c][m] for c in colls])))
             for name, get in getters.items():
                 vals = [get(r) for r in runs]
                 cells[name] = f"{np.mean(vals):.3f}±{np.std(vals):.3f}"
-                compared = name in ("gnn layout mean", "gnn tile") or name.startswith("blend")
+                compared = name.startswith(("gnn layout", "gnn tile", "blend"))
                 if arm != "base" and compared:
                     delta = [get(r) - get(base[r["seed"]]) for r in runs if r["seed"] in base]
                     cells[name] += f" (Δ {np.mean(delta):+.3f})"
@@ -124,7 +137,9 @@ def tables(rows: list[dict[str, Any]]) -> dict[str, dict]:
             cells["climbing"] = f"{climbing}/{models}"
             cells["last quarter"] = f"{np.mean([r['last quarter'] for r in runs]):+.3f}"
             table.append(cells)
-    return {"Out of fold, per data set and arm": {"rows": table, "columns": list(table[0])}}
+    columns = list(dict.fromkeys(k for row in table for k in row))
+    table = [{k: row.get(k, "—") for k in columns} for row in table]
+    return {"Out of fold, per data set and arm": {"rows": table, "columns": columns}}
 
 
 def main(argv: list[str] | None = None) -> int:

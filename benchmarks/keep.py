@@ -115,13 +115,14 @@ def rerun_gnn_predict(src: Path, work: Path) -> None:
         run_command(with_options(argv, work))
 
 
-def blend(row: dict[str, Any], work: Path) -> None:
+def blend(row: dict[str, Any], work: Path, stages: tuple[str, ...] = ("blend",)) -> None:
     from ensemble.run import Subprocesses
     from ensemble.stages import Run
 
     run = Run(data=row["data"], work=str(work), seed=row["seed"],
               submission=str(work / "sub" / "submission.csv"))
-    Subprocesses(monitor_log=str(work / "keep.jsonl"))(run, "blend")
+    for stage in stages:
+        Subprocesses(monitor_log=str(work / "keep.jsonl"))(run, stage)
 
 
 def scores(work: Path) -> dict[str, Any]:

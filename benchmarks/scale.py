@@ -48,19 +48,25 @@ def run_stage(name: str, cmd: list[str]) -> dict[str, object]:
             "peak_open_fds": rec["peak_open_fds"], "stdout_tail": out.strip().splitlines()[-8:]}
 
 
-def hidden_test_means(work: Path) -> dict[str, float]:
-    """Per model, the mean over collections of the sample's hidden-test score, from the newest
+def run_scores(work: Path) -> tuple[dict[str, float], list[dict[str, object]]]:
+    """Per model, the mean over collections of the sample's hidden-test score; and per collection
+    each model's out-of-fold and hidden-test score. From the blend summary and the newest
     ``ensemble report`` of a run (``make run`` writes its run folder beside the submission)."""
+    from benchmarks.budget import oof_scores
     from benchmarks.render.artifacts import ArtifactError
     from benchmarks.render.capture import newest_report
     from benchmarks.render.scores import collection_mean
 
     try:
         scores = json.loads(newest_report(work).read_text()).get("hidden_test") or {}
-    except ArtifactError:  # no report: the run did not get that far
-        return {}
+        oof = oof_scores(work)["collections"]
+    except (ArtifactError, FileNotFoundError):  # no report: the run did not get that far
+        return {}, []
     means = {m: collection_mean(scores, m) for m in sorted({m for v in scores.values() for m in v})}
-    return {m: round(v, 4) for m, v in means.items() if v is not None}
+    rows = [{"collection": c, **{f"{kind} {m}": round(v[m], 4) for kind, v in
+                                  (("OOF", oof.get(c, {})), ("held-out", scores[c]))
+                                  for m in ("gnn", "lgbm", "blend") if m in v}} for c in scores]
+    return {m: round(v, 4) for m, v in means.items() if v is not None}, rows
 
 
 def read_log(log: Path) -> list[dict[str, object]]:
@@ -165,14 +171,18 @@ def main(argv: list[str] | None = None) -> int:
         runs = json.loads(out.read_text()).get("runs", []) if out.is_file() else []
         result["pipeline"] = "make run" if a.run else "validate + build"
         if a.run:
-            result["hidden_test"] = hidden_test_means(work)
+            result["hidden_test"], result["collections"] = run_scores(work)
         result["total_wall_s"] = round(sum(s["wall_s"] for s in stages if s["stage"] != "generate"), 1)
         same = (a.graph_fraction, a.config_fraction, a.preset, result["pipeline"])
         runs = [r for r in runs if (r["dataset"]["graph_fraction"], r["dataset"]["config_fraction"],
                                     r["preset"], r.get("pipeline", "validate + build")) != same] + [result]
+        per_collection = [{"graph_fraction": r["dataset"]["graph_fraction"], "commit": r["git_sha"],
+                           **row} for r in runs for row in r.get("collections", [])]
         write_json(out, {**bench_metadata("python -m benchmarks.scale " + " ".join(sys.argv[1:])),
                          "about": "benchmarks/scale.py: one entry per (graph fraction, config "
-                                  "fraction, preset), the latest run of each", "runs": runs})
+                                  "fraction, preset), the latest run of each", "runs": runs,
+                         **({"tables": {"Per collection of each make run": {"rows": per_collection}}}
+                            if per_collection else {})})
         print(f"kaggle-shaped data: {n_files} files, {n_configs} configs, "
               f"{input_bytes / 2**20:.1f} MiB (G={a.graph_fraction:g}, F={a.config_fraction:g})")
         for s in stages:

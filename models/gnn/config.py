@@ -54,7 +54,7 @@ class GnnConfig(RankerConfig):
     tile_budget_weight: float = 1.0  # share of --time-budget of a tile model relative to a layout model (one fold each)
 
     # --- memory
-    node_budget: int = 0  # per-step ceiling on kept nodes x configs (graph copies); 0 = configs_per_step as is
+    node_budget: int = 0  # per-step ceiling on node rows (copy: kept nodes x configs; factorized: kept nodes + configs x (configurable nodes + links / 4)), which bounds a step's memory and time; 0 = configs_per_step as is [measured: benchmarks/gnn_fold_training.json "How the GNN's fold models train"]
     activation_checkpointing: bool = False  # recompute message-passing activations in backward (less memory, more compute) [measured: benchmarks/gnn_memory.json "GNN training memory"]
 
     # --- cross-validation (issue 12)
@@ -70,12 +70,13 @@ class GnnConfig(RankerConfig):
     PRESETS: ClassVar[dict[str, dict[str, object]]] = {
         # quick: a CPU budget bounded by time (docs/gnn.md, "Time and threads", "Cross-validation");
         # no early stopping, so the layout fold models train on their inner slice too and
-        # watch held-out graphs; tile ones keep the slice (BENCHMARKS.md, "Weights kept";
-        # "How the GNN's fold models train")
+        # watch held-out graphs; tile ones keep the slice; the node budget makes steps on
+        # real-sized graphs cheaper (fewer configs), more of them in a share (BENCHMARKS.md,
+        # "Weights kept"; "How the GNN's fold models train")
         "quick": {"hidden": 64, "layers": 3, "configs_per_step": 64, "steps": 100000,
                   "time_budget": 900.0, "eval_every": 50, "patience": 0, "val_max_configs": 128,
                   "predict_batch": 64, "threads": 0, "warmup_steps": 20, "lr": 3e-3,
-                  "node_budget": 200000, "folds": 3, "tile_budget_weight": 0.5,
+                  "node_budget": 20000, "folds": 3, "tile_budget_weight": 0.5,
                   "oof_max_configs": 500, "final_val_max_configs": 500, "keep": "last",
                   "inner_valid": False},
         # full: one T4 (16 GB): node_budget from the memory model (benchmarks/gnn_memory.json);

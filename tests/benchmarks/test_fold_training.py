@@ -8,10 +8,11 @@ COLLS = ("layout:nlp:default", "layout:nlp:random", "layout:xla:default", "layou
          "tile:xla")
 
 
-def row(arm: str, seed: int, score: float) -> dict:
-    return {"label": "tpu", "seed": seed, "arm": arm, "climbing": 1, "models": 12,
+def row(arm: str, seed: int, score: float, label: str = "tpu", held: float | None = None) -> dict:
+    return {"label": label, "seed": seed, "arm": arm, "climbing": 1, "models": 12,
             "last quarter": -0.01, "tile worst 5%": {"blend": score},
-            "collections": {c: {"gnn": score, "blend": score + 0.1} for c in COLLS}}
+            "collections": {c: {"gnn": score, "blend": score + 0.1} for c in COLLS},
+            "held-out": {} if held is None else {c: {"gnn": held, "blend": held} for c in COLLS}}
 
 
 def test_arms_are_compared_with_base_seed_by_seed():
@@ -24,3 +25,13 @@ def test_arms_are_compared_with_base_seed_by_seed():
     assert arm["gnn layout mean"] == "0.600±0.000 (Δ +0.050)"
     assert arm["blend tile"] == "0.700±0.000 (Δ +0.050)" and arm["climbing"] == "2/24"
     assert table["columns"][:4] == ["data", "arm", "seeds", "gnn nlp:default"]
+
+
+def test_held_out_columns_only_where_the_runs_have_them():
+    rows = [row("base", 0, 0.5), row("base", 0, 0.4, "g1", held=0.3),
+            row("fast", 0, 0.4, "g1", held=0.45)]
+    table = tables(rows)["Out of fold, per data set and arm"]
+    by = {(r["data"], r["arm"]): r for r in table["rows"]}
+    assert by[("g1", "fast")]["gnn layout held-out"] == "0.450±0.000 (Δ +0.150)"
+    assert by[("tpu", "base")]["blend layout held-out"] == "—"
+    assert set(table["columns"]) == set(by[("g1", "fast")])

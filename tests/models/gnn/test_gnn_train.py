@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from tpurank.collections import get_collection
+from tpurank.config import with_preset
 from features.processed import iter_processed
 from models.gnn.__main__ import main as gnn_main
 from models.gnn.config import GnnConfig
@@ -184,6 +185,14 @@ def test_node_budget_bounds_configs_per_step():
     assert fac.configs_per_step_for(99_000, False, config_nodes=350) == 8  # floor
     # links count a quarter of a configurable node each: (100k - 10k) // (350 + 1400 // 4)
     assert fac.configs_per_step_for(10_000, False, config_nodes=350, config_links=1_400) == 128
+
+
+def test_quick_node_budget_bounds_steps_on_real_sized_graphs_only():
+    quick = with_preset(GnnConfig, "quick")
+    # the samples' largest layout graphs (153 configurable nodes + links / 4): every config
+    assert quick.configs_per_step_for(400, False, config_nodes=120, config_links=130) == 64
+    # a mean real-shaped xla graph (G=1): 1,163 kept nodes, 312 configurable, 1,468 links
+    assert quick.configs_per_step_for(1_163, False, config_nodes=312, config_links=1_468) == 27
 
 
 def test_activation_checkpointing_trains_like_plain(tmp_path, toy_features):
