@@ -40,20 +40,26 @@ LAYOUT = "layout:xla:default,layout:xla:random,layout:nlp:default,layout:nlp:ran
 #: quick's 900 s: 12 layout fold models at weight 1, 3 tile ones at 0.5 (each call its share)
 SHARES = ((LAYOUT, 800), ("tile:xla", 100))
 KEPT = ("preds/lgbm@seed{s}", "preds/baseline", "models/lgbm")  # what the blend reads of the source
-NOTES = ("Arms: base, `--inner-valid true` (the inner slice held back and watched); no-inner, "
-         "`--inner-valid false` (it trains too; held-out graphs are watched); gap, also `--pair-gap "
-         "0.05` (a pair of the logistic loss weighed min(1, ln(t_slow / t_fast) / 0.05); removed "
-         "since). Each arm retrains every GNN fold model of a finished quick run (`make run "
-         "PRESET=quick`, seeds 0 and 1, one thread a stage) with one option set, at the quick share "
-         "(66.7 CPU s a layout fold model, 33.3 a tile one, one thread, two arms at once); the "
-         "run's LightGBM is kept. Scores: the blend stage's nested out-of-fold score (gnn: the "
-         "GNN's own); tile worst 5%: the mean of the worst 5 % of tile kernels; mean ± sd over seeds; Δ: the arm minus base, seed by seed, averaged. climbing: layout "
-         "fold models whose last watched score beat all their earlier ones; last quarter: the "
-         "last score minus the best before 75 % of the time (base: on the inner slice, the others "
-         "on held-out graphs).")
+NOTES = ("Data: tpu (data/sample-small) and alt (data/sample-alt), quick runs of seeds 0 and 1; g1, "
+         "the real shape (G=1, F=1/32, tpu physics), the quick `make run` of `benchmarks.scale` at "
+         "00cf615, seed 0. Arms: base, `--inner-valid true` (the inner slice held back and "
+         "watched); no-inner, `--inner-valid false` (it trains too; held-out graphs are watched: "
+         "the quick defaults at 00cf615); gap, also `--pair-gap 0.05` (a pair of the logistic loss "
+         "weighed min(1, ln(t_slow / t_fast) / 0.05); removed since); nb20k, also `--node-budget "
+         "20000` (quick's since: the same steps as no-inner on the samples' graphs); tab, also "
+         "`--tabular true` (not adopted). Each arm retrains every GNN fold model of a finished "
+         "run with one option set, at the quick share (66.7 CPU s a layout fold model, 33.3 a "
+         "tile one, one thread, two to five arms at once); the run's LightGBM is kept. Scores: the "
+         "blend stage's nested out-of-fold score (gnn: the GNN's own); held-out: the report's "
+         "hidden-test score (generated samples only, never fitted on); tile worst 5%: the mean of "
+         "the worst 5 % of tile kernels; mean ± sd over seeds; Δ: the arm minus the arm it builds "
+         "on (base's for no-inner and gap, no-inner's for nb20k and tab), seed by seed, averaged. "
+         "climbing: layout fold models whose last watched score beat all their earlier ones; last "
+         "quarter: the last score minus the best before 75 % of the time (base: on the inner "
+         "slice, the others on held-out graphs).")
 
 
-def train(source: Path, arm: str, root: Path, options: list[str]) -> Path:
+def train(source: Path, arm: str, root: Path, options: list[str], against: str = "base") -> Path:
     """One arm on one finished run (see the module docstring); returns its WORK."""
     row = json.loads((source / "bench_row.json").read_text())
     work = root / f"{row['label']}-s{row['seed']}-{arm}"
@@ -75,7 +81,7 @@ def train(source: Path, arm: str, root: Path, options: list[str]) -> Path:
             shutil.copytree(source / rel, work / rel, dirs_exist_ok=True)
     blend(row, work, ("blend", "report"))
     (work / "arm.json").write_text(json.dumps({**row, "arm": arm, "options": options,
-                                               "source": str(source)}, indent=1))
+                                               "against": against, "source": str(source)}, indent=1))
     return work
 
 
@@ -88,6 +94,7 @@ def arm_row(work: Path) -> dict[str, Any]:
     curves = curve_summary({c: v for c, v in learning_curves(work).items()
                             if c.startswith("layout")})
     return {"label": meta["label"], "seed": meta["seed"], "arm": meta["arm"],
+            "against": meta.get("against", "base"),
             "options": " ".join(meta["options"]), **scores(work), "held-out": held_out(work),
             "climbing": sum(s["climbing"] for s in curves.values()),
             "models": sum(s["models"] for s in curves.values()),
@@ -110,10 +117,10 @@ def tables(rows: list[dict[str, Any]]) -> dict[str, dict]:
     table = []
     for label in sorted({r["label"] for r in rows}):
         mine = [r for r in rows if r["label"] == label]
-        base = {r["seed"]: r for r in mine if r["arm"] == "base"}
         colls = sorted(c for c in mine[0]["collections"] if c.startswith("layout"))
-        for arm in ["base"] + sorted({r["arm"] for r in mine} - {"base"}):
+        for arm in sorted({r["arm"] for r in mine}, key=lambda a: (a != "base", a)):
             runs = [r for r in mine if r["arm"] == arm]
+            base = {r["seed"]: r for r in mine if r["arm"] == runs[0].get("against", "base")}
             cells: dict[str, Any] = {"data": label, "arm": arm, "seeds": len(runs)}
             getters = {f"gnn {c.split(':', 1)[1]}": (lambda r, c=c: r["collections"][c]["gnn"])
                        for c in colls}
@@ -130,7 +137,7 @@ def tables(rows: list[dict[str, Any]]) -> dict[str, dict]:
                 vals = [get(r) for r in runs]
                 cells[name] = f"{np.mean(vals):.3f}±{np.std(vals):.3f}"
                 compared = name.startswith(("gnn layout", "gnn tile", "blend"))
-                if arm != "base" and compared:
+                if base and runs[0] is not base.get(runs[0]["seed"]) and compared:
                     delta = [get(r) - get(base[r["seed"]]) for r in runs if r["seed"] in base]
                     cells[name] += f" (Δ {np.mean(delta):+.3f})"
             climbing, models = (sum(r[k] for r in runs) for k in ("climbing", "models"))
@@ -148,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("train", help="one arm on one finished quick run")
     t.add_argument("--source", type=Path, required=True, help="a finished run of benchmarks.budget")
     t.add_argument("--arm", required=True, help="the arm's name (base: the defaults)")
+    t.add_argument("--against", default="base", help="the arm its Δ is taken against")
     t.add_argument("options", nargs="*", help="GNN options of the arm (after --)")
     c = sub.add_parser("collect", help="write the artifact from every arm under --root")
     c.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "gnn_fold_training.json")
@@ -156,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="the arms' WORKs")
     args = p.parse_args(argv)
     if args.command == "train":
-        train(args.source, args.arm, args.root, args.options)
+        train(args.source, args.arm, args.root, args.options, args.against)
         return 0
     from benchmarks.render.artifacts import bench_metadata
     from tpurank.atomic import write_json

@@ -48,6 +48,10 @@ def run_stage(name: str, cmd: list[str]) -> dict[str, object]:
             "peak_open_fds": rec["peak_open_fds"], "stdout_tail": out.strip().splitlines()[-8:]}
 
 
+SCORE_COLUMNS = ["graph_fraction", "commit", "collection", "OOF gnn", "OOF lgbm", "OOF blend",
+                 "held-out gnn", "held-out lgbm", "held-out blend"]
+
+
 def run_scores(work: Path) -> tuple[dict[str, float], list[dict[str, object]]]:
     """Per model, the mean over collections of the sample's hidden-test score; and per collection
     each model's out-of-fold and hidden-test score. From the blend summary and the newest
@@ -181,8 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         write_json(out, {**bench_metadata("python -m benchmarks.scale " + " ".join(sys.argv[1:])),
                          "about": "benchmarks/scale.py: one entry per (graph fraction, config "
                                   "fraction, preset), the latest run of each", "runs": runs,
-                         **({"tables": {"Per collection of each make run": {"rows": per_collection}}}
-                            if per_collection else {})})
+                         **({"tables": {"Per collection of each make run": {
+                             "rows": per_collection, "columns": SCORE_COLUMNS}}} if per_collection else {})})
         print(f"kaggle-shaped data: {n_files} files, {n_configs} configs, "
               f"{input_bytes / 2**20:.1f} MiB (G={a.graph_fraction:g}, F={a.config_fraction:g})")
         for s in stages:

@@ -35,3 +35,10 @@ def test_held_out_columns_only_where_the_runs_have_them():
     assert by[("g1", "fast")]["gnn layout held-out"] == "0.450±0.000 (Δ +0.150)"
     assert by[("tpu", "base")]["blend layout held-out"] == "—"
     assert set(table["columns"]) == set(by[("g1", "fast")])
+
+
+def test_an_arm_is_compared_with_the_arm_it_builds_on():
+    rows = [row("base", 0, 0.5), row("no-inner", 0, 0.6), {**row("tab", 0, 0.55), "against": "no-inner"}]
+    by = {r["arm"]: r for r in tables(rows)["Out of fold, per data set and arm"]["rows"]}
+    assert by["tab"]["gnn layout mean"] == "0.550±0.000 (Δ -0.050)"
+    assert by["no-inner"]["gnn layout mean"] == "0.600±0.000 (Δ +0.100)"
