@@ -104,16 +104,19 @@ def arm_row(work: Path) -> dict[str, Any]:
 def held_out(work: Path) -> dict[str, dict[str, float]]:
     """The report's hidden-test scores (generated samples only; never used to choose anything):
     per collection and model; empty before the report stage ran."""
+    from benchmarks.render.artifacts import ArtifactError
     from benchmarks.render.capture import newest_report
 
-    found = list((work / "sub").glob("*/report.json"))
-    return json.loads(newest_report(work / "sub").read_text())["hidden_test"] if found else {}
+    try:
+        return json.loads(newest_report(work / "sub").read_text())["hidden_test"]
+    except ArtifactError:
+        return {}
 
 
 def tables(rows: list[dict[str, Any]]) -> dict[str, dict]:
     """One row per data set and arm: the GNN's OOF per layout collection, the GNN's and the
-    blend's layout mean and tile (mean ± sd over seeds; Δ: against base, seed by seed) and the
-    layout learning curves."""
+    blend's layout mean and tile (mean ± sd over seeds; Δ: against the arm it builds on, seed by
+    seed) and the layout learning curves."""
     table = []
     for label in sorted({r["label"] for r in rows}):
         mine = [r for r in rows if r["label"] == label]
