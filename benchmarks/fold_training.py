@@ -2,15 +2,17 @@
 ``benchmarks/gnn_fold_training.json`` (``make docs`` renders it into BENCHMARKS.md, "How the
 GNN's fold models train").
 
-An arm retrains the GNN fold models of a finished quick run of :mod:`benchmarks.budget` (its
-feature store linked; its LightGBM and baseline predictions kept) with one option set, then reruns
-the predict and blend stages:
+An arm retrains the GNN fold models of a finished quick run of :mod:`benchmarks.budget` (or of
+any quick ``make run`` WORK, e.g. ``benchmarks.scale --run --keep``'s, given ``--label --data
+--seed``; its feature store linked; its LightGBM and baseline predictions kept) with one option
+set, then reruns the predict, blend and report stages:
 
 * every fold model gets the quick preset's share (``make run PRESET=quick``: 66.7 s a layout one,
   33.3 s a tile one), counted in CPU seconds on one thread (``--budget-clock cpu --threads 1``):
   two arms at once on 2 cores get the same compute;
 * every score is the blend stage's out-of-fold one (each graph by fold models that never saw it,
-  the blend nested); no test runtime is read. The learning curves are those of the report.
+  the blend nested), and the report's hidden-test one where a generated sample has it (read only
+  to be shown). The learning curves are those of the report.
 
     python -m benchmarks.fold_training train --source work/bench/tpu-s0-quick --arm base \\
         [--root work/bench-folds] [-- GNN OPTIONS ...]
@@ -59,9 +61,11 @@ NOTES = ("Data: tpu (data/sample-small) and alt (data/sample-alt), quick runs of
          "slice, the others on held-out graphs).")
 
 
-def train(source: Path, arm: str, root: Path, options: list[str], against: str = "base") -> Path:
-    """One arm on one finished run (see the module docstring); returns its WORK."""
-    row = json.loads((source / "bench_row.json").read_text())
+def train(source: Path, arm: str, root: Path, options: list[str], against: str = "base",
+          run: dict[str, Any] | None = None) -> Path:
+    """One arm on one finished run (see the module docstring); returns its WORK. ``run``
+    (label, data, seed) describes a source that ``benchmarks.budget`` did not write."""
+    row = run or json.loads((source / "bench_row.json").read_text())
     work = root / f"{row['label']}-s{row['seed']}-{arm}"
     work.mkdir(parents=True, exist_ok=True)
     if not (work / "features").exists():
@@ -156,9 +160,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="one arm on one finished quick run")
-    t.add_argument("--source", type=Path, required=True, help="a finished run of benchmarks.budget")
+    t.add_argument("--source", type=Path, required=True, help="a finished quick run (WORK)")
     t.add_argument("--arm", required=True, help="the arm's name (base: the defaults)")
     t.add_argument("--against", default="base", help="the arm its Δ is taken against")
+    t.add_argument("--label", help="a source without bench_row.json: its data set's name")
+    t.add_argument("--data", help="a source without bench_row.json: its data root")
+    t.add_argument("--seed", type=int, default=0, help="a source without bench_row.json: its seed")
     t.add_argument("options", nargs="*", help="GNN options of the arm (after --)")
     c = sub.add_parser("collect", help="write the artifact from every arm under --root")
     c.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "gnn_fold_training.json")
@@ -167,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="the arms' WORKs")
     args = p.parse_args(argv)
     if args.command == "train":
-        train(args.source, args.arm, args.root, args.options, args.against)
+        run = {"label": args.label, "data": args.data, "seed": args.seed} if args.label else None
+        train(args.source, args.arm, args.root, args.options, args.against, run)
         return 0
     from benchmarks.render.artifacts import bench_metadata
     from tpurank.atomic import write_json

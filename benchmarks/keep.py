@@ -121,8 +121,9 @@ def blend(row: dict[str, Any], work: Path, stages: tuple[str, ...] = ("blend",))
 
     run = Run(data=row["data"], work=str(work), seed=row["seed"],
               submission=str(work / "sub" / "submission.csv"))
+    execute = Subprocesses(monitor_log=str(work / "keep.jsonl"))
     for stage in stages:
-        Subprocesses(monitor_log=str(work / "keep.jsonl"))(run, stage)
+        execute(run, stage)
 
 
 def scores(work: Path) -> dict[str, Any]:

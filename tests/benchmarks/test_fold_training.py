@@ -42,3 +42,15 @@ def test_an_arm_is_compared_with_the_arm_it_builds_on():
     by = {r["arm"]: r for r in tables(rows)["Out of fold, per data set and arm"]["rows"]}
     assert by["tab"]["gnn layout mean"] == "0.550±0.000 (Δ -0.050)"
     assert by["no-inner"]["gnn layout mean"] == "0.600±0.000 (Δ +0.100)"
+
+
+def test_a_source_without_bench_row_is_described_on_the_command_line(monkeypatch, tmp_path):
+    import benchmarks.fold_training as ft
+
+    calls = []
+    monkeypatch.setattr(ft, "train", lambda *args: calls.append(args))
+    assert ft.main(["train", "--source", str(tmp_path), "--arm", "nb", "--against", "no-inner",
+                    "--label", "g1", "--data", "D", "--seed", "0", "--", "--node-budget", "1"]) == 0
+    (_, arm, _, options, against, run), = calls
+    assert (arm, options, against) == ("nb", ["--node-budget", "1"], "no-inner")
+    assert run == {"label": "g1", "data": "D", "seed": 0}
