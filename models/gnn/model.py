@@ -22,6 +22,7 @@ OPCODE_VOCAB = 256  # HLO opcode ids (about 120 today); larger ids share the las
 LINK_HOPS = 16  # link lengths embedded by the factorized head; longer links share the last bucket
 LINK_KINDS = 2  # features.configgraph: path, meet
 ARCHS = ("copy", "factorized")
+HEAD_POOLS = ("mean", "sqrt")
 OPCODE_DIM = 16  # embedding size of the HLO opcode id
 LAYOUT_VALUE_DIM = 4  # embedding size of one layout value (x18 per node)
 CROSS_HEADS = 4  # heads of the cross-configuration attention
@@ -43,6 +44,7 @@ class ModelArgs:
     cross_attn: bool = GnnConfig.cross_attn
     arch: str = GnnConfig.arch  # layout: copy | factorized (tile models record copy)
     head_product: bool = GnnConfig.head_product
+    head_pool: str = "mean"  # checkpoints written before it carry none: they pooled the mean
 
     @property
     def factorized(self) -> bool:
@@ -87,14 +89,20 @@ class BiDirectionalLayer(nn.Module):
 
 
 class Pool(nn.Module):
-    """Nodes of each copy -> one vector: their mean and max, concatenated."""
+    """Nodes of each copy -> one vector: their mean (or ``sqrt``: sum / sqrt(nodes)) and max,
+    concatenated. Summed over n nodes whose contributions vary independently between configs,
+    sum / sqrt(n) keeps that variation's scale whatever n; the mean shrinks it as 1 / sqrt(n)."""
 
-    def __init__(self, dim: int):
+    def __init__(self, dim: int, mode: str = "mean"):
         super().__init__()
+        if mode not in HEAD_POOLS:
+            raise ValueError(f"unknown pool {mode!r}; expected one of {', '.join(HEAD_POOLS)}")
         self.out_dim = 2 * dim
+        self.mode = mode
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:  # (B, n, d) -> (B, out_dim)
-        return torch.cat([h.mean(dim=1), h.amax(dim=1)], dim=-1)
+        first = h.mean(dim=1) if self.mode == "mean" else h.sum(dim=1) / h.shape[1] ** 0.5
+        return torch.cat([first, h.amax(dim=1)], dim=-1)
 
     def partial(self, h: torch.Tensor) -> torch.Tensor:
         """What :meth:`combine` needs of one part of a graph's nodes ``h`` (n, d), as one row:
@@ -220,7 +228,7 @@ class ConfigHead(nn.Module):
             nn.init.zeros_(self.product["trunk"].weight)
             nn.init.zeros_(self.product["trunk"].bias)
         self.layers = nn.ModuleList(LinkLayer(d, args.dropout) for _ in range(HEAD_LAYERS))
-        self.pool = Pool(d)
+        self.pool = Pool(d, args.head_pool)
 
     def link_features(self, h: torch.Tensor, links: ConfigLinks) -> torch.Tensor:
         """(E, d) features of the links, from their kinds, lengths and the trunk embeddings ``h``

@@ -57,7 +57,7 @@ def model_args_for(cfg: GnnConfig, g: ProcessedGraph) -> ModelArgs:
                      tabular_dim=len(TABULAR_COLUMNS) if cfg.tabular and not g.is_tile else 0,
                      hidden=cfg.hidden, layers=cfg.layers, dropout=cfg.dropout,
                      cross_attn=cfg.cross_attn, arch="copy" if g.is_tile else cfg.arch,
-                     head_product=cfg.head_product)
+                     head_product=cfg.head_product, head_pool=cfg.head_pool)
 
 
 class StepModule(nn.Module):

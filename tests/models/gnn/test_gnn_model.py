@@ -196,3 +196,18 @@ def test_link_messages_equal_pyg_gineconv(links):
             assert b is None or not b.abs().sum()
         else:
             torch.testing.assert_close(b, a)
+
+
+def test_sqrt_pool_keeps_the_scale_of_independent_node_variation():
+    """sum / sqrt(n) over n nodes varying independently: the same spread at 10 and 1,000 nodes;
+    the mean's spread shrinks as 1 / sqrt(n)."""
+    from models.gnn.model import Pool
+
+    torch.manual_seed(0)
+    small, large = torch.randn(4000, 10, 1), torch.randn(400, 1000, 1)
+    sqrt, mean = Pool(1, "sqrt"), Pool(1, "mean")
+    assert float(sqrt(small)[:, 0].std()) == pytest.approx(float(sqrt(large)[:, 0].std()), rel=0.1)
+    assert float(mean(large)[:, 0].std()) < 0.05
+    with pytest.raises(ValueError, match="unknown pool"):
+        Pool(1, "sum")
+
