@@ -113,8 +113,9 @@ class Pool(nn.Module):
         """(K, ·) rows of :meth:`partial` over disjoint parts -> (1, out_dim), equal to
         ``forward`` over all their nodes at once."""
         d = (parts.shape[1] - 1) // 2
-        mean = parts[:, :d].sum(dim=0) / parts[:, -1].sum()
-        return torch.cat([mean, parts[:, d:2 * d].amax(dim=0)])[None]
+        count = parts[:, -1].sum()
+        first = parts[:, :d].sum(dim=0) / (count if self.mode == "mean" else count.sqrt())
+        return torch.cat([first, parts[:, d:2 * d].amax(dim=0)])[None]
 
 
 class CrossConfigAttention(nn.Module):

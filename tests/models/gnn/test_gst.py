@@ -56,9 +56,10 @@ def test_segments_cover_the_graph(graph_factory):
     assert sum(p.configurable for p in segs.parts) == len(g.config_node_pos)
 
 
-def test_pool_over_parts_equals_pool_over_all():
+@pytest.mark.parametrize("mode", ["mean", "sqrt"])
+def test_pool_over_parts_equals_pool_over_all(mode):
     torch.manual_seed(0)
-    pool = Pool(8)
+    pool = Pool(8, mode)
     h = torch.randn(23, 8)
     parts = torch.stack([pool.partial(h[a:b]) for a, b in [(0, 5), (5, 6), (6, 23)]])
     torch.testing.assert_close(pool.combine(parts), pool(h[None]))
