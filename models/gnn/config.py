@@ -41,7 +41,7 @@ class GnnConfig(RankerConfig):
     lr: float = 2e-3  # AdamW peak learning rate
     warmup_steps: int = 20  # linear learning-rate warmup steps before the cosine decay
     amp: bool = True  # mixed precision (CUDA only) [run]
-    eval_every: int = 50  # validation scoring (early stopping, best checkpoint) every this many steps
+    eval_every: int = 50  # validation scoring (early stopping, best checkpoint; quick: the learning curve alone, so 100: fewer steps of the share go to it) every this many steps [measured: benchmarks/gnn_fold_training.json "How the GNN's fold models train"]
     patience: int = 4  # evaluations without improvement before stopping (0 = never)
     keep: Literal["best", "last"] = "best"  # weights a model keeps as best.pt: its best validation score's, or its last [measured: benchmarks/keep.json "Weights kept: the best inner-valid score's or the final ones"]
     val_max_configs: int = 256  # configs per valid graph scored during training (0 = all)
@@ -75,7 +75,7 @@ class GnnConfig(RankerConfig):
         # real-sized graphs cheaper (fewer configs), more of them in a share (BENCHMARKS.md,
         # "Weights kept"; "How the GNN's fold models train")
         "quick": {"hidden": 64, "layers": 3, "configs_per_step": 64, "steps": 100000,
-                  "time_budget": 900.0, "eval_every": 50, "patience": 0, "val_max_configs": 128,
+                  "time_budget": 900.0, "eval_every": 100, "patience": 0, "val_max_configs": 128,
                   "predict_batch": 64, "threads": 0, "warmup_steps": 20, "lr": 3e-3,
                   "node_budget": 20000, "folds": 3, "tile_budget_weight": 0.5,
                   "oof_max_configs": 500, "final_val_max_configs": 500, "keep": "last",

@@ -130,7 +130,8 @@ def train_folds(cfg: GnnConfig, collection: Collection, budget: TimeBudget, unit
         seen[k] = sorted({(g.split, g.stem) for g in train + inner})
         reports.append(fit(cfg, collection, train, valid, fold_dir(cfg, collection, k),
                            budget.share(units_left - k * weight, weight), ctx, device,
-                           extra_config={"fold": k, "folds": plan.folds, "fold_plan": str(plan.path)}))
+                           extra_config={"fold": k, "folds": plan.folds, "fold_plan": str(plan.path)},
+                           monitor_only=watches_held_out(cfg, collection)))
     if ctx.is_main:
         write_fold_manifest(cfg.model_dir(collection) / "folds.json", plan, seen)
     return broadcast_object(fold_summary(collection, cfg, reports), ctx)

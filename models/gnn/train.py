@@ -238,8 +238,11 @@ def train_collection(cfg: GnnConfig, collection: Collection, seconds: float = ma
 
 def fit(cfg: GnnConfig, collection: Collection, train: list[ProcessedGraph],
         valid: list[ProcessedGraph], out: Path, seconds: float, ctx: DistContext,
-        device: torch.device, extra_config: dict | None = None) -> dict[str, Any]:
-    """Train on ``train``, early-stop on ``valid``, write ``out/`` and return the report."""
+        device: torch.device, extra_config: dict | None = None, monitor_only: bool = False
+        ) -> dict[str, Any]:
+    """Train on ``train``, early-stop on ``valid``, write ``out/`` and return the report.
+    ``monitor_only``: ``valid`` only draws the learning curve (nothing is chosen by it), so no
+    evaluation after training takes time from the share: the last periodic score is the report's."""
     clock = budget_clock(cfg.budget_clock)
     t_start = clock()
     seed_everything(cfg.seed)
@@ -259,15 +262,17 @@ def fit(cfg: GnnConfig, collection: Collection, train: list[ProcessedGraph],
                                          "amp": cfg.amp and device.type == "cuda",
                                          **(extra_config or {})})
     barrier(ctx)
-    loop = _loop(tr, collection, mine, valid, out, start, seconds - (clock() - t_start))
+    loop = _loop(tr, collection, mine, valid, out, start, seconds - (clock() - t_start),
+                 monitor_only)
     report = None
     if ctx.is_main:
-        report = _final_report(tr, collection, valid, out, loop, len(train))
+        report = _final_report(tr, collection, valid, out, loop, len(train), monitor_only)
     return broadcast_object(report, ctx)
 
 
 def _loop(tr: Trainer, collection: Collection, graphs: list[ProcessedGraph],
-          valid: list[ProcessedGraph], out: Path, start: int, seconds: float) -> dict[str, Any]:
+          valid: list[ProcessedGraph], out: Path, start: int, seconds: float,
+          monitor_only: bool = False) -> dict[str, Any]:
     """Steps until ``cfg.steps``, early stopping, ``step_budget`` or the time share is spent;
     returns the report's entries on the run."""
     cfg, ctx = tr.cfg, tr.ctx
@@ -277,6 +282,8 @@ def _loop(tr: Trainer, collection: Collection, graphs: list[ProcessedGraph],
                                          len(graphs)), ctx, tr.device, op="MIN"))
     cache, valid_cache = TensorCache(tr.device), TensorCache(tr.device)
     reserve = EvalReserve(valid, cfg.val_max_configs, cfg.final_val_max_configs)
+    if monitor_only:
+        reserve.final_ratio = 0.0
     clock = budget_clock(cfg.budget_clock)
     t0, configs, running = clock(), 0, []
     label = f"gnn {collection.name}" + (f" {out.name}" if out.name.startswith("fold") else "")
@@ -345,14 +352,18 @@ def _evaluate_and_save(tr: Trainer, collection: Collection, valid: list[Processe
 
 
 def _final_report(tr: Trainer, collection: Collection, valid: list[ProcessedGraph], out: Path,
-                  loop: dict[str, Any], n_train: int) -> dict[str, Any]:
+                  loop: dict[str, Any], n_train: int, monitor_only: bool = False) -> dict[str, Any]:
     cfg = tr.cfg
     if not (out / "best.pt").is_file():  # no evaluation ran (e.g. steps == 0): keep current weights
         tr.save_best(out, loop["last_step"])
-    model, _ = load_trained_dir(out, tr.device)
     t_eval = time.monotonic()
-    report = evaluate(model, collection, valid, cfg, TensorCache(tr.device),
-                      max_configs=cfg.final_val_max_configs)
+    if monitor_only:
+        last = tr.history[-1]["valid"] if tr.history else math.nan
+        report = {"collection": collection.name, "score": last, "n_graphs": len(valid)}
+    else:
+        model, _ = load_trained_dir(out, tr.device)
+        report = evaluate(model, collection, valid, cfg, TensorCache(tr.device),
+                          max_configs=cfg.final_val_max_configs)
     report.update({**loop, "seed": cfg.seed, "best_step": tr.stopper.best_step, "keep": cfg.keep,
                    "final_eval_seconds": time.monotonic() - t_eval, "world_size": tr.ctx.world_size,
                    "n_train_graphs": n_train, "history": tr.history,

@@ -291,6 +291,21 @@ def test_fold_models_without_inner_valid_train_on_it_and_watch_held_out_graphs(f
                       graphs, [])
 
 
+def test_fold_models_watching_held_out_graphs_spend_no_time_on_a_final_evaluation(tmp_path,
+                                                                                  fold_features):
+    """The watched graphs only draw the learning curve: the report takes its last periodic score
+    instead of evaluating again after training (time the share would otherwise pay)."""
+    args = ["--work", str(tmp_path / "w"), "--features", str(fold_features), "--collection",
+            "layout:xla:random", "--folds", "3", "--inner-valid", "false", "--keep", "last"] + \
+        [f"--{k.replace('_', '-')}={v}" for k, v in {**TINY, "steps": 4, "eval_every": 2}.items()]
+    assert gnn_main(["train", *args]) == 0
+    for k in range(3):
+        fold = tmp_path / "w" / "models" / "gnn" / "layout-xla-random" / "seed0" / f"fold{k}"
+        report = json.loads((fold / "report.json").read_text())
+        assert report["score"] == report["history"][-1]["valid"]
+        assert "per_graph" not in report and report["last_step"] == 4
+
+
 def test_oof_rows_of_train_graphs_are_capped_and_seeded(fold_features):
     from models.gnn.data import load_graphs
     from models.gnn.folds import oof_rows
