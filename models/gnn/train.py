@@ -198,9 +198,10 @@ class EvalReserve:
     the final report): measured from the last periodic evaluation; before the first, estimated from
     the training speed (a forward pass costs about half a training step per config)."""
 
-    def __init__(self, valid: list[ProcessedGraph], max_configs: int, final_max_configs: int = 0):
+    def __init__(self, valid: list[ProcessedGraph], max_configs: int, final_max_configs: int = 0,
+                 final_eval: bool = True):
         self.periodic = eval_configs(valid, max_configs)
-        final = eval_configs(valid, final_max_configs)
+        final = eval_configs(valid, final_max_configs) if final_eval else 0
         self.final_ratio = final / self.periodic if self.periodic else 1.0
         self.seconds_per_eval: float | None = None
         self._warmup: tuple[float, int] | None = None  # (seconds, configs) after the first step
@@ -281,9 +282,8 @@ def _loop(tr: Trainer, collection: Collection, graphs: list[ProcessedGraph],
     per_step_graphs = int(all_reduce(min(TILE_GRAPHS_PER_STEP if collection.is_tile else 1,
                                          len(graphs)), ctx, tr.device, op="MIN"))
     cache, valid_cache = TensorCache(tr.device), TensorCache(tr.device)
-    reserve = EvalReserve(valid, cfg.val_max_configs, cfg.final_val_max_configs)
-    if monitor_only:
-        reserve.final_ratio = 0.0
+    reserve = EvalReserve(valid, cfg.val_max_configs, cfg.final_val_max_configs,
+                          final_eval=not monitor_only)
     clock = budget_clock(cfg.budget_clock)
     t0, configs, running = clock(), 0, []
     label = f"gnn {collection.name}" + (f" {out.name}" if out.name.startswith("fold") else "")
