@@ -44,23 +44,20 @@ SHARES = ((LAYOUT, 800), ("tile:xla", 100))
 KEPT = ("preds/lgbm@seed{s}", "preds/baseline", "models/lgbm")  # what the blend reads of the source
 NOTES = ("Data: tpu (data/sample-small) and alt (data/sample-alt), quick runs of seeds 0 and 1; g1, "
          "the real shape (G=1, F=1/32, tpu physics), the quick `make run` of `benchmarks.scale` at "
-         "00cf615, seed 0. Arms: base, `--inner-valid true` (the inner slice held back and "
-         "watched); no-inner, `--inner-valid false` (it trains too; held-out graphs are watched: "
-         "the quick defaults at 00cf615); nb20k, also `--node-budget 20000` (quick's since: the "
-         "same steps as no-inner on the samples' graphs); sqrt, the defaults at 114ab03: nb20k's, "
-         "and the head pooled by sum / √nodes (`--head-pool sqrt`) instead of the mean; lean, "
-         "the defaults at 830439f: sqrt's, with no evaluation after training for fold models "
-         "that watch held-out graphs and the watched score every 100 steps instead of 50. Each arm "
-         "retrains every GNN fold model of a finished run with one option set, at the quick share "
-         "(66.7 CPU s a layout fold model, 33.3 a tile one, one thread, two to five arms at once); "
-         "the run's LightGBM is kept. Scores: the blend stage's nested out-of-fold score (gnn: the "
-         "GNN's own); held-out: the report's hidden-test score (generated samples only, never fitted on); tile worst 5%: the mean of "
-         "the worst 5 % of tile kernels; mean ± sd over seeds; Δ: the arm minus the arm it builds "
-         "on (base's for no-inner; no-inner's for nb20k and, on the samples, sqrt; nb20k's for "
-         "sqrt at g1; sqrt's for lean), seed by seed, averaged. "
+         "00cf615, seed 0. Arms (earlier ones, base to nb20k, are in git history): sqrt, the "
+         "defaults at 114ab03 (`--head-pool sqrt`: the head pools by sum / √nodes); lean, the "
+         "defaults at 830439f: no evaluation after training for fold models that watch held-out "
+         "graphs, the watched score every 100 steps; patterns, lean's and `--head-patterns true` "
+         "(the defaults since); t1400 (g1), lean's with 1,400 CPU s for the 12 layout fold models "
+         "(117 s each, 1.75x the quick share). Each arm retrains every GNN fold model of a "
+         "finished run with one option set, at the quick share (66.7 CPU s a layout fold model, "
+         "33.3 a tile one, one thread, two to five arms at once); the run's LightGBM is kept. "
+         "Scores: the blend stage's nested out-of-fold score (gnn: the GNN's own); held-out: the "
+         "report's hidden-test score (generated samples only, never fitted on); tile worst 5%: the "
+         "mean of the worst 5 % of tile kernels; mean ± sd over seeds; Δ: the arm minus the arm it "
+         "builds on (sqrt's for lean, lean's for patterns and t1400), seed by seed, averaged. "
          "climbing: layout fold models whose last watched score beat all their earlier ones; last "
-         "quarter: the last score minus the best before 75 % of the time (base: on the inner "
-         "slice, the others on held-out graphs).")
+         "quarter: the last score minus the best before 75 % of the time (on held-out graphs).")
 
 
 def train(source: Path, arm: str, root: Path, options: list[str], against: str = "base",

@@ -86,10 +86,25 @@ def config_links(g: ProcessedGraph, edge_index: np.ndarray, device: torch.device
         raise ValueError(f"{g.collection}/{g.split}/{g.stem}: config_graph refers to configurable "
                          f"nodes outside 0..{nc - 1} or nodes outside 0..{g.num_nodes - 1}; "
                          f"rebuild features")
+    patterns = None
+    if g.layout_context is not None:
+        patterns = torch.as_tensor(layout_patterns(LayoutContext.from_arrays(g.layout_context)),
+                                   device=device)
     return ConfigLinks(edge_index=torch.as_tensor(links[:, :2].T.copy(), device=device),
                        hops=torch.as_tensor(links[:, 2].copy(), device=device),
                        inner=torch.as_tensor(links[:, 3:5].copy(), device=device),
-                       kind=torch.as_tensor(links[:, 5].copy(), device=device))
+                       kind=torch.as_tensor(links[:, 5].copy(), device=device), patterns=patterns)
+
+
+def layout_patterns(ctx: LayoutContext) -> np.ndarray:
+    """(nc, 3, 7, PATTERN_BITS) bool per configurable node, tensor (out, in, kernel) and dim
+    (index 6: none): is the dim the largest, lane-aligned, contracting, the last, the first (of
+    a tensor of rank > 1), sublane-aligned (the last column: read for the second-most minor)."""
+    dims = np.arange(7)[None, None, :]
+    rank = ctx.rank[:, :, None]
+    last, first = (dims == rank - 1) & (dims < 6), (dims == 0) & (rank > 1)
+    bits = [ctx.largest, ctx.aligned128, ctx.contract, last, first, ctx.aligned8]
+    return np.stack(bits, axis=-1).astype(bool)
 
 
 def config_tabular(tensors: GraphTensors, feats: torch.Tensor, where: str = "") -> torch.Tensor:

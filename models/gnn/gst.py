@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import zlib
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -82,8 +82,7 @@ def build_segments(g: ProcessedGraph, tensors: GraphTensors, size: int,
         local[nodes] = -1
     gather = np.argsort(np.concatenate(order), kind="stable")
     inner_slot = np.where(inner >= 0, slot[np.maximum(inner, 0)], -1)
-    links = ConfigLinks(tensors.links.edge_index, tensors.links.hops,
-                        torch.as_tensor(inner_slot, device=device), tensors.links.kind)
+    links = replace(tensors.links, inner=torch.as_tensor(inner_slot, device=device))
     return GraphSegments(f"{g.collection}/{g.split}/{graph_fingerprint(g)}", parts, reads,
                          torch.as_tensor(gather, device=device),
                          torch.as_tensor(slot[pos], device=device), links)

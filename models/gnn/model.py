@@ -25,6 +25,9 @@ ARCHS = ("copy", "factorized")
 HEAD_POOLS = ("mean", "sqrt")
 OPCODE_DIM = 16  # embedding size of the HLO opcode id
 LAYOUT_VALUE_DIM = 4  # embedding size of one layout value (x18 per node)
+PATTERN_TENSORS = 3  # out, in, kernel: the tensors a layout config lays out
+PATTERN_BITS = 6  # per (node, tensor, dim): models.gnn.data.layout_patterns' columns
+PATTERN_WIDTH = PATTERN_TENSORS * (PATTERN_BITS + 1)  # pattern_bits' columns
 CROSS_HEADS = 4  # heads of the cross-configuration attention
 HEAD_LAYERS = 2  # factorized: message-passing layers of the per-config head
 
@@ -44,6 +47,7 @@ class ModelArgs:
     cross_attn: bool = GnnConfig.cross_attn
     arch: str = GnnConfig.arch  # layout: copy | factorized (tile models record copy)
     head_product: bool = GnnConfig.head_product
+    head_patterns: bool = False  # checkpoints written before it carry none: they read no patterns
     head_pool: str = "mean"  # checkpoints written before it carry none: they pooled the mean
 
     @property
@@ -176,6 +180,21 @@ class ConfigLinks:
     hops: torch.Tensor  # (E,) path lengths
     inner: torch.Tensor  # (E, 2) first and last inner node of the path (graph positions, -1 none)
     kind: torch.Tensor  # (E,) features.configgraph.PATH (directed path) or MEET (outputs meet)
+    patterns: torch.Tensor | None = None  # (nc, 3, 7, PATTERN_BITS) bool: models.gnn.data.layout_patterns
+
+
+def pattern_bits(patterns: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """(B, nc, PATTERN_WIDTH) of configs ``values`` (B, nc, 18): per tensor (out, in, kernel),
+    the bits of the dim laid out most minor (all but the last column of ``patterns``), of the
+    second-most minor (the last column) and whether the tensor is left default (all -1)."""
+    nodes = torch.arange(values.shape[1], device=values.device)
+    bits = []
+    for t in range(PATTERN_TENSORS):
+        lay = values[:, :, 6 * t:6 * t + 6].long()
+        minor, second = lay[..., 0].remainder(7), lay[..., 1].remainder(7)  # -1 -> 6: no dim
+        bits += [patterns[nodes, t, minor, :-1], patterns[nodes, t, second, -1:],
+                 (lay.amax(-1) < 0)[..., None]]
+    return torch.cat(bits, dim=-1).float()
 
 
 def gine_mean(conv: GINEConv, x: torch.Tensor, edge_index: torch.Tensor,
@@ -228,6 +247,9 @@ class ConfigHead(nn.Module):
                                           "layout": nn.Linear(d, d, bias=False)})
             nn.init.zeros_(self.product["trunk"].weight)
             nn.init.zeros_(self.product["trunk"].bias)
+        self.patterns = None
+        if args.head_patterns:  # into the join, and into the product's layout side when present
+            self.patterns = nn.Linear(PATTERN_WIDTH, d * (1 + args.head_product), bias=False)
         self.layers = nn.ModuleList(LinkLayer(d, args.dropout) for _ in range(HEAD_LAYERS))
         self.pool = Pool(d, args.head_pool)
 
@@ -258,6 +280,13 @@ class ConfigHead(nn.Module):
         return nn.functional.embedding_bag(idx, encoder.projected_table(weight),
                                            mode="sum").view(*shape)
 
+    def _patterns(self, links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
+        """(B, nc, d or 2d): the projected :func:`pattern_bits` of configs ``values``."""
+        if links.patterns is None:
+            raise ValueError("this model reads layout patterns and the graph has no "
+                             "layout_context.npz: rebuild features (python -m features build)")
+        return self.patterns(pattern_bits(links.patterns, values))
+
     def forward(self, node_in: torch.Tensor, values: torch.Tensor, encoder: LayoutConfigEncoder,
                 links: ConfigLinks, link_feat: torch.Tensor) -> torch.Tensor:
         """``node_in`` from :meth:`node_inputs`, ``values`` (B, nc, 18) layout values -> (B, P).
@@ -271,10 +300,15 @@ class ConfigHead(nn.Module):
         idx = encoder.indices(values).view(-1, LAYOUT_CONFIG_DIM)
         pre = self._lookup(encoder, idx, self.join[0].weight[:, d:], (batch, nc, d))
         pre = pre + node_in[:, :d].to(pre.dtype)
+        bits = None if self.patterns is None else self._patterns(links, values).to(pre.dtype)
+        if bits is not None:
+            pre = pre + bits[..., :d]
         if self.product is not None:
             layout = self.product["layout"]
             v = self._lookup(encoder, idx, layout.weight, (batch, nc, d)) \
                 + layout.weight @ encoder.proj.bias
+            if bits is not None:
+                v = v + bits[..., d:]
             pre = pre + node_in[:, d:].to(pre.dtype) * v
         x = self.join[1](pre).transpose(0, 1).contiguous()  # node-major for the link layers
         for layer in self.layers:

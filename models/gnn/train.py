@@ -57,7 +57,8 @@ def model_args_for(cfg: GnnConfig, g: ProcessedGraph) -> ModelArgs:
                      tabular_dim=len(TABULAR_COLUMNS) if cfg.tabular and not g.is_tile else 0,
                      hidden=cfg.hidden, layers=cfg.layers, dropout=cfg.dropout,
                      cross_attn=cfg.cross_attn, arch="copy" if g.is_tile else cfg.arch,
-                     head_product=cfg.head_product, head_pool=cfg.head_pool)
+                     head_product=cfg.head_product, head_patterns=cfg.head_patterns,
+                     head_pool=cfg.head_pool)
 
 
 class StepModule(nn.Module):

@@ -13,9 +13,20 @@ import pytest
 
 from tpurank.collections import Collection, get_collection
 from features.processed import ProcessedGraph, graph_dir, save_processed
+from features.tabular import GRAPH_FEATURES
 
 NODE_DIM = 6
 TILE_DIM = 24
+
+
+def layout_context(rng: np.random.Generator, nc: int) -> dict[str, np.ndarray]:
+    """Random :class:`features.tabular.LayoutContext` tables for ``nc`` configurable nodes."""
+    dims = lambda: np.pad(rng.random((nc, 3, 6)) < 0.3, ((0, 0), (0, 0), (0, 1)))  # noqa: E731
+    return {"graph_feats": rng.random(len(GRAPH_FEATURES)).astype(np.float32),
+            "type_onehot": np.eye(4, dtype=np.float32)[rng.integers(0, 4, nc)],
+            "rank": rng.integers(1, 5, (nc, 3)), "log_size": rng.random((nc, 3)) * 10,
+            "largest": dims(), "aligned128": dims(), "aligned8": dims(), "contract": dims(),
+            "pairs": np.zeros((0, 2), np.int64)}
 
 
 def make_graph(collection: Collection, split: str, stem: str, seed: int, nodes: int = 12,
@@ -30,18 +41,19 @@ def make_graph(collection: Collection, split: str, stem: str, seed: int, nodes: 
     if collection.is_tile:
         config_feat = rng.integers(1, 9, size=(configs, TILE_DIM)).astype(np.float32)
         target = config_feat[:, 0] * 2.0 + config_feat[:, 8] + 0.01 * rng.random(configs)
-        pos = None
+        pos = context = None
     else:
         pos = np.sort(rng.choice(nodes, size=3, replace=False)).astype(np.int64)
         config_feat = rng.integers(-1, 6, size=(configs, 3, 18)).astype(np.int8)
         # runtime: a per-node cost of the output layout's most minor dim, summed over nodes
         target = 20.0 + config_feat[:, :, 0].sum(axis=1) + 3.0 * (config_feat[:, :, 1] == 2).sum(axis=1) \
             + 0.01 * rng.random(configs)
+        context = layout_context(rng, len(pos))
     return ProcessedGraph(
         collection=collection.name, split=split, stem=stem, node_feat=node_feat,
         node_opcode=node_opcode, edge_index=edge_index, orig_node_ids=np.arange(nodes),
         config_feat=config_feat, config_index=np.arange(configs), config_node_pos=pos,
-        target=target.astype(np.float64) if with_target else None)
+        target=target.astype(np.float64) if with_target else None, layout_context=context)
 
 
 def write_features(root: Path, collections: list[str], counts=(4, 2, 2), configs: int = 24) -> Path:

@@ -211,3 +211,29 @@ def test_sqrt_pool_keeps_the_scale_of_independent_node_variation():
     with pytest.raises(ValueError, match="unknown pool"):
         Pool(1, "sum")
 
+
+
+def test_pattern_bits_read_the_minor_dims_of_each_tensor():
+    """Per tensor: the bits of the most minor dim, the second-most minor's last bit, and whether
+    the tensor is left default; the head reads them, and names a graph without them."""
+    from models.gnn.model import PATTERN_WIDTH, ConfigHead, ConfigLinks, pattern_bits
+
+    patterns = torch.zeros(2, 3, 7, 6, dtype=torch.bool)
+    patterns[0, 0, 2, :] = True  # node 0, out tensor, dim 2: every bit
+    patterns[1, 1, 0, 5] = True  # node 1, in tensor, dim 0: the second-minor bit
+    values = torch.full((1, 2, 18), -1, dtype=torch.int8)
+    values[0, 0, 0:2] = torch.tensor([2, 0])  # node 0 out: minor 2, second 0
+    values[0, 1, 6:8] = torch.tensor([1, 0])  # node 1 in: minor 1, second 0
+    bits = pattern_bits(patterns, values)
+    assert bits.shape == (1, 2, PATTERN_WIDTH)
+    assert bits[0, 0, :7].tolist() == [1, 1, 1, 1, 1, 0, 0]
+    assert bits[0, 1, 7:14].tolist() == [0, 0, 0, 0, 0, 1, 0]
+    assert bits[0, 0, 13] == 1 and bits[0, 1, 6] == 1  # default tensors
+    head = ConfigHead(ModelArgs(kind="layout", node_dim=4, config_dim=18, hidden=8,
+                                arch="factorized", head_patterns=True))
+    links = ConfigLinks(torch.zeros(2, 0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
+                        torch.zeros(0, 2, dtype=torch.long), torch.zeros(0, dtype=torch.long))
+    with pytest.raises(ValueError, match="layout_context.npz"):
+        head._patterns(links, values)
+    links.patterns = patterns
+    assert head._patterns(links, values).shape == (1, 2, 16)  # join and product halves

@@ -83,6 +83,7 @@ def test_tabular_join_needs_the_layout_context(graph_factory):
     from tpurank.collections import get_collection
 
     g = graph_factory(get_collection("layout:xla:random"), "train", "old", seed=1)
+    g.layout_context = None
     cpu = torch.device("cpu")
     with pytest.raises(ValueError, match="old.*rebuild features"):
         config_tabular(graph_tensors(g, cpu), config_rows(g, np.arange(3), cpu), where="x/train/old")

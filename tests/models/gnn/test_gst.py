@@ -26,7 +26,7 @@ CPU = torch.device("cpu")
 def _model(g, **kw) -> RankerGNN:
     torch.manual_seed(0)
     args = dict(kind="layout", node_dim=g.node_feat.shape[1], config_dim=18, hidden=16, layers=2,
-                arch="factorized", head_product=True)
+                arch="factorized", head_product=True, head_patterns=True)
     args.update(kw)
     return RankerGNN(ModelArgs(**args))
 
