@@ -90,23 +90,11 @@ def config_links(g: ProcessedGraph, edge_index: np.ndarray, device: torch.device
         raise ValueError(f"{g.collection}/{g.split}/{g.stem}: config_graph refers to configurable "
                          f"nodes outside 0..{nc - 1} or nodes outside 0..{g.num_nodes - 1}; "
                          f"rebuild features")
-    patterns = ends = None
-    if context is not None:
-        patterns = torch.as_tensor(layout_patterns(context), device=device)
-        ends = torch.as_tensor(link_ends(context.rank, links), device=device)
+    patterns = None if context is None else torch.as_tensor(layout_patterns(context), device=device)
     return ConfigLinks(edge_index=torch.as_tensor(links[:, :2].T.copy(), device=device),
                        hops=torch.as_tensor(links[:, 2].copy(), device=device),
                        inner=torch.as_tensor(links[:, 3:5].copy(), device=device),
-                       kind=torch.as_tensor(links[:, 5].copy(), device=device), patterns=patterns,
-                       ends=ends)
-
-
-def link_ends(rank: np.ndarray, links: np.ndarray) -> np.ndarray:
-    """(E, 2) value columns of the tensors a link joins: a path's producer output and consumer
-    input, a meet's two outputs; -1 where their ranks differ (layouts not comparable)."""
-    dst = np.where(links[:, 5] == PATH, 1, 0)
-    ends = np.stack([np.zeros_like(dst), 6 * dst], axis=1)
-    return np.where((rank[links[:, 0], 0] == rank[links[:, 1], dst])[:, None], ends, -1)
+                       kind=torch.as_tensor(links[:, 5].copy(), device=device), patterns=patterns)
 
 
 def layout_patterns(ctx: LayoutContext) -> np.ndarray:

@@ -28,7 +28,6 @@ LAYOUT_VALUE_DIM = 4  # embedding size of one layout value (x18 per node)
 PATTERN_TENSORS = 3  # out, in, kernel: the tensors a layout config lays out
 PATTERN_BITS = 6  # per (node, tensor, dim): models.gnn.data.layout_patterns' columns
 PATTERN_WIDTH = PATTERN_TENSORS * (PATTERN_BITS + 1)  # pattern_bits' columns
-LINK_BITS = 3  # link_bits' columns
 CROSS_HEADS = 4  # heads of the cross-configuration attention
 HEAD_LAYERS = 2  # factorized: message-passing layers of the per-config head
 
@@ -49,7 +48,6 @@ class ModelArgs:
     arch: str = GnnConfig.arch  # layout: copy | factorized (tile models record copy)
     head_product: bool = GnnConfig.head_product
     head_patterns: bool = False  # checkpoints written before it carry none: they read no patterns
-    head_links: bool = False  # nor link bits
     head_pool: str = "mean"  # checkpoints written before it carry none: they pooled the mean
 
     @property
@@ -183,7 +181,6 @@ class ConfigLinks:
     inner: torch.Tensor  # (E, 2) first and last inner node of the path (graph positions, -1 none)
     kind: torch.Tensor  # (E,) features.configgraph.PATH (directed path) or MEET (outputs meet)
     patterns: torch.Tensor | None = None  # (nc, 3, 7, PATTERN_BITS) bool: models.gnn.data.layout_patterns
-    ends: torch.Tensor | None = None  # (E, 2) value columns link_bits compares (-1: ranks differ)
 
 
 def pattern_bits(patterns: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
@@ -200,28 +197,14 @@ def pattern_bits(patterns: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     return torch.cat(bits, dim=-1).float()
 
 
-def link_bits(links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
-    """(B, E, LINK_BITS) of configs ``values`` (B, nc, 18): per link, whether the two tensors it
-    joins (:attr:`ConfigLinks.ends`) differ in their two most minor dims, both laid out, or are
-    equal, or exactly one is left default (LightGBM's mismatch counts, per link)."""
-    cols = links.ends.clamp_min(0)[:, :, None] + torch.arange(6, device=values.device)
-    lay = [values[:, links.edge_index[k]].gather(2, cols[:, k].expand(len(values), -1, -1))
-           for k in (0, 1)]
-    default = [x.amax(-1) < 0 for x in lay]
-    same = (lay[0][..., :2] == lay[1][..., :2]).all(-1)
-    both = ~default[0] & ~default[1]
-    bits = torch.stack([both & ~same, both & same, default[0] ^ default[1]], dim=-1)
-    return (bits & (links.ends[:, :1] >= 0)).float()
-
-
 def gine_mean(conv: GINEConv, x: torch.Tensor, edge_index: torch.Tensor,
               edge_feat: torch.Tensor) -> torch.Tensor:
     """``conv(x, edge_index, edge_feat)`` of a mean-aggregating PyG ``GINEConv`` for node-major
-    ``x`` (n, B, d) (B configs' states of the same n nodes) and ``edge_feat`` (E, d), or (E, B, d) per config:
+    ``x`` (n, B, d) (B configs' states of the same n nodes) and config-free ``edge_feat`` (E, d):
     PyG's numbers, up to 4.9x faster on CPU (docs/gnn.md, "On a CPU")."""
     src, dst = edge_index
     messages = x.index_select(0, src)
-    messages.add_(edge_feat if edge_feat.dim() == 3 else edge_feat[:, None, :]).relu_()
+    messages.add_(edge_feat[:, None, :]).relu_()
     summed = x.new_zeros(x.shape).index_add_(0, dst, messages)
     count = torch.bincount(dst, minlength=x.shape[0]).clamp_min(1).to(x.dtype)
     return conv.nn(summed / count[:, None, None] + (1 + conv.eps) * x)
@@ -267,7 +250,6 @@ class ConfigHead(nn.Module):
         self.patterns = None
         if args.head_patterns:  # into the join, and into the product's layout side when present
             self.patterns = nn.Linear(PATTERN_WIDTH, d * (1 + args.head_product), bias=False)
-        self.links = nn.Linear(LINK_BITS, d, bias=False) if args.head_links else None
         self.layers = nn.ModuleList(LinkLayer(d, args.dropout) for _ in range(HEAD_LAYERS))
         self.pool = Pool(d, args.head_pool)
 
@@ -300,6 +282,9 @@ class ConfigHead(nn.Module):
 
     def _patterns(self, links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
         """(B, nc, d or 2d): the projected :func:`pattern_bits` of configs ``values``."""
+        if links.patterns is None:
+            raise ValueError("this model reads layout patterns and the graph has no "
+                             "layout_context.npz: rebuild features (python -m features build)")
         return self.patterns(pattern_bits(links.patterns, values))
 
     def forward(self, node_in: torch.Tensor, values: torch.Tensor, encoder: LayoutConfigEncoder,
@@ -311,9 +296,6 @@ class ConfigHead(nn.Module):
         batch, nc = values.shape[:2]
         if nc == 0:  # no configurable node: nothing to tell the configs apart
             return node_in.new_zeros(batch, self.pool.out_dim)
-        if (self.patterns is not None or self.links is not None) and links.patterns is None:
-            raise ValueError("this model reads layout patterns and the graph has no "
-                             "layout_context.npz: rebuild features (python -m features build)")
         d = self.join[0].weight.shape[0]
         idx = encoder.indices(values).view(-1, LAYOUT_CONFIG_DIM)
         pre = self._lookup(encoder, idx, self.join[0].weight[:, d:], (batch, nc, d))
@@ -329,11 +311,8 @@ class ConfigHead(nn.Module):
                 v = v + bits[..., d:]
             pre = pre + node_in[:, d:].to(pre.dtype) * v
         x = self.join[1](pre).transpose(0, 1).contiguous()  # node-major for the link layers
-        link_feat = link_feat.to(x.dtype)
-        if self.links is not None:
-            link_feat = link_feat[:, None] + self.links(link_bits(links, values)).transpose(0, 1).to(x.dtype)
         for layer in self.layers:
-            x = layer(x, links, link_feat)
+            x = layer(x, links, link_feat.to(x.dtype))
         return self.pool(x.transpose(0, 1))
 
 

@@ -58,7 +58,6 @@ def model_args_for(cfg: GnnConfig, g: ProcessedGraph) -> ModelArgs:
                      hidden=cfg.hidden, layers=cfg.layers, dropout=cfg.dropout,
                      cross_attn=cfg.cross_attn, arch="copy" if g.is_tile else cfg.arch,
                      head_product=cfg.head_product, head_patterns=cfg.head_patterns,
-                     head_links=cfg.head_links,
                      head_pool=cfg.head_pool)
 
 

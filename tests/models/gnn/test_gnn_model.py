@@ -229,38 +229,11 @@ def test_pattern_bits_read_the_minor_dims_of_each_tensor():
     assert bits[0, 0, :7].tolist() == [1, 1, 1, 1, 1, 0, 0]
     assert bits[0, 1, 7:14].tolist() == [0, 0, 0, 0, 0, 1, 0]
     assert bits[0, 0, 13] == 1 and bits[0, 1, 6] == 1  # default tensors
-    model = RankerGNN(ModelArgs(kind="layout", node_dim=4, config_dim=18, hidden=8,
-                                arch="factorized", head_patterns=True, head_links=True))
-    head = model.config_head
+    head = ConfigHead(ModelArgs(kind="layout", node_dim=4, config_dim=18, hidden=8,
+                                arch="factorized", head_patterns=True))
     links = ConfigLinks(torch.zeros(2, 0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
                         torch.zeros(0, 2, dtype=torch.long), torch.zeros(0, dtype=torch.long))
-    node_in = head.node_inputs(torch.randn(2, 8), model.config_encoder)
     with pytest.raises(ValueError, match="layout_context.npz"):
-        head(node_in, values, model.config_encoder, links, torch.zeros(0, 8))
-    links.patterns, links.ends = patterns, torch.zeros(0, 2, dtype=torch.long)
+        head._patterns(links, values)
+    links.patterns = patterns
     assert head._patterns(links, values).shape == (1, 2, 16)  # join and product halves
-    assert head(node_in, values, model.config_encoder, links, torch.zeros(0, 8)).shape[0] == 1
-
-
-def test_link_bits_compare_the_tensors_a_link_joins():
-    """A path compares its producer's output with its consumer's input, a meet the two outputs;
-    links between tensors of different ranks read nothing."""
-    from features.configgraph import MEET, PATH
-    from models.gnn.data import link_ends
-    from models.gnn.model import ConfigLinks, link_bits
-
-    rank = np.array([[2, 2, 0], [3, 2, 0], [2, 3, 0]])  # (nc, out/in/kernel)
-    rows = np.array([[0, 1, 1, -1, -1, PATH], [0, 2, 1, -1, -1, MEET], [0, 2, 1, -1, -1, PATH]])
-    ends = link_ends(rank, rows)
-    assert ends.tolist() == [[0, 6], [0, 0], [-1, -1]]
-    values = torch.full((3, 3, 18), -1, dtype=torch.int8)
-    values[:, 0, 0:2] = torch.tensor([1, 0])  # node 0 out: (1, 0) in every config
-    values[0, 1, 6:8] = torch.tensor([1, 0])  # config 0: node 1 in matches, node 2 out default
-    values[1, 1, 6:8] = torch.tensor([0, 1])  # config 1: node 1 in differs, node 2 out matches
-    values[1, 2, 0:2] = torch.tensor([1, 0])
-    links = ConfigLinks(torch.as_tensor(rows[:, :2].T.copy()), torch.ones(3, dtype=torch.long),
-                        torch.full((3, 2), -1), torch.as_tensor(rows[:, 5]), ends=torch.as_tensor(ends))
-    bits = link_bits(links, values)  # (configs, links, [differ, match, one default])
-    assert bits[0].tolist() == [[0, 1, 0], [0, 0, 1], [0, 0, 0]]
-    assert bits[1].tolist() == [[1, 0, 0], [0, 1, 0], [0, 0, 0]]
-    assert bits[2].tolist() == [[0, 0, 1], [0, 0, 1], [0, 0, 0]]
