@@ -218,7 +218,7 @@ def load_processed(in_dir: str | os.PathLike) -> ProcessedGraph:
     else:
         raise FileNotFoundError(f"{in_dir}: no config_feat.npy / config_codes.npy; rebuild features")
     ctx_file = in_dir / "layout_context.npz"
-    if ctx_file.is_file():  # read only by a consumer that uses it (the GNN's --tabular join)
+    if ctx_file.is_file():  # read only by a consumer that uses it (the GNN's layout head)
         arrays["layout_context"] = LazyNpz(ctx_file)
     return ProcessedGraph(collection=meta["collection"], split=meta["split"], stem=meta["stem"],
                           meta=meta, **arrays)  # type: ignore[arg-type]

@@ -252,7 +252,7 @@ def _layout_configs(graph: Graph, rows: np.ndarray, cfg: BuildConfig,
     """Layout configs of ``rows`` as codes (:mod:`features.configcodes`), chunk by chunk,
     feeding the tabular rows of each chunk to ``tabular_sink``; and the graph's layout context
     (kept with the processed graph whether or not tabular rows are written; LightGBM's layout rows
-    and the GNN's ``--tabular`` join both read it), dot contracting dims included when
+    and the GNN's head both read it), dot contracting dims included when
     ``cfg.dot_features``."""
     dots = dot_dims_for_graph(np.asarray(graph.node_feat), graph.node_opcode, graph.edge_index,
                               exact_dot) if cfg.dot_features else None

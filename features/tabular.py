@@ -296,14 +296,6 @@ def tile_tabular_features(graph: Graph, config_rows: np.ndarray, pad_minus_one: 
 HEURISTIC_FEATURES = ("f_heur_cost", "f_heur_rank")
 
 
-def config_descriptor_columns() -> list[int]:
-    """Columns of :func:`layout_feature_names` that describe a layout config (pattern counts,
-    non-default and mismatch counts), i.e. all but the graph-level ones, which are constant
-    within a graph. None of them re-derives a cost model (unlike :data:`HEURISTIC_FEATURES`); the
-    GNN joins them after pooling (``GnnConfig.tabular``)."""
-    return list(range(len(GRAPH_FEATURES), len(layout_feature_names())))
-
-
 def tabular_feature_names(is_tile: bool, with_heuristic: bool = False) -> list[str]:
     """Column names of the tabular rows of a tile or layout graph, as ``features build`` writes
     them (:data:`HEURISTIC_FEATURES` last when ``with_heuristic``)."""

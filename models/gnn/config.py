@@ -31,7 +31,6 @@ class GnnConfig(RankerConfig):
     layers: int = 3  # message-passing layers
     dropout: float = 0.0  # dropout in message passing and cross-configuration attention
     cross_attn: bool = True  # cross-configuration attention between the configs of a batch (off for tile: not adopted) [measured: benchmarks/tile_retrain.json "Tile models retrained: without cross-configuration attention (not adopted)"]
-    tabular: bool = False  # layout: join the per-config descriptive tabular features (pattern, non-default, mismatch counts; no cost heuristic) after pooling [measured: benchmarks/gnn_cv.json "GNN variants under cross-validation"]
 
     # --- training
     loss: str = "logistic"  # hinge | logistic (RankNet) | listmle [measured: benchmarks/gnn_cv.json "GNN variants under cross-validation"]

@@ -8,20 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 import torch
 
 from tpurank.collections import Collection, get_collection
 from features.buildconfig import BuildConfig
-from features.columns import signed_log1p
 from features.configgraph import COLUMNS, PATH, config_graph
 from features.processed import ProcessedGraph, iter_processed
-from features.tabular import LayoutContext, config_descriptor_columns, layout_chunk_features
+from features.tabular import LayoutContext
 from models.gnn.model import ConfigLinks
 
-TABULAR_COLUMNS = np.asarray(config_descriptor_columns())  # once, not on every step
 
 
 @dataclass
@@ -32,16 +29,8 @@ class GraphTensors:
     node_opcode: torch.Tensor  # (n,) int64
     edge_index: torch.Tensor  # (2, m) int64 producer -> consumer
     config_node_pos: torch.Tensor | None  # (nc,) int64, layout only
-    layout_tables: Mapping[str, np.ndarray] | None = None  # layout: LayoutContext arrays (lazy)
     links: ConfigLinks | None = None  # layout: the configurable-node graph
     segments: dict = field(default_factory=dict, repr=False)  # GST: gst.graph_segments by size
-    _layout_context: LayoutContext | None = field(default=None, repr=False)
-
-    def layout_context(self) -> LayoutContext | None:
-        """The graph's :class:`LayoutContext`, built from its tables on first use."""
-        if self._layout_context is None and self.layout_tables is not None:
-            self._layout_context = LayoutContext.from_arrays(self.layout_tables)
-        return self._layout_context
 
 
 def graph_tensors(g: ProcessedGraph, device: torch.device) -> GraphTensors:
@@ -62,9 +51,7 @@ def graph_tensors(g: ProcessedGraph, device: torch.device) -> GraphTensors:
         node_opcode=torch.as_tensor(np.array(g.node_opcode, dtype=np.int64), device=device),
         edge_index=torch.as_tensor(np.array(edge_index), device=device),
         config_node_pos=pos,
-        layout_tables=g.layout_context,
         links=links,
-        _layout_context=context,
     )
 
 
@@ -106,29 +93,6 @@ def layout_patterns(ctx: LayoutContext) -> np.ndarray:
     last, first = (dims == rank - 1) & (dims < 6), (dims == 0) & (rank > 1)
     bits = [ctx.largest, ctx.aligned128, ctx.contract, last, first, ctx.aligned8]
     return np.stack(bits, axis=-1).astype(bool)
-
-
-def config_tabular(tensors: GraphTensors, feats: torch.Tensor, where: str = "") -> torch.Tensor:
-    """(B, T) descriptive per-config features of layout config rows ``feats`` (B, nc, 18): the
-    LightGBM table's pattern, non-default and mismatch counts
-    (:func:`features.tabular.config_descriptor_columns`; no graph-level or heuristic-cost
-    column), signed-log compressed. ``GnnConfig.tabular`` joins them after pooling."""
-    context = tensors.layout_context()
-    if context is None:
-        raise ValueError(f"{where or 'graph'}: no layout_context.npz in its processed directory; "
-                         f"rebuild features (python -m features build) to use --tabular")
-    rows = layout_chunk_features(context, feats.detach().cpu().numpy())
-    rows = signed_log1p(rows[:, TABULAR_COLUMNS])
-    return torch.as_tensor(rows, device=feats.device)
-
-
-def tabular_rows(model: torch.nn.Module, g: ProcessedGraph, tensors: GraphTensors,
-                 feats: torch.Tensor) -> torch.Tensor | None:
-    """:func:`config_tabular` of ``feats`` when ``model`` (a ``RankerGNN``) joins per-config
-    tabular features, else None."""
-    if not model.uses_tabular:
-        return None
-    return config_tabular(tensors, feats, where=f"{g.collection}/{g.split}/{g.stem}")
 
 
 def config_rows(g: ProcessedGraph, idx: np.ndarray, device: torch.device) -> torch.Tensor:

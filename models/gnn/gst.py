@@ -17,7 +17,7 @@ import torch
 from features.processed import ProcessedGraph
 from features.segments import cached_segmentation, graph_fingerprint
 from models.gnn.config import GnnConfig
-from models.gnn.data import GraphTensors, config_rows, tabular_rows
+from models.gnn.data import GraphTensors, config_rows
 from models.gnn.model import ConfigLinks, GraphState, RankerGNN
 
 SEGMENTS_PER_STEP = 1  # segments trained (forward + backward) per graph and step
@@ -210,6 +210,5 @@ def gst_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx: n
         pooled.append(p)
     graph = assemble_state(model, tensors, segs, rows, pooled)
     feats = config_rows(g, idx, device)
-    z = model.config_vectors(model.embed_configs(graph, feats), feats,
-                             tabular_rows(model, g, tensors, feats))
+    z = model.config_vectors(model.embed_configs(graph, feats), feats)
     return model.score(z)

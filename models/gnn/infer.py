@@ -19,7 +19,7 @@ from tpurank.config import load_run_config
 from features.processed import ProcessedGraph
 from models import metrics
 from models.gnn.config import GnnConfig
-from models.gnn.data import GraphTensors, config_rows, graph_tensors, load_graphs, tabular_rows
+from models.gnn.data import GraphTensors, config_rows, graph_tensors, load_graphs
 from models.gnn.gst import TrunkTable, graph_segments, gst_costs, segmented_graph_state, uses_gst
 from models.gnn.model import GraphState, ModelArgs, RankerGNN
 from models.training import choose_device, eval_mode, load_checkpoint, set_cpu_threads
@@ -72,7 +72,7 @@ def embed_configs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, id
     ``state``: the graph's :func:`graph_state`, computed once for all its chunks."""
     feats = config_rows(g, idx, device)
     pooled = model.embed_configs(state or graph_state(model, g, tensors), feats)
-    return model.config_vectors(pooled, feats, tabular_rows(model, g, tensors, feats))
+    return model.config_vectors(pooled, feats)
 
 
 def context_subset(n: int, size: int, seed: int) -> np.ndarray:
@@ -146,7 +146,10 @@ def load_trained_dir(model_dir: str | Path, device: torch.device | str = "cpu"
     """Model (best weights, eval mode) and config saved in ``model_dir``."""
     model_dir = Path(model_dir)
     state = load_checkpoint(model_dir / "best.pt", device)
-    model = RankerGNN(ModelArgs(**state["model_args"])).to(device)
+    args = dict(state["model_args"])
+    if args.pop("tabular_dim", 0):  # the tabular join was removed (it lost under CV)
+        raise ValueError(f"{model_dir}: a GNN with the removed --tabular join; retrain it")
+    model = RankerGNN(ModelArgs(**args)).to(device)
     model.load_state_dict(state["model"])
     model.eval()
     cfg_path = model_dir / "config.json"

@@ -40,7 +40,6 @@ class ModelArgs:
     kind: str  # "layout" | "tile"
     node_dim: int
     config_dim: int  # 18 (layout) or the tile config width
-    tabular_dim: int = 0  # layout: width of the per-config descriptive features joined after pooling (0 = none)
     hidden: int = GnnConfig.hidden
     layers: int = GnnConfig.layers
     dropout: float = GnnConfig.dropout
@@ -363,14 +362,6 @@ class RankerGNN(nn.Module):
         z_dim = 3 * d if self.late_join else self.pool.out_dim
         if self.factorized:
             z_dim += self.config_head.pool.out_dim
-        self.tabular_encoder = None
-        if args.tabular_dim > 0:
-            if args.kind != "layout":
-                raise ValueError("tabular_dim is for layout models (tile config features already "
-                                 "are the tabular ones)")
-            self.tabular_encoder = nn.Sequential(nn.Linear(args.tabular_dim, d), nn.GELU(),
-                                                 nn.Linear(d, d))
-            z_dim += d
         self.z_proj = nn.Sequential(nn.Linear(z_dim, d), nn.GELU())
         self.cross = CrossConfigAttention(d, CROSS_HEADS, args.dropout) if args.cross_attn else None
         self.head = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, 1))
@@ -389,15 +380,14 @@ class RankerGNN(nn.Module):
         return h
 
     def forward(self, node_feat: torch.Tensor, node_opcode: torch.Tensor, edge_index: torch.Tensor,
-                config_feat: torch.Tensor, config_node_pos: torch.Tensor | None = None,
-                tabular: torch.Tensor | None = None, *,
+                config_feat: torch.Tensor, config_node_pos: torch.Tensor | None = None, *,
                 links: ConfigLinks | None = None) -> torch.Tensor:
         """Costs (B,) of ``config_feat`` (layout (B, nc, 18), tile (B, Ft)) on a graph of ``n``
         nodes (``edge_index`` producer->consumer), the batch as each other's attention context;
-        ``tabular`` (B, T) when ``args.tabular_dim`` > 0, ``links`` for factorized models."""
+        ``links`` for factorized models."""
         state = self.graph_state(node_feat, node_opcode, edge_index, config_node_pos, links)
         pooled = self.embed_configs(state, config_feat)
-        return self.score(self.config_vectors(pooled, config_feat, tabular))
+        return self.score(self.config_vectors(pooled, config_feat))
 
     # --- config-free part: once per graph
     def trunk(self, node_feat: torch.Tensor, node_opcode: torch.Tensor,
@@ -443,24 +433,14 @@ class RankerGNN(nn.Module):
         return self.pool(h)
 
     # --- scoring part: cross-configuration attention over a set of config vectors -> costs
-    def config_vectors(self, pooled: torch.Tensor, config_feat: torch.Tensor,
-                       tabular: torch.Tensor | None = None) -> torch.Tensor:
-        """Pooled embeddings (B, P) (late tile: (1, P)) -> (B, hidden) inputs of the attention;
-        a layout model with ``tabular_dim`` joins the encoded per-config ``tabular`` (B, T) here."""
+    def config_vectors(self, pooled: torch.Tensor, config_feat: torch.Tensor) -> torch.Tensor:
+        """Pooled embeddings (B, P) (late tile: (1, P)) -> (B, hidden) inputs of the attention."""
         if self.late_join:
             x = config_feat.float()
             t = self.tile_encoder(torch.sign(x) * torch.log1p(x.abs()))  # (B, d), signed log
             g = self.graph_proj(pooled).expand(t.shape[0], -1)
             return self.z_proj(torch.cat([g, t, g * t], dim=-1))
-        if self.tabular_encoder is not None:
-            if tabular is None:
-                raise ValueError("this model joins per-config tabular features: pass tabular")
-            pooled = torch.cat([pooled, self.tabular_encoder(tabular.to(pooled.dtype))], dim=-1)
         return self.z_proj(pooled)
-
-    @property
-    def uses_tabular(self) -> bool:
-        return self.tabular_encoder is not None
 
     def score(self, z: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
         """Costs (B,) of config vectors ``z`` (B, hidden), attending to ``context`` (C, hidden)

@@ -33,7 +33,7 @@ from tpurank.collections import Collection
 from tpurank.config import run_metadata
 from features.processed import ProcessedGraph
 from models.gnn.config import GnnConfig
-from models.gnn.data import TABULAR_COLUMNS, joint_collections, load_graphs, sample_configs, trainable
+from models.gnn.data import joint_collections, load_graphs, sample_configs, trainable
 from models.gnn.infer import TensorCache, evaluate, load_trained_dir, train_costs
 from models.gnn.model import ModelArgs, RankerGNN
 from models.losses import get_loss
@@ -50,11 +50,9 @@ TILE_GRAPHS_PER_STEP = 4  # graphs per optimiser step (losses averaged) of a til
 
 def model_args_for(cfg: GnnConfig, g: ProcessedGraph) -> ModelArgs:
     """Model shape from the config and the data's feature widths; tile models have one
-    architecture (recorded as ``copy``) and no tabular join (their config features already are
-    the tabular ones)."""
+    architecture (recorded as ``copy``)."""
     return ModelArgs(kind="tile" if g.is_tile else "layout", node_dim=int(g.node_feat.shape[1]),
                      config_dim=int(g.config_feat.shape[1]) if g.is_tile else 18,
-                     tabular_dim=len(TABULAR_COLUMNS) if cfg.tabular and not g.is_tile else 0,
                      hidden=cfg.hidden, layers=cfg.layers, dropout=cfg.dropout,
                      cross_attn=cfg.cross_attn, arch="copy" if g.is_tile else cfg.arch,
                      head_product=cfg.head_product, head_patterns=cfg.head_patterns,

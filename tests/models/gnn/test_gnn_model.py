@@ -237,3 +237,20 @@ def test_pattern_bits_read_the_minor_dims_of_each_tensor():
         head._patterns(links, values)
     links.patterns = patterns
     assert head._patterns(links, values).shape == (1, 2, 16)  # join and product halves
+
+
+def test_a_checkpoint_with_the_removed_tabular_join_is_named(tmp_path):
+    """Checkpoints written before the removal carry ``tabular_dim``: 0 loads as before, a model
+    that joined tabular features gets an error naming its folder."""
+    from dataclasses import asdict
+
+    from models.gnn.infer import load_trained_dir
+    from models.training import save_checkpoint
+
+    model = RankerGNN(ModelArgs(kind="layout", node_dim=4, config_dim=18, hidden=8))
+    for dim in (0, 5):
+        save_checkpoint(tmp_path / f"m{dim}" / "best.pt", {
+            "model_args": {**asdict(model.args), "tabular_dim": dim}, "model": model.state_dict()})
+    assert load_trained_dir(tmp_path / "m0")[0].args == model.args
+    with pytest.raises(ValueError, match="m5.*removed --tabular"):
+        load_trained_dir(tmp_path / "m5")
