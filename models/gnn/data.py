@@ -81,7 +81,8 @@ def config_links(g: ProcessedGraph, edge_index: np.ndarray, device: torch.device
     return ConfigLinks(edge_index=torch.as_tensor(links[:, :2].T.copy(), device=device),
                        hops=torch.as_tensor(links[:, 2].copy(), device=device),
                        inner=torch.as_tensor(links[:, 3:5].copy(), device=device),
-                       kind=torch.as_tensor(links[:, 5].copy(), device=device), patterns=patterns)
+                       kind=torch.as_tensor(links[:, 5].copy(), device=device), patterns=patterns,
+                       graph=f"{g.collection}/{g.split}/{g.stem}")
 
 
 def layout_patterns(ctx: LayoutContext) -> np.ndarray:

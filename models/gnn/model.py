@@ -180,6 +180,7 @@ class ConfigLinks:
     inner: torch.Tensor  # (E, 2) first and last inner node of the path (graph positions, -1 none)
     kind: torch.Tensor  # (E,) features.configgraph.PATH (directed path) or MEET (outputs meet)
     patterns: torch.Tensor | None = None  # (nc, 3, 7, PATTERN_BITS) bool: models.gnn.data.layout_patterns
+    graph: str = "graph"  # collection/split/stem, named by errors
 
 
 def pattern_bits(patterns: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
@@ -282,8 +283,8 @@ class ConfigHead(nn.Module):
     def _patterns(self, links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
         """(B, nc, d or 2d): the projected :func:`pattern_bits` of configs ``values``."""
         if links.patterns is None:
-            raise ValueError("this model reads layout patterns and the graph has no "
-                             "layout_context.npz: rebuild features (python -m features build)")
+            raise ValueError(f"{links.graph}: no layout_context.npz, which this model's layout "
+                             f"patterns are read from: rebuild features (python -m features build)")
         return self.patterns(pattern_bits(links.patterns, values))
 
     def forward(self, node_in: torch.Tensor, values: torch.Tensor, encoder: LayoutConfigEncoder,

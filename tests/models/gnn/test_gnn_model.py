@@ -233,7 +233,8 @@ def test_pattern_bits_read_the_minor_dims_of_each_tensor():
                                 arch="factorized", head_patterns=True))
     links = ConfigLinks(torch.zeros(2, 0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
                         torch.zeros(0, 2, dtype=torch.long), torch.zeros(0, dtype=torch.long))
-    with pytest.raises(ValueError, match="layout_context.npz"):
+    links.graph = "layout:xla:random/train/old"
+    with pytest.raises(ValueError, match="xla:random/train/old: no layout_context.npz"):
         head._patterns(links, values)
     links.patterns = patterns
     assert head._patterns(links, values).shape == (1, 2, 16)  # join and product halves

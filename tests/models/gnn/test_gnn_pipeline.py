@@ -28,3 +28,22 @@ def test_real_feature_pipeline_to_predictions(tiny_root, tmp_path):
             for gf in discover(tiny_root, [coll], [split]):
                 with np.load(gf.path) as data:
                     assert len(preds[gf.stem]) == len(data["config_runtime"]), gf.path
+
+
+def test_a_graph_without_its_layout_context_is_named(graph_factory):
+    """A processed graph without ``layout_context.npz`` (built before it existed): a model that
+    reads layout patterns names the graph and the rebuild."""
+    import torch
+
+    from models.gnn.infer import embed_configs
+    from models.gnn.data import graph_tensors
+    from models.gnn.model import ModelArgs, RankerGNN
+    from tpurank.collections import get_collection
+
+    g = graph_factory(get_collection("layout:xla:random"), "train", "old", seed=1)
+    g.layout_context = None
+    model = RankerGNN(ModelArgs(kind="layout", node_dim=g.node_feat.shape[1], config_dim=18,
+                                hidden=8, arch="factorized", head_patterns=True))
+    cpu = torch.device("cpu")
+    with pytest.raises(ValueError, match="xla:random/train/old: no layout_context.npz.*rebuild"):
+        embed_configs(model, g, graph_tensors(g, cpu), np.arange(3), cpu)
