@@ -6,6 +6,7 @@ fraction, config fraction, preset and pipeline; ``make bench-scale [RUN=1]``).
 
     python -m benchmarks.scale [--graph-fraction 0.05] [--config-fraction 0.03125]
         [--jobs 2] [--data DIR] [--work DIR] [--out benchmarks/scale.json] [--keep] [--run]
+        [--budget S]
 
 Measured per stage: wall time, peak RSS of the stage's process tree (sampled from /proc every
 0.1–0.2 s; without ``--run`` also ``getrusage(RUSAGE_CHILDREN)`` max RSS of the biggest single
@@ -84,13 +85,14 @@ def read_log(log: Path) -> list[dict[str, object]]:
     return records
 
 
-def make_run(data: Path, work: Path, preset: str) -> list[dict[str, object]]:
-    """``make run`` on ``data`` with every stage under ``tpurank.monitor`` (``MON=1``); the stage
-    records of ``WORK/stages.jsonl``, each with the make command that ran it."""
+def make_run(data: Path, work: Path, preset: str, budget: float = 0) -> list[dict[str, object]]:
+    """``make run`` on ``data`` (planned to ``budget`` seconds when > 0) with every stage under
+    ``tpurank.monitor`` (``MON=1``); the stage records of ``WORK/stages.jsonl``, each with the
+    make command that ran it."""
     log = work / "stages.jsonl"
     log.unlink(missing_ok=True)
     cmd = ["make", "run", f"DATA={data}", f"WORK={work}", f"PRESET={preset}", "MON=1",
-           f"SUBMISSION={work / 'submission.csv'}"]
+           f"SUBMISSION={work / 'submission.csv'}", *([f"BUDGET={budget:g}"] if budget else [])]
     rc = subprocess.run(cmd, cwd=ROOT).returncode
     records = read_log(log) if log.is_file() else []
     for r in records:
@@ -126,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--run", action="store_true",
                    help="after generation, the whole `make run` (every stage measured) instead of "
                         "validate + build alone")
+    p.add_argument("--budget", type=float, default=0,
+                   help="with --run: `make run BUDGET=S`, the run planned to S seconds")
     a = p.parse_args(argv)
     py = sys.executable
     tmp = Path(tempfile.mkdtemp(prefix="bench-scale-"))
@@ -142,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         input_bytes = du(data / "npz_all")
         report = work / "validate_report.json"
         if a.run:
-            stages += make_run(data, work, a.preset)
+            stages += make_run(data, work, a.preset, a.budget)
         else:
             stages.append(run_stage("validate", [py, "-m", "features", "validate", "--data",
                                                  str(data), "--skip-bad", "--report", str(report),
@@ -173,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks.render.artifacts import bench_metadata
 
         runs = json.loads(out.read_text()).get("runs", []) if out.is_file() else []
-        result["pipeline"] = "make run" if a.run else "validate + build"
+        result["pipeline"] = ("make run" + (f" BUDGET={a.budget:g}" if a.budget else "")
+                              if a.run else "validate + build")
         if a.run:
             result["hidden_test"], result["collections"] = run_scores(work)
         result["total_wall_s"] = round(sum(s["wall_s"] for s in stages if s["stage"] != "generate"), 1)
