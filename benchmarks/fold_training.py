@@ -44,22 +44,27 @@ SHARES = ((LAYOUT, 800), ("tile:xla", 100))
 KEPT = ("preds/lgbm@seed{s}", "preds/baseline", "models/lgbm")  # what the blend reads of the source
 NOTES = ("Data: tpu (data/sample-small) and alt (data/sample-alt), quick runs of seeds 0 and 1; g1, "
          "the real shape (G=1, F=1/32, tpu physics), the quick `make run` of `benchmarks.scale` at "
-         "00cf615, seed 0. Arms (earlier ones, base to nb20k, are in git history): sqrt, the "
-         "defaults at 114ab03 (`--head-pool sqrt`: the head pools by sum / √nodes); lean, the "
+         "00cf615, seed 0. Arms (earlier ones, base to sqrt, are in git history): lean, the "
          "defaults at 830439f: no evaluation after training for fold models that watch held-out "
          "graphs, the watched score every 100 steps; patterns, lean's and `--head-patterns true` "
          "(the defaults since); lean2 (seed 0), lean again, two arms at once as patterns ran (an "
          "arm's steps in its CPU seconds depend on what shares the machine: layout steps, tpu "
          "seed 0, lean 19.2k with four others, lean2 25.2k, patterns 21.7k); t1400 (g1), lean's "
-         "with 1,400 CPU s for the 12 layout fold models (117 s each, 1.75x the quick share). Each arm retrains every GNN fold model of a "
-         "finished run with one option set, at the quick share (66.7 CPU s a layout fold model, "
-         "33.3 a tile one, one thread, two to five arms at once); the run's LightGBM is kept. "
+         "with 1,400 CPU s for the 12 layout fold models (117 s each, 1.75x the quick share); "
+         "against patterns, at 03d9963 (reverted): links (g1, tpu seed 0), 3 bits per link and config "
+         "in the head's link messages (the two tensors a link joins differ in their two most minor "
+         "dims, match, or only one is left default: LightGBM's mismatch counts per link); nb10k "
+         "(g1) `--node-budget 10000` (1.44x the steps, 0.6x the configs a step); lr5 (g1) `--lr 5e-3`. "
+         "Each arm retrains every GNN fold model of a finished run with one option set, at the "
+         "quick share (66.7 CPU s a layout fold model, 33.3 a tile one, one thread, two to five "
+         "arms at once); the run's LightGBM is kept. "
          "Scores: the blend stage's nested out-of-fold score (gnn: the GNN's own); held-out: the "
          "report's hidden-test score (generated samples only, never fitted on); tile worst 5%: the "
          "mean of the worst 5 % of tile kernels; mean ± sd over seeds; Δ: the arm minus the arm it "
-         "builds on (sqrt's for lean, lean's for lean2, patterns and t1400), seed by seed, averaged. "
-         "climbing: layout fold models whose last watched score beat all their earlier ones; last "
-         "quarter: the last score minus the best before 75 % of the time (on held-out graphs).")
+         "builds on (lean's for lean2, patterns and t1400; patterns' for links, nb10k, lr5), seed "
+         "by seed, averaged. climbing: layout fold models whose last watched score beat all their "
+         "earlier ones; last quarter: the last score minus the best before 75 % of the time (on "
+         "held-out graphs).")
 
 
 def train(source: Path, arm: str, root: Path, options: list[str], against: str = "base",
