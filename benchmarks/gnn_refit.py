@@ -3,7 +3,7 @@ runtimes of generated samples.
 
 For each collection's trained fold models in a WORK (``models.gnn train --folds K``, any tag),
 the K fold models' z-scored test average (``test.npz``, the default) is scored against one model
-trained on every labelled graph (train + valid; the other search's too with ``joint_search``)
+trained on every labelled graph (train + valid)
 with the fold models' config, for ``round(mean best step × K / (K − 1))`` steps (the folds saw
 (K − 1)/K of the graphs) and no early stopping. No choice here looks at test runtimes except the
 score that is reported. The table format is ``bench_refit.py``'s (LightGBM).
@@ -51,7 +51,7 @@ def fold_runs(data: str, work: str, tag: str, collections: str = "all") -> list[
 
 def refit_costs(cfg, coll) -> tuple[dict[str, np.ndarray], int]:
     """Test costs of one model trained on every labelled graph for the CV-chosen step count."""
-    from models.gnn.data import joint_collections, load_graphs, trainable
+    from models.gnn.data import load_graphs, trainable
     from models.gnn.folds import fold_dir, labelled_graphs
     from models.gnn.infer import load_trained_dir, predict_costs, source_order
     from models.gnn.train import fit
@@ -62,9 +62,6 @@ def refit_costs(cfg, coll) -> tuple[dict[str, np.ndarray], int]:
     folds = len(reports)
     steps = max(1, round(float(np.mean([r["best_step"] for r in reports])) * folds / (folds - 1)))
     train = [g for g in labelled_graphs(cfg, coll).values() if trainable(g)]
-    if cfg.joint_search:
-        for other in joint_collections(coll)[1:]:
-            train += [g for g in labelled_graphs(cfg, other).values() if trainable(g)]
     run = dataclasses.replace(cfg, steps=steps, eval_every=steps + 1, patience=0, time_budget=0.0,
                               resume=False, folds=0)
     out = fold_dir(cfg, coll, 0).parent / "refit"

@@ -32,7 +32,7 @@ class GnnRanker(Ranker):
     report, marker = "report.json", "best.pt"
 
     def probe_options(self, configs: int) -> dict[str, Any]:
-        return {"steps": 0, "folds": 0, "time_budget": 0, "resume": False, "joint_search": False,
+        return {"steps": 0, "folds": 0, "time_budget": 0, "resume": False,
                 "final_val_max_configs": configs}
 
     def real_costs(self, dirs: list[Path], records: Any, device: str) -> tuple[list[dict], str]:

@@ -59,7 +59,7 @@ def train_main(argv: list[str]) -> int:
             reports.append(report)
         if ctx.is_main:
             keys = ("collection", "score", "n_graphs", "seed", "best_step", "train_seconds",
-                    "stopped_by", "world_size", "cross_attn", "joint_search")
+                    "stopped_by", "world_size", "cross_attn")
             write_json(Path(cfg.work) / "models" / cfg.model_name / f"summary-seed{cfg.seed}.json",
                        [{k: r.get(k) for k in keys} for r in reports])
     finally:

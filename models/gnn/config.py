@@ -36,7 +36,6 @@ class GnnConfig(RankerConfig):
     loss: str = "logistic"  # hinge | logistic (RankNet) | listmle [measured: benchmarks/gnn_cv.json "GNN variants under cross-validation"]
     configs_per_step: int = 64  # configs sampled from one graph per step
     close_bias: float = 0.0  # probability that a step samples configs of close runtimes
-    joint_search: bool = False  # layout: also train on the other search (default+random) of the source (lost in every seed) [measured: benchmarks/gnn_cv.json "GNN variants under cross-validation"]
     steps: int = 400  # optimiser steps per collection (the horizon of the warmup-cosine schedule)
     lr: float = 2e-3  # AdamW peak learning rate
     warmup_steps: int = 20  # linear learning-rate warmup steps before the cosine decay

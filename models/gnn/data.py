@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tpurank.collections import Collection, get_collection
+from tpurank.collections import Collection
 from features.buildconfig import BuildConfig
 from features.configgraph import COLUMNS, PATH, config_graph
 from features.processed import ProcessedGraph, iter_processed
@@ -130,14 +130,6 @@ def load_graphs(features_dir: str | Path, collection: Collection, split: str) ->
         raise FileNotFoundError(f"{base}: no processed graphs for {collection.name}/{split}; "
                                 f"run `python -m features build` first")
     return list(iter_processed(features_dir, collection, split))
-
-
-def joint_collections(collection: Collection) -> list[Collection]:
-    """The collection and, for layout, the other search of the same source (docs/competition.md §7)."""
-    if collection.is_tile:
-        return [collection]
-    other = "random" if collection.search == "default" else "default"
-    return [collection, get_collection(f"layout:{collection.source}:{other}")]
 
 
 def trainable(g: ProcessedGraph) -> bool:

@@ -22,7 +22,7 @@ from features.processed import ProcessedGraph
 from models import metrics
 from models.budget import TimeBudget
 from models.gnn.config import GnnConfig
-from models.gnn.data import joint_collections, load_graphs, trainable
+from models.gnn.data import load_graphs, trainable
 from models.training import DistContext, barrier, broadcast_object
 
 Key = tuple[str, str]  # (split, stem)
@@ -85,16 +85,11 @@ def watches_held_out(cfg: GnnConfig, collection: Collection) -> bool:
 
 
 def fold_training(cfg: GnnConfig, collection: Collection, plan, k: int,
-                  graphs: dict[Key, ProcessedGraph], others: list[tuple[Any, dict]]
-                  ) -> tuple[list[ProcessedGraph], list[ProcessedGraph]]:
-    """(train graphs, inner-valid graphs) of fold ``k``; ``others``: (plan, graphs) of the other
-    search for ``joint_search``."""
+                  graphs: dict[Key, ProcessedGraph]) -> tuple[list[ProcessedGraph], list[ProcessedGraph]]:
+    """(train graphs, inner-valid graphs) of fold ``k``."""
     from models.gnn.train import limit_graphs
 
     train = [graphs[key] for key in plan.training(k) if key in graphs and trainable(graphs[key])]
-    for other_plan, other_graphs in others:
-        train += [other_graphs[key] for key in other_plan.training(k)
-                  if key in other_graphs and trainable(other_graphs[key])]
     valid = [graphs[key] for key in plan.inner_valid(k) if key in graphs]
     if watches_held_out(cfg, collection):  # the inner set trains too
         if cfg.keep != "last" or cfg.patience != 0:
@@ -120,12 +115,10 @@ def train_folds(cfg: GnnConfig, collection: Collection, budget: TimeBudget, unit
 
     plan = get_plan(cfg, collection, ctx)
     graphs = labelled_graphs(cfg, collection)
-    others = [(get_plan(cfg, c, ctx), labelled_graphs(cfg, c))
-              for c in joint_collections(collection)[1:]] if cfg.joint_search else []
     reports, seen = [], {}
     weight = cfg.budget_weight(collection)
     for k in range(plan.folds):
-        train, valid = fold_training(cfg, collection, plan, k, graphs, others)
+        train, valid = fold_training(cfg, collection, plan, k, graphs)
         inner = [] if watches_held_out(cfg, collection) else valid
         seen[k] = sorted({(g.split, g.stem) for g in train + inner})
         reports.append(fit(cfg, collection, train, valid, fold_dir(cfg, collection, k),
@@ -150,8 +143,7 @@ def fold_summary(collection: Collection, cfg: GnnConfig, reports: list[dict]) ->
             "stopped_by": ",".join(sorted({r["stopped_by"] for r in reports})),
             "world_size": reports[0]["world_size"] if reports else 1, "folds": len(reports),
             "score_kind": ("held-out monitor" if watches_held_out(cfg, collection)
-                           else "inner-valid") + " mean over folds", "cross_attn": cfg.cross_attn,
-            "joint_search": cfg.joint_search}
+                           else "inner-valid") + " mean over folds", "cross_attn": cfg.cross_attn}
 
 
 def _by_config_index(g: ProcessedGraph, cost: np.ndarray, rows: np.ndarray | None = None

@@ -33,7 +33,7 @@ from tpurank.collections import Collection
 from tpurank.config import run_metadata
 from features.processed import ProcessedGraph
 from models.gnn.config import GnnConfig
-from models.gnn.data import joint_collections, load_graphs, sample_configs, trainable
+from models.gnn.data import load_graphs, sample_configs, trainable
 from models.gnn.infer import TensorCache, evaluate, load_trained_dir, train_costs
 from models.gnn.model import ModelArgs, RankerGNN
 from models.losses import get_loss
@@ -171,9 +171,8 @@ def train_step(tr: Trainer, graphs: list[ProcessedGraph], cache: TensorCache, st
 
 
 def train_graphs(cfg: GnnConfig, collection: Collection) -> list[ProcessedGraph]:
-    """The usable train graphs of ``collection`` (plus the other search with ``joint_search``)."""
-    sources = joint_collections(collection) if cfg.joint_search else [collection]
-    graphs = [g for c in sources for g in load_graphs(cfg.features_dir(), c, "train") if trainable(g)]
+    """The usable train graphs of ``collection``."""
+    graphs = [g for g in load_graphs(cfg.features_dir(), collection, "train") if trainable(g)]
     if not graphs:
         raise RuntimeError(f"{collection.name}: no usable train graphs under {cfg.features_dir()}")
     return limit_graphs(cfg, graphs)
@@ -367,7 +366,7 @@ def _final_report(tr: Trainer, collection: Collection, valid: list[ProcessedGrap
                    "final_eval_seconds": time.monotonic() - t_eval, "world_size": tr.ctx.world_size,
                    "n_train_graphs": n_train, "history": tr.history,
                    "final_val_max_configs": cfg.final_val_max_configs,
-                   "cross_attn": cfg.cross_attn, "joint_search": cfg.joint_search})
+                   "cross_attn": cfg.cross_attn})
     write_json(out / "report.json", report)
     plot_report(report, out)
     return report

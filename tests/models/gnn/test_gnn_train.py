@@ -108,12 +108,6 @@ def test_factorized_trunk_runs_once_per_graph_per_step(tmp_path, toy_features, m
     assert len(calls) - sum(calls) == 2 * 2  # evaluation at the last step + final report: 2 graphs each
 
 
-def test_joint_search_adds_other_search_graphs(tmp_path, toy_features):
-    cfg = _cfg(tmp_path, toy_features, joint_search=True, steps=2, eval_every=2)
-    report = train_collection(cfg, get_collection("layout:xla:default"))
-    assert report["n_train_graphs"] == 8 and report["joint_search"]
-
-
 def test_cli_train_and_predict(tmp_path, toy_features, capsys):
     args = ["--work", str(tmp_path / "w"), "--features", str(toy_features), "--collection",
             "tile:xla", "--seed", "3"] + [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
@@ -232,7 +226,7 @@ def test_folds_train_oof_and_fold_ensemble(tmp_path, fold_features, capsys):
 
     work = tmp_path / "w"
     args = ["--work", str(work), "--features", str(fold_features), "--collection",
-            "layout:xla:random", "--folds", "3", "--joint-search", "true"] + \
+            "layout:xla:random", "--folds", "3"] + \
         [f"--{k.replace('_', '-')}={v}" for k, v in {**TINY, "steps": 4, "eval_every": 2}.items()]
     assert gnn_main(["train", *args]) == 0
     assert gnn_main(["predict", *args]) == 0
@@ -278,7 +272,7 @@ def test_fold_models_without_inner_valid_train_on_it_and_watch_held_out_graphs(f
     for k in range(3):
         inner = {key for key in plan.inner_valid(k)}
         train, watched = fold_training(dataclasses.replace(cfg, inner_valid=False), coll, plan, k,
-                                       graphs, [])
+                                       graphs)
         keys = {(g.split, g.stem) for g in train}
         assert inner <= keys and not keys & set(plan.held_out(k))
         assert {(g.split, g.stem) for g in watched} <= set(plan.held_out(k))
@@ -288,7 +282,7 @@ def test_fold_models_without_inner_valid_train_on_it_and_watch_held_out_graphs(f
     assert not watches_held_out(dataclasses.replace(cfg, inner_valid=False), tile)
     with pytest.raises(ValueError, match="--keep last --patience 0"):
         fold_training(dataclasses.replace(cfg, inner_valid=False, keep="best"), coll, plan, 0,
-                      graphs, [])
+                      graphs)
 
 
 def test_fold_models_watching_held_out_graphs_spend_no_time_on_a_final_evaluation(tmp_path,
