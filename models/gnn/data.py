@@ -20,7 +20,6 @@ from features.tabular import LayoutContext
 from models.gnn.model import ConfigLinks
 
 
-
 @dataclass
 class GraphTensors:
     """The config-independent part of one graph, as tensors on a device."""
@@ -40,12 +39,10 @@ def graph_tensors(g: ProcessedGraph, device: torch.device) -> GraphTensors:
     if edge_index.size and (edge_index.min() < 0 or edge_index.max() >= g.num_nodes):
         raise ValueError(f"{g.collection}/{g.split}/{g.stem}: edge_index refers to nodes outside "
                          f"0..{g.num_nodes - 1}")
-    pos = links = context = None
+    pos = links = None
     if not g.is_tile:
         pos = torch.as_tensor(np.array(g.config_node_pos, dtype=np.int64), device=device)
-        if g.layout_context is not None:
-            context = LayoutContext.from_arrays(g.layout_context)
-        links = config_links(g, edge_index, device, context)
+        links = config_links(g, edge_index, device)
     return GraphTensors(
         node_feat=torch.as_tensor(feat, device=device),
         node_opcode=torch.as_tensor(np.array(g.node_opcode, dtype=np.int64), device=device),
@@ -55,12 +52,11 @@ def graph_tensors(g: ProcessedGraph, device: torch.device) -> GraphTensors:
     )
 
 
-def config_links(g: ProcessedGraph, edge_index: np.ndarray, device: torch.device,
-                 context: LayoutContext | None = None) -> ConfigLinks:
+def config_links(g: ProcessedGraph, edge_index: np.ndarray, device: torch.device) -> ConfigLinks:
     """The configurable-node graph of a layout graph as tensors: the one ``features build``
     stored (computed on the source graph), or, for graphs written without it, computed here on
     the processed graph ``edge_index`` (2, m) with the build's default hop limit (rewired edges
-    then shorten some paths); with the graph's ``context``, each node's layout pattern tables."""
+    then shorten some paths); with the graph's layout context, each node's layout pattern tables."""
     links = g.config_graph
     if links is None:
         hops = BuildConfig().config_graph_hops
@@ -77,7 +73,10 @@ def config_links(g: ProcessedGraph, edge_index: np.ndarray, device: torch.device
         raise ValueError(f"{g.collection}/{g.split}/{g.stem}: config_graph refers to configurable "
                          f"nodes outside 0..{nc - 1} or nodes outside 0..{g.num_nodes - 1}; "
                          f"rebuild features")
-    patterns = None if context is None else torch.as_tensor(layout_patterns(context), device=device)
+    patterns = None
+    if g.layout_context is not None:
+        patterns = torch.as_tensor(layout_patterns(LayoutContext.from_arrays(g.layout_context)),
+                                   device=device)
     return ConfigLinks(edge_index=torch.as_tensor(links[:, :2].T.copy(), device=device),
                        hops=torch.as_tensor(links[:, 2].copy(), device=device),
                        inner=torch.as_tensor(links[:, 3:5].copy(), device=device),
