@@ -26,7 +26,7 @@ class GnnConfig(RankerConfig):
     arch: str = "factorized"  # layout: factorized (config-free trunk once per graph, per-config head over the configurable nodes) | copy (the graph copied per config) [measured: benchmarks/gnn_arch.json "GNN architectures: copy vs factorized"]
     head_product: bool = True  # factorized: the head's join also multiplies each configurable node's trunk and layout embeddings (second-order terms) [measured: benchmarks/gnn_arch.json "GNN architectures: copy vs factorized"]
     head_patterns: bool = True  # factorized: the head also reads, per configurable node and config, whether each tensor's most and second-most minor dims are the largest, lane- or sublane-aligned, contracting, last or first (LightGBM's layout patterns, per node) [measured: benchmarks/gnn_fold_training.json "How the GNN's fold models train"]
-    head_pool: str = "sqrt"  # factorized: the head pools its configurable nodes by mean | sqrt (sum / sqrt(nodes)) | attn (sqrt with learned weights per node and config), and max [measured: benchmarks/gnn_fold_training.json "How the GNN's fold models train"]
+    head_pool: str = "sqrt"  # factorized: the head pools its configurable nodes by mean | sqrt (sum / sqrt(nodes)), and max [measured: benchmarks/gnn_fold_training.json "How the GNN's fold models train"]
     hidden: int = 64  # node embedding width of every message-passing layer
     layers: int = 3  # message-passing layers
     dropout: float = 0.0  # dropout in message passing and cross-configuration attention

@@ -22,7 +22,7 @@ OPCODE_VOCAB = 256  # HLO opcode ids (about 120 today); larger ids share the las
 LINK_HOPS = 16  # link lengths embedded by the factorized head; longer links share the last bucket
 LINK_KINDS = 2  # features.configgraph: path, meet
 ARCHS = ("copy", "factorized")
-HEAD_POOLS = ("mean", "sqrt", "attn")
+HEAD_POOLS = ("mean", "sqrt")
 OPCODE_DIM = 16  # embedding size of the HLO opcode id
 LAYOUT_VALUE_DIM = 4  # embedding size of one layout value (x18 per node)
 PATTERN_TENSORS = 3  # out, in, kernel: the tensors a layout config lays out
@@ -94,9 +94,7 @@ class BiDirectionalLayer(nn.Module):
 class Pool(nn.Module):
     """Nodes of each copy -> one vector: their mean (or ``sqrt``: sum / sqrt(nodes)) and max,
     concatenated. Summed over n nodes whose contributions vary independently between configs,
-    sum / sqrt(n) keeps that variation's scale whatever n; the mean shrinks it as 1 / sqrt(n).
-    ``attn`` weighs each node by ``exp(a . h)``, learned per node and config, as
-    sum w h / sqrt(sum w^2): sqrt at start (a = 0), one node's h when all weight is on it."""
+    sum / sqrt(n) keeps that variation's scale whatever n; the mean shrinks it as 1 / sqrt(n)."""
 
     def __init__(self, dim: int, mode: str = "mean"):
         super().__init__()
@@ -104,16 +102,9 @@ class Pool(nn.Module):
             raise ValueError(f"unknown pool {mode!r}; expected one of {', '.join(HEAD_POOLS)}")
         self.out_dim = 2 * dim
         self.mode = mode
-        self.attn = nn.Linear(dim, 1, bias=False) if mode == "attn" else None
-        if self.attn is not None:
-            nn.init.zeros_(self.attn.weight)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:  # (B, n, d) -> (B, out_dim)
-        if self.attn is not None:
-            w = torch.softmax(self.attn(h).float(), dim=1)  # (B, n, 1); the scale cancels
-            first = ((w * h.float()).sum(dim=1) * torch.rsqrt(w.square().sum(dim=1))).to(h.dtype)
-        else:
-            first = h.mean(dim=1) if self.mode == "mean" else h.sum(dim=1) / h.shape[1] ** 0.5
+        first = h.mean(dim=1) if self.mode == "mean" else h.sum(dim=1) / h.shape[1] ** 0.5
         return torch.cat([first, h.amax(dim=1)], dim=-1)
 
     def partial(self, h: torch.Tensor) -> torch.Tensor:

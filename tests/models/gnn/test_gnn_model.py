@@ -255,15 +255,3 @@ def test_a_checkpoint_with_the_removed_tabular_join_is_named(tmp_path):
     assert load_trained_dir(tmp_path / "m0")[0].args == model.args
     with pytest.raises(ValueError, match="m5.*removed --tabular"):
         load_trained_dir(tmp_path / "m5")
-def test_attn_pool_starts_as_sqrt_and_can_read_one_node():
-    """Zero attention weights give the sqrt pool; all weight on one node gives that node."""
-    from models.gnn.model import Pool
-
-    torch.manual_seed(0)
-    h = torch.randn(3, 50, 4)
-    attn = Pool(4, "attn")
-    torch.testing.assert_close(attn(h), Pool(4, "sqrt")(h))
-    h[:, 7] = 10.0
-    with torch.no_grad():
-        attn.attn.weight.fill_(100.0)
-    torch.testing.assert_close(attn(h)[:, :4], h[:, 7])
