@@ -144,6 +144,19 @@ class LayoutHeuristic:
         return np.concatenate(costs) if costs else np.zeros(0)
 
 
+def padding_tables(node_feat: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:class:`LayoutHeuristic` of one tensor per node as lookup tables, for models that price
+    configs themselves: (nc, 7, 2) float32 logs of [elements x lane padding of each dim as the
+    most minor, sublane padding of each dim as the second] (dim 6: none, priced as size 1; an
+    absent tensor's elements: -1e4) and (nc, 2) int8 default minor, second dims (-1: none)."""
+    t = _tensor(node_feat, nodes)
+    sizes = np.pad(np.where(t.shape > 0, t.shape, 1.0), ((0, 0), (0, 1)), constant_values=1.0)
+    lane = np.log(_padded(sizes, np.full_like(sizes, SUBLANES))) + np.log(t.elements)[:, None]
+    lane = np.where(t.present[:, None], lane, -1e4)
+    sublane = np.log(_padded(np.full_like(sizes, LANES), sizes))
+    return np.stack([lane, sublane], axis=-1).astype(np.float32), t.default.astype(np.int8)
+
+
 def graph_costs(path: str | os.PathLike, is_tile: bool) -> np.ndarray:
     """Heuristic cost per config of an npz graph file: :func:`tile_costs` (log scale), or the
     layout cost (linear scale) with ``node_config_feat`` streamed ``CHUNK_CONFIGS`` rows at a time."""

@@ -86,6 +86,8 @@ class LayoutContext:
     aligned8: np.ndarray
     contract: np.ndarray
     pairs: np.ndarray  # (p, 2) slot pairs (producer, consumer) of dependent configurable nodes
+    padding: np.ndarray  # (nc, 3, 7, 2) per tensor: heuristic.padding_tables' log prices
+    default_dims: np.ndarray  # (nc, 3, 2) per tensor: its default minor, second dims (-1: none)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The tables by field name (what :func:`features.processed.save_processed` stores)."""
@@ -151,8 +153,10 @@ def layout_context(graph: Graph, dots: dict[int, tuple[DotDims, bool]] | None = 
     pairs = config_dependency_pairs(graph, max_sources)
     if len(pairs):  # layouts are only comparable between tensors of equal rank
         pairs = pairs[ranks[pairs[:, 0], 0] == ranks[pairs[:, 1], 1]]
+    tables = [heuristic.padding_tables(nf, node_ids) for node_ids in tensors]
     return LayoutContext(graph_level_features(graph), onehot, ranks, log_size, largest, a128, a8,
-                         contract, pairs)
+                         contract, pairs, np.stack([p for p, _ in tables], axis=1),
+                         np.stack([d for _, d in tables], axis=1))
 
 
 def _flat_code(ctx: LayoutContext, t: int) -> tuple[np.ndarray, np.ndarray]:

@@ -48,6 +48,7 @@ class ModelArgs:
     head_product: bool = GnnConfig.head_product
     head_patterns: bool = False  # checkpoints written before it carry none: they read no patterns
     head_pool: str = "mean"  # checkpoints written before it carry none: they pooled the mean
+    head_heuristic: bool = False  # checkpoints written before it carry none: they read no heuristic
 
     @property
     def factorized(self) -> bool:
@@ -180,6 +181,8 @@ class ConfigLinks:
     inner: torch.Tensor  # (E, 2) first and last inner node of the path (graph positions, -1 none)
     kind: torch.Tensor  # (E,) features.configgraph.PATH (directed path) or MEET (outputs meet)
     patterns: torch.Tensor | None = None  # (nc, 3, 7, PATTERN_BITS) bool: models.gnn.data.layout_patterns
+    padding: torch.Tensor | None = None  # (nc, 3, 7, 2): features.heuristic.padding_tables per tensor
+    default_dims: torch.Tensor | None = None  # (nc, 3, 2): the tensors' default minor, second dims
     graph: str = "graph"  # collection/split/stem, named by errors
 
 
@@ -195,6 +198,24 @@ def pattern_bits(patterns: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         bits += [patterns[nodes, t, minor, :-1], patterns[nodes, t, second, -1:],
                  (lay.amax(-1) < 0)[..., None]]
     return torch.cat(bits, dim=-1).float()
+
+
+def heuristic_log_cost(links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
+    """(B,) log of :class:`features.heuristic.LayoutHeuristic`'s padded elements of configs
+    ``values`` (B, nc, 18), from the graph's tables (``links.padding``, ``links.default_dims``)."""
+    if links.padding is None or links.default_dims is None:
+        raise ValueError(f"{links.graph}: no padding tables in its layout_context.npz, which this "
+                         f"model's heuristic input is read from: rebuild features (python -m features build)")
+    nodes = torch.arange(values.shape[1], device=values.device)[None, :]
+    terms = []
+    for t in range(PATTERN_TENSORS):
+        lay, default = values[:, :, 6 * t:6 * t + 2].long(), links.default_dims[None, :, t].long()
+        first = torch.where(lay[..., 0] >= 0, lay[..., 0], default[..., 0])
+        second = torch.where(lay[..., 1] >= 0, lay[..., 1],
+                             torch.where(first == default[..., 0], default[..., 1], default[..., 0]))
+        terms.append(links.padding[nodes, t, first.clamp(-1, 5).remainder(7), 0]
+                     + links.padding[nodes, t, second.clamp(-1, 5).remainder(7), 1])
+    return torch.logsumexp(torch.cat(terms, dim=1).float(), dim=1)
 
 
 def gine_mean(conv: GINEConv, x: torch.Tensor, edge_index: torch.Tensor,
@@ -252,6 +273,8 @@ class ConfigHead(nn.Module):
             self.patterns = nn.Linear(PATTERN_WIDTH, d * (1 + args.head_product), bias=False)
         self.layers = nn.ModuleList(LinkLayer(d, args.dropout) for _ in range(HEAD_LAYERS))
         self.pool = Pool(d, args.head_pool)
+        self.heuristic = args.head_heuristic
+        self.out_dim = self.pool.out_dim + self.heuristic
 
     def link_features(self, h: torch.Tensor, links: ConfigLinks) -> torch.Tensor:
         """(E, d) features of the links, from their kinds, lengths and the trunk embeddings ``h``
@@ -295,7 +318,7 @@ class ConfigHead(nn.Module):
         matrix product before the link layers."""
         batch, nc = values.shape[:2]
         if nc == 0:  # no configurable node: nothing to tell the configs apart
-            return node_in.new_zeros(batch, self.pool.out_dim)
+            return node_in.new_zeros(batch, self.out_dim)
         d = self.join[0].weight.shape[0]
         idx = encoder.indices(values).view(-1, LAYOUT_CONFIG_DIM)
         pre = self._lookup(encoder, idx, self.join[0].weight[:, d:], (batch, nc, d))
@@ -313,7 +336,11 @@ class ConfigHead(nn.Module):
         x = self.join[1](pre).transpose(0, 1).contiguous()  # node-major for the link layers
         for layer in self.layers:
             x = layer(x, links, link_feat.to(x.dtype))
-        return self.pool(x.transpose(0, 1))
+        pooled = self.pool(x.transpose(0, 1))
+        if not self.heuristic:
+            return pooled
+        default = heuristic_log_cost(links, torch.full_like(values[:1], -1))
+        return torch.cat([pooled, (heuristic_log_cost(links, values) - default)[:, None].to(pooled.dtype)], -1)
 
 
 @dataclass
@@ -362,7 +389,7 @@ class RankerGNN(nn.Module):
             self.graph_proj = nn.Linear(self.pool.out_dim, d)
         z_dim = 3 * d if self.late_join else self.pool.out_dim
         if self.factorized:
-            z_dim += self.config_head.pool.out_dim
+            z_dim += self.config_head.out_dim
         self.z_proj = nn.Sequential(nn.Linear(z_dim, d), nn.GELU())
         self.cross = CrossConfigAttention(d, CROSS_HEADS, args.dropout) if args.cross_attn else None
         self.head = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, 1))

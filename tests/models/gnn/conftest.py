@@ -26,7 +26,9 @@ def layout_context(rng: np.random.Generator, nc: int) -> dict[str, np.ndarray]:
             "type_onehot": np.eye(4, dtype=np.float32)[rng.integers(0, 4, nc)],
             "rank": rng.integers(1, 5, (nc, 3)), "log_size": rng.random((nc, 3)) * 10,
             "largest": dims(), "aligned128": dims(), "aligned8": dims(), "contract": dims(),
-            "pairs": np.zeros((0, 2), np.int64)}
+            "pairs": np.zeros((0, 2), np.int64),
+            "padding": rng.random((nc, 3, 7, 2)).astype(np.float32),
+            "default_dims": rng.integers(-1, 3, (nc, 3, 2)).astype(np.int8)}
 
 
 def make_graph(collection: Collection, split: str, stem: str, seed: int, nodes: int = 12,

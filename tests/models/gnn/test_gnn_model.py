@@ -33,7 +33,7 @@ def test_forward_backward_each_layer(graph_factory, kind, arch, cross_attn):
     g = graph_factory(coll, "train", "x", seed=3)
     args = ModelArgs(kind=kind, node_dim=g.node_feat.shape[1],
                      config_dim=18 if kind == "layout" else 24, hidden=16, layers=2,
-                     cross_attn=cross_attn, arch=arch)
+                     cross_attn=cross_attn, arch=arch, head_heuristic=arch == "factorized")
     _forward(g, args)
 
 
@@ -255,3 +255,35 @@ def test_a_checkpoint_with_the_removed_tabular_join_is_named(tmp_path):
     assert load_trained_dir(tmp_path / "m0")[0].args == model.args
     with pytest.raises(ValueError, match="m5.*removed --tabular"):
         load_trained_dir(tmp_path / "m5")
+
+
+def test_heuristic_log_cost_prices_configs_as_the_layout_heuristic(tmp_path):
+    """The head's heuristic input, from the layout context's tables, equals the log of
+    features.heuristic's padded elements: default (-1) and out-of-rank dims included."""
+    from features.heuristic import LayoutHeuristic
+    from features.io import load_npz
+    from features.tabular import layout_context
+    from models.gnn.model import ConfigLinks, heuristic_log_cost
+
+    rng = np.random.default_rng(0)
+    node_feat = np.zeros((8, 140), np.float32)
+    for i in range(8):
+        rank = int(rng.integers(1, 5))
+        node_feat[i, 21:21 + rank] = rng.integers(1, 300, rank)
+        node_feat[i, 134:134 + rank] = rng.permutation(rank)
+    edges = np.array([[u, v] for u in range(1, 8) for v in rng.choice(u, min(u, 2), replace=False)])
+    ids = np.array([3, 5, 6, 7])
+    configs = rng.integers(-1, 6, (32, 4, 18)).astype(np.float32)
+    np.savez(tmp_path / "g.npz", node_feat=node_feat, node_opcode=np.arange(8), edge_index=edges,
+             node_config_ids=ids, node_config_feat=configs, config_runtime=np.ones(32),
+             node_splits=np.array([0]))
+    graph = load_npz(tmp_path / "g.npz")
+    ctx = layout_context(graph)
+    expected = np.log(LayoutHeuristic(node_feat, ids, edges).costs(configs))
+    links = ConfigLinks(*(torch.zeros(s, dtype=torch.long) for s in ((2, 0), 0, (0, 2), 0)),
+                        padding=torch.as_tensor(ctx.padding), default_dims=torch.as_tensor(ctx.default_dims))
+    got = heuristic_log_cost(links, torch.as_tensor(configs).to(torch.int8))
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5)
+    links.padding = None
+    with pytest.raises(ValueError, match="no padding tables"):
+        heuristic_log_cost(links, torch.as_tensor(configs))
