@@ -39,9 +39,9 @@ from features.configcodes import CodedConfigs, encode_array
 from features.io import _read_npy_header
 
 # Version of this on-disk format, part of every graph's cache key (features.tasks): 2 added
-# layout_context.npz, 3 config_graph.npy, so entries written before are rebuilt rather than read
-# without them.
-FORMAT_VERSION = 3
+# layout_context.npz, 3 config_graph.npy, 4 the context's padding tables, so entries written
+# before are rebuilt rather than read without them.
+FORMAT_VERSION = 4
 #: the arrays stored as plain .npy files (config_feat: codes + table, or lazy)
 SMALL_ARRAYS = ("node_feat", "node_opcode", "edge_index", "orig_node_ids", "config_node_pos", "target",
                 "config_index", "config_graph")

@@ -30,6 +30,8 @@ PATTERN_BITS = 6  # per (node, tensor, dim): models.gnn.data.layout_patterns' co
 PATTERN_WIDTH = PATTERN_TENSORS * (PATTERN_BITS + 1)  # pattern_bits' columns
 CROSS_HEADS = 4  # heads of the cross-configuration attention
 HEAD_LAYERS = 2  # factorized: message-passing layers of the per-config head
+HEURISTIC_GAIN = 10.0  # the heuristic's direct weight is this times a parameter from 0: Adam moves
+# it ~10x lr a step, so a fold model of a few hundred steps can still lean on it
 
 
 @dataclass
@@ -393,6 +395,9 @@ class RankerGNN(nn.Module):
         self.z_proj = nn.Sequential(nn.Linear(z_dim, d), nn.GELU())
         self.cross = CrossConfigAttention(d, CROSS_HEADS, args.dropout) if args.cross_attn else None
         self.head = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, 1))
+        self.heuristic_weight = None
+        if self.factorized and args.head_heuristic:  # the cost also reads it directly
+            self.heuristic_weight = nn.Parameter(torch.zeros(1))
 
     def encode_nodes(self, node_feat: torch.Tensor, node_opcode: torch.Tensor) -> torch.Tensor:
         op = node_opcode.long().clamp(0, OPCODE_VOCAB - 1)
@@ -462,17 +467,23 @@ class RankerGNN(nn.Module):
 
     # --- scoring part: cross-configuration attention over a set of config vectors -> costs
     def config_vectors(self, pooled: torch.Tensor, config_feat: torch.Tensor) -> torch.Tensor:
-        """Pooled embeddings (B, P) (late tile: (1, P)) -> (B, hidden) inputs of the attention."""
+        """Pooled embeddings (B, P) (late tile: (1, P)) -> (B, hidden) inputs of the attention (+1 column: the heuristic)."""
         if self.late_join:
             x = config_feat.float()
             t = self.tile_encoder(torch.sign(x) * torch.log1p(x.abs()))  # (B, d), signed log
             g = self.graph_proj(pooled).expand(t.shape[0], -1)
             return self.z_proj(torch.cat([g, t, g * t], dim=-1))
-        return self.z_proj(pooled)
+        z = self.z_proj(pooled)  # with the heuristic, it rides along as the last column to score
+        return z if self.heuristic_weight is None else torch.cat([z, pooled[:, -1:].to(z.dtype)], -1)
 
     def score(self, z: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
         """Costs (B,) of config vectors ``z`` (B, hidden), attending to ``context`` (C, hidden)
         (default: to each other)."""
+        heuristic = None
+        if self.heuristic_weight is not None:
+            z, heuristic = z[:, :-1], z[:, -1]
+            context = None if context is None else context[:, :-1]
         if self.cross is not None:
             z = self.cross(z, context)
-        return self.head(z).squeeze(-1)
+        cost = self.head(z).squeeze(-1)
+        return cost if heuristic is None else cost + HEURISTIC_GAIN * self.heuristic_weight * heuristic
