@@ -341,8 +341,9 @@ class ConfigHead(nn.Module):
         pooled = self.pool(x.transpose(0, 1))
         if not self.heuristic:
             return pooled
-        default = heuristic_log_cost(links, torch.full_like(values[:1], -1))
-        return torch.cat([pooled, (heuristic_log_cost(links, values) - default)[:, None].to(pooled.dtype)], -1)
+        default = torch.full_like(values[:1], -1)  # the compiler's own layouts
+        relative = heuristic_log_cost(links, values) - heuristic_log_cost(links, default)
+        return torch.cat([pooled, relative[:, None].to(pooled.dtype)], -1)
 
 
 @dataclass
@@ -467,7 +468,8 @@ class RankerGNN(nn.Module):
 
     # --- scoring part: cross-configuration attention over a set of config vectors -> costs
     def config_vectors(self, pooled: torch.Tensor, config_feat: torch.Tensor) -> torch.Tensor:
-        """Pooled embeddings (B, P) (late tile: (1, P)) -> (B, hidden) inputs of the attention (+1 column: the heuristic)."""
+        """Pooled embeddings (B, P) (late tile: (1, P)) -> (B, hidden) inputs of the attention
+        (with the heuristic, one more column: its value)."""
         if self.late_join:
             x = config_feat.float()
             t = self.tile_encoder(torch.sign(x) * torch.log1p(x.abs()))  # (B, d), signed log
