@@ -237,6 +237,24 @@ def spread(values: list[float]) -> str:
     return f"{statistics.mean(values):.4f} ± {sd:.4f}"
 
 
+def layout_rows(rows: list[dict]) -> list[dict[str, Any]]:
+    """Per data set and run: the blend's layout mean and layout collections out of fold, and the
+    GNN's and LightGBM's layout means (issue 41's criteria are on these)."""
+    out = []
+    for label in sorted({r["label"] for r in rows}):
+        for name in sorted({r["run"] for r in rows if r["label"] == label}, key=lambda n: (n != "quick", n)):
+            runs = [r["oof"]["collections"] for r in rows if r["label"] == label and r["run"] == name]
+            names = sorted(c for c in runs[0] if c.startswith("layout:"))
+
+            def mean(model: str) -> str:
+                return spread([sum(c[n][model] for n in names) / len(names) for c in runs])
+
+            out.append({"label": label, "run": name, "seeds": len(runs), "blend layout mean": mean("blend"),
+                        **{f"blend {n[7:]}": spread([c[n]["blend"] for c in runs]) for n in names},
+                        "gnn layout mean": mean("gnn"), "lgbm layout mean": mean("lgbm")})
+    return out
+
+
 def tables(rows: list[dict]) -> dict[str, dict]:
     per_run = []
     for r in rows:
@@ -283,6 +301,7 @@ def tables(rows: list[dict]) -> dict[str, dict]:
                             "estimate now s": round(now["seconds"]), "actual s": round(stage["actual"]),
                             "estimate now / actual": round(now["seconds"] / stage["actual"], 2)})
     return {"OOF final vs budget (mean ± sd over seeds)": {"rows": summary},
+            "Layout collections out of fold (mean ± sd over seeds)": {"rows": layout_rows(rows)},
             "Per run": {"rows": per_run},
             "Planned vs actual seconds per stage (budgeted runs)": {"rows": stages},
             "GNN predict: planned at the run, estimated now, actual": {"rows": predict}}

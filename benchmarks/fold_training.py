@@ -51,7 +51,11 @@ NOTES = ("Data: tpu (data/sample-small) and alt (data/sample-alt), quick runs of
          "the sqrt pool with learned weights per node and config; heur (177419e) `--head-heuristic "
          "true` with the heuristic in the config vector only; heur2 (50b4369) heur's and the "
          "heuristic read directly by the cost (the defaults since). heur and heur2 read features "
-         "rebuilt with the padding tables (format 4) by the same run settings. "
+         "rebuilt with the padding tables (format 4) by the same run settings. tpu-2700, alt-2700: "
+         "the 45-minute runs at c92b298 (`benchmarks/budget_layout.json`) as sources; base, their "
+         "defaults; against base: twins `--twins true`, layout fold models also trained on the other "
+         "search's graphs of their train programs; gap `--pair-gap 0.005`, the logistic loss's pairs "
+         "weighted by 1 - exp(-|log runtime ratio| / 0.005). "
          "Each arm retrains every GNN fold model of a finished run with one option set, at the "
          "quick share (66.7 CPU s a layout fold model, 33.3 a tile one, one thread, two arms at "
          "once); the run's LightGBM is kept. "
@@ -171,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("options", nargs="*", help="GNN options of the arm (after --)")
     c = sub.add_parser("collect", help="write the artifact from every arm under --root")
     c.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "gnn_fold_training.json")
+    c.add_argument("--earlier", type=Path, help="also the rows of this earlier artifact (arms whose WORKs "
+                   "are gone), but for the arms under --root")
     for q in (t, c):
         q.add_argument("--root", type=Path, default=Path("work/bench-folds"),
                        help="the arms' WORKs")
@@ -183,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     from tpurank.atomic import write_json
 
     rows = [arm_row(w.parent) for w in sorted(args.root.glob("*/arm.json"))]
+    if args.earlier:
+        mine = {(r["label"], r["seed"], r["arm"]) for r in rows}
+        rows += [r for r in json.loads(args.earlier.read_text())["raw"]
+                 if (r["label"], r["seed"], r["arm"]) not in mine]
     command = "python -m benchmarks.fold_training " + " ".join(argv or sys.argv[1:])
     write_json(args.out, {**bench_metadata(command), "raw": rows, "notes": NOTES,
                           "tables": tables(rows)})

@@ -54,3 +54,21 @@ def test_a_source_without_bench_row_is_described_on_the_command_line(monkeypatch
     (_, arm, _, options, against, run), = calls
     assert (arm, options, against) == ("nb", ["--node-budget", "1"], "no-inner")
     assert run == {"label": "g1", "data": "D", "seed": 0}
+
+
+def test_collect_keeps_an_earlier_artifacts_rows_but_for_the_arms_measured_again(monkeypatch, tmp_path):
+    import json
+
+    import benchmarks.fold_training as ft
+
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({"raw": [row("base", 0, 0.5), row("old", 0, 0.4)]}))
+    (tmp_path / "arms" / "tpu-s0-base").mkdir(parents=True)
+    (tmp_path / "arms" / "tpu-s0-base" / "arm.json").write_text("{}")
+    monkeypatch.setattr(ft, "arm_row", lambda work: row("base", 0, 0.7))
+    out = tmp_path / "out.json"
+    assert ft.main(["collect", "--root", str(tmp_path / "arms"), "--earlier", str(earlier),
+                    "--out", str(out)]) == 0
+    raw = json.loads(out.read_text())["raw"]
+    kept = sorted((r["arm"], r["collections"]["tile:xla"]["gnn"]) for r in raw)
+    assert kept == [("base", 0.7), ("old", 0.4)]
