@@ -37,7 +37,8 @@ MARGIN = 0.03
 FIRST_SHARE = 0.3
 #: a further seed's predict stage is planned at the first seed's (or its estimate) times this
 SEED_PREDICT_MARGIN = 1.05
-#: a further seed runs only with at least this share of the first seed's training time
+#: a seed is planned with at least this share of the preset's training time of one seed, and a
+#: further one runs (after early stopping) with at least this share of the first seed's
 MIN_SEED_SHARE = 0.75
 
 

@@ -295,8 +295,9 @@ class PlannedRun:
         if self.last and self.cfg.max_seeds > 1:
             per_seed, title = self.seed_seconds(), self.rankers[self.last].title
             self.plan.notes.append(
-                f"{title} seeds: up to {self.cfg.max_seeds}. When the others have trained, the {title}'s time is "
-                f"split into as many seeds as each get the preset's {per_seed:,.0f} s of one seed; "
+                f"{title} seeds: up to {self.cfg.max_seeds}. When the others have trained, the {title}'s "
+                f"time is split into as many seeds as each get {P.MIN_SEED_SHARE:.0%} of the preset's "
+                f"{per_seed:,.0f} s of one seed; "
                 f"what early stopping leaves trains a further seed when at least "
                 f"{P.MIN_SEED_SHARE:.0%} of the first seed's training time and its predict time fit")
         self.phase = "planned"
@@ -352,13 +353,14 @@ class PlannedRun:
 
     def split_seeds(self, seconds: float) -> float:
         """The first seed's seconds when the last model's ``seconds`` are split into as many seeds
-        as each still get the preset's ``--time-budget`` (up to ``--max-seeds``; each further
-        seed's predict stage and the blend's larger read kept back)."""
+        as each still get ``MIN_SEED_SHARE`` of the preset's ``--time-budget`` (up to ``--max-seeds``;
+        each further seed's predict stage and the blend's larger read kept back): on the samples a
+        fold model levels off well within its share, so a further seed gains more than a longer one."""
         per_seed, model, title = self.seed_seconds(), self.last, self.rankers[self.last].title
         predict = self.plan.get(f"{model}-predict").planned * P.SEED_PREDICT_MARGIN
-        count = 1
+        count, least = 1, P.MIN_SEED_SHARE * per_seed
         if per_seed > 0:
-            count = int(min(self.cfg.max_seeds, max(1, (seconds + predict) // (per_seed + predict))))
+            count = int(min(self.cfg.max_seeds, max(1, (seconds + predict) // (least + predict))))
         extra = sum(self.finish_estimate(s, count)[0] - self.finish_estimate(s, 1)[0]
                     for s in self.finish_stages())
         first = (seconds - (count - 1) * predict - extra) / count
@@ -372,7 +374,8 @@ class PlannedRun:
             f"({seconds:,.0f} s for the {title}; one seed of the preset trains {per_seed:,.0f} s)"
             if count > 1 else
             f"{title} seeds: 1 planned ({seconds:,.0f} s for the {title}; two need "
-            f"{2 * per_seed + predict:,.0f} s: the preset's {per_seed:,.0f} s each and a predict stage)")
+            f"{2 * least + predict:,.0f} s: {P.MIN_SEED_SHARE:.0%} of the preset's {per_seed:,.0f} s "
+            "each and a predict stage)")
         self.log(f"[plan] {self.plan.notes[-1]}")
         return first
 
