@@ -30,18 +30,14 @@ def _as_groups(cost: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | No
     return cost.float(), target.to(cost.device).float(), mask.to(cost.device).bool()
 
 
-def _pairs(cost: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, tie_eps: float,
-           gap: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+def _pairs(cost: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, tie_eps: float
+           ) -> tuple[torch.Tensor, torch.Tensor]:
     """Cost margins ``cost[j] - cost[i]`` for ordered pairs where config i is truly faster than j,
-    and the (G, B, B) mask of such pairs; ``gap`` > 0: their weights instead, ``1 - exp(-|log(t_j /
-    t_i)| / gap)``, so that pairs closer than about ``gap`` (relative runtime: noise) count less."""
+    and the (G, B, B) mask of such pairs."""
     diff_target = target[:, None, :] - target[:, :, None]  # [g, i, j] = t_j - t_i
     scale = target.abs().amax(dim=1, keepdim=True).clamp_min(1e-12)[:, :, None]
     valid = (diff_target > tie_eps * scale) & mask[:, :, None] & mask[:, None, :]
     margin = cost[:, None, :] - cost[:, :, None]  # [g, i, j] = c_j - c_i, want > 0
-    if gap > 0:
-        log_t = target.clamp_min(1e-12).log()
-        valid = valid * -torch.expm1(-(log_t[:, None, :] - log_t[:, :, None]).abs() / gap)
     return margin, valid
 
 
@@ -63,11 +59,10 @@ def pairwise_hinge(cost: torch.Tensor, target: torch.Tensor, mask: torch.Tensor 
 
 
 def pairwise_logistic(cost: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None = None,
-                      tie_eps: float = 1e-9, gap: float = 0.0) -> torch.Tensor:
-    """RankNet: mean over ordered pairs of ``log(1 + exp(-(cost_j - cost_i)))`` (``gap``: weighted
-    by their runtime gap, :func:`_pairs`)."""
+                      tie_eps: float = 1e-9) -> torch.Tensor:
+    """RankNet: mean over ordered pairs of ``log(1 + exp(-(cost_j - cost_i)))``."""
     cost, target, mask = _as_groups(cost, target, mask)
-    diff, valid = _pairs(cost, target, mask, tie_eps, gap)
+    diff, valid = _pairs(cost, target, mask, tie_eps)
     return _mean_over_groups(F.softplus(-diff), valid)
 
 

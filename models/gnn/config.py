@@ -35,7 +35,6 @@ class GnnConfig(RankerConfig):
 
     # --- training
     loss: str = "logistic"  # hinge | logistic (RankNet) | listmle [measured: benchmarks/gnn_cv.json "GNN variants under cross-validation"]
-    pair_gap: float = 0.0  # logistic loss: pairs weighted by 1 - exp(-|log runtime ratio| / this), so that pairs closer than about this relative gap (noise) count less (0 = every pair counts fully) [measured: benchmarks/gnn_fold_training.json "How the GNN's fold models train"]
     configs_per_step: int = 64  # configs sampled from one graph per step
     close_bias: float = 0.0  # probability that a step samples configs of close runtimes
     steps: int = 400  # optimiser steps per collection (the horizon of the warmup-cosine schedule)

@@ -17,7 +17,6 @@ configurable nodes and ``E`` links; ``--node-budget`` caps the rows
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -277,10 +276,6 @@ def _loop(tr: Trainer, collection: Collection, graphs: list[ProcessedGraph],
     returns the report's entries on the run."""
     cfg, ctx = tr.cfg, tr.ctx
     loss_fn = get_loss(cfg.loss)
-    if cfg.pair_gap > 0:
-        if cfg.loss != "logistic":
-            raise ValueError(f"--pair-gap weighs the logistic loss's pairs, not {cfg.loss!r}'s")
-        loss_fn = functools.partial(loss_fn, gap=cfg.pair_gap)
     # every rank must run the same number of forward/backward passes per step (DDP collectives)
     per_step_graphs = int(all_reduce(min(TILE_GRAPHS_PER_STEP if collection.is_tile else 1,
                                          len(graphs)), ctx, tr.device, op="MIN"))

@@ -119,14 +119,6 @@ def test_cli_train_and_predict(tmp_path, toy_features, capsys):
     assert gnn_main([]) == 2
 
 
-def test_pair_gap_trains_with_the_logistic_loss_only(tmp_path, toy_features):
-    args = ["--work", str(tmp_path / "w"), "--features", str(toy_features), "--collection",
-            "tile:xla"] + [f"--{k.replace('_', '-')}={v}" for k, v in {**TINY, "steps": 2}.items()]
-    assert gnn_main(["train", *args, "--pair-gap", "0.01"]) == 0
-    with pytest.raises(ValueError, match="--pair-gap weighs the logistic loss"):
-        gnn_main(["train", *args, "--work", str(tmp_path / "h"), "--pair-gap", "0.01", "--loss", "hinge"])
-
-
 def test_missing_features_error_names_the_directory(tmp_path):
     cfg = _cfg(tmp_path, tmp_path / "nothing")
     with pytest.raises(FileNotFoundError, match="features build"):
