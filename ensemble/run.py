@@ -34,7 +34,7 @@ class RunConfig(StageConfig):
     models: str = ""  # comma list of the models trained and blended (empty: the default blend of tpurank/registry.py); training-free ones are predicted too
     protocol: str = "auto"  # what the blend is fitted on: auto (out-of-fold predictions) | valid
     submission: str = "submissions/submission.csv"  # the submission CSV written (and checked)
-    max_seeds: int = 3  # seeds of the last model at most, each of its preset's --time-budget (45 minutes on 2 cores trains 2: BENCHMARKS.md "A run planned to a time budget")
+    max_seeds: int = 3  # seeds of the last model at most, each of at least 75% of its preset's --time-budget (45 minutes on 2 cores trains 3: BENCHMARKS.md "A run planned to a time budget")
     monitor_log: str = ""  # append each stage's wall time, peak RSS and open files to this JSON-lines file (tpurank.monitor)
     stage_options: str = ""  # per-stage options as JSON, e.g. {"<model>-train": {"threads": 1}} (the notebooks' OVERRIDES)
 

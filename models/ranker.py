@@ -58,7 +58,7 @@ class Ranker:
 
     # -- the planner's time model (ensemble.run): models with ``capped`` train first, together at
     # most ensemble.plan.FIRST_SHARE of the training time; the one model without takes what they leave, and
-    # splits it into seeds of its preset's --time-budget each
+    # splits it into seeds of at least ensemble.plan.MIN_SEED_SHARE of its preset's --time-budget each
     capped: bool = True
     overrun: float = 0.05  # share of a train stage's seconds kept back from its --time-budget
     predict_cost: tuple[float, float] = (3.0, 10.0)  # predict stage: a s + b s per million configs
