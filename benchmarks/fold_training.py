@@ -39,12 +39,14 @@ from benchmarks.keep import blend, run_command
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYOUT = "layout:xla:default,layout:xla:random,layout:nlp:default,layout:nlp:random"
-#: quick's 900 s: 12 layout fold models at weight 1, 3 tile ones at 0.5 (each call its share)
+#: quick's 900 s: 4 layout collections at weight 1 a fold model, tile at 0.5 (each call its share;
+#: the same split at 3 and 5 folds)
 SHARES = ((LAYOUT, 800), ("tile:xla", 100))
 KEPT = ("preds/lgbm@seed{s}", "preds/baseline", "models/lgbm")  # what the blend reads of the source
 NOTES = ("Data: tpu (data/sample-small) and alt (data/sample-alt), quick runs of seeds 0 and 1; g1, "
          "the real shape (G=1, F=1/32, tpu physics), the quick `make run` of `benchmarks.scale` at "
-         "00cf615, seed 0. Arms (earlier ones, base to sqrt and lean2 to drop1, are in git history): "
+         "00cf615, seed 0. Arms (earlier ones, base to sqrt and lean2 to drop1, and the rows of attn "
+         "and heur, are in git history): "
          "lean, the defaults at 830439f: no evaluation after training for fold models that watch "
          "held-out graphs, the watched score every 100 steps; patterns, lean's and `--head-patterns "
          "true` (the defaults since); against patterns: attn (580147d, reverted) `--head-pool attn`, "
@@ -56,7 +58,11 @@ NOTES = ("Data: tpu (data/sample-small) and alt (data/sample-alt), quick runs of
          "defaults; against base (both in a227f68, both removed since): twins `--twins true`, layout "
          "fold models also trained on the other search's graphs of their train programs (seed 0 "
          "only); gap `--pair-gap 0.005`, the logistic loss's pairs weighted by 1 - exp(-|log runtime "
-         "ratio| / 0.005). "
+         "ratio| / 0.005); close `--close-bias 0.25` (full's value; seed 0 only); pair (not kept) "
+         "`--head-link-pair true`, each link message also reading its receiving node before its "
+         "ReLU; folds5 `--folds 5`, LightGBM retrained with 5 folds too (`python -m models.lgbm "
+         "train|predict --folds 5`, one thread), the GNN at the same 800 s layout share (40 s a "
+         "fold model, each on 4/5 of the labelled graphs instead of 2/3). "
          "Each arm retrains every GNN fold model of a finished run with one option set, at the "
          "quick share (66.7 CPU s a layout fold model, 33.3 a tile one, one thread, two arms at "
          "once); the run's LightGBM is kept. "
