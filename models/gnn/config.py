@@ -39,7 +39,6 @@ class GnnConfig(RankerConfig):
     close_bias: float = 0.0  # probability that a step samples configs of close runtimes
     steps: int = 400  # optimiser steps per collection (the horizon of the warmup-cosine schedule)
     lr: float = 2e-3  # AdamW peak learning rate
-    ema: float = 0.0  # evaluation and the kept weights use an exponential moving average of the weights over about this fraction of the projected steps (0 = the weights as trained)
     warmup_steps: int = 20  # linear learning-rate warmup steps before the cosine decay
     amp: bool = True  # mixed precision (CUDA only) [run]
     eval_every: int = 50  # validation scoring (early stopping, best checkpoint; quick: the learning curve alone, so 100: fewer steps of the share go to it) every this many steps [measured: benchmarks/gnn_fold_training.json "How the GNN's fold models train"]

@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-from torch.optim.swa_utils import AveragedModel
 from tqdm import tqdm
 
 from tpurank.atomic import atomic_path, write_json
@@ -88,20 +87,13 @@ class Trainer:
     horizon: StepHorizon
     history: list[dict[str, float]] = field(default_factory=list)
     stopped_by: str = ""  # set when a run ended for good (a resumed run then trains no more)
-    ema: AveragedModel | None = None  # --ema: the averaged weights that evaluation and best.pt use
-
-    @property
-    def kept(self) -> RankerGNN:
-        """The weights evaluated and kept: the moving average under ``--ema``, else the model."""
-        return self.model if self.ema is None else self.ema.module
 
     def state(self, step: int) -> dict:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
                 "early_stopping": self.stopper.state_dict(), "step": step,
                 "model_args": asdict(self.model.args), "history": self.history,
-                "stopped_by": self.stopped_by,
-                **({"ema": self.ema.state_dict()} if self.ema is not None else {})}
+                "stopped_by": self.stopped_by}
 
     def restore(self, path: Path) -> int:
         """Load everything saved in ``last.pt``; returns the next step."""
@@ -112,31 +104,18 @@ class Trainer:
         for name in ("model", "optimizer", "scheduler", "scaler"):
             getattr(self, name).load_state_dict(state[name])
         self.stopper.load_state_dict(state["early_stopping"])
-        if self.ema is not None:
-            self.ema.load_state_dict(state["ema"])
         self.history = list(state["history"])
         self.stopped_by = str(state.get("stopped_by", ""))
         return int(state["step"])
 
     def save_best(self, out: Path, step: int) -> None:
-        save_checkpoint(out / "best.pt", {"model": self.kept.state_dict(),
+        save_checkpoint(out / "best.pt", {"model": self.model.state_dict(),
                                           "model_args": asdict(self.model.args), "step": step})
-
-
-def ema_update(horizon: StepHorizon, fraction: float):
-    """An EMA step whose window is ``fraction`` of the horizon's projected steps, so that it
-    averages the same part of training whether a share holds 500 steps or 2,000."""
-    def update(averaged: torch.Tensor, current: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
-        return averaged.lerp(current, min(1.0, 1.0 / max(1.0, fraction * horizon.total)))
-    return update
 
 
 def make_trainer(cfg: GnnConfig, ctx: DistContext, device: torch.device,
                  example: ProcessedGraph) -> Trainer:
     model = RankerGNN(model_args_for(cfg, example)).to(device)
-    # a copy made before checkpointing wraps forward on the instance (the copy would call the original)
-    horizon = StepHorizon(cfg.steps)
-    ema = AveragedModel(model, avg_fn=ema_update(horizon, cfg.ema)) if cfg.ema > 0 else None
     if cfg.activation_checkpointing:
         checkpoint_module_lists(model, "layers")
     step_model: nn.Module = StepModule(model)
@@ -147,7 +126,8 @@ def make_trainer(cfg: GnnConfig, ctx: DistContext, device: torch.device,
         step_model = nn.parallel.DistributedDataParallel(
             step_model, device_ids=None, find_unused_parameters=True)
     optimizer = make_optimizer(model, cfg.lr, WEIGHT_DECAY)
-    return Trainer(ema=ema, cfg=cfg, ctx=ctx, device=device, model=model, step_model=step_model,
+    horizon = StepHorizon(cfg.steps)
+    return Trainer(cfg=cfg, ctx=ctx, device=device, model=model, step_model=step_model,
                    optimizer=optimizer,
                    scheduler=make_horizon_scheduler(optimizer, horizon, cfg.warmup_steps),
                    scaler=make_grad_scaler(device, cfg.amp), stopper=EarlyStopping(cfg.patience),
@@ -187,8 +167,6 @@ def train_step(tr: Trainer, graphs: list[ProcessedGraph], cache: TensorCache, st
     tr.scaler.step(tr.optimizer)
     tr.scaler.update()
     tr.scheduler.step()
-    if tr.ema is not None:
-        tr.ema.update_parameters(tr.model)
     return total, configs
 
 
@@ -358,7 +336,7 @@ def _evaluate_and_save(tr: Trainer, collection: Collection, valid: list[Processe
     cfg = tr.cfg
     score = math.nan
     if tr.ctx.is_main:
-        score = evaluate(tr.kept, collection, valid, cfg, cache, cfg.val_max_configs)["score"]
+        score = evaluate(tr.model, collection, valid, cfg, cache, cfg.val_max_configs)["score"]
     score = broadcast_object(score, tr.ctx)
     score = -math.inf if not np.isfinite(score) else score
     improved = tr.stopper.update(score, step)
