@@ -53,7 +53,6 @@ class GnnConfig(RankerConfig):
     time_budget: float = 0.0  # wall seconds for the whole train invocation, shared by its collections and folds (0 = no limit)
     budget_clock: str = "wall"  # wall | cpu: --time-budget counts wall seconds, or this process's CPU seconds (equal compute for comparisons on a loaded machine; with --threads 1) [run]
     tile_budget_weight: float = 1.0  # share of --time-budget of a tile model relative to a layout model (one fold each)
-    graph_share_power: float = 0.0  # a layout model's share of --time-budget grows as its collection's labelled graphs to this power, over the mean of that among the layout collections trained (0: equal shares) [pending: fold-training arm at the real shape]
 
     # --- memory
     node_budget: int = 0  # per-step ceiling on node rows (copy: kept nodes x configs; factorized: kept nodes + configs x (configurable nodes + links / 4)), which bounds a step's memory and time; 0 = configs_per_step as is [measured: benchmarks/gnn_fold_training.json "How the GNN's fold models train"]
@@ -94,21 +93,9 @@ class GnnConfig(RankerConfig):
         return parse_collections(self.collection or self.collections)
 
     def budget_weight(self, collection: Collection) -> float:
-        """One model's share of ``--time-budget`` relative to a mean layout model's:
-        ``--tile-budget-weight`` for tile (small graphs, learnt in few steps); a layout one's
-        follows its collection's labelled graphs (``--graph-share-power``): more graphs need
-        more steps for as many passes over them."""
-        if collection.is_tile:
-            return max(1e-3, self.tile_budget_weight)
-        work = {c.name: self.labelled_count(c) ** self.graph_share_power
-                for c in self.collection_list() if not c.is_tile} if self.graph_share_power else {}
-        return work[collection.name] * len(work) / sum(work.values()) if collection.name in work else 1.0
-
-    def labelled_count(self, collection: Collection) -> int:
-        """The collection's built train and valid graphs (at least 1)."""
-        base = self.features_dir() / collection.slug / "graphs"
-        return max(1, sum(1 for s in ("train", "valid") if (base / s).is_dir()
-                          for d in (base / s).iterdir() if d.is_dir()))
+        """One model's share of ``--time-budget`` relative to a layout model's:
+        ``--tile-budget-weight`` for tile (small graphs, learnt in few steps)."""
+        return max(1e-3, self.tile_budget_weight) if collection.is_tile else 1.0
 
     def configs_per_step_for(self, num_nodes: int, is_tile: bool, config_nodes: int = 0,
                              config_links: int = 0) -> int:

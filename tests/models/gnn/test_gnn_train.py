@@ -326,21 +326,6 @@ def test_tile_models_get_their_weighted_share_of_the_time_budget():
     assert budget.share(1.0, 1.0) == pytest.approx(100.0)
 
 
-def test_layout_shares_follow_their_collections_labelled_graphs(tmp_path):
-    counts = {"layout:xla:random": (6, 2), "layout:nlp:random": (20, 4), "tile:xla": (50, 10)}
-    for name, per_split in counts.items():
-        for split, n in zip(("train", "valid"), per_split):
-            for i in range(n):
-                (tmp_path / get_collection(name).slug / "graphs" / split / f"g{i}").mkdir(parents=True)
-    cfg = GnnConfig(features=str(tmp_path), collections=",".join(counts), tile_budget_weight=0.5)
-    assert [cfg.budget_weight(get_collection(n)) for n in counts] == [1.0, 1.0, 0.5]  # power 0: equal
-    cfg = dataclasses.replace(cfg, graph_share_power=1.0)
-    assert cfg.labelled_count(get_collection("layout:nlp:random")) == 24
-    weights = [cfg.budget_weight(get_collection(n)) for n in counts]
-    assert weights == pytest.approx([2 * 8 / 32, 2 * 24 / 32, 0.5])  # layout mean stays 1
-    assert sum(weights[:2]) == pytest.approx(2.0)
-
-
 def test_eval_reserve_counts_the_capped_final_evaluation():
     from types import SimpleNamespace
 
