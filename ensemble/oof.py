@@ -106,13 +106,13 @@ def _new_plan(cfg, coll: Collection, folds: int) -> FoldPlan:
 
 
 def _detect_folds(preds_dir: str | Path, runs: Mapping[str, list[str]], coll: Collection) -> int:
-    """K from the ``test-fold<k>`` files of the models' runs (they must agree)."""
+    """The largest K of the ``test-fold<k>`` files of the models' runs: the blend's own folds
+    (models may differ, e.g. the GNN's ``--regime``: each run's OOF predictions are its own)."""
     found = {r: len(fold_splits(preds_dir, r, coll)) for rs in runs.values() for r in rs}
-    ks = sorted(set(found.values()))
-    if len(ks) != 1 or ks[0] < 2:
+    if not found or min(found.values()) < 2:
         raise ValueError(f"{coll.name}: cannot tell the fold count from the test-fold<k> files "
                          f"under {preds_dir} ({found}); predict every model again")
-    return ks[0]
+    return max(found.values())
 
 
 def _at(target: np.ndarray, idx: np.ndarray, what: str) -> np.ndarray:
@@ -172,7 +172,8 @@ def run_scores(cfg, coll: Collection, model: str, oof: OofData) -> dict:
     cells = []
     for run in oof.runs[model]:
         m = re.search(re.escape(SEED_SEPARATOR) + r"(\d+)$", run)
-        own = plan_path(cfg.work, coll, oof.folds, int(m.group(1))) if m else None
+        folds = len(fold_splits(cfg.preds_dir, run, coll))
+        own = plan_path(cfg.work, coll, folds, int(m.group(1))) if m else None
         fold_of = stem_folds(load_plan(own)) if own is not None and own.is_file() else oof.fold_of
         preds = read_oof(cfg.preds_dir, run, coll)
         stems = [s for s in preds if s in oof.labelled and s in fold_of]

@@ -34,8 +34,8 @@ def train_main(argv: list[str]) -> int:
     from models.budget import TimeBudget
     from models.gnn.config import GnnConfig
     from models.gnn.folds import train_folds, usable_folds
-    from models.gnn.train import summary_line, train_collection
-    from models.training import (budget_clock, init_distributed, set_cpu_threads,
+    from models.gnn.train import choose_regime, summary_line, train_collection
+    from models.training import (barrier, budget_clock, init_distributed, set_cpu_threads,
                                  shutdown_distributed)
 
     cfg = _held(parse_config(GnnConfig, argv, prog="python -m models.gnn train"))
@@ -45,14 +45,18 @@ def train_main(argv: list[str]) -> int:
     try:
         reports = []
         collections = cfg.collection_list()
-        runs = [max(1, usable_folds(cfg, coll)) for coll in collections]  # models per collection
+        if cfg.regime and ctx.is_main:
+            choose_regime(cfg, collections, device)
+        barrier(ctx)
+        cfgs = [cfg.regimed(coll) for coll in collections]
+        runs = [max(1, usable_folds(c, coll)) for c, coll in zip(cfgs, collections)]  # models per collection
         weights = [cfg.budget_weight(coll) for coll in collections]  # time share of one model
         for i, coll in enumerate(collections):
             units_left = sum(r * w for r, w in zip(runs[i:], weights[i:]))
             if runs[i] >= 2:
-                report = train_folds(cfg, coll, budget, units_left, ctx, device)
+                report = train_folds(cfgs[i], coll, budget, units_left, ctx, device)
             else:
-                report = train_collection(cfg, coll, budget.share(units_left, weights[i]), ctx,
+                report = train_collection(cfgs[i], coll, budget.share(units_left, weights[i]), ctx,
                                           device)
             if ctx.is_main:
                 print(summary_line(report), flush=True)
@@ -74,8 +78,8 @@ def predict_main(argv: list[str]) -> int:
 
     cfg = _held(parse_config(GnnConfig, argv, prog="python -m models.gnn predict"))
     for coll in cfg.collection_list():
-        if usable_folds(cfg, coll) >= 2:
-            r = predict_folds(cfg, coll)
+        if usable_folds(cfg.regimed(coll), coll) >= 2:
+            r = predict_folds(cfg.regimed(coll), coll)
             print(f"{coll.name}: OOF {r['oof_score']:.4f} over {r['oof_graphs']} graphs "
                   f"({r['folds']} folds), official valid {r['valid_score']:.4f} over "
                   f"{r['valid_graphs']} graphs; oof/valid/test-fold<k>/test written", flush=True)

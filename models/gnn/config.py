@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, replace
 from typing import ClassVar, Literal
 
 from tpurank.collections import Collection, parse_collections
@@ -60,6 +61,7 @@ class GnnConfig(RankerConfig):
 
     # --- cross-validation (issue 12)
     folds: int = 0  # K >= 2: K grouped folds of train+valid graphs (models.cv), OOF predictions; 0 = train/valid split
+    regime: bool = False  # per collection, from a few timed steps (once per WORK): 2 folds and no dropout where a fold model would pass over its train graphs fewer than 40 times in its share, else --folds and dropout 0.1 (overrides both; models/gnn/<slug>/regime.json) [measured: benchmarks/gnn_fold_training.json "How the GNN's fold models train"]
     inner_valid: bool = True  # fold models hold back an inner valid set (early stopping, best weights); false: layout ones train on it too (tile ones keep it: their worst kernels scored lower without), and their learning curve is drawn on a seeded subset of the fold's held-out graphs, as many as the inner set had (needs --keep last --patience 0: nothing is chosen by it) [measured: benchmarks/gnn_fold_training.json "How the GNN's fold models train"]
     oof_max_configs: int = 0  # OOF configs per held-out train graph: a seeded subset of its LightGBM tabular rows (0 = all those rows)
 
@@ -77,7 +79,7 @@ class GnnConfig(RankerConfig):
         "quick": {"hidden": 64, "layers": 3, "configs_per_step": 64, "steps": 100000,
                   "time_budget": 900.0, "eval_every": 100, "patience": 0, "val_max_configs": 128,
                   "predict_batch": 64, "threads": 0, "warmup_steps": 20, "lr": 3e-3,
-                  "node_budget": 20000, "folds": 3, "tile_budget_weight": 0.5,
+                  "node_budget": 20000, "folds": 3, "regime": True, "tile_budget_weight": 0.5,
                   "oof_max_configs": 500, "final_val_max_configs": 500, "keep": "last",
                   "inner_valid": False},
         # full: one T4 (16 GB): node_budget from the memory model (benchmarks/gnn_memory.json);
@@ -91,6 +93,12 @@ class GnnConfig(RankerConfig):
 
     def collection_list(self) -> list[Collection]:
         return parse_collections(self.collection or self.collections)
+
+    def regimed(self, collection: Collection) -> GnnConfig:
+        """With ``collection``'s ``--regime`` options, once chosen (:func:`models.gnn.train.choose_regime`)."""
+        path = self.collection_dir(collection) / "regime.json"
+        chosen = self.regime and path.is_file()
+        return replace(self, **json.loads(path.read_text())["options"]) if chosen else self
 
     def budget_weight(self, collection: Collection) -> float:
         """One model's share of ``--time-budget`` relative to a layout model's:

@@ -46,6 +46,8 @@ from models.training import (DistContext, EarlyStopping, StepHorizon, all_reduce
 WEIGHT_DECAY = 1e-4  # AdamW weight decay
 GRAD_CLIP = 1.0  # gradient norm clipped to this value
 TILE_GRAPHS_PER_STEP = 4  # graphs per optimiser step (losses averaged) of a tile model; layout: 1
+REGIME_STEPS = 4  # steps --regime times per collection
+REGIME_PASSES = 40  # --regime: between the real shape's fold models' passes (3-12) and the samples' (135)
 
 
 def model_args_for(cfg: GnnConfig, g: ProcessedGraph) -> ModelArgs:
@@ -409,3 +411,33 @@ def summary_line(report: dict[str, Any]) -> str:
             f"over {report['n_graphs']} graphs (best step {report['best_step']}, "
             f"{report['train_seconds']:.0f} s, "
             f"{report['train_configs_per_s']:.0f} configs/s, stopped by {report['stopped_by']})")
+
+
+def choose_regime(cfg: GnnConfig, collections: list[Collection], device: torch.device) -> None:
+    """``--regime``: per collection, time a few steps and write ``regime.json`` (once per WORK and
+    model, so every seed and the predict stage follow it): the options its fold models train with.
+    Fold models that pass over their train graphs fewer than :data:`REGIME_PASSES` times in their
+    share are step-limited: 2 folds (longer shares) and no dropout win there; with more passes
+    they overfit: ``--folds`` and dropout 0.1 win (BENCHMARKS.md, "How the GNN's fold models train")."""
+    units = sum(cfg.folds * cfg.budget_weight(c) for c in collections)
+    for coll in collections:
+        path = cfg.collection_dir(coll) / "regime.json"
+        if path.is_file() or cfg.time_budget <= 0 or cfg.folds < 2:
+            continue
+        graphs = train_graphs(cfg, coll)
+        per_step = min(TILE_GRAPHS_PER_STEP if coll.is_tile else 1, len(graphs))
+        tr, cache, clock = make_trainer(cfg, DistContext(), device, graphs[0]), TensorCache(device), \
+            budget_clock(cfg.budget_clock)
+        seconds = []
+        for step in [*range(REGIME_STEPS)] * 2:  # timed the second time: tensors cached, as in training
+            start = clock()
+            train_step(tr, graphs, cache, step, get_loss(cfg.loss), per_step)
+            seconds.append(clock() - start)
+        step_seconds = float(np.mean(seconds[REGIME_STEPS:]))
+        share = cfg.time_budget * cfg.budget_weight(coll) / units
+        passes = share / step_seconds * per_step / (len(graphs) * (cfg.folds - 1) / cfg.folds)
+        few = passes < REGIME_PASSES
+        write_json(path, {"passes": passes, "step_seconds": step_seconds, "share_seconds": share,
+                          "options": {"folds": 2 if few else cfg.folds, "dropout": 0.0 if few else 0.1}})
+        print(f"{coll.name}: about {passes:,.0f} passes over its train graphs a fold model: "
+              f"{'2 folds, no dropout' if few else f'{cfg.folds} folds, dropout 0.1'}", flush=True)
