@@ -86,9 +86,9 @@ def train(source: Path, arm: str, root: Path, options: list[str], against: str =
     for collections, seconds in SHARES:
         run_command([sys.executable, "-m", "models.gnn", "train", *common, "--collections",
                      collections, "--threads", "1", "--budget-clock", "cpu", "--time-budget",
-                     str(seconds), *options])
+                     str(seconds), "--regime", "false", *options])
     run_command([sys.executable, "-m", "models.gnn", "predict", *common, "--collections", "all",
-                 "--predict-threads", "1", *options])
+                 "--predict-threads", "1", "--regime", "false", *options])
     for rel in KEPT:
         rel = rel.format(s=row["seed"])
         if not (work / rel).exists():

@@ -27,16 +27,16 @@ K = 3
 
 
 def _write_cv_model(root: Path, work: Path, run: str, noise: float, seed: int,
-                    subset: bool = False) -> None:
+                    subset: bool = False, folds: int = K) -> None:
     """A fake K-fold model: OOF = truth + noise per held-out graph, K test-fold files, their
     average, the valid split's OOF, and a folds.json manifest. ``subset``: train graphs' OOF
     covers every other config only, listed in ``oof-config.npz`` (deduplicated train rows)."""
     rng = np.random.default_rng(seed)
     for coll in COLLECTIONS:
-        plan = fold_plan(work, work / "features", coll, folds=K, seed=0, data=root)
+        plan = fold_plan(work, work / "features", coll, folds=folds, seed=0, data=root)
         truth = {**split_truth(root, coll, "train"), **split_truth(root, coll, "valid")}
         oof, index = {}, {}
-        for k in range(K):
+        for k in range(folds):
             for split, stem in plan.held_out(k):
                 t = truth[stem]
                 oof[stem] = t + noise * t.std() * rng.normal(size=t.shape)
@@ -51,11 +51,11 @@ def _write_cv_model(root: Path, work: Path, run: str, noise: float, seed: int,
         valid = split_truth(root, coll, "valid")
         write_predictions(predictions_path(preds, run, coll, "valid"), {s: oof[s] for s in valid})
         hidden = hidden_truth(root, coll)
-        for k in range(K):
+        for k in range(folds):
             write_predictions(predictions_path(preds, run, coll, fold_split(k)),
                               {s: t + noise * t.std() * rng.normal(size=t.shape)
                                for s, t in hidden.items()})
-        write_fold_average(preds, run, coll, folds=K)
+        write_fold_average(preds, run, coll, folds=folds)
         write_fold_manifest(work / "models" / run / coll.slug / "folds.json", plan)
 
 
@@ -119,6 +119,19 @@ def test_blend_on_oof_is_nested_complete_and_checked(cv_root, cv_work, oof_run):
     assert len(mine) == K
     for fitted, held in zip(mine, all_folds):
         assert not fitted & held and fitted | held == {st for _, st in plan.graphs()}
+
+
+def test_models_with_different_fold_counts_blend_on_the_largest(cv_root, tmp_path):
+    """The GNN's ``--regime`` may train 2 folds where LightGBM trains 3: each model's OOF
+    predictions are its own, and the blend nests over the larger plan."""
+    work = tmp_path / "work"
+    _write_cv_model(cv_root, work, "good@seed0", 0.3, 0, folds=2)
+    _write_cv_model(cv_root, work, "noise@seed0", 50.0, 1)
+    summary = run_blend(_cfg(cv_root, work))
+    assert summary["check"] == "ok"
+    for s in summary["collections"].values():
+        assert s["oof"]["folds"] == K and s["oof"]["n_graphs"] == 10 and len(s["oof"]["manifests"]) == 2
+        assert s["oof"]["runs"]["good"]["spread"]["cells"] == 2  # its own plan's folds
 
 
 def test_valid_blend_uses_the_weights_of_its_fold(cv_root, cv_work, oof_run):

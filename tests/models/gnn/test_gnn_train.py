@@ -15,7 +15,7 @@ from features.processed import iter_processed
 from models.gnn.__main__ import main as gnn_main
 from models.gnn.config import GnnConfig
 from models.gnn.infer import load_trained, load_trained_dir, predict_collection, predict_costs
-from models.gnn.train import train_collection
+from models.gnn.train import choose_regime, train_collection
 from models.predictions import read_predictions
 from models.training import load_checkpoint
 
@@ -368,3 +368,19 @@ def test_eval_reserve_speed_leaves_out_the_first_step():
     assert reserve.seconds_per_config(1.0, 64) == 0.0  # after the first step: no estimate
     assert reserve.seconds_per_config(1.2, 128) == pytest.approx(0.2 / 64)  # from step 2 on
     assert reserve.seconds_per_config(1.4, 192) == pytest.approx(0.4 / 128)
+
+
+@pytest.mark.parametrize("budget, chosen", [(0.5, {"folds": 2, "dropout": 0.0}),
+                                            (1e6, {"folds": 3, "dropout": 0.1})])
+def test_regime_chooses_folds_and_dropout_from_the_timed_passes_once(tmp_path, toy_features, budget,
+                                                                     chosen):
+    coll = get_collection("layout:xla:random")
+    cfg = _cfg(tmp_path, toy_features, folds=3, regime=True, time_budget=budget)
+    choose_regime(cfg, [coll], torch.device("cpu"))
+    path = cfg.collection_dir(coll) / "regime.json"
+    assert json.loads(path.read_text())["options"] == chosen
+    assert (cfg.regimed(coll).folds, cfg.regimed(coll).dropout) == (chosen["folds"], chosen["dropout"])
+    choose_regime(dataclasses.replace(cfg, time_budget=1e6 + 0.5 - budget), [coll], torch.device("cpu"))
+    assert json.loads(path.read_text())["options"] == chosen  # once per WORK: every seed follows it
+    off = dataclasses.replace(cfg, regime=False)
+    assert off.regimed(coll) == off
