@@ -17,6 +17,7 @@ configurable nodes and ``E`` links; ``--node-budget`` caps the rows
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -253,7 +254,10 @@ def fit(cfg: GnnConfig, collection: Collection, train: list[ProcessedGraph],
     mine = train[ctx.rank::ctx.world_size] if len(train) >= ctx.world_size else train
     tr = make_trainer(cfg, ctx, device, train[0])
     start = 0
-    if cfg.resume and (out / "last.pt").is_file():
+    saved = json.loads((out / "config.json").read_text()) if (out / "config.json").is_file() else {}
+    plans = [Path(c.get("fold_plan") or "").name for c in (saved, extra_config or {})]
+    other_plan = plans[0] != plans[1]  # a fold model of another plan (e.g. a new --regime): start afresh
+    if cfg.resume and (out / "last.pt").is_file() and not other_plan:
         start = tr.restore(out / "last.pt")
     elif ctx.is_main:  # a fresh run must never report an older run's best weights
         (out / "best.pt").unlink(missing_ok=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import numpy as np
 import pytest
@@ -15,9 +16,9 @@ from features.processed import iter_processed
 from models.gnn.__main__ import main as gnn_main
 from models.gnn.config import GnnConfig
 from models.gnn.infer import load_trained, load_trained_dir, predict_collection, predict_costs
-from models.gnn.train import choose_regime, train_collection
+from models.gnn.train import choose_regime, fit, train_collection
 from models.predictions import read_predictions
-from models.training import load_checkpoint
+from models.training import DistContext, load_checkpoint
 
 TINY = dict(hidden=8, layers=1, configs_per_step=8, steps=12, eval_every=4,
             warmup_steps=2, patience=0, val_max_configs=0, predict_batch=8, threads=1, lr=5e-3)
@@ -384,3 +385,15 @@ def test_regime_chooses_folds_and_dropout_from_the_timed_passes_once(tmp_path, t
     assert json.loads(path.read_text())["options"] == chosen  # once per WORK: every seed follows it
     off = dataclasses.replace(cfg, regime=False)
     assert off.regimed(coll) == off
+
+
+def test_a_fold_model_of_another_plan_is_trained_afresh_not_resumed(tmp_path, toy_features):
+    coll = get_collection("layout:xla:default")
+    cfg = _cfg(tmp_path, toy_features, step_budget=6, eval_every=2)
+    train = [g for g in iter_processed(toy_features, coll, "train")]
+    valid = [g for g in iter_processed(toy_features, coll, "valid")]
+    out = tmp_path / "fold0"
+    for plan, steps in (("K3-seed0.json", 6), ("K3-seed0.json", 12), ("K2-seed0.json", 6)):
+        fit(cfg, coll, train, valid, out, math.inf, DistContext(), torch.device("cpu"),
+            extra_config={"fold": 0, "fold_plan": f"w/folds/x/{plan}"})
+        assert load_checkpoint(out / "last.pt", "cpu")["step"] == steps  # resumed only on its own plan
