@@ -48,7 +48,7 @@ WEIGHT_DECAY = 1e-4  # AdamW weight decay
 GRAD_CLIP = 1.0  # gradient norm clipped to this value
 TILE_GRAPHS_PER_STEP = 4  # graphs per optimiser step (losses averaged) of a tile model; layout: 1
 REGIME_STEPS = 4  # steps --regime times per collection
-REGIME_PASSES = 40  # --regime: between the real shape's fold models' passes (3-12) and the samples' (135)
+REGIME_PASSES = 30  # --regime: between the passes timed at the real shape (2-18) and on the samples (48-76)
 
 
 def model_args_for(cfg: GnnConfig, g: ProcessedGraph) -> ModelArgs:
