@@ -45,7 +45,7 @@ SHARES = ((LAYOUT, 800), ("tile:xla", 100))
 KEPT = ("preds/lgbm@seed{s}", "preds/baseline", "models/lgbm")  # what the blend reads of the source
 NOTES = ("Data: tpu-2700, alt-2700: the 45-minute runs (`make run BUDGET=2700`) at c92b298 of "
          "data/sample-small (tpu) and data/sample-alt (alt), seeds 0 and 1 "
-         "(`benchmarks/budget_layout.json`), as sources; g1, the real shape (G=1, F=1/32, tpu "
+         "(`benchmarks/budget_layout.json` at 2199178), as sources; g1, the real shape (G=1, F=1/32, tpu "
          "physics), the quick `make run` of `benchmarks.scale --run --keep` at ded2b43 (seed 0) as "
          "source; base and folds2 also at seed 1, LightGBM retrained at seed 1 with their fold "
          "count. Arms (earlier ones, and the rows of lean, patterns, heur2, attn, heur, twins and "
