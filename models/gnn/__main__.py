@@ -78,8 +78,8 @@ def predict_main(argv: list[str]) -> int:
 
     cfg = _held(parse_config(GnnConfig, argv, prog="python -m models.gnn predict"))
     for coll in cfg.collection_list():
-        if usable_folds(cfg.regimed(coll), coll) >= 2:
-            r = predict_folds(cfg.regimed(coll), coll)
+        if usable_folds(chosen := cfg.regimed(coll), coll) >= 2:
+            r = predict_folds(chosen, coll)
             print(f"{coll.name}: OOF {r['oof_score']:.4f} over {r['oof_graphs']} graphs "
                   f"({r['folds']} folds), official valid {r['valid_score']:.4f} over "
                   f"{r['valid_graphs']} graphs; oof/valid/test-fold<k>/test written", flush=True)

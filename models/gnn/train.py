@@ -432,10 +432,10 @@ def choose_regime(cfg: GnnConfig, collections: list[Collection], device: torch.d
         per_step = min(TILE_GRAPHS_PER_STEP if coll.is_tile else 1, len(graphs))
         tr, cache, clock = make_trainer(cfg, DistContext(), device, graphs[0]), TensorCache(device), \
             budget_clock(cfg.budget_clock)
-        seconds = []
+        seconds, loss_fn = [], get_loss(cfg.loss)
         for step in [*range(REGIME_STEPS)] * 2:  # timed the second time: tensors cached, as in training
             start = clock()
-            train_step(tr, graphs, cache, step, get_loss(cfg.loss), per_step)
+            train_step(tr, graphs, cache, step, loss_fn, per_step)
             seconds.append(clock() - start)
         step_seconds = float(np.mean(seconds[REGIME_STEPS:]))
         share = cfg.time_budget * cfg.budget_weight(coll) / units
