@@ -95,10 +95,13 @@ class GnnConfig(RankerConfig):
         return parse_collections(self.collection or self.collections)
 
     def regimed(self, collection: Collection) -> GnnConfig:
-        """With ``collection``'s ``--regime`` options, once chosen (:func:`models.gnn.train.choose_regime`)."""
+        """With ``collection``'s ``--regime`` options, once chosen (:func:`.train.choose_regime`)."""
         path = self.collection_dir(collection) / "regime.json"
         chosen = self.regime and path.is_file()
-        return replace(self, **json.loads(path.read_text())["options"]) if chosen else self
+        try:
+            return replace(self, **json.loads(path.read_text())["options"]) if chosen else self
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{path}: unreadable regime ({e!r}); delete it to time it again") from None
 
     def budget_weight(self, collection: Collection) -> float:
         """One model's share of ``--time-budget`` relative to a layout model's:

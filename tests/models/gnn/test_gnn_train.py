@@ -385,6 +385,9 @@ def test_regime_chooses_folds_and_dropout_from_the_timed_passes_once(tmp_path, t
     assert json.loads(path.read_text())["options"] == chosen  # once per WORK: every seed follows it
     off = dataclasses.replace(cfg, regime=False)
     assert off.regimed(coll) == off
+    path.write_text('{"options": {"folds": 2')  # truncated by hand: named, not a bare traceback
+    with pytest.raises(ValueError, match="regime.json: unreadable regime"):
+        cfg.regimed(coll)
 
 
 def test_a_fold_model_of_another_plan_is_trained_afresh_not_resumed(tmp_path, toy_features):
