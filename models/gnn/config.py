@@ -61,7 +61,7 @@ class GnnConfig(RankerConfig):
 
     # --- cross-validation (issue 12)
     folds: int = 0  # K >= 2: K grouped folds of train+valid graphs (models.cv), OOF predictions; 0 = train/valid split
-    regime: bool = False  # per collection, from a few timed steps (once per WORK): 2 folds and no dropout where a fold model would pass over its train graphs fewer than 30 times in its share, else --folds and dropout 0.1 (tile: none; overrides both; models/gnn/<slug>/regime.json) [measured: benchmarks/gnn_fold_training.json "How the GNN's fold models train"]
+    regime: bool = False  # per collection, from a few timed steps (once per WORK): 2 folds and no dropout where a fold model would pass over its train graphs fewer than 30 times in its share, else --folds and dropout 0.1 (overrides both; models/gnn/<slug>/regime.json) [measured: benchmarks/gnn_fold_training.json "How the GNN's fold models train"]
     inner_valid: bool = True  # fold models hold back an inner valid set (early stopping, best weights); false: layout ones train on it too (tile ones keep it: their worst kernels scored lower without), and their learning curve is drawn on a seeded subset of the fold's held-out graphs, as many as the inner set had (needs --keep last --patience 0: nothing is chosen by it) [measured: benchmarks/gnn_fold_training.json "How the GNN's fold models train"]
     oof_max_configs: int = 0  # OOF configs per held-out train graph: a seeded subset of its LightGBM tabular rows (0 = all those rows)
 

@@ -421,8 +421,8 @@ def choose_regime(cfg: GnnConfig, collections: list[Collection], device: torch.d
     """``--regime``: per collection, time a few steps and write ``regime.json`` (once per WORK and
     model, so every seed and the predict stage follow it): the options its fold models train with.
     Fold models that pass over their train graphs fewer than :data:`REGIME_PASSES` times in their
-    share are step-limited: 2 folds (longer shares) and no dropout win there; with more passes layout
-    ones overfit: ``--folds`` and dropout 0.1 win (tile: no dropout; BENCHMARKS.md, "A run planned...")."""
+    share are step-limited: 2 folds (longer shares) and no dropout win there; with more passes
+    they overfit: ``--folds`` and dropout 0.1 win (BENCHMARKS.md, "How the GNN's fold models train")."""
     units = sum(cfg.folds * cfg.budget_weight(c) for c in collections)
     for coll in collections:
         path = cfg.collection_dir(coll) / "regime.json"
@@ -440,7 +440,8 @@ def choose_regime(cfg: GnnConfig, collections: list[Collection], device: torch.d
         step_seconds = float(np.mean(seconds[REGIME_STEPS:]))
         share = cfg.time_budget * cfg.budget_weight(coll) / units
         passes = share / step_seconds * per_step / (len(graphs) * (cfg.folds - 1) / cfg.folds)
-        options = {"folds": 2, "dropout": 0.0} if passes < REGIME_PASSES else \
-            {"folds": cfg.folds, "dropout": 0.0 if coll.is_tile else 0.1}
-        write_json(path, dict(passes=passes, step_seconds=step_seconds, share_seconds=share, options=options))
-        print(f"{coll.name}: {passes:,.0f} passes a fold model over its train graphs: {options}", flush=True)
+        few = passes < REGIME_PASSES
+        write_json(path, {"passes": passes, "step_seconds": step_seconds, "share_seconds": share,
+                          "options": {"folds": 2 if few else cfg.folds, "dropout": 0.0 if few else 0.1}})
+        print(f"{coll.name}: about {passes:,.0f} passes over its train graphs a fold model: "
+              f"{'2 folds, no dropout' if few else f'{cfg.folds} folds, dropout 0.1'}", flush=True)
