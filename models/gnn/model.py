@@ -51,7 +51,6 @@ class ModelArgs:
     head_patterns: bool = False  # checkpoints written before it carry none: they read no patterns
     head_pool: str = "mean"  # checkpoints written before it carry none: they pooled the mean
     head_heuristic: bool = False  # checkpoints written before it carry none: they read no heuristic
-    link_product: bool = False  # checkpoints written before it carry none: additive links only
 
     @property
     def factorized(self) -> bool:
@@ -238,11 +237,8 @@ class LinkLayer(nn.Module):
     """Per-config message passing over the configurable-node graph (both link directions,
     :func:`gine_mean`), residual, pre-normalisation. States are node-major, (nc, B, d)."""
 
-    def __init__(self, dim: int, dropout: float, product: bool = False):
+    def __init__(self, dim: int, dropout: float):
         super().__init__()
-        self.product = nn.Linear(dim, 2 * dim, bias=False) if product else None
-        if product:  # starts at zero: the additive layer's function
-            nn.init.zeros_(self.product.weight)
         self.forward_conv = GINEConv(nn.Linear(dim, dim), aggr="mean")
         self.backward_conv = GINEConv(nn.Linear(dim, dim), aggr="mean")
         self.norm = NodeNorm(dim)
@@ -254,13 +250,6 @@ class LinkLayer(nn.Module):
         h = self.norm(x, node_axis=0)  # (nc, B, d)
         msg = gine_mean(self.forward_conv, h, links.edge_index, link_feat) \
             + gine_mean(self.backward_conv, h, links.edge_index.flip(0), link_feat)
-        if self.product is not None:  # h_dst * mean over links of (U h_src) * link: bilinear in the ends
-            ends = self.product(h).chunk(2, dim=-1)
-            for u, edge_index in zip(ends, (links.edge_index, links.edge_index.flip(0))):
-                src, dst = edge_index
-                summed = torch.zeros_like(h).index_add_(0, dst, u.index_select(0, src) * link_feat[:, None])
-                count = torch.bincount(dst, minlength=h.shape[0]).clamp_min(1).to(h.dtype)
-                msg = msg + h * summed / count[:, None, None]
         return x + self.gate * self.dropout(self.act(msg))
 
 
@@ -284,8 +273,7 @@ class ConfigHead(nn.Module):
         self.patterns = None
         if args.head_patterns:  # into the join, and into the product's layout side when present
             self.patterns = nn.Linear(PATTERN_WIDTH, d * (1 + args.head_product), bias=False)
-        self.layers = nn.ModuleList(LinkLayer(d, args.dropout, args.link_product)
-                                    for _ in range(HEAD_LAYERS))
+        self.layers = nn.ModuleList(LinkLayer(d, args.dropout) for _ in range(HEAD_LAYERS))
         self.pool = Pool(d, args.head_pool)
         self.heuristic = args.head_heuristic
         self.out_dim = self.pool.out_dim + self.heuristic
