@@ -40,7 +40,6 @@ class GnnConfig(RankerConfig):
     close_bias: float = 0.0  # probability that a step samples configs of close runtimes
     steps: int = 400  # optimiser steps per collection (the horizon of the warmup-cosine schedule)
     lr: float = 2e-3  # AdamW peak learning rate
-    weight_decay: float = 1e-4  # AdamW decoupled weight decay of the weight matrices
     warmup_steps: int = 20  # linear learning-rate warmup steps before the cosine decay
     amp: bool = True  # mixed precision (CUDA only) [run]
     eval_every: int = 50  # validation scoring (early stopping, best checkpoint; quick: the learning curve alone, so 100: fewer steps of the share go to it) every this many steps [measured: benchmarks/gnn_fold_training.json "How the GNN's fold models train"]

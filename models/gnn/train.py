@@ -128,7 +128,7 @@ def make_trainer(cfg: GnnConfig, ctx: DistContext, device: torch.device,
         # find_unused_parameters: a step may leave parameters unused (e.g. tile vs layout paths)
         step_model = nn.parallel.DistributedDataParallel(
             step_model, device_ids=None, find_unused_parameters=True)
-    optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
+    optimizer = make_optimizer(model, cfg.lr, WEIGHT_DECAY)
     horizon = StepHorizon(cfg.steps)
     return Trainer(cfg=cfg, ctx=ctx, device=device, model=model, step_model=step_model,
                    optimizer=optimizer,
