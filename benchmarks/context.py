@@ -28,16 +28,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 from models import metrics  # noqa: E402
 from models.gnn.data import load_graphs  # noqa: E402
-from models.gnn.infer import TensorCache, load_trained_dir, predict_costs  # noqa: E402
+from models.gnn.infer import InferenceOptions, TensorCache, load_trained_dir, predict_costs  # noqa: E402
+from models.gnn.model import RankerGNN  # noqa: E402
+from features.processed import ProcessedGraph  # noqa: E402
 from tpurank.atomic import write_json  # noqa: E402
-from tpurank.collections import get_collection  # noqa: E402
+from tpurank.collections import Collection, get_collection  # noqa: E402
 from benchmarks.render.artifacts import bench_metadata  # noqa: E402
 
 CONTEXTS = (0, 1024, 256, 64)  # 0 = all configs
 AVERAGED = 4  # seeded 64-config contexts whose costs are averaged (the "64x4" row)
 
 
-def unseen_graphs(model_dir: Path, features: Path, coll) -> list:
+def unseen_graphs(model_dir: Path, features: Path, coll: Collection) -> list[ProcessedGraph]:
     """Labelled graphs the model never trained on: a fold model's held-out graphs (its
     collection's ``folds.json``), else the official valid graphs."""
     manifest = model_dir.parent / "folds.json"
@@ -48,7 +50,9 @@ def unseen_graphs(model_dir: Path, features: Path, coll) -> list:
             if f"{split}/{g.stem}" not in seen]
 
 
-def averaged_costs(model, g, batch: int, cache, options) -> np.ndarray:
+def averaged_costs(model: RankerGNN, g: ProcessedGraph, batch: int, cache: TensorCache,
+                   options: InferenceOptions) -> np.ndarray:
+    """The mean of the costs of :data:`AVERAGED` seeded contexts of 64 configs each."""
     return np.mean([predict_costs(model, g, batch, cache=cache, options=dataclasses.replace(
         options, context=64, seed=options.seed + k)) for k in range(AVERAGED)], axis=0)
 
