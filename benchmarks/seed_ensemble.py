@@ -23,17 +23,21 @@ import numpy as np
 
 from benchmarks.render.artifacts import bench_metadata
 from models.metrics import kendall_tau
-from models.predictions import normalise_costs
+from models.predictions import model_runs, normalise_costs, predictions_path, read_oof
 from tpurank.atomic import write_json
+from tpurank.collections import Collection, get_collection
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYOUT = ("layout-xla-default", "layout-xla-random", "layout-nlp-default", "layout-nlp-random")
 
 
-def load_seed(run: Path, slug: str) -> dict[str, dict[int, tuple[float, float]]]:
-    """Per OOF graph: config index -> (cost, runtime) of one seed's predictions."""
-    files = [np.load(run / slug / f"oof{part}.npz") for part in ("", "-config", "-target")]
-    return {g: dict(zip(files[1][g].tolist(), zip(files[0][g], files[2][g]))) for g in files[0].files}
+def load_seed(preds: Path, run: str, coll: Collection) -> dict[str, dict[int, tuple[float, float]]]:
+    """Per OOF graph: config index -> (cost, runtime) of one seed's predictions
+    (:func:`models.predictions.read_oof`, and the runtimes the fold models wrote beside them)."""
+    with np.load(predictions_path(preds, run, coll, "oof-target")) as target:
+        runtimes = {g: target[g] for g in target.files}
+    return {g: dict(zip(idx.tolist(), zip(cost, runtimes[g]))) for g, (idx, cost) in
+            read_oof(preds, run, coll).items()}
 
 
 def subset_score(seeds: list[dict], combo: tuple[int, ...]) -> float:
@@ -49,8 +53,9 @@ def subset_score(seeds: list[dict], combo: tuple[int, ...]) -> float:
 
 
 def curve(work: Path, slug: str) -> dict:
-    runs = sorted(work.glob("preds/gnn@seed*"), key=lambda p: int(p.name.split("seed")[1]))
-    seeds = [load_seed(r, slug) for r in runs]
+    coll = get_collection(slug.replace("-", ":"))
+    runs = model_runs(work / "preds", "gnn")
+    seeds = [load_seed(work / "preds", run, coll) for run in runs]
     scores = [float(np.mean([subset_score(seeds, c) for c in itertools.combinations(range(len(seeds)), n)]))
               for n in range(1, len(seeds) + 1)]
     gap, limit = np.polyfit(-1.0 / np.arange(1, len(scores) + 1), scores, 1)
