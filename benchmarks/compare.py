@@ -14,7 +14,7 @@ to ``WORK/reports/gnn_compare.{md,json}``, the input of :mod:`benchmarks.gnn_cv`
 
     python -m benchmarks.compare gnn --data data/sample-small --work work/gnn-small --preset quick \\
         --seeds 0,1 --collections layout:xla:random --time-budget 0 --steps 400 \\
-        --variants "logistic:;hinge:loss=hinge;listmle:loss=listmle"
+        --variants "base:;drop:dropout=0.1;h128:hidden=128"
 
 ``preds``: for each model name, every run under ``WORK/preds`` (``<model>`` and
 ``<model>@seed<k>``, see :func:`models.predictions.model_runs`) scored against the true runtimes
@@ -44,7 +44,7 @@ from models.predictions import model_runs, predictions_path, read_predictions
 
 # ---- gnn: variants x seeds -------------------------------------------------------------------
 def parse_variants(spec: str) -> dict[str, dict[str, str]]:
-    """``"a:cross_attn=true,loss=hinge;b:cross_attn=false"`` -> {name: {field: value}}."""
+    """``"a:cross_attn=true,hidden=128;b:cross_attn=false"`` -> {name: {field: value}}."""
     variants: dict[str, dict[str, str]] = {}
     for part in filter(None, (p.strip() for p in spec.split(";"))):
         name, _, body = part.partition(":")

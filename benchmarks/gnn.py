@@ -39,7 +39,7 @@ from models.gnn.config import GnnConfig
 from models.gnn.data import config_rows, graph_tensors
 from models.gnn.model import RankerGNN
 from models.gnn.train import model_args_for
-from models.losses import get_loss
+from models.losses import pairwise_logistic
 from models.training import make_optimizer, reuse_freed_memory
 from tpurank.config import git_sha
 
@@ -140,7 +140,7 @@ def speed_cases(g: ProcessedGraph, archs: tuple[str, ...] = ("copy", "factorized
     for arch in archs:
         cfg = dataclasses.replace(GnnConfig(), arch=arch, **quick)
         model = RankerGNN(model_args_for(cfg, g))
-        runs[arch] = (cfg, model, make_optimizer(model, 1e-3, 1e-4), get_loss(cfg.loss))
+        runs[arch] = (cfg, model, make_optimizer(model, 1e-3, 1e-4), pairwise_logistic)
 
     def step(arch: str) -> None:
         _, model, opt, loss_fn = runs[arch]
@@ -461,7 +461,7 @@ def step_flops_and_seconds(nodes: int, configs: int, hidden: int, layers: int,
     g = synthetic_layout_graph(nodes=nodes, configurable=350, configs=max(configs, 128))
     model = RankerGNN(model_args_for(cfg, g))
     t = graph_tensors(g, torch.device("cpu"))
-    loss_fn = get_loss("logistic")
+    loss_fn = pairwise_logistic
     times, flops = [], 0.0
     for i in range(steps + 1):
         idx = np.arange(configs)

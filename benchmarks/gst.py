@@ -45,7 +45,7 @@ from models.gnn.data import graph_tensors  # noqa: E402
 from models.gnn.infer import train_costs  # noqa: E402
 from models.gnn.model import RankerGNN  # noqa: E402
 from models.gnn.train import model_args_for  # noqa: E402
-from models.losses import get_loss  # noqa: E402
+from models.losses import pairwise_logistic  # noqa: E402
 from tpurank.atomic import write_json  # noqa: E402
 from benchmarks.render.artifacts import bench_metadata  # noqa: E402
 
@@ -121,7 +121,7 @@ def child(mode: str, nodes: int, steps: int, segment_size: int, node_budget: int
     device = torch.device("cpu")
     model = RankerGNN(model_args_for(cfg, g))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    loss_fn = get_loss(cfg.loss)
+    loss_fn = pairwise_logistic
     t = graph_tensors(g, device)
     configs = cfg.configs_per_step_for(nodes, False, len(g.config_node_pos),
                                        int(t.links.edge_index.shape[1]))

@@ -1,19 +1,17 @@
-"""Ranking losses over the configs of one graph (docs/competition.md §7).
+"""The ranking loss over the configs of one graph (docs/competition.md §7): RankNet's pairwise
+logistic loss (hinge and ListMLE lost to it under cross-validation, benchmarks/gnn_cv.json, and
+were removed).
 
 Convention everywhere: the model predicts a **cost** (lower = predicted faster) and the target
 is the true runtime (lower = faster). Inputs are ``(B,)`` or ``(G, B)`` tensors — ``G`` groups
 (graphs) of ``B`` configs — with an optional boolean ``mask`` of the same shape marking real
-entries (padding is ignored). Losses are averaged over groups.
+entries (padding is ignored). The loss is averaged over groups.
 """
 
 from __future__ import annotations
 
-from typing import Callable
-
 import torch
 import torch.nn.functional as F
-
-LossFn = Callable[..., torch.Tensor]
 
 
 def _as_groups(cost: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None
@@ -50,54 +48,9 @@ def _mean_over_groups(per_pair: torch.Tensor, valid: torch.Tensor) -> torch.Tens
     return (sums[has] / counts[has]).mean()
 
 
-def pairwise_hinge(cost: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None = None,
-                   margin: float = 0.1, tie_eps: float = 1e-9) -> torch.Tensor:
-    """Mean over ordered pairs (i faster than j) of ``max(0, margin - (cost_j - cost_i))``."""
-    cost, target, mask = _as_groups(cost, target, mask)
-    diff, valid = _pairs(cost, target, mask, tie_eps)
-    return _mean_over_groups(F.relu(margin - diff), valid)
-
-
 def pairwise_logistic(cost: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None = None,
                       tie_eps: float = 1e-9) -> torch.Tensor:
     """RankNet: mean over ordered pairs of ``log(1 + exp(-(cost_j - cost_i)))``."""
     cost, target, mask = _as_groups(cost, target, mask)
     diff, valid = _pairs(cost, target, mask, tie_eps)
     return _mean_over_groups(F.softplus(-diff), valid)
-
-
-def listmle(cost: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None = None,
-            generator: torch.Generator | None = None) -> torch.Tensor:
-    """ListMLE: negative Plackett–Luce log-likelihood of the true order (fastest first), with
-    scores ``-cost``. Ties in the target are broken randomly (``generator``) so no order is
-    preferred systematically."""
-    cost, target, mask = _as_groups(cost, target, mask)
-    sort_key = torch.where(mask, target, torch.full_like(target, float("inf")))
-    if generator is None:
-        order = torch.argsort(sort_key, dim=1, stable=True)
-    else:  # shuffle first, then a stable sort: ties end up in random order
-        perm = torch.argsort(torch.rand(target.shape, generator=generator).to(target.device), dim=1)
-        order = perm.gather(1, torch.argsort(sort_key.gather(1, perm), dim=1, stable=True))
-    scores = (-cost).gather(1, order)
-    valid = mask.gather(1, order)
-    scores = torch.where(valid, scores, torch.full_like(scores, -1e4))
-    # log sum_{k >= i} exp(s_k), computed as a reversed cumulative logsumexp
-    rev_lse = torch.logcumsumexp(scores.flip(1), dim=1).flip(1)
-    nll = (rev_lse - scores) * valid
-    per_group = nll.sum(dim=1) / valid.sum(dim=1).clamp_min(1)
-    return per_group.mean()
-
-
-LOSSES: dict[str, LossFn] = {
-    "hinge": pairwise_hinge,
-    "logistic": pairwise_logistic,
-    "listmle": listmle,
-}
-
-
-def get_loss(name: str) -> LossFn:
-    """Loss by name: ``hinge`` | ``logistic`` (RankNet) | ``listmle``."""
-    try:
-        return LOSSES[name]
-    except KeyError:
-        raise ValueError(f"unknown loss {name!r}; expected one of {sorted(LOSSES)}") from None

@@ -35,7 +35,6 @@ class GnnConfig(RankerConfig):
     cross_attn: bool = True  # cross-configuration attention between the configs of a batch (off for tile: not adopted) [measured: benchmarks/tile_retrain.json "Tile models retrained: without cross-configuration attention (not adopted)"]
 
     # --- training
-    loss: str = "logistic"  # hinge | logistic (RankNet) | listmle [measured: benchmarks/gnn_cv.json "GNN variants under cross-validation"]
     configs_per_step: int = 64  # configs sampled from one graph per step
     warm_twin: bool = False  # layout default collections train after their source's random one, each fold model starting from that one's fold model of the same fold (the same held-out stems) [measured: benchmarks/gnn_fold_training.json "How the GNN's fold models train"]
     close_bias: float = 0.0  # probability that a step samples configs of close runtimes

@@ -37,7 +37,7 @@ from models.gnn.config import GnnConfig
 from models.gnn.data import load_graphs, sample_configs, trainable
 from models.gnn.infer import TensorCache, evaluate, load_trained_dir, train_costs
 from models.gnn.model import ModelArgs, RankerGNN
-from models.losses import get_loss
+from models.losses import pairwise_logistic
 from models.training import (DistContext, EarlyStopping, StepHorizon, all_reduce, autocast,
                              barrier, broadcast_object, budget_clock, checkpoint_module_lists,
                              choose_device, load_checkpoint, make_grad_scaler,
@@ -146,7 +146,7 @@ def make_trainer(cfg: GnnConfig, ctx: DistContext, device: torch.device,
 
 
 def train_step(tr: Trainer, graphs: list[ProcessedGraph], cache: TensorCache, step: int,
-               loss_fn, graphs_per_step: int) -> tuple[float, int]:
+               graphs_per_step: int) -> tuple[float, int]:
     """One optimiser step on this rank's graphs; returns (loss, configs used)."""
     cfg, rank = tr.cfg, tr.ctx.rank
     rng = step_rng(cfg.seed, step, rank)
@@ -169,7 +169,7 @@ def train_step(tr: Trainer, graphs: list[ProcessedGraph], cache: TensorCache, st
             with autocast(tr.device, cfg.amp):
                 cost = tr.step_model(g, tensors, idx, tr.device, cfg, step)
             y = torch.as_tensor(target[idx], device=tr.device)
-            loss = loss_fn(cost.float(), y) / len(chosen)
+            loss = pairwise_logistic(cost.float(), y) / len(chosen)
             tr.scaler.scale(loss).backward()
         total += float(loss.detach())
         configs += len(idx)
@@ -291,7 +291,6 @@ def _loop(tr: Trainer, collection: Collection, graphs: list[ProcessedGraph],
     """Steps until ``cfg.steps``, early stopping, ``step_budget`` or the time share is spent;
     returns the report's entries on the run."""
     cfg, ctx = tr.cfg, tr.ctx
-    loss_fn = get_loss(cfg.loss)
     # every rank must run the same number of forward/backward passes per step (DDP collectives)
     per_step_graphs = int(all_reduce(min(TILE_GRAPHS_PER_STEP if collection.is_tile else 1,
                                          len(graphs)), ctx, tr.device, op="MIN"))
@@ -320,7 +319,7 @@ def _loop(tr: Trainer, collection: Collection, graphs: list[ProcessedGraph],
             stopped_by = reason
             break
         tr.step_model.train()
-        loss, used = train_step(tr, graphs, cache, step, loss_fn, per_step_graphs)
+        loss, used = train_step(tr, graphs, cache, step, per_step_graphs)
         running.append(all_reduce(loss, ctx, tr.device) / ctx.world_size)
         configs += used
         step += 1
@@ -442,10 +441,10 @@ def choose_regime(cfg: GnnConfig, collections: list[Collection], device: torch.d
         per_step = min(TILE_GRAPHS_PER_STEP if coll.is_tile else 1, len(graphs))
         tr, cache, clock = make_trainer(cfg, DistContext(), device, graphs[0]), TensorCache(device), \
             budget_clock(cfg.budget_clock)
-        seconds, loss_fn = [], get_loss(cfg.loss)
+        seconds = []
         for step in [*range(REGIME_STEPS)] * 2:  # timed the second time: tensors cached, as in training
             start = clock()
-            train_step(tr, graphs, cache, step, loss_fn, per_step)
+            train_step(tr, graphs, cache, step, per_step)
             seconds.append(clock() - start)
         step_seconds = float(np.mean(seconds[REGIME_STEPS:]))
         share = cfg.time_budget * cfg.budget_weight(coll) / units

@@ -16,8 +16,8 @@ TILE = get_collection("tile:xla")
 
 
 def test_parse_variants():
-    v = parse_variants("xattn:cross_attn=true,loss=hinge; plain:cross_attn=false")
-    assert v == {"xattn": {"cross_attn": "true", "loss": "hinge"}, "plain": {"cross_attn": "false"}}
+    v = parse_variants("xattn:cross_attn=true,hidden=128; plain:cross_attn=false")
+    assert v == {"xattn": {"cross_attn": "true", "hidden": "128"}, "plain": {"cross_attn": "false"}}
     assert parse_variants("base:") == {"base": {}}
     with pytest.raises(ValueError, match="no variants"):
         parse_variants(" ; ")

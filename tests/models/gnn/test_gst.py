@@ -17,7 +17,7 @@ from models.gnn import gst
 from models.gnn.gst import TrunkTable, build_segments, draw_trained, gst_costs, segmented_graph_state
 from models.gnn.infer import InferenceOptions, graph_state, predict_costs, train_costs
 from models.gnn.model import ModelArgs, Pool, RankerGNN
-from models.losses import get_loss
+from models.losses import pairwise_logistic
 from models.metrics import kendall_tau
 
 CPU = torch.device("cpu")
@@ -204,7 +204,7 @@ def _train_far_signal(cfg: GnnConfig, steps: int = 300) -> float:
     model = RankerGNN(ModelArgs(kind="layout", node_dim=6, config_dim=18, hidden=16, layers=2,
                                 arch=cfg.arch, head_product=True))
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    loss_fn = get_loss("logistic")
+    loss_fn = pairwise_logistic
     tensors = graph_tensors(g, CPU)
     train, held_out = np.arange(160), np.arange(160, g.num_configs)
     rng = np.random.default_rng(0)
