@@ -400,28 +400,3 @@ def test_a_fold_model_of_another_plan_is_trained_afresh_not_resumed(tmp_path, to
         fit(cfg, coll, train, valid, out, math.inf, DistContext(), torch.device("cpu"),
             extra_config={"fold": 0, "fold_plan": f"w/folds/x/{plan}"})
         assert load_checkpoint(out / "last.pt", "cpu")["step"] == steps  # resumed only on its own plan
-
-
-def test_warm_twin_trains_random_first_and_starts_default_folds_from_its_fold_models(
-        tmp_path, fold_features, capsys):
-    from models.cv import check_manifest, fold_plan
-
-    work = tmp_path / "w"
-    args = ["--work", str(work), "--features", str(fold_features), "--folds", "3", "--warm-twin", "true",
-            "--keep", "last"] + [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
-    models = work / "models" / "gnn"
-    assert gnn_main(["train", *args, "--collections", "layout:xla:default,layout:xla:random",
-                     "--steps", "4"]) == 0
-    assert "starting afresh" not in capsys.readouterr().err  # the random twin trained first
-    default = models / "layout-xla-default" / "seed0"
-    check_manifest(default / "folds.json", fold_plan(work, fold_features, get_collection(
-        "layout:xla:default"), folds=3, seed=0))
-    assert gnn_main(["train", *args, "--collections", "layout:xla:default", "--steps", "0",
-                     "--resume", "false"]) == 0  # no step: each fold model is its twin's
-    for k in range(3):
-        mine, twin = (load_checkpoint(models / c / "seed0" / f"fold{k}" / "best.pt")["model"]
-                      for c in ("layout-xla-default", "layout-xla-random"))
-        assert all(torch.equal(mine[n], twin[n]) for n in twin)
-    assert gnn_main(["train", *args, "--work", str(tmp_path / "fresh"), "--collections",
-                     "layout:xla:default", "--steps", "1"]) == 0
-    assert "starting afresh" in capsys.readouterr().err  # no twin trained: a documented fallback
