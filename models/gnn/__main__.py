@@ -45,8 +45,6 @@ def train_main(argv: list[str]) -> int:
     try:
         reports = []
         collections = cfg.collection_list()
-        if cfg.warm_twin:  # a random collection first: its source's default one starts from it
-            collections.sort(key=lambda c: c.search == "default")
         if cfg.regime and ctx.is_main:
             choose_regime(cfg, collections, device)
         barrier(ctx)

@@ -36,7 +36,6 @@ class GnnConfig(RankerConfig):
 
     # --- training
     configs_per_step: int = 64  # configs sampled from one graph per step
-    warm_twin: bool = False  # layout default collections train after their source's random one, each fold model starting from that one's fold model of the same fold (the same held-out stems) [measured: benchmarks/gnn_fold_training.json "How the GNN's fold models train"]
     close_bias: float = 0.0  # probability that a step samples configs of close runtimes
     steps: int = 400  # optimiser steps per collection (the horizon of the warmup-cosine schedule)
     lr: float = 2e-3  # AdamW peak learning rate

@@ -120,34 +120,14 @@ def train_folds(cfg: GnnConfig, collection: Collection, budget: TimeBudget, unit
     for k in range(plan.folds):
         train, valid = fold_training(cfg, collection, plan, k, graphs)
         inner = [] if watches_held_out(cfg, collection) else valid
-        init, twin_seen = twin_start(cfg, collection, plan, k)
-        seen[k] = sorted({(g.split, g.stem) for g in train + inner} | set(twin_seen))
+        seen[k] = sorted({(g.split, g.stem) for g in train + inner})
         reports.append(fit(cfg, collection, train, valid, fold_dir(cfg, collection, k),
                            budget.share(units_left - k * weight, weight), ctx, device,
                            extra_config={"fold": k, "folds": plan.folds, "fold_plan": str(plan.path)},
-                           monitor_only=watches_held_out(cfg, collection), init=init))
+                           monitor_only=watches_held_out(cfg, collection)))
     if ctx.is_main:
         write_fold_manifest(cfg.model_dir(collection) / "folds.json", plan, seen)
     return broadcast_object(fold_summary(collection, cfg, reports), ctx)
-
-
-def twin_start(cfg: GnnConfig, collection: Collection, plan, k: int) -> tuple[Path | None, list[Key]]:
-    """With ``--warm-twin``, fold ``k`` of a layout default collection starts from the weights of
-    fold ``k`` of its source's random collection (the plans share their stems' folds, so it never
-    saw fold ``k``'s held-out graphs): (its ``best.pt``, the graphs it saw); (None, []) otherwise."""
-    from models.cv import _unkey
-    from tpurank.collections import get_collection
-
-    if not cfg.warm_twin or collection.is_tile or collection.search != "default":
-        return None, []
-    twin = get_collection(f"layout:{collection.source}:random")
-    weights, manifest = fold_dir(cfg, twin, k) / "best.pt", cfg.model_dir(twin) / "folds.json"
-    seen = json.loads(manifest.read_text()) if manifest.is_file() else {}
-    if not weights.is_file() or (seen.get("folds"), seen.get("seed")) != (plan.folds, plan.seed):
-        print(f"{collection.name} fold {k}: no {weights} of the same fold plan; starting afresh",
-              file=sys.stderr)
-        return None, []
-    return weights, [_unkey(key) for key in seen["seen"][str(k)]]
 
 
 def fold_summary(collection: Collection, cfg: GnnConfig, reports: list[dict]) -> dict[str, Any]:

@@ -111,14 +111,6 @@ class Trainer:
         self.stopped_by = str(state.get("stopped_by", ""))
         return int(state["step"])
 
-    def warm_start(self, path: Path | None) -> None:
-        """Start from the model weights in ``path`` (a ``best.pt`` of the same shape), if any."""
-        if path is not None:
-            try:
-                self.model.load_state_dict(load_checkpoint(path, self.device)["model"])
-            except RuntimeError as e:
-                raise RuntimeError(f"{path}: cannot start from these weights: {e}") from None
-
     def save_best(self, out: Path, step: int) -> None:
         save_checkpoint(out / "best.pt", {"model": self.model.state_dict(),
                                           "model_args": asdict(self.model.args), "step": step})
@@ -248,8 +240,8 @@ def train_collection(cfg: GnnConfig, collection: Collection, seconds: float = ma
 
 def fit(cfg: GnnConfig, collection: Collection, train: list[ProcessedGraph],
         valid: list[ProcessedGraph], out: Path, seconds: float, ctx: DistContext,
-        device: torch.device, extra_config: dict | None = None, monitor_only: bool = False,
-        init: Path | None = None) -> dict[str, Any]:
+        device: torch.device, extra_config: dict | None = None, monitor_only: bool = False
+        ) -> dict[str, Any]:
     """Train on ``train``, early-stop on ``valid``, write ``out/`` and return the report.
     ``monitor_only``: ``valid`` only draws the learning curve (nothing is chosen by it), so no
     evaluation after training takes time from the share: the last periodic score is the report's."""
@@ -267,10 +259,8 @@ def fit(cfg: GnnConfig, collection: Collection, train: list[ProcessedGraph],
     other_plan = plans[0] != plans[1]  # a fold model of another plan (e.g. a new --regime): start afresh
     if cfg.resume and (out / "last.pt").is_file() and not other_plan:
         start = tr.restore(out / "last.pt")
-    else:
-        tr.warm_start(init)
-        if ctx.is_main:  # a fresh run must never report an older run's best weights
-            (out / "best.pt").unlink(missing_ok=True)
+    elif ctx.is_main:  # a fresh run must never report an older run's best weights
+        (out / "best.pt").unlink(missing_ok=True)
     if ctx.is_main:  # with the device it trained on, and whether mixed precision ran (CUDA only)
         write_json(out / "config.json", {**run_metadata(cfg), "world_size": ctx.world_size,
                                          "device": str(device),
