@@ -206,7 +206,7 @@ def predict_folds(cfg: GnnConfig, collection: Collection) -> dict[str, Any]:
     oof: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     valid_costs: dict[str, np.ndarray] = {}
     for k in range(folds):
-        model, saved = load_trained_dir(fold_dir(cfg, collection, k), device)
+        model, saved = load_trained_dir(fold_dir(cfg, collection, k), device, cfg.predict_context)
         batch = saved.predict_batch or cfg.predict_batch
         if not labelled:
             seen = set(manifest["seen"][str(k)])

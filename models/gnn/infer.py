@@ -141,9 +141,10 @@ def train_costs(model: RankerGNN, g: ProcessedGraph, tensors: GraphTensors, idx:
     return gst_costs(model, g, tensors, idx, device, cfg, step, table)
 
 
-def load_trained_dir(model_dir: str | Path, device: torch.device | str = "cpu"
-                     ) -> tuple[RankerGNN, GnnConfig]:
-    """Model (best weights, eval mode) and config saved in ``model_dir``."""
+def load_trained_dir(model_dir: str | Path, device: torch.device | str = "cpu",
+                     context: int | None = None) -> tuple[RankerGNN, GnnConfig]:
+    """Model (best weights, eval mode) and config saved in ``model_dir``; ``context``: the
+    predicting run's ``--predict-context`` instead of the saved one."""
     model_dir = Path(model_dir)
     state = load_checkpoint(model_dir / "best.pt", device)
     args = dict(state["model_args"])
@@ -154,6 +155,7 @@ def load_trained_dir(model_dir: str | Path, device: torch.device | str = "cpu"
     model.eval()
     cfg_path = model_dir / "config.json"
     cfg = load_run_config(GnnConfig, cfg_path) if cfg_path.is_file() else GnnConfig()
+    cfg = cfg if context is None else dataclasses.replace(cfg, predict_context=context)
     model.inference_options = InferenceOptions.from_config(cfg)  # used by predict_costs
     return model, cfg
 
@@ -183,7 +185,7 @@ def predict_collection(cfg: GnnConfig, collection: Collection, splits=("valid", 
 
     set_cpu_threads(cfg.predict_threads)
     device = choose_device(cfg.device)
-    model, saved = load_trained_dir(cfg.model_dir(collection), device)
+    model, saved = load_trained_dir(cfg.model_dir(collection), device, cfg.predict_context)
     written = {}
     for split in splits:
         graphs = load_graphs(cfg.features_dir(), collection, split)

@@ -51,6 +51,9 @@ def test_train_then_predict_covers_every_graph_and_config(tmp_path, toy_features
     g = next(iter_processed(toy_features, coll, "test"))
     np.testing.assert_allclose(predict_costs(model, g, saved.predict_batch),
                                read_predictions(paths["test"])[g.stem], rtol=1e-5, atol=1e-5)
+    assert model.inference_options.context == cfg.predict_context == 1024  # saved at training
+    # prediction follows the predicting run's --predict-context, not the one saved at training
+    assert load_trained_dir(cfg.model_dir(coll), context=5)[0].inference_options.context == 5
 
 
 @pytest.mark.parametrize("arch", ["factorized", "copy"])
