@@ -36,7 +36,6 @@ class GnnConfig(RankerConfig):
 
     # --- training
     configs_per_step: int = 64  # configs sampled from one graph per step
-    joint_source: bool = False  # layout fold models also train on every labelled graph of the other source with the same search (same hardware, other graphs) [measured: benchmarks/gnn_fold_training.json "How the GNN's fold models train"]
     close_bias: float = 0.0  # probability that a step samples configs of close runtimes
     steps: int = 400  # optimiser steps per collection (the horizon of the warmup-cosine schedule)
     lr: float = 2e-3  # AdamW peak learning rate

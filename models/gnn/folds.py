@@ -84,28 +84,12 @@ def watches_held_out(cfg: GnnConfig, collection: Collection) -> bool:
     return not cfg.inner_valid and not collection.is_tile
 
 
-def other_source(cfg: GnnConfig, collection: Collection) -> list[ProcessedGraph]:
-    """With ``--joint-source``, the usable labelled graphs of the other source with the same
-    search: the same hardware, other graphs (none of this collection's, so its OOF stays held out)."""
-    from tpurank.collections import get_collection
-
-    if not cfg.joint_source or collection.is_tile:
-        return []
-    other = get_collection(f"layout:{'nlp' if collection.source == 'xla' else 'xla'}:{collection.search}")
-    if not _labelled_built(cfg, other):
-        print(f"{collection.name}: no labelled {other.name} features to train on too", file=sys.stderr)
-        return []
-    return [g for g in labelled_graphs(cfg, other).values() if trainable(g)]
-
-
 def fold_training(cfg: GnnConfig, collection: Collection, plan, k: int,
-                  graphs: dict[Key, ProcessedGraph], extra: list[ProcessedGraph] = ()
-                  ) -> tuple[list[ProcessedGraph], list[ProcessedGraph]]:
-    """(train graphs, inner-valid graphs) of fold ``k``; ``extra`` trains too (:func:`other_source`)."""
+                  graphs: dict[Key, ProcessedGraph]) -> tuple[list[ProcessedGraph], list[ProcessedGraph]]:
+    """(train graphs, inner-valid graphs) of fold ``k``."""
     from models.gnn.train import limit_graphs
 
     train = [graphs[key] for key in plan.training(k) if key in graphs and trainable(graphs[key])]
-    train += list(extra)
     valid = [graphs[key] for key in plan.inner_valid(k) if key in graphs]
     if watches_held_out(cfg, collection):  # the inner set trains too
         if cfg.keep != "last" or cfg.patience != 0:
@@ -131,12 +115,12 @@ def train_folds(cfg: GnnConfig, collection: Collection, budget: TimeBudget, unit
 
     plan = get_plan(cfg, collection, ctx)
     graphs = labelled_graphs(cfg, collection)
-    reports, seen, extra = [], {}, other_source(cfg, collection)
+    reports, seen = [], {}
     weight = cfg.budget_weight(collection)
     for k in range(plan.folds):
-        train, valid = fold_training(cfg, collection, plan, k, graphs, extra)
+        train, valid = fold_training(cfg, collection, plan, k, graphs)
         inner = [] if watches_held_out(cfg, collection) else valid
-        seen[k] = sorted({(g.split, g.stem) for g in train + inner if g.collection == collection.name})
+        seen[k] = sorted({(g.split, g.stem) for g in train + inner})
         reports.append(fit(cfg, collection, train, valid, fold_dir(cfg, collection, k),
                            budget.share(units_left - k * weight, weight), ctx, device,
                            extra_config={"fold": k, "folds": plan.folds, "fold_plan": str(plan.path)},
