@@ -81,7 +81,7 @@ def test_gnn_learns_toy_layout_ranking(tmp_path, learnable_features):
     clearly positive, and the training loss must decrease."""
     coll = get_collection("layout:xla:random")
     cfg = _cfg(tmp_path, learnable_features, steps=100, eval_every=50, hidden=16,
-               configs_per_step=16, cross_attn=False, loss="logistic", lr=2e-2)
+               configs_per_step=16, cross_attn=False, lr=2e-2)
     report = train_collection(cfg, coll)
     losses = [h["loss"] for h in report["history"]]
     assert losses[-1] < 0.85 * losses[0]
