@@ -28,29 +28,17 @@ def _as_groups(cost: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | No
     return cost.float(), target.to(cost.device).float(), mask.to(cost.device).bool()
 
 
-def _pairs(cost: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, tie_eps: float
-           ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Cost margins ``cost[j] - cost[i]`` for ordered pairs where config i is truly faster than j,
-    and the (G, B, B) mask of such pairs."""
+def pairwise_logistic(cost: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None = None,
+                      tie_eps: float = 1e-9) -> torch.Tensor:
+    """RankNet: mean over ordered pairs (config i truly faster than j, beyond ``tie_eps`` of the
+    group's largest runtime) of ``log(1 + exp(-(cost_j - cost_i)))``, averaged per group first."""
+    cost, target, mask = _as_groups(cost, target, mask)
     diff_target = target[:, None, :] - target[:, :, None]  # [g, i, j] = t_j - t_i
     scale = target.abs().amax(dim=1, keepdim=True).clamp_min(1e-12)[:, :, None]
     valid = (diff_target > tie_eps * scale) & mask[:, :, None] & mask[:, None, :]
-    margin = cost[:, None, :] - cost[:, :, None]  # [g, i, j] = c_j - c_i, want > 0
-    return margin, valid
-
-
-def _mean_over_groups(per_pair: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    per_pair = F.softplus(cost[:, :, None] - cost[:, None, :])  # softplus(-(c_j - c_i))
     counts = valid.sum(dim=(1, 2))
-    sums = (per_pair * valid).sum(dim=(1, 2))
     has = counts > 0
     if not bool(has.any()):
         return per_pair.sum() * 0.0  # keeps the graph connected; no ordered pair to learn from
-    return (sums[has] / counts[has]).mean()
-
-
-def pairwise_logistic(cost: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None = None,
-                      tie_eps: float = 1e-9) -> torch.Tensor:
-    """RankNet: mean over ordered pairs of ``log(1 + exp(-(cost_j - cost_i)))``."""
-    cost, target, mask = _as_groups(cost, target, mask)
-    diff, valid = _pairs(cost, target, mask, tie_eps)
-    return _mean_over_groups(F.softplus(-diff), valid)
+    return ((per_pair * valid).sum(dim=(1, 2))[has] / counts[has]).mean()
