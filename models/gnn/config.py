@@ -32,8 +32,6 @@ class GnnConfig(RankerConfig):
     hidden: int = 64  # node embedding width of every message-passing layer
     layers: int = 3  # message-passing layers
     dropout: float = 0.0  # dropout in message passing and cross-configuration attention
-    input_dropout: float = 0.0  # dropout on the node features as they enter the model (training only)
-    graph_summary: bool = True  # factorized: the pooled trunk (one vector per graph) joins every config's vector
     cross_attn: bool = True  # cross-configuration attention between the configs of a batch (off for tile: not adopted) [measured: benchmarks/tile_retrain.json "Tile models retrained: without cross-configuration attention (not adopted)"]
 
     # --- training

@@ -51,8 +51,6 @@ class ModelArgs:
     head_patterns: bool = False  # checkpoints written before it carry none: they read no patterns
     head_pool: str = "mean"  # checkpoints written before it carry none: they pooled the mean
     head_heuristic: bool = False  # checkpoints written before it carry none: they read no heuristic
-    input_dropout: float = 0.0
-    graph_summary: bool = True
 
     @property
     def factorized(self) -> bool:
@@ -375,7 +373,6 @@ class RankerGNN(nn.Module):
         self.opcode_embed = nn.Embedding(OPCODE_VOCAB, OPCODE_DIM)
         self.node_in = nn.Sequential(nn.Linear(args.node_dim + OPCODE_DIM, d), nn.GELU(),
                                      nn.Linear(d, d))
-        self.input_drop = nn.Dropout(args.input_dropout)
         if args.arch not in ARCHS:
             raise ValueError(f"unknown arch {args.arch!r}; expected one of {', '.join(ARCHS)}")
         self.late_join = args.kind == "tile"  # the tile config joins after pooling
@@ -405,7 +402,7 @@ class RankerGNN(nn.Module):
 
     def encode_nodes(self, node_feat: torch.Tensor, node_opcode: torch.Tensor) -> torch.Tensor:
         op = node_opcode.long().clamp(0, OPCODE_VOCAB - 1)
-        return self.node_in(torch.cat([self.input_drop(node_feat), self.opcode_embed(op)], dim=-1))
+        return self.node_in(torch.cat([node_feat, self.opcode_embed(op)], dim=-1))
 
     def _message_passing(self, h: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
         copies, n, _ = h.shape
@@ -443,7 +440,7 @@ class RankerGNN(nn.Module):
             raise ValueError("a factorized layout model needs config_node_pos and links")
         h = self.trunk(node_feat, node_opcode, edge_index)
         return GraphState(node_feat, node_opcode, edge_index, config_node_pos,
-                          summary=self.pool(h[None]) * float(self.args.graph_summary),
+                          summary=self.pool(h[None]),
                           node_in=self.config_head.node_inputs(h[config_node_pos], self.config_encoder),
                           links=links, link_feat=self.config_head.link_features(h, links))
 
