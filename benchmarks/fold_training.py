@@ -17,6 +17,7 @@ set, then reruns the predict, blend and report stages:
     python -m benchmarks.fold_training train --source work/bench/tpu-s0-quick --arm base \\
         [--root work/bench-folds] [-- GNN OPTIONS ...]
     python -m benchmarks.fold_training collect [--root work/bench-folds] \\
+        [--earlier benchmarks/gnn_fold_training.json --retire ARM,...] \\
         [--out benchmarks/gnn_fold_training.json]
 
 ``train`` is resumable (a trained model is not trained again); run two at once with one thread
@@ -187,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "gnn_fold_training.json")
     c.add_argument("--earlier", type=Path, help="also the rows of this earlier artifact (arms whose WORKs "
                    "are gone), but for the arms under --root")
+    c.add_argument("--retire", default="", help="comma list of arms whose earlier rows are dropped "
+                   "(their verdicts stay in BENCHMARKS' text; the rows stay in git history)")
     for q in (t, c):
         q.add_argument("--root", type=Path, default=Path("work/bench-folds"),
                        help="the arms' WORKs")
@@ -201,8 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = [arm_row(w.parent) for w in sorted(args.root.glob("*/arm.json"))]
     if args.earlier:
         mine = {(r["label"], r["seed"], r["arm"]) for r in rows}
+        retired = set(filter(None, args.retire.split(",")))
         rows += [r for r in json.loads(args.earlier.read_text())["raw"]
-                 if (r["label"], r["seed"], r["arm"]) not in mine]
+                 if (r["label"], r["seed"], r["arm"]) not in mine and r["arm"] not in retired]
     command = "python -m benchmarks.fold_training " + " ".join(argv or sys.argv[1:])
     write_json(args.out, {**bench_metadata(command), "raw": rows, "notes": NOTES,
                           "tables": tables(rows)})

@@ -72,3 +72,6 @@ def test_collect_keeps_an_earlier_artifacts_rows_but_for_the_arms_measured_again
     raw = json.loads(out.read_text())["raw"]
     kept = sorted((r["arm"], r["collections"]["tile:xla"]["gnn"]) for r in raw)
     assert kept == [("base", 0.7), ("old", 0.4)]
+    assert ft.main(["collect", "--root", str(tmp_path / "arms"), "--earlier", str(earlier),
+                    "--retire", "old", "--out", str(out)]) == 0
+    assert [r["arm"] for r in json.loads(out.read_text())["raw"]] == ["base"]
