@@ -51,7 +51,6 @@ class ModelArgs:
     head_patterns: bool = False  # checkpoints written before it carry none: they read no patterns
     head_pool: str = "mean"  # checkpoints written before it carry none: they pooled the mean
     head_heuristic: bool = False  # checkpoints written before it carry none: they read no heuristic
-    head_mismatch: bool = False  # checkpoints written before it carry none: they read no mismatch bits
 
     @property
     def factorized(self) -> bool:
@@ -186,7 +185,6 @@ class ConfigLinks:
     patterns: torch.Tensor | None = None  # (nc, 3, 7, PATTERN_BITS) bool: models.gnn.data.layout_patterns
     padding: torch.Tensor | None = None  # (nc, 3, 7, 2): features.heuristic.padding_tables per tensor
     default_dims: torch.Tensor | None = None  # (nc, 3, 2): the tensors' default minor, second dims
-    pairs: torch.Tensor | None = None  # (P, 2) producer, consumer ordinals: features.tabular.config_dependency_pairs
     graph: str = "graph"  # collection/split/stem, named by errors
 
 
@@ -204,33 +202,6 @@ def pattern_bits(patterns: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     return torch.cat(bits, dim=-1).float()
 
 
-def resolved_minor(values: torch.Tensor, default_dims: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(B, nc) most- and second-most-minor dims of tensor ``t`` of configs ``values`` (B, nc, 18),
-    the tensor's default ones (``default_dims`` (nc, 3, 2)) where the config leaves it default."""
-    lay, default = values[:, :, 6 * t:6 * t + 2].long(), default_dims[None, :, t].long()
-    first = torch.where(lay[..., 0] >= 0, lay[..., 0], default[..., 0])
-    second = torch.where(lay[..., 1] >= 0, lay[..., 1],
-                         torch.where(first == default[..., 0], default[..., 1], default[..., 0]))
-    return first, second
-
-
-def mismatch_bits(links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
-    """(B, nc, 2) of configs ``values``: whether a configurable node's output layout (its two most
-    minor dims, resolved to the default's where left default) differs from a dependent consumer's
-    input layout, and whether its input differs from a producer's output (a relayouting copy
-    between them; LightGBM's ``f_mismatch`` pairs, per node)."""
-    batch, nc = values.shape[:2]
-    out = values.new_zeros((batch, nc, 2), dtype=torch.float32)
-    if links.pairs is None or links.default_dims is None or len(links.pairs) == 0:
-        return out
-    (o1, o2), (i1, i2) = (resolved_minor(values, links.default_dims, t) for t in (0, 1))
-    p, q = links.pairs[:, 0], links.pairs[:, 1]
-    differs = ((o1[:, p] != i1[:, q]) | (o2[:, p] != i2[:, q])).float()  # (B, P)
-    out[..., 0].index_add_(1, p, differs)
-    out[..., 1].index_add_(1, q, differs)
-    return out.clamp_max_(1.0)
-
-
 def heuristic_log_cost(links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
     """(B,) log of :class:`features.heuristic.LayoutHeuristic`'s padded elements of configs
     ``values`` (B, nc, 18), from the graph's tables (``links.padding``, ``links.default_dims``)."""
@@ -240,7 +211,10 @@ def heuristic_log_cost(links: ConfigLinks, values: torch.Tensor) -> torch.Tensor
     nodes = torch.arange(values.shape[1], device=values.device)[None, :]
     terms = []
     for t in range(PATTERN_TENSORS):
-        first, second = resolved_minor(values, links.default_dims, t)
+        lay, default = values[:, :, 6 * t:6 * t + 2].long(), links.default_dims[None, :, t].long()
+        first = torch.where(lay[..., 0] >= 0, lay[..., 0], default[..., 0])
+        second = torch.where(lay[..., 1] >= 0, lay[..., 1],
+                             torch.where(first == default[..., 0], default[..., 1], default[..., 0]))
         terms.append(links.padding[nodes, t, first.clamp(-1, 5).remainder(7), 0]
                      + links.padding[nodes, t, second.clamp(-1, 5).remainder(7), 1])
     return torch.logsumexp(torch.cat(terms, dim=1).float(), dim=1)
@@ -298,9 +272,7 @@ class ConfigHead(nn.Module):
             nn.init.zeros_(self.product["trunk"].bias)
         self.patterns = None
         if args.head_patterns:  # into the join, and into the product's layout side when present
-            width = PATTERN_WIDTH + 2 * args.head_mismatch
-            self.patterns = nn.Linear(width, d * (1 + args.head_product), bias=False)
-        self.mismatch = args.head_mismatch
+            self.patterns = nn.Linear(PATTERN_WIDTH, d * (1 + args.head_product), bias=False)
         self.layers = nn.ModuleList(LinkLayer(d, args.dropout) for _ in range(HEAD_LAYERS))
         self.pool = Pool(d, args.head_pool)
         self.heuristic = args.head_heuristic
@@ -338,10 +310,7 @@ class ConfigHead(nn.Module):
         if links.patterns is None:
             raise ValueError(f"{links.graph}: no layout_context.npz, which this model's layout "
                              f"patterns are read from: rebuild features (python -m features build)")
-        bits = pattern_bits(links.patterns, values)
-        if self.mismatch:
-            bits = torch.cat([bits, mismatch_bits(links, values)], dim=-1)
-        return self.patterns(bits)
+        return self.patterns(pattern_bits(links.patterns, values))
 
     def forward(self, node_in: torch.Tensor, values: torch.Tensor, encoder: LayoutConfigEncoder,
                 links: ConfigLinks, link_feat: torch.Tensor) -> torch.Tensor:
