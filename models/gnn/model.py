@@ -51,7 +51,6 @@ class ModelArgs:
     head_patterns: bool = False  # checkpoints written before it carry none: they read no patterns
     head_pool: str = "mean"  # checkpoints written before it carry none: they pooled the mean
     head_heuristic: bool = False  # checkpoints written before it carry none: they read no heuristic
-    head_sizes: bool = False  # checkpoints written before it carry none: they read no padded sizes
 
     @property
     def factorized(self) -> bool:
@@ -203,10 +202,9 @@ def pattern_bits(patterns: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     return torch.cat(bits, dim=-1).float()
 
 
-def node_log_padded(links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
-    """(B, nc, 3) log of the elements each configurable node's tensors (out, in, kernel) occupy
-    once padded to (8, 128) tiles in configs ``values`` (B, nc, 18) (absent tensors: -1e4), from
-    the graph's tables (``links.padding``, ``links.default_dims``)."""
+def heuristic_log_cost(links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
+    """(B,) log of :class:`features.heuristic.LayoutHeuristic`'s padded elements of configs
+    ``values`` (B, nc, 18), from the graph's tables (``links.padding``, ``links.default_dims``)."""
     if links.padding is None or links.default_dims is None:
         raise ValueError(f"{links.graph}: no padding tables in its layout_context.npz, which this "
                          f"model's heuristic input is read from: rebuild features (python -m features build)")
@@ -219,27 +217,7 @@ def node_log_padded(links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
                              torch.where(first == default[..., 0], default[..., 1], default[..., 0]))
         terms.append(links.padding[nodes, t, first.clamp(-1, 5).remainder(7), 0]
                      + links.padding[nodes, t, second.clamp(-1, 5).remainder(7), 1])
-    return torch.stack(terms, dim=-1).float()
-
-
-def heuristic_log_cost(links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
-    """(B,) log of :class:`features.heuristic.LayoutHeuristic`'s padded elements of configs
-    ``values`` (B, nc, 18)."""
-    return torch.logsumexp(node_log_padded(links, values).flatten(1), dim=1)
-
-
-def size_bits(links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
-    """(B, nc, 9) per configurable node and tensor, in configs ``values``: its log elements once
-    padded to tiles (/ 10), the same where the config sets the tensor's layout (else 0: the
-    volume a relayouting copy would move) and their excess over the all-default config's (the
-    padding a layout adds); absent tensors: 0."""
-    logs = node_log_padded(links, values)
-    default = node_log_padded(links, torch.full_like(values[:1], -1))
-    present = default > -1e3
-    size = torch.where(present, logs / 10, torch.zeros_like(logs))
-    chosen = torch.stack([values[:, :, 6 * t:6 * t + 6].amax(-1) >= 0 for t in range(PATTERN_TENSORS)], -1)
-    excess = torch.where(present, logs - default, torch.zeros_like(logs))
-    return torch.cat([size, size * chosen, excess], dim=-1)
+    return torch.logsumexp(torch.cat(terms, dim=1).float(), dim=1)
 
 
 def gine_mean(conv: GINEConv, x: torch.Tensor, edge_index: torch.Tensor,
@@ -294,9 +272,7 @@ class ConfigHead(nn.Module):
             nn.init.zeros_(self.product["trunk"].bias)
         self.patterns = None
         if args.head_patterns:  # into the join, and into the product's layout side when present
-            width = PATTERN_WIDTH + 9 * args.head_sizes
-            self.patterns = nn.Linear(width, d * (1 + args.head_product), bias=False)
-        self.sizes = args.head_sizes
+            self.patterns = nn.Linear(PATTERN_WIDTH, d * (1 + args.head_product), bias=False)
         self.layers = nn.ModuleList(LinkLayer(d, args.dropout) for _ in range(HEAD_LAYERS))
         self.pool = Pool(d, args.head_pool)
         self.heuristic = args.head_heuristic
@@ -334,10 +310,7 @@ class ConfigHead(nn.Module):
         if links.patterns is None:
             raise ValueError(f"{links.graph}: no layout_context.npz, which this model's layout "
                              f"patterns are read from: rebuild features (python -m features build)")
-        bits = pattern_bits(links.patterns, values)
-        if self.sizes:
-            bits = torch.cat([bits, size_bits(links, values)], dim=-1)
-        return self.patterns(bits)
+        return self.patterns(pattern_bits(links.patterns, values))
 
     def forward(self, node_in: torch.Tensor, values: torch.Tensor, encoder: LayoutConfigEncoder,
                 links: ConfigLinks, link_feat: torch.Tensor) -> torch.Tensor:
