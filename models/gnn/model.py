@@ -28,6 +28,7 @@ LAYOUT_VALUE_DIM = 4  # embedding size of one layout value (x18 per node)
 PATTERN_TENSORS = 3  # out, in, kernel: the tensors a layout config lays out
 PATTERN_BITS = 6  # per (node, tensor, dim): models.gnn.data.layout_patterns' columns
 PATTERN_WIDTH = PATTERN_TENSORS * (PATTERN_BITS + 1)  # pattern_bits' columns
+SIZE_WIDTH = 3 * PATTERN_TENSORS  # size_bits' columns
 CROSS_HEADS = 4  # heads of the cross-configuration attention
 HEAD_LAYERS = 2  # factorized: message-passing layers of the per-config head
 HEURISTIC_GAIN = 10.0  # the heuristic's direct weight is this times a parameter from 0: Adam moves
@@ -51,6 +52,7 @@ class ModelArgs:
     head_patterns: bool = False  # checkpoints written before it carry none: they read no patterns
     head_pool: str = "mean"  # checkpoints written before it carry none: they pooled the mean
     head_heuristic: bool = False  # checkpoints written before it carry none: they read no heuristic
+    head_sizes: bool = False  # checkpoints written before it carry none: they read no padded sizes
 
     @property
     def factorized(self) -> bool:
@@ -202,9 +204,10 @@ def pattern_bits(patterns: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     return torch.cat(bits, dim=-1).float()
 
 
-def heuristic_log_cost(links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
-    """(B,) log of :class:`features.heuristic.LayoutHeuristic`'s padded elements of configs
-    ``values`` (B, nc, 18), from the graph's tables (``links.padding``, ``links.default_dims``)."""
+def node_log_padded(links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
+    """(B, nc, 3) log of the elements each configurable node's tensors (out, in, kernel) occupy
+    once padded to (8, 128) tiles in configs ``values`` (B, nc, 18) (absent tensors: -1e4), from
+    the graph's tables (``links.padding``, ``links.default_dims``)."""
     if links.padding is None or links.default_dims is None:
         raise ValueError(f"{links.graph}: no padding tables in its layout_context.npz, which this "
                          f"model's heuristic input is read from: rebuild features (python -m features build)")
@@ -217,7 +220,27 @@ def heuristic_log_cost(links: ConfigLinks, values: torch.Tensor) -> torch.Tensor
                              torch.where(first == default[..., 0], default[..., 1], default[..., 0]))
         terms.append(links.padding[nodes, t, first.clamp(-1, 5).remainder(7), 0]
                      + links.padding[nodes, t, second.clamp(-1, 5).remainder(7), 1])
-    return torch.logsumexp(torch.cat(terms, dim=1).float(), dim=1)
+    return torch.stack(terms, dim=-1).float()
+
+
+def heuristic_log_cost(links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
+    """(B,) log of :class:`features.heuristic.LayoutHeuristic`'s padded elements of configs
+    ``values`` (B, nc, 18)."""
+    return torch.logsumexp(node_log_padded(links, values).flatten(1), dim=1)
+
+
+def size_bits(links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
+    """(B, nc, 9) per configurable node and tensor, in configs ``values``: its log elements once
+    padded to tiles (/ 10), the same where the config sets the tensor's layout (else 0: the
+    volume a relayouting copy would move) and their excess over the all-default config's (the
+    padding a layout adds); absent tensors: 0."""
+    logs = node_log_padded(links, values)
+    default = node_log_padded(links, torch.full_like(values[:1], -1))
+    present = default > -1e3
+    size = torch.where(present, logs / 10, torch.zeros_like(logs))
+    chosen = torch.stack([values[:, :, 6 * t:6 * t + 6].amax(-1) >= 0 for t in range(PATTERN_TENSORS)], -1)
+    excess = torch.where(present, logs - default, torch.zeros_like(logs))
+    return torch.cat([size, size * chosen, excess], dim=-1)  # SIZE_WIDTH
 
 
 def gine_mean(conv: GINEConv, x: torch.Tensor, edge_index: torch.Tensor,
@@ -270,9 +293,11 @@ class ConfigHead(nn.Module):
                                           "layout": nn.Linear(d, d, bias=False)})
             nn.init.zeros_(self.product["trunk"].weight)
             nn.init.zeros_(self.product["trunk"].bias)
-        self.patterns = None
-        if args.head_patterns:  # into the join, and into the product's layout side when present
-            self.patterns = nn.Linear(PATTERN_WIDTH, d * (1 + args.head_product), bias=False)
+        self.patterns = None  # the per-node bits, into the join and the product's layout side
+        self.pattern_bits, self.sizes = args.head_patterns, args.head_sizes
+        width = PATTERN_WIDTH * args.head_patterns + SIZE_WIDTH * args.head_sizes
+        if width:
+            self.patterns = nn.Linear(width, d * (1 + args.head_product), bias=False)
         self.layers = nn.ModuleList(LinkLayer(d, args.dropout) for _ in range(HEAD_LAYERS))
         self.pool = Pool(d, args.head_pool)
         self.heuristic = args.head_heuristic
@@ -306,11 +331,17 @@ class ConfigHead(nn.Module):
                                            mode="sum").view(*shape)
 
     def _patterns(self, links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
-        """(B, nc, d or 2d): the projected :func:`pattern_bits` of configs ``values``."""
-        if links.patterns is None:
-            raise ValueError(f"{links.graph}: no layout_context.npz, which this model's layout "
-                             f"patterns are read from: rebuild features (python -m features build)")
-        return self.patterns(pattern_bits(links.patterns, values))
+        """(B, nc, d or 2d): the projected :func:`pattern_bits` and :func:`size_bits` of configs
+        ``values`` (those the model reads)."""
+        bits = []
+        if self.pattern_bits:
+            if links.patterns is None:
+                raise ValueError(f"{links.graph}: no layout_context.npz, which this model's layout "
+                                 f"patterns are read from: rebuild features (python -m features build)")
+            bits.append(pattern_bits(links.patterns, values))
+        if self.sizes:
+            bits.append(size_bits(links, values))
+        return self.patterns(torch.cat(bits, dim=-1))
 
     def forward(self, node_in: torch.Tensor, values: torch.Tensor, encoder: LayoutConfigEncoder,
                 links: ConfigLinks, link_feat: torch.Tensor) -> torch.Tensor:

@@ -59,7 +59,8 @@ def model_args_for(cfg: GnnConfig, g: ProcessedGraph) -> ModelArgs:
                      hidden=cfg.hidden, layers=cfg.layers, dropout=cfg.dropout,
                      cross_attn=cfg.cross_attn, arch="copy" if g.is_tile else cfg.arch,
                      head_product=cfg.head_product, head_patterns=cfg.head_patterns,
-                     head_pool=cfg.head_pool, head_heuristic=cfg.head_heuristic)
+                     head_pool=cfg.head_pool, head_heuristic=cfg.head_heuristic,
+                     head_sizes=cfg.head_sizes)
 
 
 class StepModule(nn.Module):

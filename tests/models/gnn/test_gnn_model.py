@@ -257,13 +257,10 @@ def test_a_checkpoint_with_the_removed_tabular_join_is_named(tmp_path):
         load_trained_dir(tmp_path / "m5")
 
 
-def test_heuristic_log_cost_prices_configs_as_the_layout_heuristic(tmp_path):
-    """The head's heuristic input, from the layout context's tables, equals the log of
-    features.heuristic's padded elements: default (-1) and out-of-rank dims included."""
-    from features.heuristic import LayoutHeuristic
+def _context_graph(tmp_path):
+    """A random 8-node layout graph with 4 configurable nodes, its 32 configs and layout context."""
     from features.io import load_npz
     from features.tabular import layout_context
-    from models.gnn.model import ConfigLinks, heuristic_log_cost
 
     rng = np.random.default_rng(0)
     node_feat = np.zeros((8, 140), np.float32)
@@ -277,13 +274,55 @@ def test_heuristic_log_cost_prices_configs_as_the_layout_heuristic(tmp_path):
     np.savez(tmp_path / "g.npz", node_feat=node_feat, node_opcode=np.arange(8), edge_index=edges,
              node_config_ids=ids, node_config_feat=configs, config_runtime=np.ones(32),
              node_splits=np.array([0]))
-    graph = load_npz(tmp_path / "g.npz")
-    ctx = layout_context(graph)
+    return node_feat, ids, edges, configs, layout_context(load_npz(tmp_path / "g.npz"))
+
+
+def _padding_links(ctx):
+    from models.gnn.model import ConfigLinks
+
+    return ConfigLinks(*(torch.zeros(s, dtype=torch.long) for s in ((2, 0), 0, (0, 2), 0)),
+                       padding=torch.as_tensor(ctx.padding), default_dims=torch.as_tensor(ctx.default_dims))
+
+
+def test_heuristic_log_cost_prices_configs_as_the_layout_heuristic(tmp_path):
+    """The head's heuristic input, from the layout context's tables, equals the log of
+    features.heuristic's padded elements: default (-1) and out-of-rank dims included."""
+    from features.heuristic import LayoutHeuristic
+    from models.gnn.model import heuristic_log_cost
+
+    node_feat, ids, edges, configs, ctx = _context_graph(tmp_path)
     expected = np.log(LayoutHeuristic(node_feat, ids, edges).costs(configs))
-    links = ConfigLinks(*(torch.zeros(s, dtype=torch.long) for s in ((2, 0), 0, (0, 2), 0)),
-                        padding=torch.as_tensor(ctx.padding), default_dims=torch.as_tensor(ctx.default_dims))
+    links = _padding_links(ctx)
     got = heuristic_log_cost(links, torch.as_tensor(configs).to(torch.int8))
     np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5)
     links.padding = None
     with pytest.raises(ValueError, match="no padding tables"):
         heuristic_log_cost(links, torch.as_tensor(configs))
+
+
+def test_size_bits_are_the_heuristic_per_node(tmp_path):
+    """Per node and tensor: log padded elements / 10 (summed over nodes: the heuristic), the same
+    where the config sets the tensor's layout, and the excess over the all-default config's; the
+    head reads them with or without the pattern bits."""
+    from models.gnn.model import SIZE_WIDTH, ConfigHead, heuristic_log_cost, size_bits
+
+    *_, configs, ctx = _context_graph(tmp_path)
+    links = _padding_links(ctx)
+    values = torch.as_tensor(configs).to(torch.int8)
+    bits = size_bits(links, values)
+    assert bits.shape == (32, 4, SIZE_WIDTH)
+    present = torch.as_tensor(ctx.padding[:, :, 0, 0] > -1e3)  # (nodes, tensors)
+    size, chosen, excess = bits[..., :3], bits[..., 3:6], bits[..., 6:]
+    total = torch.logsumexp(torch.where(present, size * 10, torch.full_like(size, -1e4)).flatten(1), 1)
+    torch.testing.assert_close(total, heuristic_log_cost(links, values))
+    set_ = torch.stack([values[:, :, 6 * t:6 * t + 6].amax(-1) >= 0 for t in range(3)], -1)
+    torch.testing.assert_close(chosen, torch.where(set_, size, torch.zeros_like(size)))
+    default = size_bits(links, torch.full_like(values[:1], -1))
+    assert default[..., 3:].abs().max() == 0 and (size[~present.expand_as(size)] == 0).all()
+    torch.testing.assert_close(excess[present.expand_as(excess)],
+                               ((size - default[..., :3]) * 10)[present.expand_as(size)])
+    for patterns in (False, True):
+        head = ConfigHead(ModelArgs(kind="layout", node_dim=4, config_dim=18, hidden=8,
+                                    arch="factorized", head_patterns=patterns, head_sizes=True))
+        links.patterns = torch.zeros(4, 3, 7, 6, dtype=torch.bool)
+        assert head._patterns(links, values).shape == (32, 4, 16)
