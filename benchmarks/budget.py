@@ -218,10 +218,16 @@ def predict_estimate_now(row: dict[str, Any], work: Path) -> dict[str, Any] | No
 
 def earlier_rows(label: str, seed: int, name: str, earlier: list[str]) -> list[dict[str, Any]]:
     """``--earlier TAG=ROOT``: the run ``name`` of ``label`` and ``seed`` finished under each ROOT
-    (earlier code: its row's commit says which), renamed ``<name> (TAG)``."""
+    (earlier code: its row's commit says which), renamed ``<name> (TAG)``; ``TAG=FILE.json``: the
+    rows of that earlier artifact (runs whose WORKs are gone), its ``name`` renamed likewise."""
     rows = []
     for spec in earlier:
         tag, root = spec.split("=", 1)
+        if root.endswith(".json"):
+            rows += [{**r, "run": f"{name} ({tag})" if r["run"] == name else r["run"]}
+                     for r in json.loads(Path(root).read_text())["raw"]
+                     if r["label"] == label and r["seed"] == seed and r["run"].split(" (")[0] == name]
+            continue
         done = Path(root) / f"{label}-s{seed}-{name}" / "bench_row.json"
         if name != "quick" and done.is_file():
             rows.append({**json.loads(done.read_text()), "run": f"{name} ({tag})"})
@@ -332,7 +338,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(models, wall time and plan stay the run's; the row records both commits)")
     p.add_argument("--earlier", action="append", default=[], metavar="TAG=ROOT",
                    help="with --collect: also the budgeted runs finished under ROOT by earlier code, "
-                        "as they are (not reblended), named '<run> (TAG)' (repeat)")
+                        "as they are (not reblended), named '<run> (TAG)'; or the rows of an earlier "
+                        "artifact ROOT.json (repeat)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "budget.json"))
     args = p.parse_args(argv)
     args.rerun = set(comma_list(args.rerun))
