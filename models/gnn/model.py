@@ -209,8 +209,9 @@ def node_log_padded(links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
     once padded to (8, 128) tiles in configs ``values`` (B, nc, 18) (absent tensors: -1e4), from
     the graph's tables (``links.padding``, ``links.default_dims``)."""
     if links.padding is None or links.default_dims is None:
-        raise ValueError(f"{links.graph}: no padding tables in its layout_context.npz, which this "
-                         f"model's heuristic input is read from: rebuild features (python -m features build)")
+        raise ValueError(f"{links.graph}: no padding tables in its layout_context.npz, which this model's "
+                         f"heuristic and size inputs are read from: rebuild features "
+                         f"(python -m features build)")
     nodes = torch.arange(values.shape[1], device=values.device)[None, :]
     terms = []
     for t in range(PATTERN_TENSORS):
@@ -294,7 +295,7 @@ class ConfigHead(nn.Module):
             nn.init.zeros_(self.product["trunk"].weight)
             nn.init.zeros_(self.product["trunk"].bias)
         self.patterns = None  # the per-node bits, into the join and the product's layout side
-        self.pattern_bits, self.sizes = args.head_patterns, args.head_sizes
+        self.reads_patterns, self.reads_sizes = args.head_patterns, args.head_sizes
         width = PATTERN_WIDTH * args.head_patterns + SIZE_WIDTH * args.head_sizes
         if width:
             self.patterns = nn.Linear(width, d * (1 + args.head_product), bias=False)
@@ -334,12 +335,12 @@ class ConfigHead(nn.Module):
         """(B, nc, d or 2d): the projected :func:`pattern_bits` and :func:`size_bits` of configs
         ``values`` (those the model reads)."""
         bits = []
-        if self.pattern_bits:
+        if self.reads_patterns:
             if links.patterns is None:
                 raise ValueError(f"{links.graph}: no layout_context.npz, which this model's layout "
                                  f"patterns are read from: rebuild features (python -m features build)")
             bits.append(pattern_bits(links.patterns, values))
-        if self.sizes:
+        if self.reads_sizes:
             bits.append(size_bits(links, values))
         return self.patterns(torch.cat(bits, dim=-1))
 
