@@ -29,7 +29,6 @@ PATTERN_TENSORS = 3  # out, in, kernel: the tensors a layout config lays out
 PATTERN_BITS = 6  # per (node, tensor, dim): models.gnn.data.layout_patterns' columns
 PATTERN_WIDTH = PATTERN_TENSORS * (PATTERN_BITS + 1)  # pattern_bits' columns
 SIZE_WIDTH = 3 * PATTERN_TENSORS  # size_bits' columns
-SHARE_WIDTH = 3 * PATTERN_TENSORS  # share_bits' columns
 CROSS_HEADS = 4  # heads of the cross-configuration attention
 HEAD_LAYERS = 2  # factorized: message-passing layers of the per-config head
 HEURISTIC_GAIN = 10.0  # the heuristic's direct weight is this times a parameter from 0: Adam moves
@@ -54,7 +53,6 @@ class ModelArgs:
     head_pool: str = "mean"  # checkpoints written before it carry none: they pooled the mean
     head_heuristic: bool = False  # checkpoints written before it carry none: they read no heuristic
     head_sizes: bool = False  # checkpoints written before it carry none: they read no padded sizes
-    head_shares: bool = False  # checkpoints written before it carry none: they read no volume shares
 
     @property
     def factorized(self) -> bool:
@@ -246,24 +244,6 @@ def size_bits(links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
     return torch.cat([size, size * chosen, excess], dim=-1)  # SIZE_WIDTH
 
 
-def share_bits(links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
-    """(B, nc, 9) per configurable node and tensor, in configs ``values``: its share of the
-    all-default config's padded elements (over the configurable nodes' tensors) once padded in the
-    config's layout, and, where the config sets the tensor's layout (what a relayouting copy
-    reads and writes), that share in the config's layout and in the default one; each times the
-    number of tensors present, so a graph's shares average 1. Copies and padding cost in
-    proportion to bytes, so a layout's effect on the log runtime grows with these shares, not
-    with the log sizes of :func:`size_bits`."""
-    logs = node_log_padded(links, values)
-    default = node_log_padded(links, torch.full_like(values[:1], -1))
-    present = default > -1e3
-    total = torch.logsumexp(default.flatten(), dim=0) - torch.log(present.sum().clamp_min(1).float())
-    share = torch.where(present, (logs - total).clamp_max(20).exp(), torch.zeros_like(logs))
-    base = torch.where(present, (default - total).clamp_max(20).exp(), torch.zeros_like(default))
-    chosen = torch.stack([values[:, :, 6 * t:6 * t + 6].amax(-1) >= 0 for t in range(PATTERN_TENSORS)], -1)
-    return torch.cat([share, share * chosen, base * chosen], dim=-1)  # SHARE_WIDTH
-
-
 def gine_mean(conv: GINEConv, x: torch.Tensor, edge_index: torch.Tensor,
               edge_feat: torch.Tensor) -> torch.Tensor:
     """``conv(x, edge_index, edge_feat)`` of a mean-aggregating PyG ``GINEConv`` for node-major
@@ -316,9 +296,7 @@ class ConfigHead(nn.Module):
             nn.init.zeros_(self.product["trunk"].bias)
         self.patterns = None  # the per-node bits, into the join and the product's layout side
         self.reads_patterns, self.reads_sizes = args.head_patterns, args.head_sizes
-        self.reads_shares = args.head_shares
-        width = (PATTERN_WIDTH * args.head_patterns + SIZE_WIDTH * args.head_sizes
-                 + SHARE_WIDTH * args.head_shares)
+        width = PATTERN_WIDTH * args.head_patterns + SIZE_WIDTH * args.head_sizes
         if width:
             self.patterns = nn.Linear(width, d * (1 + args.head_product), bias=False)
         self.layers = nn.ModuleList(LinkLayer(d, args.dropout) for _ in range(HEAD_LAYERS))
@@ -364,8 +342,6 @@ class ConfigHead(nn.Module):
             bits.append(pattern_bits(links.patterns, values))
         if self.reads_sizes:
             bits.append(size_bits(links, values))
-        if self.reads_shares:
-            bits.append(share_bits(links, values))
         return self.patterns(torch.cat(bits, dim=-1))
 
     def forward(self, node_in: torch.Tensor, values: torch.Tensor, encoder: LayoutConfigEncoder,
