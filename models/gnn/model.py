@@ -28,7 +28,7 @@ LAYOUT_VALUE_DIM = 4  # embedding size of one layout value (x18 per node)
 PATTERN_TENSORS = 3  # out, in, kernel: the tensors a layout config lays out
 PATTERN_BITS = 6  # per (node, tensor, dim): models.gnn.data.layout_patterns' columns
 PATTERN_WIDTH = PATTERN_TENSORS * (PATTERN_BITS + 1)  # pattern_bits' columns
-SIZE_WIDTH = 3 * PATTERN_TENSORS  # size_bits' columns
+SIZE_WIDTH = 3 * PATTERN_TENSORS  # size_bits' columns, of sizes and of shares each
 CROSS_HEADS = 4  # heads of the cross-configuration attention
 HEAD_LAYERS = 2  # factorized: message-passing layers of the per-config head
 HEURISTIC_GAIN = 10.0  # the heuristic's direct weight is this times a parameter from 0: Adam moves
@@ -53,6 +53,7 @@ class ModelArgs:
     head_pool: str = "mean"  # checkpoints written before it carry none: they pooled the mean
     head_heuristic: bool = False  # checkpoints written before it carry none: they read no heuristic
     head_sizes: bool = False  # checkpoints written before it carry none: they read no padded sizes
+    head_shares: bool = False  # checkpoints written before it carry none: they read no volume shares
 
     @property
     def factorized(self) -> bool:
@@ -230,18 +231,29 @@ def heuristic_log_cost(links: ConfigLinks, values: torch.Tensor) -> torch.Tensor
     return torch.logsumexp(node_log_padded(links, values).flatten(1), dim=1)
 
 
-def size_bits(links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
-    """(B, nc, 9) per configurable node and tensor, in configs ``values``: its log elements once
-    padded to tiles (/ 10), the same where the config sets the tensor's layout (else 0: the
-    volume a relayouting copy would move) and their excess over the all-default config's (the
-    padding a layout adds); absent tensors: 0."""
+def size_bits(links: ConfigLinks, values: torch.Tensor, sizes: bool = True,
+              shares: bool = False) -> torch.Tensor:
+    """(B, nc, 9 * (sizes + shares)) per configurable node and tensor, in configs ``values``;
+    ``sizes``: its log elements once padded to tiles (/ 10), the same where the config sets the
+    tensor's layout (else 0: the volume a relayouting copy would move) and their excess over the
+    all-default config's (the padding a layout adds); ``shares``: its padded elements relative to
+    the mean tensor's of the all-default config, the same where the config sets the layout, and
+    there its default's share (what a copy reads). A copy or padding costs in proportion to bytes,
+    so a layout's effect on the log runtime grows with shares, not log sizes. Absent tensors: 0."""
     logs = node_log_padded(links, values)
     default = node_log_padded(links, torch.full_like(values[:1], -1))
     present = default > -1e3
-    size = torch.where(present, logs / 10, torch.zeros_like(logs))
     chosen = torch.stack([values[:, :, 6 * t:6 * t + 6].amax(-1) >= 0 for t in range(PATTERN_TENSORS)], -1)
-    excess = torch.where(present, logs - default, torch.zeros_like(logs))
-    return torch.cat([size, size * chosen, excess], dim=-1)  # SIZE_WIDTH
+    zero = torch.zeros_like(logs)
+    columns = []
+    if sizes:
+        size = torch.where(present, logs / 10, zero)
+        columns += [size, size * chosen, torch.where(present, logs - default, zero)]
+    if shares:
+        mean = torch.logsumexp(default.flatten(), dim=0) - present.sum().clamp_min(1).float().log()
+        share = torch.where(present, (logs - mean).clamp_max(20).exp(), zero)
+        columns += [share, share * chosen, torch.where(present & chosen, (default - mean).exp(), zero)]
+    return torch.cat(columns, dim=-1)
 
 
 def gine_mean(conv: GINEConv, x: torch.Tensor, edge_index: torch.Tensor,
@@ -295,8 +307,9 @@ class ConfigHead(nn.Module):
             nn.init.zeros_(self.product["trunk"].weight)
             nn.init.zeros_(self.product["trunk"].bias)
         self.patterns = None  # the per-node bits, into the join and the product's layout side
-        self.reads_patterns, self.reads_sizes = args.head_patterns, args.head_sizes
-        width = PATTERN_WIDTH * args.head_patterns + SIZE_WIDTH * args.head_sizes
+        self.reads_patterns = args.head_patterns
+        self.reads_sizes, self.reads_shares = args.head_sizes, args.head_shares
+        width = PATTERN_WIDTH * args.head_patterns + SIZE_WIDTH * (args.head_sizes + args.head_shares)
         if width:
             self.patterns = nn.Linear(width, d * (1 + args.head_product), bias=False)
         self.layers = nn.ModuleList(LinkLayer(d, args.dropout) for _ in range(HEAD_LAYERS))
@@ -340,8 +353,8 @@ class ConfigHead(nn.Module):
                 raise ValueError(f"{links.graph}: no layout_context.npz, which this model's layout "
                                  f"patterns are read from: rebuild features (python -m features build)")
             bits.append(pattern_bits(links.patterns, values))
-        if self.reads_sizes:
-            bits.append(size_bits(links, values))
+        if self.reads_sizes or self.reads_shares:
+            bits.append(size_bits(links, values, self.reads_sizes, self.reads_shares))
         return self.patterns(torch.cat(bits, dim=-1))
 
     def forward(self, node_in: torch.Tensor, values: torch.Tensor, encoder: LayoutConfigEncoder,

@@ -321,8 +321,31 @@ def test_size_bits_are_the_heuristic_per_node(tmp_path):
     assert default[..., 3:].abs().max() == 0 and (size[~present.expand_as(size)] == 0).all()
     torch.testing.assert_close(excess[present.expand_as(excess)],
                                ((size - default[..., :3]) * 10)[present.expand_as(size)])
-    for patterns in (False, True):
-        head = ConfigHead(ModelArgs(kind="layout", node_dim=4, config_dim=18, hidden=8,
-                                    arch="factorized", head_patterns=patterns, head_sizes=True))
+    for patterns, sizes, shares in ((False, True, False), (True, True, True), (False, False, True)):
+        head = ConfigHead(ModelArgs(kind="layout", node_dim=4, config_dim=18, hidden=8, arch="factorized",
+                                    head_patterns=patterns, head_sizes=sizes, head_shares=shares))
         links.patterns = torch.zeros(4, 3, 7, 6, dtype=torch.bool)
         assert head._patterns(links, values).shape == (32, 4, 16)
+
+
+def test_size_shares_are_bytes_relative_to_the_graph(tmp_path):
+    """Shares: padded elements over the all-default config's mean tensor (so they average 1 there),
+    the same where the config sets the layout, and there the default's share (0 elsewhere)."""
+    from models.gnn.model import size_bits
+
+    *_, configs, ctx = _context_graph(tmp_path)
+    links = _padding_links(ctx)
+    values = torch.as_tensor(configs).to(torch.int8)
+    sizes = size_bits(links, values)
+    bits = size_bits(links, values, sizes=False, shares=True)
+    assert bits.shape == sizes.shape
+    present = torch.as_tensor(ctx.padding[:, :, 0, 0] > -1e3).expand_as(sizes[..., :3])
+    default = size_bits(links, torch.full_like(values[:1], -1), sizes=False, shares=True)
+    torch.testing.assert_close(default[..., :3][present[:1]].mean(), torch.tensor(1.0))
+    assert default[..., 3:].abs().max() == 0
+    share, chosen, base = bits[..., :3], bits[..., 3:6], bits[..., 6:]
+    ratio = (sizes[..., :3] - size_bits(links, torch.full_like(values[:1], -1))[..., :3]) * 10
+    torch.testing.assert_close(share[present], (default[..., :3] * ratio.exp())[present], rtol=1e-4, atol=1e-6)
+    set_ = chosen > 0
+    torch.testing.assert_close(chosen, torch.where(set_, share, torch.zeros_like(share)))
+    torch.testing.assert_close(base, torch.where(set_, default[..., :3].expand_as(base), torch.zeros_like(base)))
