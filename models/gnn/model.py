@@ -22,7 +22,7 @@ OPCODE_VOCAB = 256  # HLO opcode ids (about 120 today); larger ids share the las
 LINK_HOPS = 16  # link lengths embedded by the factorized head; longer links share the last bucket
 LINK_KINDS = 2  # features.configgraph: path, meet
 ARCHS = ("copy", "factorized")
-HEAD_POOLS = ("mean", "sqrt", "bytes")
+HEAD_POOLS = ("mean", "sqrt")
 OPCODE_DIM = 16  # embedding size of the HLO opcode id
 LAYOUT_VALUE_DIM = 4  # embedding size of one layout value (x18 per node)
 PATTERN_TENSORS = 3  # out, in, kernel: the tensors a layout config lays out
@@ -106,16 +106,12 @@ class Pool(nn.Module):
         super().__init__()
         if mode not in HEAD_POOLS:
             raise ValueError(f"unknown pool {mode!r}; expected one of {', '.join(HEAD_POOLS)}")
-        self.out_dim = (3 if mode == "bytes" else 2) * dim
+        self.out_dim = 2 * dim
         self.mode = mode
 
-    def forward(self, h: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, n, d) -> (B, out_dim); ``bytes`` also pools the mean weighted by ``weight`` (B, n)."""
+    def forward(self, h: torch.Tensor) -> torch.Tensor:  # (B, n, d) -> (B, out_dim)
         first = h.mean(dim=1) if self.mode == "mean" else h.sum(dim=1) / h.shape[1] ** 0.5
-        if self.mode != "bytes":
-            return torch.cat([first, h.amax(dim=1)], dim=-1)
-        weighted = (h * weight[..., None]).sum(dim=1) / weight.sum(dim=1, keepdim=True).clamp_min(1e-12)
-        return torch.cat([first, weighted.to(h.dtype), h.amax(dim=1)], dim=-1)
+        return torch.cat([first, h.amax(dim=1)], dim=-1)
 
     def partial(self, h: torch.Tensor) -> torch.Tensor:
         """What :meth:`combine` needs of one part of a graph's nodes ``h`` (n, d), as one row:
@@ -227,13 +223,6 @@ def node_log_padded(links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
         terms.append(links.padding[nodes, t, first.clamp(-1, 5).remainder(7), 0]
                      + links.padding[nodes, t, second.clamp(-1, 5).remainder(7), 1])
     return torch.stack(terms, dim=-1).float()
-
-
-def node_bytes(links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
-    """(B, nc) each configurable node's padded elements (out, in and kernel) in configs ``values``,
-    relative to the largest node's of its config."""
-    logs = torch.logsumexp(node_log_padded(links, values), dim=-1)
-    return (logs - logs.amax(dim=1, keepdim=True)).exp()
 
 
 def heuristic_log_cost(links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
@@ -394,8 +383,7 @@ class ConfigHead(nn.Module):
         x = self.join[1](pre).transpose(0, 1).contiguous()  # node-major for the link layers
         for layer in self.layers:
             x = layer(x, links, link_feat.to(x.dtype))
-        weight = node_bytes(links, values) if self.pool.mode == "bytes" else None
-        pooled = self.pool(x.transpose(0, 1), weight)
+        pooled = self.pool(x.transpose(0, 1))
         if not self.heuristic:
             return pooled
         default = torch.full_like(values[:1], -1)  # the compiler's own layouts

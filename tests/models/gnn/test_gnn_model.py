@@ -349,19 +349,3 @@ def test_size_shares_are_bytes_relative_to_the_graph(tmp_path):
     set_ = chosen > 0
     torch.testing.assert_close(chosen, torch.where(set_, share, torch.zeros_like(share)))
     torch.testing.assert_close(base, torch.where(set_, default[..., :3].expand_as(base), torch.zeros_like(base)))
-
-
-def test_bytes_pool_weights_nodes_by_their_padded_elements(tmp_path):
-    """``--head-pool bytes``: the sqrt pool, the node mean weighted by padded elements, the max."""
-    from models.gnn.model import Pool, node_bytes, node_log_padded
-
-    *_, configs, ctx = _context_graph(tmp_path)
-    links = _padding_links(ctx)
-    values = torch.as_tensor(configs).to(torch.int8)
-    weight = node_bytes(links, values)
-    expected = torch.logsumexp(node_log_padded(links, values), -1).exp()
-    torch.testing.assert_close(weight, expected / expected.amax(1, keepdim=True))
-    h = torch.randn(32, 4, 8)
-    out = Pool(8, "bytes")(h, weight)
-    assert out.shape == (32, 24)
-    torch.testing.assert_close(out[:, 8:16], (h * weight[..., None]).sum(1) / weight.sum(1, keepdim=True))
