@@ -31,7 +31,6 @@ class GnnConfig(RankerConfig):
     head_heuristic: bool = True  # factorized: the cost also reads the training-free layout heuristic (features.heuristic: log padded elements, relative to the all-default config), directly and through the config vector [measured: benchmarks/gnn_fold_training.json "How the GNN's fold models train"]
     head_sizes: bool = True  # factorized: the head also reads, per configurable node, config and tensor, its log elements once padded to (8, 128) tiles, the same where the config sets the tensor's layout (what a relayouting copy moves) and their excess over the all-default config's: the heuristic per node [measured: benchmarks/gnn_fold_training.json "How the GNN's fold models train"]
     head_shares: bool = True  # factorized: the head also reads, per configurable node, config and tensor, its padded elements relative to the all-default config's mean tensor, the same where the config sets the tensor's layout, and there its default's (a copy's bytes, relative to the graph) [measured: benchmarks/gnn_fold_training.json "How the GNN's fold models train"]
-    head_rates: bool = False  # factorized, with the heuristic: it weighs each configurable node's padded elements by a rate learned from the node's head state (log rate from 0: the heuristic at the start)
     hidden: int = 64  # node embedding width of every message-passing layer
     layers: int = 3  # message-passing layers
     dropout: float = 0.0  # dropout in message passing and cross-configuration attention

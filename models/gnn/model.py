@@ -54,7 +54,6 @@ class ModelArgs:
     head_heuristic: bool = False  # checkpoints written before it carry none: they read no heuristic
     head_sizes: bool = False  # checkpoints written before it carry none: they read no padded sizes
     head_shares: bool = False  # checkpoints written before it carry none: they read no volume shares
-    head_rates: bool = False  # checkpoints written before it carry none: their heuristic has no rates
 
     @property
     def factorized(self) -> bool:
@@ -316,11 +315,6 @@ class ConfigHead(nn.Module):
         self.layers = nn.ModuleList(LinkLayer(d, args.dropout) for _ in range(HEAD_LAYERS))
         self.pool = Pool(d, args.head_pool)
         self.heuristic = args.head_heuristic
-        self.rates = None  # per node and config a learned log cost per padded element (from 0)
-        if args.head_rates and args.head_heuristic:
-            self.rates = nn.Linear(d, 1)
-            nn.init.zeros_(self.rates.weight)
-            nn.init.zeros_(self.rates.bias)
         self.out_dim = self.pool.out_dim + self.heuristic
 
     def link_features(self, h: torch.Tensor, links: ConfigLinks) -> torch.Tensor:
@@ -393,12 +387,7 @@ class ConfigHead(nn.Module):
         if not self.heuristic:
             return pooled
         default = torch.full_like(values[:1], -1)  # the compiler's own layouts
-        if self.rates is None:
-            cost = heuristic_log_cost(links, values)
-        else:  # the heuristic with learned per-node rates: padded elements x exp(rate), summed
-            per_node = torch.logsumexp(node_log_padded(links, values), dim=-1)
-            cost = torch.logsumexp(per_node + self.rates(x).squeeze(-1).transpose(0, 1).float(), dim=1)
-        relative = cost - heuristic_log_cost(links, default)
+        relative = heuristic_log_cost(links, values) - heuristic_log_cost(links, default)
         return torch.cat([pooled, relative[:, None].to(pooled.dtype)], -1)
 
 

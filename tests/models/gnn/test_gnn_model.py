@@ -349,24 +349,3 @@ def test_size_shares_are_bytes_relative_to_the_graph(tmp_path):
     set_ = chosen > 0
     torch.testing.assert_close(chosen, torch.where(set_, share, torch.zeros_like(share)))
     torch.testing.assert_close(base, torch.where(set_, default[..., :3].expand_as(base), torch.zeros_like(base)))
-
-
-def test_head_rates_start_as_the_heuristic(tmp_path):
-    """``--head-rates``: rates start at 0, so the head's heuristic column is the plain heuristic."""
-    from models.gnn.model import ConfigHead
-
-    *_, configs, ctx = _context_graph(tmp_path)
-    links = _padding_links(ctx)
-    links.patterns = torch.zeros(4, 3, 7, 6, dtype=torch.bool)
-    values = torch.as_tensor(configs).to(torch.int8)
-    kw = dict(kind="layout", node_dim=4, config_dim=18, hidden=8, arch="factorized", head_heuristic=True)
-    from models.gnn.model import LayoutConfigEncoder
-    enc = LayoutConfigEncoder(4, 8)
-    torch.manual_seed(0)
-    plain = ConfigHead(ModelArgs(**kw)).eval()
-    rated = ConfigHead(ModelArgs(**kw, head_rates=True)).eval()
-    rated.load_state_dict(plain.state_dict(), strict=False)
-    node_in, link_feat = torch.randn(4, 16), torch.randn(0, 8)  # with the product: (nc, 2d)
-    a = plain(node_in, values, enc, links, link_feat)
-    b = rated(node_in, values, enc, links, link_feat)
-    torch.testing.assert_close(a, b)
