@@ -73,17 +73,16 @@ def config_links(g: ProcessedGraph, edge_index: np.ndarray, device: torch.device
         raise ValueError(f"{g.collection}/{g.split}/{g.stem}: config_graph refers to configurable "
                          f"nodes outside 0..{nc - 1} or nodes outside 0..{g.num_nodes - 1}; "
                          f"rebuild features")
-    patterns = padding = default_dims = pairs = None
+    patterns = padding = default_dims = None
     if g.layout_context is not None:
         ctx = LayoutContext.from_arrays(g.layout_context)
         patterns = torch.as_tensor(layout_patterns(ctx), device=device)
         padding, default_dims = (torch.as_tensor(a, device=device) for a in (ctx.padding, ctx.default_dims))
-        pairs = torch.as_tensor(np.asarray(ctx.pairs, np.int64).reshape(-1, 2), device=device)
     return ConfigLinks(edge_index=torch.as_tensor(links[:, :2].T.copy(), device=device),
                        hops=torch.as_tensor(links[:, 2].copy(), device=device),
                        inner=torch.as_tensor(links[:, 3:5].copy(), device=device),
                        kind=torch.as_tensor(links[:, 5].copy(), device=device), patterns=patterns,
-                       padding=padding, default_dims=default_dims, pairs=pairs,
+                       padding=padding, default_dims=default_dims,
                        graph=f"{g.collection}/{g.split}/{g.stem}")
 
 

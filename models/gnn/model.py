@@ -54,7 +54,6 @@ class ModelArgs:
     head_heuristic: bool = False  # checkpoints written before it carry none: they read no heuristic
     head_sizes: bool = False  # checkpoints written before it carry none: they read no padded sizes
     head_shares: bool = False  # checkpoints written before it carry none: they read no volume shares
-    head_copies: bool = False  # checkpoints written before it carry none: they read no copy shares
 
     @property
     def factorized(self) -> bool:
@@ -189,7 +188,6 @@ class ConfigLinks:
     patterns: torch.Tensor | None = None  # (nc, 3, 7, PATTERN_BITS) bool: models.gnn.data.layout_patterns
     padding: torch.Tensor | None = None  # (nc, 3, 7, 2): features.heuristic.padding_tables per tensor
     default_dims: torch.Tensor | None = None  # (nc, 3, 2): the tensors' default minor, second dims
-    pairs: torch.Tensor | None = None  # (P, 2) producer, consumer ordinals: features.tabular.config_dependency_pairs
     graph: str = "graph"  # collection/split/stem, named by errors
 
 
@@ -207,33 +205,6 @@ def pattern_bits(patterns: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     return torch.cat(bits, dim=-1).float()
 
 
-def resolved_minor(values: torch.Tensor, default_dims: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(B, nc) most- and second-most-minor dims of tensor ``t`` of configs ``values`` (B, nc, 18),
-    the tensor's default ones (``default_dims`` (nc, 3, 2)) where the config leaves it default."""
-    lay, default = values[:, :, 6 * t:6 * t + 2].long(), default_dims[None, :, t].long()
-    first = torch.where(lay[..., 0] >= 0, lay[..., 0], default[..., 0])
-    second = torch.where(lay[..., 1] >= 0, lay[..., 1],
-                         torch.where(first == default[..., 0], default[..., 1], default[..., 0]))
-    return first, second
-
-
-def copy_shares(links: ConfigLinks, values: torch.Tensor, share: torch.Tensor) -> torch.Tensor:
-    """(B, nc, 2) of configs ``values``: a configurable node's output share (``share`` (B, nc, 3):
-    :func:`size_bits`' shares) where its output layout differs from a dependent consumer's input
-    layout, and its input share where its input differs from a producer's output: the bytes a
-    relayouting copy between them moves, relative to the graph."""
-    batch, nc = values.shape[:2]
-    out = values.new_zeros((batch, nc, 2), dtype=torch.float32)
-    if links.pairs is None or links.default_dims is None or len(links.pairs) == 0:
-        return out
-    (o1, o2), (i1, i2) = (resolved_minor(values, links.default_dims, t) for t in (0, 1))
-    p, q = links.pairs[:, 0], links.pairs[:, 1]
-    differs = ((o1[:, p] != i1[:, q]) | (o2[:, p] != i2[:, q])).float()  # (B, P)
-    out[..., 0].index_add_(1, p, differs)
-    out[..., 1].index_add_(1, q, differs)
-    return out.clamp_max_(1.0) * share[..., :2]
-
-
 def node_log_padded(links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
     """(B, nc, 3) log of the elements each configurable node's tensors (out, in, kernel) occupy
     once padded to (8, 128) tiles in configs ``values`` (B, nc, 18) (absent tensors: -1e4), from
@@ -245,7 +216,10 @@ def node_log_padded(links: ConfigLinks, values: torch.Tensor) -> torch.Tensor:
     nodes = torch.arange(values.shape[1], device=values.device)[None, :]
     terms = []
     for t in range(PATTERN_TENSORS):
-        first, second = resolved_minor(values, links.default_dims, t)
+        lay, default = values[:, :, 6 * t:6 * t + 2].long(), links.default_dims[None, :, t].long()
+        first = torch.where(lay[..., 0] >= 0, lay[..., 0], default[..., 0])
+        second = torch.where(lay[..., 1] >= 0, lay[..., 1],
+                             torch.where(first == default[..., 0], default[..., 1], default[..., 0]))
         terms.append(links.padding[nodes, t, first.clamp(-1, 5).remainder(7), 0]
                      + links.padding[nodes, t, second.clamp(-1, 5).remainder(7), 1])
     return torch.stack(terms, dim=-1).float()
@@ -335,9 +309,7 @@ class ConfigHead(nn.Module):
         self.patterns = None  # the per-node bits, into the join and the product's layout side
         self.reads_patterns = args.head_patterns
         self.reads_sizes, self.reads_shares = args.head_sizes, args.head_shares
-        self.reads_copies = args.head_copies and args.head_shares
-        width = PATTERN_WIDTH * args.head_patterns + SIZE_WIDTH * (args.head_sizes + args.head_shares) \
-            + 2 * self.reads_copies
+        width = PATTERN_WIDTH * args.head_patterns + SIZE_WIDTH * (args.head_sizes + args.head_shares)
         if width:
             self.patterns = nn.Linear(width, d * (1 + args.head_product), bias=False)
         self.layers = nn.ModuleList(LinkLayer(d, args.dropout) for _ in range(HEAD_LAYERS))
@@ -383,9 +355,6 @@ class ConfigHead(nn.Module):
             bits.append(pattern_bits(links.patterns, values))
         if self.reads_sizes or self.reads_shares:
             bits.append(size_bits(links, values, self.reads_sizes, self.reads_shares))
-        if self.reads_copies:
-            share = bits[-1][..., SIZE_WIDTH * self.reads_sizes:][..., :PATTERN_TENSORS]
-            bits.append(copy_shares(links, values, share))
         return self.patterns(torch.cat(bits, dim=-1))
 
     def forward(self, node_in: torch.Tensor, values: torch.Tensor, encoder: LayoutConfigEncoder,

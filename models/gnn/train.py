@@ -60,8 +60,7 @@ def model_args_for(cfg: GnnConfig, g: ProcessedGraph) -> ModelArgs:
                      cross_attn=cfg.cross_attn, arch="copy" if g.is_tile else cfg.arch,
                      head_product=cfg.head_product, head_patterns=cfg.head_patterns,
                      head_pool=cfg.head_pool, head_heuristic=cfg.head_heuristic,
-                     head_sizes=cfg.head_sizes, head_shares=cfg.head_shares,
-                     head_copies=cfg.head_copies)
+                     head_sizes=cfg.head_sizes, head_shares=cfg.head_shares)
 
 
 class StepModule(nn.Module):

@@ -349,21 +349,3 @@ def test_size_shares_are_bytes_relative_to_the_graph(tmp_path):
     set_ = chosen > 0
     torch.testing.assert_close(chosen, torch.where(set_, share, torch.zeros_like(share)))
     torch.testing.assert_close(base, torch.where(set_, default[..., :3].expand_as(base), torch.zeros_like(base)))
-
-
-def test_copy_shares_are_the_shares_of_mismatched_tensors(tmp_path):
-    """``--head-copies``: a producer's output share where its output's minor dims differ from its
-    consumer's input's, the consumer's input share likewise; nothing without pairs."""
-    from models.gnn.model import copy_shares, size_bits
-
-    *_, configs, ctx = _context_graph(tmp_path)
-    links = _padding_links(ctx)
-    values = torch.as_tensor(configs).to(torch.int8)
-    share = size_bits(links, values, sizes=False, shares=True)[..., :3]
-    assert copy_shares(links, values, share).abs().max() == 0
-    links.pairs = torch.as_tensor([[0, 1]])
-    got = copy_shares(links, values, share)
-    assert (got[:, 2:] == 0).all() and (got[:, 0, 1] == 0).all() and (got[:, 1, 0] == 0).all()
-    moved = got[:, 0, 0] > 0
-    assert (got[moved, 0, 0] == share[moved, 0, 0]).all() and (moved == (got[:, 1, 1] > 0)).all()
-    assert torch.allclose(got[moved, 1, 1], share[moved, 1, 1])
