@@ -29,24 +29,14 @@ def _as_groups(cost: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | No
 
 
 def pairwise_logistic(cost: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None = None,
-                      tie_eps: float = 1e-9, soft: float = 0.0) -> torch.Tensor:
+                      tie_eps: float = 1e-9) -> torch.Tensor:
     """RankNet: mean over ordered pairs (config i truly faster than j, beyond ``tie_eps`` of the
-    group's largest runtime) of ``log(1 + exp(-(cost_j - cost_i)))``, averaged per group first.
-    ``soft`` > 0: soft labels, P(i faster) = sigmoid(soft * (log t_j - log t_i) / sd of the group's
-    log runtimes), so the loss is least where cost gaps are proportional to log runtime gaps."""
+    group's largest runtime) of ``log(1 + exp(-(cost_j - cost_i)))``, averaged per group first."""
     cost, target, mask = _as_groups(cost, target, mask)
     diff_target = target[:, None, :] - target[:, :, None]  # [g, i, j] = t_j - t_i
     scale = target.abs().amax(dim=1, keepdim=True).clamp_min(1e-12)[:, :, None]
     valid = (diff_target > tie_eps * scale) & mask[:, :, None] & mask[:, None, :]
     per_pair = F.softplus(cost[:, :, None] - cost[:, None, :])  # softplus(-(c_j - c_i))
-    if soft > 0:
-        weight = mask.float()
-        logs = target.clamp_min(1e-30).log() * weight
-        count = weight.sum(dim=1, keepdim=True).clamp_min(1)
-        centred = (logs - logs.sum(dim=1, keepdim=True) / count) * weight
-        sd = ((centred ** 2).sum(dim=1, keepdim=True) / count).sqrt().clamp_min(1e-12)
-        p = torch.sigmoid(soft * (logs[:, None, :] - logs[:, :, None]) / sd[:, :, None])
-        per_pair = p * per_pair + (1 - p) * F.softplus(cost[:, None, :] - cost[:, :, None])
     counts = valid.sum(dim=(1, 2))
     has = counts > 0
     if not bool(has.any()):

@@ -38,7 +38,6 @@ class GnnConfig(RankerConfig):
 
     # --- training
     configs_per_step: int = 64  # configs sampled from one graph per step
-    soft_pairs: float = 0.0  # > 0: the pairwise loss's labels are soft, sigmoid(this x the pair's log runtime gap / the sampled configs' sd of log runtimes) (0: hard labels)
     close_bias: float = 0.0  # probability that a step samples configs of close runtimes
     steps: int = 400  # optimiser steps per collection (the horizon of the warmup-cosine schedule)
     lr: float = 2e-3  # AdamW peak learning rate

@@ -162,7 +162,7 @@ def train_step(tr: Trainer, graphs: list[ProcessedGraph], cache: TensorCache, st
             with autocast(tr.device, cfg.amp):
                 cost = tr.step_model(g, tensors, idx, tr.device, cfg, step)
             y = torch.as_tensor(target[idx], device=tr.device)
-            loss = pairwise_logistic(cost.float(), y, soft=cfg.soft_pairs) / len(chosen)
+            loss = pairwise_logistic(cost.float(), y) / len(chosen)
             tr.scaler.scale(loss).backward()
         total += float(loss.detach())
         configs += len(idx)
