@@ -77,9 +77,9 @@ class GnnConfig(RankerConfig):
         # watch held-out graphs; tile ones keep the slice; the node budget makes steps on
         # real-sized graphs cheaper (fewer configs), more of them in a share (BENCHMARKS.md,
         # "Weights kept"; "How the GNN's fold models train")
-        "quick": {"hidden": 64, "layers": 3, "configs_per_step": 32, "steps": 100000,
+        "quick": {"hidden": 64, "layers": 3, "configs_per_step": 64, "steps": 100000,
                   "time_budget": 900.0, "eval_every": 100, "patience": 0, "val_max_configs": 128,
-                  "predict_batch": 64, "threads": 0, "warmup_steps": 20, "lr": 6e-3,
+                  "predict_batch": 64, "threads": 0, "warmup_steps": 20, "lr": 3e-3,
                   "node_budget": 20000, "folds": 3, "regime": True, "tile_budget_weight": 0.5,
                   "oof_max_configs": 500, "final_val_max_configs": 500, "keep": "last",
                   "inner_valid": False},
